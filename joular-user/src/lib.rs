@@ -1,0 +1,13 @@
+//! joular-ebpf user space. Data flows one way:
+//! `ebpf` (load/attach) → `collect` (drain maps per cycle) → `attribution` (pure: counters in,
+//! joules out) ← `energy` (sources behind one trait); `symbols` turns raw addresses into frames;
+//! `output` sinks consume only the attributed, symbolized `model`.
+
+pub mod attribution;
+pub mod cli;
+pub mod collect;
+pub mod ebpf;
+pub mod energy;
+pub mod model;
+pub mod output;
+pub mod symbols;

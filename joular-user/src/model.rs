@@ -1,0 +1,193 @@
+//! The data that flows between stages, one way:
+//! collect (raw kernel counters) → attribution (joules) → symbols (frames) → outputs.
+//!
+//! Every stage consumes and produces these types only, so each stage is testable on
+//! fixtures. `CycleReport` is also the `--json` line: its field names are a public
+//! contract (`cycle`, `start_ns`, `end_ns`, `threads`, `cpus`, `drops`, `sockets`,
+//! `processes`, `methods`); add fields freely, never rename.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// On-CPU time of one thread on one CPU during one cycle, from scheduler accounting
+/// (eBPF sched_switch) or, on the procfs path, from jiffies converted to ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadCpuTime {
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub on_cpu_ns: u64,
+}
+
+/// One CPU's whole cycle: `busy_ns + idle_ns` is the cycle's length on that CPU (`t_cpu`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CpuTime {
+    pub cpu: u32,
+    pub busy_ns: u64,
+    pub idle_ns: u64,
+}
+
+impl CpuTime {
+    pub fn total_ns(&self) -> u64 {
+        self.busy_ns + self.idle_ns
+    }
+}
+
+/// Sample count of one (thread, user stack, kernel stack) in one cycle. Stack ids are
+/// the kernel's StackTrace map ids (negative = no stack / failed); `user`/`kernel` hold
+/// the raw instruction pointers, leaf first, as the kernel returns them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSample {
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub user: Arc<[u64]>,
+    pub kernel: Arc<[u64]>,
+    pub count: u64,
+}
+
+/// What kind of code a frame is, so flame graphs can colour it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameKind {
+    /// JIT-compiled Java method, resolved through the HotSpot perf map.
+    JavaJit,
+    /// A Java method inlined into its caller (perf maps cannot show these; kept for
+    /// sources that can).
+    JavaInlined,
+    /// The interpreter or another code-cache stub (`Interpreter`, `StubRoutines`...).
+    Interpreted,
+    /// Native user-space code (libjvm, libc, any ELF), or an unresolved user address.
+    Native,
+    /// Kernel code.
+    Kernel,
+}
+
+/// One symbolized frame. `name` is the full name (`void com.acme.Foo.bar(int)` for Java,
+/// the demangled symbol otherwise); `short` is what method tables and flame graphs show
+/// (`com.acme.Foo.bar`; same as `name` for non-Java frames).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Frame {
+    pub name: Arc<str>,
+    pub short: Arc<str>,
+    pub kind: FrameKind,
+}
+
+/// A symbolized call stack, ROOT FIRST (thread entry ... leaf), kernel frames after the
+/// user frames (a syscall's kernel work sits on top of the user code that made it).
+pub type Stack = Arc<[Frame]>;
+
+/// A symbolized stack of one thread in one cycle with its sample count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadStack {
+    pub stack: Stack,
+    pub samples: u64,
+}
+
+/// Everything one cycle produced, after attribution and symbolization. This is the
+/// `--json` line (JSON Lines, one object per cycle).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CycleReport {
+    pub cycle: u64,
+    /// CLOCK_MONOTONIC (the kernel's `bpf_ktime_get_ns`) at the cycle's start and end.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Wall clock at the cycle's end, ms since the epoch (for evolution files).
+    #[serde(default)]
+    pub end_epoch_ms: u64,
+    pub threads: Vec<ThreadReport>,
+    pub cpus: Vec<CpuReport>,
+    /// Losses per map or cause in this cycle (`"samples"`, `"stack_collision"`...).
+    pub drops: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub sockets: Vec<SocketReport>,
+    #[serde(default)]
+    pub processes: Vec<ProcessReport>,
+    #[serde(default)]
+    pub methods: Vec<MethodReport>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ThreadReport {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub on_cpu_ns: u64,
+    pub samples: u64,
+    #[serde(default)]
+    pub energy_uj: f64,
+    #[serde(default)]
+    pub power_w: f64,
+    /// Jiffies-based on-CPU time from /proc over the same window (`--verbose` cross-check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proc_on_cpu_ns: Option<u64>,
+    #[serde(default)]
+    pub stacks: Vec<StackReport>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StackReport {
+    /// Root first.
+    pub frames: Vec<FrameReport>,
+    pub samples: u64,
+    #[serde(default)]
+    pub energy_uj: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FrameReport {
+    pub name: String,
+    pub kind: FrameKind,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct CpuReport {
+    pub cpu: u32,
+    pub busy_ns: u64,
+    #[serde(default)]
+    pub idle_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SocketReport {
+    pub socket: u32,
+    pub energy_uj: f64,
+    /// `powercap`, `perf`, `msr` or `model`.
+    pub source: String,
+    pub estimated: bool,
+    pub unattributed_uj: f64,
+    #[serde(default)]
+    pub power_w: f64,
+    /// Energy above the idle baseline (Kepler's "dynamic" view), split like the total.
+    #[serde(default)]
+    pub dynamic_energy_uj: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dram_energy_uj: Option<f64>,
+    /// Set when the counter misbehaved (went backwards with no wrap range): the cycle's
+    /// energy for this socket is then 0, never negative.
+    #[serde(default)]
+    pub flagged: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ProcessReport {
+    pub pid: u32,
+    #[serde(default)]
+    pub comm: String,
+    pub energy_uj: f64,
+    #[serde(default)]
+    pub power_w: f64,
+    #[serde(default)]
+    pub on_cpu_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct MethodReport {
+    pub pid: u32,
+    pub tid: u32,
+    pub method: String,
+    pub energy_uj: f64,
+    pub samples: u64,
+}
