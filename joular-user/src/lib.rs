@@ -8,6 +8,8 @@ pub mod cli;
 pub mod collect;
 pub mod ebpf;
 pub mod energy;
+pub mod fleet;
 pub mod model;
 pub mod output;
+pub mod procstat;
 pub mod symbols;
