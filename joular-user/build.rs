@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use anyhow::{anyhow, Context as _};
-use aya_build::cargo_metadata;
 
 fn main() -> anyhow::Result<()> {
     println!("cargo:rerun-if-env-changed=JOULAR_SKIP_EBPF");
@@ -18,14 +17,16 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(&stub, [])?;
         return Ok(());
     }
-    let cargo_metadata::Metadata { packages, .. } = cargo_metadata::MetadataCommand::new()
-        .no_deps()
-        .exec()
-        .context("MetadataCommand::exec")?;
-    let ebpf_package = packages
-        .into_iter()
-        .find(|cargo_metadata::Package { name, .. }| name.as_str() == "joular-ebpf")
-        .ok_or_else(|| anyhow!("joular-ebpf package not found"))?;
+    let root_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?)
+        .parent()
+        .ok_or_else(|| anyhow!("joular-user has no parent directory"))?
+        .join("joular-ebpf");
+    let root_dir = root_dir.to_str().context("non-UTF-8 path to joular-ebpf")?;
+    let ebpf_package = aya_build::Package {
+        name: "joular-ebpf",
+        root_dir,
+        ..Default::default()
+    };
     aya_build::build_ebpf([ebpf_package], aya_build::Toolchain::default())
 }
 

@@ -1,2 +1,50 @@
+//! Entry points only; maps live in `maps.rs`, the accounting logic in `account.rs`.
 #![no_std]
 #![no_main]
+
+mod account;
+mod maps;
+
+use aya_ebpf::{
+    macros::{btf_tracepoint, perf_event, tracepoint},
+    programs::{BtfTracePointContext, PerfEventContext, TracePointContext},
+};
+
+/// cpu-clock sampler, one per online CPU.
+#[perf_event]
+pub fn joular_sample(ctx: PerfEventContext) -> u32 {
+    match account::on_sample(&ctx) {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+/// Scheduler accounting (BTF-typed tracepoint, the cheaper one).
+#[btf_tracepoint(function = "sched_switch")]
+pub fn joular_switch_btf(_ctx: BtfTracePointContext) -> u32 {
+    account::on_switch();
+    0
+}
+
+/// The same accounting on the classic tracepoint, for kernels that refuse BTF programs.
+#[tracepoint]
+pub fn joular_switch_tp(_ctx: TracePointContext) -> u32 {
+    account::on_switch();
+    0
+}
+
+#[tracepoint]
+pub fn joular_exit(ctx: TracePointContext) -> u32 {
+    match account::on_exit(&ctx) {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

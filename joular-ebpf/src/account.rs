@@ -1,0 +1,191 @@
+//! Per-CPU time accounting and sample aggregation.
+//!
+//! Time is charged to whatever runs on a CPU between two "accounting points" on that CPU:
+//! every sched_switch (where `current` is still the task being switched out) and every
+//! sampler tick. The tick matters: a thread alone on a CPU can run for seconds without a
+//! switch, and without it the time would land in whichever cycle the switch happens in.
+//! With it, a cycle's counters are at most one sampling period stale.
+//!
+//! Programs on one CPU never interleave (sched_switch runs with interrupts off; the sampler
+//! is the timer interrupt), and every per-CPU value is written only by its own CPU, so plain
+//! read-modify-write is safe.
+
+use aya_ebpf::{
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
+        bpf_ktime_get_ns,
+    },
+    programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
+};
+use joular_ebpf::{
+    ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
+    CONFIG_ALL_PROCESSES, DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED,
+    DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED,
+    MAX_CPUS,
+};
+
+use crate::maps::{
+    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, STACKS_0,
+    STACKS_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
+};
+
+const BPF_F_USER_STACK: u64 = 1 << 8;
+const BPF_NOEXIST: u64 = 1;
+const EFAULT: i32 = 14;
+const EEXIST: i32 = 17;
+/// Offset of `group_dead` in the sched_process_exit tracepoint record (see its `format`).
+const EXIT_GROUP_DEAD_OFFSET: usize = 32;
+
+#[inline(always)]
+fn active_buffer() -> u32 {
+    match CONFIG.get(CONFIG_ACTIVE_BUFFER) {
+        Some(b) if *b == 1 => 1,
+        _ => 0,
+    }
+}
+
+#[inline(always)]
+fn targeted(tgid: u32) -> bool {
+    if let Some(all) = CONFIG.get(CONFIG_ALL_PROCESSES) {
+        if *all == 1 {
+            return true;
+        }
+    }
+    TARGETS.get_ptr(tgid).is_some()
+}
+
+#[inline(always)]
+fn count_drop(kind: u32) {
+    if let Some(n) = DROPS.get_ptr_mut(kind) {
+        // SAFETY: per-CPU slot, only this CPU writes it.
+        unsafe { *n += 1 };
+    }
+}
+
+/// Charges the time since this CPU's last accounting point to the task running now.
+#[inline(always)]
+fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32) {
+    let Some(state) = CPU_STATE.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: per-CPU slot, only this CPU writes it.
+    let last_ns = unsafe { (*state).last_ns };
+    unsafe { (*state).last_ns = now_ns };
+    if last_ns == 0 || now_ns <= last_ns || cpu >= MAX_CPUS {
+        return;
+    }
+    let delta_ns = now_ns - last_ns;
+    let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
+    if let Some(times) = CPU_TIMES.get_ptr_mut(buffer * MAX_CPUS + cpu) {
+        // SAFETY: slot (buffer, cpu) is written only by this CPU.
+        unsafe {
+            if tid == 0 {
+                (*times).idle_ns += delta_ns;
+            } else {
+                (*times).busy_ns += delta_ns;
+            }
+        }
+    }
+    if tid == 0 || !targeted(tgid) {
+        return;
+    }
+    let key = ThreadCpuKey { tid, cpu };
+    let map = if buffer == 0 { &THREAD_CPU_0 } else { &THREAD_CPU_1 };
+    if let Some(v) = map.get_ptr_mut(&key) {
+        // SAFETY: the key holds this CPU, so only this CPU writes the entry.
+        unsafe { (*v).on_cpu_ns += delta_ns };
+        return;
+    }
+    let value = ThreadCpuValue {
+        on_cpu_ns: delta_ns,
+        tgid,
+        _pad: 0,
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    };
+    if map.insert(&key, &value, BPF_NOEXIST).is_err() {
+        count_drop(DROP_THREAD_CPU_MAP_FULL);
+    }
+}
+
+pub fn on_switch() {
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    account(unsafe { bpf_ktime_get_ns() }, bpf_get_current_pid_tgid(), cpu, active_buffer());
+}
+
+#[inline(always)]
+fn stack_id(result: Result<i64, i32>, collision: u32, failed: u32) -> i32 {
+    match result {
+        Ok(id) => id as i32,
+        // No stack of that kind (a user-mode sample has no kernel stack, a kernel thread no
+        // user stack): not a loss.
+        Err(e) if e == -EFAULT => -1,
+        Err(e) if e == -EEXIST => {
+            count_drop(collision);
+            -2
+        }
+        Err(_) => {
+            count_drop(failed);
+            -3
+        }
+    }
+}
+
+pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
+    let now_ns = unsafe { bpf_ktime_get_ns() };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let buffer = active_buffer();
+    account(now_ns, pid_tgid, cpu, buffer);
+
+    let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
+    if tid == 0 || !targeted(tgid) {
+        return Ok(0);
+    }
+    let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
+    let user_stack_id = stack_id(
+        ctx.get_stackid(stacks, BPF_F_USER_STACK),
+        DROP_USTACK_COLLISION,
+        DROP_USTACK_FAILED,
+    );
+    let kernel_stack_id =
+        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED);
+    let key = SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id };
+    let counts = if buffer == 0 { &COUNTS_0 } else { &COUNTS_1 };
+    if let Some(n) = counts.get_ptr_mut(&key) {
+        // SAFETY: the key holds this CPU, so only this CPU writes the entry.
+        unsafe { *n += 1 };
+    } else if counts.insert(&key, &1u64, BPF_NOEXIST).is_err() {
+        count_drop(DROP_SAMPLES_MAP_FULL);
+    }
+    Ok(0)
+}
+
+pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
+    if tid == 0 || !targeted(tgid) {
+        return Ok(0);
+    }
+    let now_ns = unsafe { bpf_ktime_get_ns() };
+    // Charge the slice up to the exit now, so a thread that dies at a cycle's end is
+    // counted in that cycle; its last switch-out adds only the few µs after this.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let buffer = active_buffer();
+    account(now_ns, pid_tgid, cpu, buffer);
+    let group_dead: u8 = unsafe { ctx.read_at(EXIT_GROUP_DEAD_OFFSET) }.unwrap_or(0);
+    let value = ExitValue {
+        tgid,
+        group_dead: group_dead as u32,
+        exit_ns: now_ns,
+        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+    };
+    let exits = if buffer == 0 { &EXITS_0 } else { &EXITS_1 };
+    if exits.insert(&tid, &value, 0).is_err() {
+        count_drop(DROP_EXITS_MAP_FULL);
+    }
+    aya_log_ebpf::debug!(ctx, "exit tid {} tgid {} group_dead {}", tid, tgid, group_dead);
+    Ok(0)
+}

@@ -1,0 +1,51 @@
+//! Every map has a fixed size; the double-buffered ones come as `_0`/`_1` pairs selected by
+//! `CONFIG[CONFIG_ACTIVE_BUFFER]` (see `joular_ebpf::BUFFERS`).
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray, StackTrace},
+};
+use joular_ebpf::{
+    CpuState, CpuTimeValue, ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, BUFFERS,
+    CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
+};
+
+#[map]
+pub static CONFIG: Array<u32> = Array::with_max_entries(CONFIG_LEN, 0);
+
+/// TGIDs to profile when not in host mode (value unused).
+#[map]
+pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARGETS, 0);
+
+#[map]
+pub static COUNTS_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(MAX_SAMPLE_KEYS, 0);
+#[map]
+pub static COUNTS_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(MAX_SAMPLE_KEYS, 0);
+
+#[map]
+pub static STACKS_0: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
+#[map]
+pub static STACKS_1: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
+
+#[map]
+pub static THREAD_CPU_0: HashMap<ThreadCpuKey, ThreadCpuValue> =
+    HashMap::with_max_entries(MAX_THREAD_CPU, 0);
+#[map]
+pub static THREAD_CPU_1: HashMap<ThreadCpuKey, ThreadCpuValue> =
+    HashMap::with_max_entries(MAX_THREAD_CPU, 0);
+
+#[map]
+pub static EXITS_0: HashMap<u32, ExitValue> = HashMap::with_max_entries(MAX_THREAD_CPU, 0);
+#[map]
+pub static EXITS_1: HashMap<u32, ExitValue> = HashMap::with_max_entries(MAX_THREAD_CPU, 0);
+
+/// Index `buffer * MAX_CPUS + cpu`.
+#[map]
+pub static CPU_TIMES: Array<CpuTimeValue> = Array::with_max_entries(BUFFERS * MAX_CPUS, 0);
+
+#[map]
+pub static CPU_STATE: PerCpuArray<CpuState> = PerCpuArray::with_max_entries(1, 0);
+
+/// Cumulative loss counters, index = `DROP_*`.
+#[map]
+pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_KINDS, 0);
