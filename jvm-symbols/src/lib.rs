@@ -1,1 +1,26 @@
-//! (in progress)
+//! HotSpot JIT symbols for a profiler running outside the JVM: perf-map parsing and
+//! indexing, the HotSpot attach protocol (no JDK tools needed), and JVM discovery,
+//! containers included. No aya, no root needed for the tests.
+//!
+//! Typical use: [`discover`] a PID, [`dump_perf_map`], then keep a [`PerfMapFile`] and
+//! [`PerfMapFile::refresh`] it; [`names`] tells Java methods from stubs.
+
+pub mod attach;
+pub mod discovery;
+pub mod dump;
+pub mod error;
+pub mod index;
+pub mod jcmd;
+pub mod maps;
+pub mod names;
+pub mod parser;
+pub mod reload;
+pub mod safe_open;
+
+pub use discovery::{discover, flag_from_vm_flags, FlagState, JvmInfo};
+pub use dump::{dump_perf_map, DumpVia};
+pub use error::{Error, Result};
+pub use index::{Limits, PerfMapIndex, Symbol};
+pub use maps::{parse_maps, Mapping};
+pub use names::{classify, short_name, CodeKind};
+pub use reload::PerfMapFile;

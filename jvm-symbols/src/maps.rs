@@ -1,0 +1,85 @@
+//! `/proc/<pid>/maps`: which libraries a process maps (is libjvm.so there?) and where its
+//! anonymous executable memory is (HotSpot's code cache).
+
+use std::io::BufRead;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub executable: bool,
+    /// The file behind the mapping; `None` for anonymous memory.
+    pub path: Option<String>,
+}
+
+impl Mapping {
+    /// Anonymous executable memory: where JIT compilers put their code.
+    pub fn is_anonymous_code(&self) -> bool {
+        self.executable && self.path.is_none()
+    }
+
+    pub fn contains(&self, addr: u64) -> bool {
+        (self.start..self.end).contains(&addr)
+    }
+}
+
+/// Parses a maps file; unparsable lines are skipped (the kernel writes this file, so a
+/// bad line can only mean a format this parser does not know yet).
+pub fn parse_maps(reader: impl BufRead) -> Vec<Mapping> {
+    reader
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|line| parse_maps_line(&line))
+        .collect()
+}
+
+fn parse_maps_line(line: &str) -> Option<Mapping> {
+    let mut fields = line.splitn(6, ' ');
+    let (start, end) = fields.next()?.split_once('-')?;
+    let perms = fields.next()?;
+    let _offset = fields.next()?;
+    let _dev = fields.next()?;
+    let _inode = fields.next()?;
+    let path = fields.next().map(str::trim_start).filter(|p| !p.is_empty());
+    // `[heap]`, `[stack]`, `[anon:name]` are anonymous too; `[vdso]` is code but a file-like
+    // image that blazesym resolves, so only bracketed names other than vdso/vsyscall count.
+    let path = match path {
+        Some(p) if p.starts_with('[') && p != "[vdso]" && p != "[vsyscall]" => None,
+        other => other.map(str::to_owned),
+    };
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        executable: perms.as_bytes().get(2) == Some(&b'x'),
+        path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAPS: &str = "\
+7f1b09400000-7f1b09670000 rwxp 00000000 00:00 0 
+7f1b24851000-7f1b255a4000 r-xp 00251000 fe:00 315160                     /usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so
+7f1b255a4000-7f1b255b0000 r--p 00000000 00:00 0                          [anon:java heap]
+7ffd5a1f0000-7ffd5a1f2000 r-xp 00000000 00:00 0                          [vdso]
+garbage
+";
+
+    #[test]
+    fn parses_code_cache_and_libraries() {
+        let maps = parse_maps(MAPS.as_bytes());
+        assert_eq!(maps.len(), 4);
+        assert!(maps[0].is_anonymous_code());
+        assert!(maps[0].contains(0x7f1b09400000) && !maps[0].contains(0x7f1b09670000));
+        assert_eq!(
+            maps[1].path.as_deref(),
+            Some("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
+        );
+        assert!(!maps[1].is_anonymous_code());
+        assert_eq!(maps[2].path, None);
+        assert!(!maps[2].executable);
+        assert!(!maps[3].is_anonymous_code());
+    }
+}
