@@ -1,0 +1,110 @@
+//! Run totals for the end summary: energy per thread, process and socket over every cycle,
+//! and average power over the whole run.
+
+use std::collections::BTreeMap;
+
+use super::{power_w, Attribution};
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TotalEnergy {
+    pub on_cpu_ns: u64,
+    pub energy_uj: f64,
+    pub dynamic_energy_uj: f64,
+}
+
+impl TotalEnergy {
+    pub fn energy_j(&self) -> f64 {
+        self.energy_uj / 1e6
+    }
+
+    /// Average power over `duration_ns` (the run's, so threads compare on one time base).
+    pub fn power_w(&self, duration_ns: u64) -> f64 {
+        power_w(self.energy_uj, duration_ns)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SocketTotal {
+    pub energy_uj: f64,
+    pub unattributed_uj: f64,
+    pub dynamic_energy_uj: f64,
+    pub dram_energy_uj: f64,
+    /// Cycles whose counter misbehaved and counted as 0.
+    pub flagged_cycles: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Totals {
+    pub cycles: u64,
+    pub duration_ns: u64,
+    pub threads: BTreeMap<(u32, u32), TotalEnergy>,
+    pub processes: BTreeMap<u32, TotalEnergy>,
+    pub sockets: BTreeMap<u32, SocketTotal>,
+}
+
+impl Totals {
+    pub fn add(&mut self, cycle: &Attribution) {
+        self.cycles += 1;
+        self.duration_ns += cycle.duration_ns;
+        for t in &cycle.threads {
+            accumulate(self.threads.entry((t.pid, t.tid)).or_default(), t.on_cpu_ns, t.energy_uj, t.dynamic_energy_uj);
+        }
+        for p in &cycle.processes {
+            accumulate(self.processes.entry(p.pid).or_default(), p.on_cpu_ns, p.energy_uj, p.dynamic_energy_uj);
+        }
+        for s in &cycle.sockets {
+            let total = self.sockets.entry(s.socket).or_default();
+            total.energy_uj += s.energy_uj;
+            total.unattributed_uj += s.unattributed_uj;
+            total.dynamic_energy_uj += s.dynamic_energy_uj;
+            total.dram_energy_uj += s.dram_energy_uj.unwrap_or(0.0);
+            total.flagged_cycles += u64::from(s.flagged);
+        }
+    }
+
+    /// Average power of a socket over the run.
+    pub fn socket_power_w(&self, socket: u32) -> f64 {
+        self.sockets.get(&socket).map_or(0.0, |s| power_w(s.energy_uj, self.duration_ns))
+    }
+}
+
+fn accumulate(total: &mut TotalEnergy, on_cpu_ns: u64, energy_uj: f64, dynamic_energy_uj: f64) {
+    total.on_cpu_ns += on_cpu_ns;
+    total.energy_uj += energy_uj;
+    total.dynamic_energy_uj += dynamic_energy_uj;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attribution::{attribute, IdleBaseline};
+    use crate::energy::{SocketEnergy, Topology};
+    use crate::model::{CpuTime, ThreadCpuTime};
+
+    #[test]
+    fn totals_add_cycles_and_average_power_over_the_run() {
+        let sec = 1_000_000_000;
+        let topo = Topology::from_pairs([(0, 0)]);
+        let cpus = [CpuTime { cpu: 0, busy_ns: sec, idle_ns: 0 }];
+        let mut totals = Totals::default();
+        let mut cycles = Vec::new();
+        for (energy_uj, flagged) in [(4e6, false), (0.0, true), (6e6, false)] {
+            let rows = [ThreadCpuTime { pid: 1, tid: 2, cpu: 0, on_cpu_ns: sec / 2 }];
+            let reading = SocketEnergy { socket: 0, energy_uj, flagged, ..Default::default() };
+            let a = attribute(&cpus, &rows, &topo, &[reading], sec, &IdleBaseline::new(None));
+            totals.add(&a);
+            cycles.push(a);
+        }
+        let thread_uj: f64 = cycles.iter().map(|a| a.threads[0].energy_uj).sum();
+        let t = totals.threads[&(1, 2)];
+        assert_eq!(totals.cycles, 3);
+        assert_eq!(t.on_cpu_ns, 3 * sec / 2);
+        assert!((t.energy_uj - thread_uj).abs() < 1e-6);
+        assert!((t.power_w(totals.duration_ns) - thread_uj / 3e6).abs() < 1e-9);
+        assert_eq!(totals.processes[&1], t);
+        assert_eq!(totals.sockets[&0].flagged_cycles, 1);
+        assert!((totals.socket_power_w(0) - 10.0 / 3.0).abs() < 1e-9);
+        let s = totals.sockets[&0];
+        assert!((t.energy_uj + s.unattributed_uj - s.energy_uj).abs() < 1e-6);
+    }
+}
