@@ -1,1 +1,54 @@
-//! (in progress)
+//! Output sinks. They consume only the attributed, symbolized `model` and never reach back
+//! into the loader or the collectors.
+//!
+//! - `Results`: the session sink. Each cycle it splits thread energy over stacks by sample
+//!   share, fills the cycle's `methods` and `threads[].stacks`, and rewrites the JoularJX
+//!   runtime files and evolution rows; at the end it writes totals, folded stacks, flame
+//!   graphs, pprof, `summary.json` and the raw profile, and returns the top-methods table.
+//! - `report`: re-renders those outputs from a saved raw profile.
+
+mod aggregate;
+mod flamegraph;
+mod folded;
+mod joularjx;
+pub mod methods;
+mod pprof;
+mod profile;
+mod raw_profile;
+mod render;
+mod report;
+mod results;
+mod table;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use joularjx::RESULT_DIR_NAME;
+pub use methods::MethodFilter;
+pub use profile::{ProcessProfile, RunSummary, StackTotal, ThreadTotal};
+pub use raw_profile::{read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
+pub use render::OutputFiles;
+pub use report::{report, report_to, ReportArgs, ReportFormat};
+pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};
+
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: {source}")]
+    Json { path: PathBuf, source: serde_json::Error },
+    #[error("{path}: {reason}")]
+    Format { path: PathBuf, reason: String },
+    #[error("no raw profile ({RAW_PROFILE_FILE}) in {0} or its subdirectories")]
+    NoProfile(PathBuf),
+}
+
+impl OutputError {
+    fn io(path: &Path, source: io::Error) -> Self {
+        Self::Io { path: path.to_owned(), source }
+    }
+
+    fn json(path: &Path, source: serde_json::Error) -> Self {
+        Self::Json { path: path.to_owned(), source }
+    }
+}

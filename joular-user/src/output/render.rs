@@ -1,0 +1,99 @@
+//! End-of-run files of one process, from its `ProcessProfile` (at the end of a run and in
+//! `joular-ebpf report`).
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::aggregate::{call_tree_totals, method_totals, Scope};
+use super::flamegraph::write_svg;
+use super::folded::{folded_lines, write_folded};
+use super::joularjx::{Kind, RunDir};
+use super::methods::MethodFilter;
+use super::pprof::write_pprof;
+use super::profile::ProcessProfile;
+use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
+use super::OutputError;
+
+pub const SUMMARY_FILE: &str = "summary.json";
+pub const PPROF_FILE: &str = "profile.pb.gz";
+
+/// Which files to write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RenderSet {
+    /// JoularJX `total/` CSVs (methods and call trees, both views).
+    pub csv: bool,
+    pub folded: bool,
+    pub svg: bool,
+    pub pprof: bool,
+    /// `summary.json` and the raw profile.
+    pub summary: bool,
+}
+
+impl RenderSet {
+    pub const ALL: Self = Self { csv: true, folded: true, svg: true, pprof: true, summary: true };
+}
+
+/// The files written for one process.
+#[derive(Debug, Clone, Default)]
+pub struct OutputFiles {
+    pub dir: PathBuf,
+    pub files: Vec<PathBuf>,
+}
+
+/// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
+pub fn render_process(
+    dir: &Path,
+    profile: &ProcessProfile,
+    filter: &MethodFilter,
+    set: RenderSet,
+) -> Result<OutputFiles, OutputError> {
+    fs::create_dir_all(dir).map_err(|e| OutputError::io(dir, e))?;
+    let mut written = OutputFiles { dir: dir.to_owned(), files: Vec::new() };
+    let stacks = &profile.stacks;
+    let app = Scope::App(filter);
+    if set.csv {
+        let tree = RunDir::create_at(dir.to_owned(), profile.summary.pid)?;
+        for scope in [Scope::All, app] {
+            tree.write_total(scope, Kind::Methods, &method_totals(stacks, scope))?;
+            tree.write_total(scope, Kind::CallTrees, &call_tree_totals(stacks, scope, false))?;
+            written.files.push(tree.file(scope, super::joularjx::Period::Total, Kind::Methods));
+            written.files.push(tree.file(scope, super::joularjx::Period::Total, Kind::CallTrees));
+        }
+    }
+    let scopes: &[Scope] = if filter.is_empty() { &[Scope::All] } else { &[Scope::All, app] };
+    for &scope in scopes {
+        let view = scope.dir();
+        if set.folded {
+            let path = dir.join(format!("stacks-{view}.folded"));
+            write_folded(&path, &folded_lines(stacks, scope, false))?;
+            written.files.push(path);
+        }
+        if set.svg {
+            let path = dir.join(format!("flamegraph-{view}.svg"));
+            let title = match scope {
+                Scope::All => format!("Energy of pid {} ({}), all frames", profile.summary.pid, profile.summary.comm),
+                Scope::App(f) => format!("Energy of pid {}, app methods ({})", profile.summary.pid, f.prefixes().join(",")),
+            };
+            write_svg(&path, &title, &folded_lines(stacks, scope, true))?;
+            written.files.push(path);
+        }
+    }
+    if set.pprof {
+        let path = dir.join(PPROF_FILE);
+        write_pprof(&path, &profile.summary, stacks)?;
+        written.files.push(path);
+    }
+    if set.summary {
+        let path = dir.join(SUMMARY_FILE);
+        let file = File::create(&path).map_err(|e| OutputError::io(&path, e))?;
+        let mut out = BufWriter::new(file);
+        serde_json::to_writer_pretty(&mut out, &profile.summary).map_err(|e| OutputError::json(&path, e))?;
+        out.flush().map_err(|e| OutputError::io(&path, e))?;
+        written.files.push(path);
+        let path = dir.join(RAW_PROFILE_FILE);
+        write_raw_profile(&path, &profile.summary, stacks)?;
+        written.files.push(path);
+    }
+    Ok(written)
+}
