@@ -1,0 +1,262 @@
+//! The HTTP endpoint Prometheus scrapes: `GET /metrics`, a link page on `/`, 404 elsewhere.
+//! A minimal HTTP/1.1 responder (one request per connection, `Connection: close`) is all a scraper
+//! needs, and keeps a web framework out of a daemon that runs on every host.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::timeout;
+
+use super::exposition::CONTENT_TYPE;
+use super::metrics::MetricsRegistry;
+use super::FleetError;
+
+/// A request head larger than this is not a scraper's; what was read is answered anyway.
+const MAX_REQUEST_HEAD_BYTES: usize = 8192;
+/// A client that neither sends its request nor takes the response in this long is dropped.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+
+const INDEX_HTML: &str = "<html><head><title>joular-ebpf</title></head>\
+<body><h1>joular-ebpf</h1><p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
+
+/// A bound endpoint. Binding apart from running lets the caller fail before loading eBPF when the
+/// address is taken, and learn the port when it asked for port 0.
+#[derive(Debug)]
+pub struct MetricsServer {
+    listener: TcpListener,
+    addr: SocketAddr,
+}
+
+impl MetricsServer {
+    pub async fn bind(listen: SocketAddr) -> Result<Self, FleetError> {
+        let bind_error = |source| FleetError::Bind {
+            addr: listen,
+            source,
+        };
+        let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
+        let addr = listener.local_addr().map_err(bind_error)?;
+        Ok(Self { listener, addr })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves scrapes until `shutdown` completes. Each scrape renders under the registry's lock, so it
+    /// sees whole cycles only.
+    pub async fn run(
+        self,
+        registry: Arc<Mutex<MetricsRegistry>>,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => return,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let registry = Arc::clone(&registry);
+                        tokio::spawn(async move {
+                            if let Err(e) = handle(stream, &registry).await {
+                                log::debug!("metrics request from {peer}: {e}");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        // Out of descriptors, typically: back off rather than spin.
+                        log::warn!("metrics endpoint {}: accept: {e}", self.addr);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                },
+            }
+        }
+    }
+}
+
+/// Binds `listen` and serves until `shutdown` completes.
+pub async fn serve(
+    listen: SocketAddr,
+    registry: Arc<Mutex<MetricsRegistry>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), FleetError> {
+    MetricsServer::bind(listen)
+        .await?
+        .run(registry, shutdown)
+        .await;
+    Ok(())
+}
+
+async fn handle(mut stream: TcpStream, registry: &Mutex<MetricsRegistry>) -> io::Result<()> {
+    let timed_out = |_| io::Error::new(io::ErrorKind::TimedOut, "client too slow");
+    let head = timeout(IO_TIMEOUT, read_head(&mut stream))
+        .await
+        .map_err(timed_out)??;
+    let response = respond(&head, || {
+        // A panic elsewhere while holding the lock leaves whole counters behind: still worth serving.
+        registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .render()
+    });
+    timeout(IO_TIMEOUT, stream.write_all(&response))
+        .await
+        .map_err(timed_out)??;
+    stream.shutdown().await
+}
+
+async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD_BYTES {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(head)
+}
+
+/// The whole response to a request head. `render` runs only for a `/metrics` request.
+fn respond(head: &[u8], render: impl FnOnce() -> String) -> Vec<u8> {
+    let request_line = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    let request_line = String::from_utf8_lossy(request_line);
+    let mut parts = request_line.trim_end().split(' ');
+    let (method, target) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(method), Some(target), Some(version)) if version.starts_with("HTTP/1.") => {
+            (method, target)
+        }
+        _ => {
+            return response(
+                "400 Bad Request",
+                "text/plain",
+                "bad request\n".to_owned(),
+                true,
+            )
+        }
+    };
+    let with_body = method == "GET";
+    if !with_body && method != "HEAD" {
+        return response(
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET or HEAD\n".to_owned(),
+            true,
+        );
+    }
+    match target.split('?').next().unwrap_or_default() {
+        "/metrics" => response("200 OK", CONTENT_TYPE, render(), with_body),
+        "/" => response(
+            "200 OK",
+            "text/html; charset=utf-8",
+            INDEX_HTML.to_owned(),
+            with_body,
+        ),
+        _ => response(
+            "404 Not Found",
+            "text/plain",
+            "not found; try /metrics\n".to_owned(),
+            with_body,
+        ),
+    }
+}
+
+fn response(status: &str, content_type: &str, body: String, with_body: bool) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if with_body {
+        out.extend_from_slice(body.as_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::metrics::RegistryConfig;
+
+    fn text(head: &str) -> String {
+        String::from_utf8(respond(head.as_bytes(), || "x_total 1\n".to_owned())).unwrap()
+    }
+
+    #[test]
+    fn metrics_are_served_as_text_format_0_0_4() {
+        let r = text("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(
+            r.contains("\r\nContent-Type: text/plain; version=0.0.4"),
+            "{r}"
+        );
+        assert!(r.contains("\r\nContent-Length: 10\r\n"), "{r}");
+        assert!(r.ends_with("\r\n\r\nx_total 1\n"), "{r}");
+        assert!(text("GET /metrics?name[]=x HTTP/1.0\r\n\r\n").ends_with("x_total 1\n"));
+    }
+
+    #[test]
+    fn head_has_the_length_but_no_body() {
+        let r = text("HEAD /metrics HTTP/1.1\r\n\r\n");
+        assert!(
+            r.contains("Content-Length: 10\r\n") && r.ends_with("\r\n\r\n"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn root_links_to_metrics_and_the_rest_is_refused() {
+        let root = text("GET / HTTP/1.1\r\n\r\n");
+        assert!(
+            root.starts_with("HTTP/1.1 200 OK") && root.contains("href=\"/metrics\""),
+            "{root}"
+        );
+        assert!(!root.contains("x_total"));
+        assert!(text("GET /metricsx HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
+        assert!(text("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405 "));
+        assert!(text("GET /metrics\r\n\r\n").starts_with("HTTP/1.1 400 "));
+        assert!(text("").starts_with("HTTP/1.1 400 "));
+    }
+
+    #[tokio::test]
+    async fn serves_the_registry_over_loopback_until_shutdown() {
+        let registry = Arc::new(Mutex::new(MetricsRegistry::new(RegistryConfig::default())));
+        let server = MetricsServer::bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let addr = server.local_addr();
+        assert_ne!(addr.port(), 0);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = tokio::spawn(server.run(registry, async {
+            let _ = stopped.await;
+        }));
+
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        timeout(IO_TIMEOUT, client.read_to_string(&mut reply))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+        assert!(reply.contains("\njoular_cycles_total 0\n"), "{reply}");
+
+        let taken = MetricsServer::bind(addr).await.unwrap_err();
+        assert!(matches!(taken, FleetError::Bind { .. }), "{taken:?}");
+
+        stop.send(()).unwrap();
+        timeout(IO_TIMEOUT, running).await.unwrap().unwrap();
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "still listening after shutdown"
+        );
+    }
+}
