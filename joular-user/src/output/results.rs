@@ -294,3 +294,192 @@ fn push_methods(out: &mut Vec<MethodReport>, pid: u32, tid: u32, methods: HashMa
 fn now_epoch_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Frame, FrameKind, SocketReport, ThreadReport};
+    use crate::output::methods::tests::{frame, java};
+    use crate::output::report::{report_to, ReportArgs, ReportFormat};
+    use std::fs;
+    use std::path::Path;
+
+    const PID: u32 = 100;
+    const START_MS: u64 = 1_700_000_000_000;
+
+    fn stack(frames: &[Frame]) -> Stack {
+        Arc::from(frames.to_vec())
+    }
+
+    fn thread(tid: u32, comm: &str, energy_uj: f64) -> ThreadReport {
+        ThreadReport { pid: PID, tid, comm: comm.into(), on_cpu_ns: 1000, energy_uj, ..ThreadReport::default() }
+    }
+
+    fn cycle(n: u64, start_s: u64, end_s: u64, threads: Vec<ThreadReport>) -> CycleReport {
+        CycleReport {
+            cycle: n,
+            start_ns: start_s * 1_000_000_000,
+            end_ns: end_s * 1_000_000_000,
+            end_epoch_ms: START_MS + end_s * 1000,
+            threads,
+            drops: [("samples".to_owned(), n)].into(),
+            sockets: vec![SocketReport { socket: 0, energy_uj: 10e6, unattributed_uj: 2e6, ..SocketReport::default() }],
+            ..CycleReport::default()
+        }
+    }
+
+    /// Two cycles (1 s, then 2 s): JDK work above an app method, a syscall, a thread with
+    /// energy but no samples, an idle thread, and a thread with only JDK frames.
+    fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
+        let run = java("java.lang.Thread.run");
+        let compute = java("com.acme.App.compute");
+        let multiply = stack(&[run.clone(), compute.clone(), java("java.math.BigInteger.multiply")]);
+        let write = stack(&[run.clone(), compute, frame("write", FrameKind::Native), frame("ksys_write", FrameKind::Kernel)]);
+        let jdk = stack(&[run, java("java.util.HashMap.get")]);
+        let ts = |stack: &Stack, samples| ThreadStack { stack: stack.clone(), samples };
+        vec![
+            (
+                cycle(1, 0, 1, vec![thread(101, "worker", 3e6), thread(102, "gc", 1e6), thread(103, "idle", 0.0)]),
+                vec![(PID, 101, vec![ts(&multiply, 2), ts(&write, 1)]), (PID, 102, vec![])],
+            ),
+            (
+                cycle(2, 1, 3, vec![thread(101, "worker", 2e6), thread(104, "jdk", 0.5e6)]),
+                vec![(PID, 101, vec![ts(&multiply, 1)]), (PID, 104, vec![ts(&jdk, 1)])],
+            ),
+        ]
+    }
+
+    fn config(root: &Path) -> ResultsConfig {
+        ResultsConfig {
+            results_root: root.to_owned(),
+            filter: MethodFilter::parse("com.acme"),
+            start_epoch_ms: START_MS,
+            energy_source: "model".into(),
+            estimated: true,
+            report_stacks: true,
+            evolution: true,
+            top_n: 10,
+        }
+    }
+
+    fn run(root: &Path) -> (Results, Vec<CycleReport>) {
+        let mut results = Results::new(config(root)).unwrap();
+        let mut reports = Vec::new();
+        for (mut report, stacks) in fixture() {
+            results.on_cycle(&mut report, &stacks).unwrap();
+            reports.push(report);
+        }
+        (results, reports)
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6 * b.abs().max(1.0)
+    }
+
+    #[test]
+    fn methods_of_each_thread_sum_to_the_thread_and_nothing_is_lost() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (results, reports) = run(tmp.path());
+        let mut cycles_uj = 0.0;
+        for report in &reports {
+            for t in &report.threads {
+                let methods: f64 = report.methods.iter().filter(|m| m.tid == t.tid).map(|m| m.energy_uj).sum();
+                assert!(close(methods, t.energy_uj), "tid {} methods {methods} thread {}", t.tid, t.energy_uj);
+                cycles_uj += t.energy_uj;
+                if !t.stacks.is_empty() {
+                    let stacks: f64 = t.stacks.iter().map(|s| s.energy_uj).sum();
+                    assert!(close(stacks, t.energy_uj));
+                }
+            }
+        }
+        let gc = reports[0].methods.iter().find(|m| m.tid == 102).unwrap();
+        assert_eq!((gc.method.as_str(), gc.samples), (NO_SAMPLES, 0));
+        let worker = &reports[0].threads[0];
+        assert_eq!(worker.stacks.len(), 2);
+        assert_eq!(worker.stacks[0].frames[0].name, "full java.lang.Thread.run", "root first");
+
+        let profiles = results.profiles();
+        let summary = &profiles[0].summary;
+        assert!(close(summary.energy_uj, cycles_uj), "{} vs {cycles_uj}", summary.energy_uj);
+        assert!(close(profiles[0].stacks.iter().map(|s| s.energy_uj).sum(), cycles_uj));
+        assert_eq!((summary.cycles, summary.duration_s, summary.samples), (2, 3.0, 5));
+        assert_eq!((summary.socket_energy_uj, summary.unattributed_uj), (20e6, 4e6));
+        assert_eq!(summary.drops["samples"], 3);
+        assert_eq!(summary.comm, "worker", "no tid == pid thread: first thread's comm");
+        let threads_uj: f64 = summary.threads.iter().map(|t| t.energy_uj).sum();
+        assert!(close(threads_uj, cycles_uj));
+    }
+
+    /// Compares every file under `tests/data/golden/<pid>-<ms>` with the run's tree, both ways.
+    #[test]
+    fn joularjx_csv_tree_matches_the_golden_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (results, _) = run(tmp.path());
+        results.finish().unwrap();
+        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden");
+        let run_dir = format!("{PID}-{START_MS}");
+        let csvs = |root: &Path| {
+            let mut files = Vec::new();
+            let mut dirs = vec![root.to_owned()];
+            while let Some(dir) = dirs.pop() {
+                for entry in fs::read_dir(&dir).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.is_dir() {
+                        dirs.push(path);
+                    } else if path.extension().is_some_and(|e| e == "csv") {
+                        files.push(path.strip_prefix(root).unwrap().to_owned());
+                    }
+                }
+            }
+            files.sort();
+            files
+        };
+        let expected = csvs(&golden.join(&run_dir));
+        assert!(expected.len() >= 14, "golden tree missing: {expected:?}");
+        assert_eq!(csvs(&tmp.path().join(&run_dir)), expected);
+        for file in expected {
+            let got = fs::read_to_string(tmp.path().join(&run_dir).join(&file)).unwrap();
+            let want = fs::read_to_string(golden.join(&run_dir).join(&file)).unwrap();
+            assert_eq!(got, want, "{}", file.display());
+        }
+    }
+
+    #[test]
+    fn finish_writes_every_output_and_report_rerenders_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (results, _) = run(tmp.path());
+        let finished = results.finish().unwrap();
+        assert!(finished.table.contains("java.math.BigInteger.multiply"), "{}", finished.table);
+        assert!(finished.table.contains("(app: com.acme)"), "{}", finished.table);
+        let dir = &finished.outputs[0].dir;
+        for name in ["stacks-all.folded", "stacks-app.folded", "flamegraph-all.svg", "flamegraph-app.svg", "profile.pb.gz", "summary.json", "profile.json"] {
+            assert!(dir.join(name).is_file(), "{name} missing");
+        }
+        let folded = fs::read_to_string(dir.join("stacks-app.folded")).unwrap();
+        assert_eq!(folded, "(no app frame) 500000\n(no samples) 1000000\ncom.acme.App.compute 5000000\n");
+        let summary: RunSummary = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        assert_eq!((summary.energy_source.as_str(), summary.estimated), ("model", true));
+
+        let out = tmp.path().join("rerendered");
+        let args = ReportArgs {
+            result_dir: tmp.path().to_owned(),
+            output: Some(out.clone()),
+            format: vec![ReportFormat::Table, ReportFormat::Svg, ReportFormat::Pprof],
+            top: 5,
+            filter: Some("java.math".into()),
+        };
+        let mut table = Vec::new();
+        let outputs = report_to(&args, &mut table).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert!(table.contains("(app: java.math)"), "{table}");
+        let app_first = table.lines().skip_while(|l| !l.contains("(app:")).nth(2).unwrap();
+        assert!(app_first.contains("java.math.BigInteger.multiply"), "{table}");
+        assert_eq!(outputs[0].dir, out);
+        assert!(out.join("flamegraph-app.svg").is_file() && out.join("profile.pb.gz").is_file());
+        assert!(!out.join("profile.json").exists(), "only the asked formats");
+        assert!(matches!(
+            report_to(&ReportArgs { result_dir: out.clone(), output: None, format: vec![ReportFormat::Table], top: 1, filter: None }, &mut Vec::new()),
+            Err(OutputError::NoProfile(_))
+        ));
+    }
+}
