@@ -4,7 +4,6 @@
 //! `output` sinks consume only the attributed, symbolized `model`.
 
 pub mod attribution;
-pub mod cli;
 pub mod collect;
 pub mod ebpf;
 pub mod energy;

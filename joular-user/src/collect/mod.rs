@@ -1,1 +1,6 @@
-//! (in progress)
+//! Draining the kernel's counters once per cycle into plain data (`RawCycle`).
+
+mod drain;
+pub mod monotonic;
+
+pub use drain::{Collector, RawCycle, ThreadExit};

@@ -1,0 +1,108 @@
+//! Command-line interface. Flag names are part of the product's contract; keep them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const ABOUT: &str = "Energy profiler for Java (and any process), built on eBPF: joules per \
+method, thread, process and call path, with no Java agent.";
+
+const LONG_ABOUT: &str = "Energy profiler for Java (and any process), built on eBPF: joules per \
+method, thread, process and call path, with no Java agent and no JVM change.
+
+Every CPU is sampled (kernel + user stacks, default 100 Hz) and the scheduler's on-CPU time is \
+accounted per thread. Each cycle (default 1 s) the socket's energy (RAPL, or a labelled model) \
+is split over threads by CPU share, then over methods and call paths by sample share.
+
+Run the JVM with -XX:+PreserveFramePointer so Java stacks unwind.
+
+Examples:
+  sudo joular-ebpf --pid 4242 --duration 30
+  sudo joular-ebpf record -- java -XX:+PreserveFramePointer -jar app.jar
+  sudo joular-ebpf --all --duration 10 --json host.jsonl";
+
+#[derive(Debug, Parser)]
+#[command(name = "joular-ebpf", version, about = ABOUT, long_about = LONG_ABOUT)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a command and profile it until it exits; exits with the command's exit code.
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// The command to run, after `--`: `joular-ebpf record -- java -jar app.jar`.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// What to profile when no subcommand is given.
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Process(es) to profile: all their threads, present and future. Repeat or comma-separate.
+    #[arg(short, long, value_delimiter = ',', conflicts_with = "all")]
+    pub pid: Vec<u32>,
+    /// Profile every process on the host.
+    #[arg(short, long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CommonArgs {
+    /// Stop after this many seconds (default: until Ctrl-C or the target exits).
+    #[arg(short, long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// Length of one monitoring cycle, in seconds.
+    #[arg(short, long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub interval: f64,
+    /// Sampling frequency per CPU, in Hz. Samples only split a thread's energy among its
+    /// methods; the thread's own energy comes from scheduler time, so sampling bias cannot
+    /// change thread totals.
+    #[arg(short = 'F', long, default_value_t = 100, value_name = "HZ")]
+    pub frequency: u64,
+    /// Write one JSON object per cycle (JSON Lines) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print per-thread detail each cycle, including the eBPF vs /proc on-CPU cross-check.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Forward the eBPF programs' debug log (aya-log) to stderr.
+    #[arg(long)]
+    pub ebpf_log: bool,
+    /// Number of stacks and threads shown in the end summary.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// Root of the /proc tree (for containers and tests).
+    #[arg(long, default_value = "/proc", value_name = "DIR", hide = true)]
+    pub proc_root: PathBuf,
+}
+
+impl CommonArgs {
+    /// Validates values clap cannot, with messages that say how to fix them.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.interval > 0.0 && self.interval.is_finite()) {
+            return Err(format!("--interval must be a positive number of seconds (got {})", self.interval));
+        }
+        if let Some(d) = self.duration {
+            if !(d > 0.0 && d.is_finite()) {
+                return Err(format!("--duration must be a positive number of seconds (got {d})"));
+            }
+        }
+        if self.frequency == 0 || self.frequency > 10_000 {
+            return Err(format!("--frequency must be between 1 and 10000 Hz (got {})", self.frequency));
+        }
+        Ok(())
+    }
+}

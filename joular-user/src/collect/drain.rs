@@ -1,0 +1,188 @@
+//! One cycle's drain: flip the active buffer, let in-flight programs finish, read the
+//! now-idle buffer completely and clear it for the cycle after next.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use joular_ebpf::{CpuTimeValue, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS};
+
+use super::monotonic;
+use crate::ebpf::{Probe, ProbeError};
+use crate::model::{CpuTime, RawSample, ThreadCpuTime};
+
+/// Programs that read the old buffer index just before the flip finish within microseconds;
+/// waiting this long before reading guarantees the buffer is quiet.
+const QUIESCE: Duration = Duration::from_millis(2);
+
+/// A thread that exited during the cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadExit {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// The whole process ended with this thread.
+    pub process_ended: bool,
+}
+
+/// Everything the kernel counted in one cycle.
+#[derive(Debug, Clone, Default)]
+pub struct RawCycle {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub samples: Vec<RawSample>,
+    pub thread_cpu: Vec<ThreadCpuTime>,
+    /// tid → (pid, comm) as the kernel saw it when the thread first ran in the cycle.
+    pub comms: HashMap<u32, (u32, String)>,
+    pub cpus: Vec<CpuTime>,
+    pub exits: Vec<ThreadExit>,
+    /// Losses in this cycle, by cause (only causes with losses).
+    pub drops: BTreeMap<String, u64>,
+}
+
+pub struct Collector {
+    active: u32,
+    last_flip_ns: u64,
+    drops_seen: [u64; DROP_KINDS as usize],
+}
+
+impl Collector {
+    /// Call right after `Probe::load`: the kernel starts on buffer 0.
+    pub fn new() -> Self {
+        Self { active: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
+    }
+
+    pub fn drain(&mut self, probe: &mut Probe) -> Result<RawCycle, ProbeError> {
+        let old = self.active;
+        self.active = 1 - old;
+        probe
+            .config
+            .set(CONFIG_ACTIVE_BUFFER, self.active, 0)
+            .map_err(|e| ProbeError::Map("CONFIG", e))?;
+        let end_ns = monotonic::now_ns();
+        let start_ns = std::mem::replace(&mut self.last_flip_ns, end_ns);
+        std::thread::sleep(QUIESCE);
+
+        let mut cycle = RawCycle { start_ns, end_ns, ..Default::default() };
+        drain_samples(probe, old as usize, &mut cycle)?;
+        drain_thread_cpu(probe, old as usize, &mut cycle)?;
+        drain_exits(probe, old as usize, &mut cycle)?;
+        drain_cpu_times(probe, old, &mut cycle)?;
+        cycle.drops = self.drop_deltas(probe)?;
+        probe.flush_log();
+        Ok(cycle)
+    }
+
+    fn drop_deltas(&mut self, probe: &Probe) -> Result<BTreeMap<String, u64>, ProbeError> {
+        let mut out = BTreeMap::new();
+        for kind in 0..DROP_KINDS {
+            let total: u64 = probe
+                .drops
+                .get(&kind, 0)
+                .map_err(|e| ProbeError::Map("DROPS", e))?
+                .iter()
+                .sum();
+            let seen = &mut self.drops_seen[kind as usize];
+            if total > *seen {
+                out.insert(DROP_NAMES[kind as usize].to_string(), total - *seen);
+            }
+            *seen = total;
+        }
+        Ok(out)
+    }
+}
+
+impl Default for Collector {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn comm_str(comm: &[u8; 16]) -> String {
+    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+    let maps = &mut probe.buffers[buffer];
+    let entries: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();
+    let mut stacks: HashMap<i32, Arc<[u64]>> = HashMap::new();
+    let mut stack = |id: i32| -> Arc<[u64]> {
+        if id < 0 {
+            return Arc::from([]);
+        }
+        stacks
+            .entry(id)
+            .or_insert_with(|| match maps.stacks.get(&(id as u32), 0) {
+                Ok(trace) => trace.frames().iter().map(|f| f.ip).collect(),
+                Err(_) => Arc::from([]),
+            })
+            .clone()
+    };
+    for (key, count) in &entries {
+        cycle.samples.push(RawSample {
+            pid: key.tgid,
+            tid: key.tid,
+            cpu: key.cpu,
+            user: stack(key.user_stack_id),
+            kernel: stack(key.kernel_stack_id),
+            count: *count,
+        });
+    }
+    for (key, _) in entries {
+        let _ = maps.counts.remove(&key);
+    }
+    let ids: Vec<u32> = maps.stacks.stack_ids().filter_map(Result::ok).collect();
+    for id in ids {
+        let _ = maps.stacks.remove(&id);
+    }
+    Ok(())
+}
+
+fn drain_thread_cpu(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+    let map = &mut probe.buffers[buffer].thread_cpu;
+    let entries: Vec<_> = map.iter().filter_map(Result::ok).collect();
+    for (key, value) in &entries {
+        cycle.thread_cpu.push(ThreadCpuTime {
+            pid: value.tgid,
+            tid: key.tid,
+            cpu: key.cpu,
+            on_cpu_ns: value.on_cpu_ns,
+        });
+        cycle.comms.entry(key.tid).or_insert_with(|| (value.tgid, comm_str(&value.comm)));
+    }
+    for (key, _) in entries {
+        let _ = map.remove(&key);
+    }
+    Ok(())
+}
+
+fn drain_exits(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+    let map = &mut probe.buffers[buffer].exits;
+    let entries: Vec<_> = map.iter().filter_map(Result::ok).collect();
+    for (tid, value) in &entries {
+        cycle.exits.push(ThreadExit {
+            pid: value.tgid,
+            tid: *tid,
+            comm: comm_str(&value.comm),
+            process_ended: value.group_dead != 0,
+        });
+    }
+    for (tid, _) in entries {
+        let _ = map.remove(&tid);
+    }
+    Ok(())
+}
+
+fn drain_cpu_times(probe: &mut Probe, buffer: u32, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+    for &cpu in &probe.online_cpus {
+        let index = buffer * MAX_CPUS + cpu;
+        let v = probe.cpu_times.get(&index, 0).map_err(|e| ProbeError::Map("CPU_TIMES", e))?;
+        cycle.cpus.push(CpuTime { cpu, busy_ns: v.busy_ns, idle_ns: v.idle_ns });
+        probe
+            .cpu_times
+            .set(index, CpuTimeValue::default(), 0)
+            .map_err(|e| ProbeError::Map("CPU_TIMES", e))?;
+    }
+    Ok(())
+}

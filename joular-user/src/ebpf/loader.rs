@@ -1,0 +1,201 @@
+//! Loads the embedded object, attaches the sampler on every online CPU and the scheduler
+//! programs, and keeps typed handles to every map.
+
+use std::path::PathBuf;
+
+use aya::{
+    maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
+    programs::{
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        BtfTracePoint, PerfEvent, TracePoint,
+    },
+    Btf, Ebpf, EbpfLoader,
+};
+use joular_ebpf::{
+    CpuTimeValue, ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ALL_PROCESSES,
+};
+
+use super::{preflight, ProbeError};
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/joular-ebpf"));
+
+#[derive(Debug, Clone)]
+pub struct ProbeOptions {
+    pub frequency_hz: u64,
+    /// Profile every process (host mode) instead of the TGIDs given to `add_target`.
+    pub all_processes: bool,
+    /// Forward the kernel programs' aya-log debug messages to the `log` crate.
+    pub ebpf_log: bool,
+    pub proc_root: PathBuf,
+    pub sys_root: PathBuf,
+}
+
+/// Which scheduler hook got attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchedulerHook {
+    BtfTracepoint,
+    ClassicTracepoint,
+}
+
+/// The typed maps of one buffer (see `joular_ebpf::BUFFERS`).
+pub struct BufferMaps {
+    pub counts: HashMap<MapData, SampleKey, u64>,
+    pub stacks: StackTraceMap<MapData>,
+    pub thread_cpu: HashMap<MapData, ThreadCpuKey, ThreadCpuValue>,
+    pub exits: HashMap<MapData, u32, ExitValue>,
+}
+
+pub struct Probe {
+    pub config: Array<MapData, u32>,
+    pub targets: HashMap<MapData, u32, u8>,
+    pub buffers: [BufferMaps; 2],
+    pub cpu_times: Array<MapData, CpuTimeValue>,
+    pub drops: PerCpuArray<MapData, u64>,
+    pub online_cpus: Vec<u32>,
+    pub scheduler_hook: SchedulerHook,
+    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    // Dropping the Ebpf detaches every program; it must outlive the map handles' use.
+    _ebpf: Ebpf,
+}
+
+impl Probe {
+    pub fn load(opts: &ProbeOptions) -> Result<Self, ProbeError> {
+        preflight::check_privileges(preflight::effective_caps(&opts.proc_root)?)?;
+        if OBJECT.is_empty() {
+            return Err(ProbeError::StubObject);
+        }
+        preflight::raise_memlock();
+        preflight::ensure_tracefs()?;
+        let btf = if preflight::has_kernel_btf(&opts.sys_root) {
+            Btf::from_sys_fs().ok()
+        } else {
+            None
+        };
+        if btf.is_none() {
+            log::warn!(
+                "the kernel has no BTF (/sys/kernel/btf/vmlinux): using the classic sched_switch \
+                 tracepoint; a kernel built with CONFIG_DEBUG_INFO_BTF=y makes accounting cheaper"
+            );
+        }
+        let log_level: u8 = if opts.ebpf_log { aya_log::Level::Debug as u8 } else { 0 };
+        let mut ebpf = EbpfLoader::new()
+            .btf(btf.as_ref())
+            .override_global(aya_log::LEVEL, &log_level, false)
+            .load(OBJECT)?;
+        let logger = if opts.ebpf_log {
+            match aya_log::EbpfLogger::init(&mut ebpf) {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    log::warn!("eBPF logging unavailable: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+
+        let online_cpus = aya::util::online_cpus()
+            .map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
+
+        let mut config: Array<MapData, u32> = take(&mut ebpf, "CONFIG")?;
+        config
+            .set(CONFIG_ALL_PROCESSES, u32::from(opts.all_processes), 0)
+            .map_err(|e| ProbeError::Map("CONFIG", e))?;
+
+        let scheduler_hook = attach_scheduler(&mut ebpf, btf.as_ref())?;
+        attach_exit(&mut ebpf)?;
+        attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
+
+        Ok(Self {
+            config,
+            targets: take(&mut ebpf, "TARGETS")?,
+            buffers: [buffer_maps(&mut ebpf, 0)?, buffer_maps(&mut ebpf, 1)?],
+            cpu_times: take(&mut ebpf, "CPU_TIMES")?,
+            drops: take(&mut ebpf, "DROPS")?,
+            online_cpus,
+            scheduler_hook,
+            logger,
+            _ebpf: ebpf,
+        })
+    }
+
+    /// Starts profiling a process (all its threads, present and future).
+    pub fn add_target(&mut self, tgid: u32) -> Result<(), ProbeError> {
+        self.targets.insert(tgid, 1, 0).map_err(|e| ProbeError::Map("TARGETS", e))
+    }
+
+    /// Forwards queued kernel log records (only with `ebpf_log`).
+    pub fn flush_log(&mut self) {
+        if let Some(l) = self.logger.as_mut() {
+            l.flush();
+        }
+    }
+}
+
+fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, ProbeError>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf.take_map(name).ok_or(ProbeError::MissingMap(name))?;
+    T::try_from(map).map_err(|e| ProbeError::Map(name, e))
+}
+
+fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError> {
+    const NAMES: [[&str; 4]; 2] = [
+        ["COUNTS_0", "STACKS_0", "THREAD_CPU_0", "EXITS_0"],
+        ["COUNTS_1", "STACKS_1", "THREAD_CPU_1", "EXITS_1"],
+    ];
+    let [counts, stacks, thread_cpu, exits] = NAMES[buffer];
+    Ok(BufferMaps {
+        counts: take(ebpf, counts)?,
+        stacks: take(ebpf, stacks)?,
+        thread_cpu: take(ebpf, thread_cpu)?,
+        exits: take(ebpf, exits)?,
+    })
+}
+
+fn attach_scheduler(ebpf: &mut Ebpf, btf: Option<&Btf>) -> Result<SchedulerHook, ProbeError> {
+    if let Some(btf) = btf {
+        let prog: &mut BtfTracePoint = program(ebpf, "joular_switch_btf")?;
+        match prog.load("sched_switch", btf).and_then(|()| prog.attach().map(drop)) {
+            Ok(()) => return Ok(SchedulerHook::BtfTracepoint),
+            Err(e) => log::warn!("tp_btf/sched_switch refused ({e}); using the classic tracepoint"),
+        }
+    }
+    let prog: &mut TracePoint = program(ebpf, "joular_switch_tp")?;
+    prog.load().map_err(|e| ProbeError::Program("joular_switch_tp", e))?;
+    prog.attach("sched", "sched_switch").map_err(|e| ProbeError::Program("joular_switch_tp", e))?;
+    Ok(SchedulerHook::ClassicTracepoint)
+}
+
+fn attach_exit(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
+    let prog: &mut TracePoint = program(ebpf, "joular_exit")?;
+    prog.load().map_err(|e| ProbeError::Program("joular_exit", e))?;
+    prog.attach("sched", "sched_process_exit").map_err(|e| ProbeError::Program("joular_exit", e))?;
+    Ok(())
+}
+
+fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<(), ProbeError> {
+    let prog: &mut PerfEvent = program(ebpf, "joular_sample")?;
+    prog.load().map_err(|e| ProbeError::Program("joular_sample", e))?;
+    for &cpu in cpus {
+        prog.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(frequency_hz),
+            false,
+        )
+        .map_err(|source| ProbeError::AttachSampler { cpu, source })?;
+    }
+    Ok(())
+}
+
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, ProbeError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    let prog = ebpf
+        .program_mut(name)
+        .ok_or(ProbeError::Program(name, aya::programs::ProgramError::NotLoaded))?;
+    prog.try_into().map_err(|e| ProbeError::Program(name, e))
+}

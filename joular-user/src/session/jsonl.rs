@@ -1,0 +1,26 @@
+//! `--json FILE`: one `CycleReport` per line, flushed every cycle so a crash loses at most one.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use anyhow::Context as _;
+use joular_user::model::CycleReport;
+
+pub struct JsonLines {
+    out: BufWriter<File>,
+}
+
+impl JsonLines {
+    pub fn create(path: &Path) -> anyhow::Result<Self> {
+        let f = File::create(path).with_context(|| format!("cannot create --json file {}", path.display()))?;
+        Ok(Self { out: BufWriter::new(f) })
+    }
+
+    pub fn write(&mut self, report: &CycleReport) -> anyhow::Result<()> {
+        serde_json::to_writer(&mut self.out, report)?;
+        self.out.write_all(b"\n")?;
+        self.out.flush()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! The profiling session: load, attach, drain every cycle, emit, and finish cleanly on
+//! duration, Ctrl-C, SIGTERM, or when the target exits.
+
+mod cycle;
+mod jsonl;
+mod summary;
+pub mod target;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use joular_user::collect::Collector;
+use joular_user::ebpf::{Probe, ProbeOptions};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::Instant;
+
+use crate::cli::args::CommonArgs;
+use jsonl::JsonLines;
+use summary::Summary;
+use target::Target;
+
+/// Runs a session to its end; returns the process exit code.
+pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32> {
+    let opts = ProbeOptions {
+        frequency_hz: common.frequency,
+        all_processes: matches!(target, Target::All),
+        ebpf_log: common.ebpf_log,
+        proc_root: common.proc_root.clone(),
+        sys_root: "/sys".into(),
+    };
+    let mut probe = Probe::load(&opts)?;
+    for pid in target.pids() {
+        probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
+    }
+    let mut collector = Collector::new();
+    if let Target::Command(child) = &mut target {
+        child.release();
+    }
+    let mut json = common.json.as_deref().map(JsonLines::create).transpose()?;
+    eprintln!(
+        "joular-ebpf: profiling {} at {} Hz, {} s cycles (scheduler hook: {:?}); Ctrl-C to stop",
+        describe(&target),
+        common.frequency,
+        common.interval,
+        probe.scheduler_hook
+    );
+
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let interval = Duration::from_secs_f64(common.interval);
+    let start = Instant::now();
+    let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
+    let mut summary = Summary::default();
+    let mut next_tick = start + interval;
+    let mut stop_reason = None;
+    while stop_reason.is_none() {
+        let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = sigint.recv() => stop_reason = Some("interrupted"),
+            _ = sigterm.recv() => stop_reason = Some("terminated"),
+        }
+        next_tick += interval;
+        let raw = collector.drain(&mut probe)?;
+        let report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
+        print_cycle_line(&report, common.verbose);
+        if let Some(j) = json.as_mut() {
+            j.write(&report)?;
+        }
+        summary.add(&report, &raw.samples);
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop_reason = Some("duration reached");
+        } else if target.ended(&common.proc_root) {
+            stop_reason = Some("target exited");
+        }
+    }
+    eprintln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
+    print!("{}", summary.render(common.top));
+
+    Ok(match &mut target {
+        Target::Command(child) => {
+            if stop_reason != Some("target exited") {
+                // We were stopped first: pass the signal on and report how the command ended.
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.pid() as i32), nix::sys::signal::Signal::SIGTERM);
+            }
+            target::exit_code(child.wait()?)
+        }
+        _ => 0,
+    })
+}
+
+fn describe(target: &Target) -> String {
+    match target {
+        Target::Pids(p) => format!("PID {}", p.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+        Target::All => "every process".into(),
+        Target::Command(c) => format!("command (PID {})", c.pid()),
+    }
+}
+
+fn print_cycle_line(r: &joular_user::model::CycleReport, verbose: bool) {
+    let secs = r.end_ns.saturating_sub(r.start_ns) as f64 / 1e9;
+    let on_cpu: u64 = r.threads.iter().map(|t| t.on_cpu_ns).sum();
+    let samples: u64 = r.threads.iter().map(|t| t.samples).sum();
+    let busy: Vec<String> = r
+        .cpus
+        .iter()
+        .map(|c| format!("cpu{} {:.0}%", c.cpu, 100.0 * c.busy_ns as f64 / (c.busy_ns + c.idle_ns).max(1) as f64))
+        .collect();
+    let drops: u64 = r.drops.values().sum();
+    eprintln!(
+        "[cycle {:>3}] {secs:.2} s  threads {:>4}  on-CPU {:.3} s  samples {:>5}  | {} | drops {drops}",
+        r.cycle,
+        r.threads.len(),
+        on_cpu as f64 / 1e9,
+        samples,
+        busy.join(" ")
+    );
+    if verbose {
+        for t in &r.threads {
+            eprintln!("    {:>7} {:>7} {:<16} on-CPU {:>8.3} ms  samples {:>4}", t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples);
+        }
+    }
+}

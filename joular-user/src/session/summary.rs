@@ -1,0 +1,96 @@
+//! Run totals and the end-of-run summary printed to the terminal.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use joular_user::model::{CycleReport, RawSample};
+
+#[derive(Default)]
+struct ThreadTotal {
+    pid: u32,
+    comm: String,
+    on_cpu_ns: u64,
+    samples: u64,
+}
+
+/// Totals over the whole run.
+#[derive(Default)]
+pub struct Summary {
+    cycles: u64,
+    first_start_ns: Option<u64>,
+    last_end_ns: u64,
+    threads: HashMap<u32, ThreadTotal>,
+    /// Sample counts per (pid, raw user stack, raw kernel stack).
+    stacks: HashMap<(u32, Arc<[u64]>, Arc<[u64]>), u64>,
+    drops: HashMap<String, u64>,
+}
+
+impl Summary {
+    pub fn add(&mut self, report: &CycleReport, samples: &[RawSample]) {
+        self.cycles += 1;
+        self.first_start_ns.get_or_insert(report.start_ns);
+        self.last_end_ns = report.end_ns;
+        for t in &report.threads {
+            let e = self.threads.entry(t.tid).or_default();
+            e.pid = t.pid;
+            if !t.comm.is_empty() {
+                e.comm.clone_from(&t.comm);
+            }
+            e.on_cpu_ns += t.on_cpu_ns;
+            e.samples += t.samples;
+        }
+        for s in samples {
+            *self.stacks.entry((s.pid, s.user.clone(), s.kernel.clone())).or_default() += s.count;
+        }
+        for (k, v) in &report.drops {
+            *self.drops.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    pub fn cycles(&self) -> u64 {
+        self.cycles
+    }
+
+    pub fn render(&self, top: usize) -> String {
+        let mut out = String::new();
+        let secs = self.last_end_ns.saturating_sub(self.first_start_ns.unwrap_or(0)) as f64 / 1e9;
+        let _ = writeln!(out, "\n== joular-ebpf summary: {} cycles, {secs:.2} s ==", self.cycles);
+        let mut threads: Vec<_> = self.threads.iter().collect();
+        threads.sort_by(|a, b| b.1.on_cpu_ns.cmp(&a.1.on_cpu_ns).then(a.0.cmp(b.0)));
+        let total_samples: u64 = self.threads.values().map(|t| t.samples).sum();
+        let _ = writeln!(out, "{:>8} {:>8}  {:<20} {:>12} {:>8} {:>7}", "pid", "tid", "thread", "on-CPU (s)", "samples", "share");
+        for (tid, t) in threads.iter().take(top) {
+            let share = if total_samples > 0 { 100.0 * t.samples as f64 / total_samples as f64 } else { 0.0 };
+            let _ = writeln!(
+                out,
+                "{:>8} {:>8}  {:<20} {:>12.3} {:>8} {:>6.1}%",
+                t.pid, tid, truncate(&t.comm, 20), t.on_cpu_ns as f64 / 1e9, t.samples, share
+            );
+        }
+        if threads.len() > top {
+            let _ = writeln!(out, "  ... {} more threads (--top N shows more)", threads.len() - top);
+        }
+        let mut stacks: Vec<_> = self.stacks.iter().collect();
+        stacks.sort_by(|a, b| b.1.cmp(a.1));
+        let _ = writeln!(out, "\nTop raw stacks (leaf first):");
+        for ((pid, user, kernel), n) in stacks.iter().take(top) {
+            let frames: Vec<String> = kernel.iter().chain(user.iter()).take(6).map(|ip| format!("{ip:#x}")).collect();
+            let _ = writeln!(out, "  {n:>6}  pid {pid}: {}", frames.join(" <- "));
+        }
+        let drops: u64 = self.drops.values().sum();
+        if drops > 0 {
+            let mut d: Vec<_> = self.drops.iter().collect();
+            d.sort();
+            let _ = writeln!(out, "\nDropped or degraded: {}", d.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "));
+        }
+        out
+    }
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
