@@ -1,0 +1,63 @@
+//! Small process helpers shared by the tasks.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context as _};
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+}
+
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}
+
+/// Runs a command, echoing it, and fails with its exit status.
+pub fn status(cmd: &mut Command) -> anyhow::Result<()> {
+    eprintln!("+ {}", show(cmd));
+    let st = cmd.status().with_context(|| format!("cannot run {}", show(cmd)))?;
+    if !st.success() {
+        bail!("`{}` failed ({st})", show(cmd));
+    }
+    Ok(())
+}
+
+/// Runs a command and returns its stdout, or None if it cannot run or fails.
+pub fn output(cmd: &mut Command) -> Option<String> {
+    let out = cmd.output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn show(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no failure mode.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Compiles the Java fixtures into `<target>/java` and returns that directory.
+pub fn compile_java() -> anyhow::Result<PathBuf> {
+    let out = target_dir().join("java");
+    std::fs::create_dir_all(&out)?;
+    let sources: Vec<PathBuf> = std::fs::read_dir(root().join("tests/java"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "java"))
+        .collect();
+    status(Command::new("javac").arg("-d").arg(&out).args(&sources))?;
+    Ok(out)
+}
+
+/// Builds the profiler (release) and returns the binary's path.
+pub fn build_profiler() -> anyhow::Result<PathBuf> {
+    status(Command::new(env!("CARGO")).args(["build", "--release", "-p", "joular-user", "--bin", "joular-ebpf"]).current_dir(root()))?;
+    Ok(target_dir().join("release/joular-ebpf"))
+}

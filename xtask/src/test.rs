@@ -1,0 +1,50 @@
+//! The whole test suite: unit tests, then the root integration tests against real JVMs and
+//! real eBPF. It installs what it needs (toolchain, Debian packages) first.
+
+use std::process::Command;
+
+use anyhow::bail;
+
+use crate::run::{build_profiler, compile_java, is_root, root, status};
+
+/// Debian packages the tests use: `go tool pprof` reads our pprof files, a real Prometheus
+/// scrapes the exporter.
+const DEBIAN_PACKAGES: [(&str, &str); 2] = [("golang-go", "go"), ("prometheus", "prometheus")];
+
+pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("the test suite loads eBPF programs and needs root: run it as root (e.g. `sudo -E cargo xtask test`)");
+    }
+    crate::setup::ensure()?;
+    ensure_debian_packages()?;
+    let filter_args: Vec<&str> = filter.into_iter().collect();
+
+    eprintln!("== unit tests ==");
+    status(Command::new(env!("CARGO")).args(["test", "--workspace", "--exclude", "joular-tests"]).args(&filter_args).current_dir(root()))?;
+
+    eprintln!("== root integration tests (real JVMs, real eBPF) ==");
+    let bin = build_profiler()?;
+    let java = compile_java()?;
+    status(
+        Command::new(env!("CARGO"))
+            .args(["test", "-p", "joular-tests"])
+            .args(&filter_args)
+            .args(["--", "--test-threads=1"])
+            .env("JOULAR_BIN", bin)
+            .env("JOULAR_JAVA_DIR", java)
+            .current_dir(root()),
+    )
+}
+
+fn ensure_debian_packages() -> anyhow::Result<()> {
+    let missing: Vec<&str> = DEBIAN_PACKAGES
+        .iter()
+        .filter(|(_, bin)| !Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success()))
+        .map(|(pkg, _)| *pkg)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    status(Command::new("apt-get").arg("update").arg("-q"))?;
+    status(Command::new("apt-get").args(["install", "-y", "-q", "--no-install-recommends"]).args(&missing).env("DEBIAN_FRONTEND", "noninteractive"))
+}
