@@ -280,7 +280,7 @@ pub(crate) mod tests {
     }
 
     /// `scale` as the kernel writes it: 2^-32 J per count.
-    pub(crate) const SCALE: f64 = 2.3283064365386962890625e-10;
+    pub(crate) const SCALE: f64 = 1.0 / 4_294_967_296.0;
 
     pub(crate) fn write_pmu(sysfs: &Path, cpumask: &str, events: &[(&str, u64)]) {
         let dir = sysfs.join("bus/event_source/devices/power");
