@@ -49,6 +49,12 @@ pub struct PerfMapIndex {
     seg_starts: Vec<u64>,
     seg_ends: Vec<u64>,
     seg_entries: Vec<u32>,
+    /// Radix buckets over the segment starts so a lookup binary-searches only a few
+    /// segments: `bucket_first[b]` = number of segments starting before
+    /// `base + (b << bucket_shift)`.
+    base: u64,
+    bucket_shift: u32,
+    bucket_first: Vec<u32>,
     entries: Vec<Entry>,
     /// All names back to back; entries hold byte ranges into it.
     names: String,
@@ -64,7 +70,14 @@ impl PerfMapIndex {
             names: String::with_capacity(data.len() / 2),
             ..Default::default()
         };
-        for line in data.split(|&b| b == b'\n') {
+        for line in memchr::memchr_iter(b'\n', data)
+            .chain(std::iter::once(data.len()))
+            .scan(0, |from, to| {
+                let line = &data[(*from).min(to)..to];
+                *from = to + 1;
+                Some(line)
+            })
+        {
             if line.is_empty() {
                 continue;
             }
@@ -78,6 +91,7 @@ impl PerfMapIndex {
             }
         }
         index.build_segments();
+        index.build_buckets();
         index
     }
 
@@ -153,8 +167,39 @@ impl PerfMapIndex {
         }
     }
 
+    /// About one bucket per segment: each lookup then touches a handful of starts.
+    fn build_buckets(&mut self) {
+        let (Some(&first), Some(&last)) = (self.seg_starts.first(), self.seg_starts.last()) else {
+            return;
+        };
+        let span = last - first;
+        let target = self.seg_starts.len().next_power_of_two() as u64;
+        self.base = first;
+        self.bucket_shift = 64 - (span / target).leading_zeros();
+        let buckets = (span >> self.bucket_shift) + 1;
+        self.bucket_first = Vec::with_capacity(buckets as usize + 1);
+        let mut seg = 0usize;
+        for b in 0..=buckets {
+            // u128: the last boundary may lie past the end of the address space.
+            let boundary = u128::from(first) + (u128::from(b) << self.bucket_shift);
+            while seg < self.seg_starts.len() && u128::from(self.seg_starts[seg]) < boundary {
+                seg += 1;
+            }
+            self.bucket_first.push(seg as u32);
+        }
+    }
+
     pub fn lookup(&self, addr: u64) -> Option<Symbol<'_>> {
-        let after = self.seg_starts.partition_point(|&start| start <= addr);
+        let offset = addr.checked_sub(self.base)?;
+        let bucket = (offset >> self.bucket_shift) as usize;
+        // Segments starting at or before `addr` number between the bucket's two bounds.
+        let after = match self.bucket_first.get(bucket + 1) {
+            Some(&hi) => {
+                let lo = self.bucket_first[bucket] as usize;
+                lo + self.seg_starts[lo..hi as usize].partition_point(|&start| start <= addr)
+            }
+            None => self.seg_starts.len(),
+        };
         let seg = after.checked_sub(1)?;
         if addr >= self.seg_ends[seg] {
             return None;
@@ -203,6 +248,20 @@ mod tests {
         assert_eq!(name_at(&idx, 0x205), Some("b"));
         assert_eq!(name_at(&idx, 0x210), None);
         assert_eq!(idx.lookup(0x205).unwrap().start, 0x200);
+    }
+
+    #[test]
+    fn lookup_over_a_sparse_address_space() {
+        let idx = index("10 10 low\n7f0000000000 100 mid\n7f0000000100 100 mid2\nffffffffffff0000 100 top\n");
+        assert_eq!(name_at(&idx, 0x1f), Some("low"));
+        assert_eq!(name_at(&idx, 0x20), None);
+        assert_eq!(name_at(&idx, 0x7f00000000ff), Some("mid"));
+        assert_eq!(name_at(&idx, 0x7f0000000100), Some("mid2"));
+        assert_eq!(name_at(&idx, 0x7f0000000200), None);
+        assert_eq!(name_at(&idx, 0xffffffffffff00ff), Some("top"));
+        assert_eq!(name_at(&idx, u64::MAX), None);
+        assert_eq!(name_at(&idx, 0xf), None);
+        assert_eq!(name_at(&PerfMapIndex::default(), 0x10), None);
     }
 
     #[test]
