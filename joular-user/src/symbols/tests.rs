@@ -1,0 +1,144 @@
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::*;
+
+fn options() -> SymbolizerOptions {
+    SymbolizerOptions {
+        kernel: true,
+        attach: false,
+        ..SymbolizerOptions::default()
+    }
+}
+
+#[inline(never)]
+fn marker_function_for_symbolization(x: u64) -> u64 {
+    std::hint::black_box(x.wrapping_mul(31))
+}
+
+#[test]
+fn own_native_function_is_resolved_and_stacks_are_shared() {
+    let mut symbolizer = Symbolizer::new(options());
+    let addr = marker_function_for_symbolization as *const () as u64 + 1;
+    let pid = std::process::id();
+    let stack = symbolizer.symbolize(pid, &[addr], &[]);
+    assert_eq!(stack.len(), 1);
+    assert!(stack[0].name.contains("marker_function_for_symbolization"), "{:?}", stack[0]);
+    assert_eq!(stack[0].kind, FrameKind::Native);
+    let again = symbolizer.symbolize(pid, &[addr], &[]);
+    assert!(Arc::ptr_eq(&stack, &again));
+    assert_eq!(symbolizer.stats().jvms, 0);
+}
+
+#[test]
+fn kernel_address_from_kallsyms() {
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let addr = kallsyms
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (addr, kind, name) = (f.next()?, f.next()?, f.next()?);
+            (matches!(kind, "T" | "t") && name == "vfs_read" && f.next().is_none()).then(|| u64::from_str_radix(addr, 16).unwrap())
+        })
+        .expect("vfs_read in /proc/kallsyms");
+    assert_ne!(addr, 0, "/proc/kallsyms shows zero addresses: run this test as root (kptr_restrict)");
+    let mut symbolizer = Symbolizer::new(options());
+    let stack = symbolizer.symbolize(std::process::id(), &[], &[addr + 4]);
+    assert_eq!(stack.len(), 1);
+    assert_eq!(&*stack[0].name, "vfs_read");
+    assert_eq!(stack[0].kind, FrameKind::Kernel);
+
+    let user = marker_function_for_symbolization as *const () as u64 + 1;
+    let mixed = symbolizer.symbolize(std::process::id(), &[user], &[addr + 4]);
+    assert_eq!(mixed[0].kind, FrameKind::Native);
+    assert_eq!(mixed[1].kind, FrameKind::Kernel, "kernel frames go on top of user frames");
+
+    let mut no_kernel = Symbolizer::new(SymbolizerOptions { kernel: false, ..options() });
+    assert!(no_kernel.symbolize(std::process::id(), &[], &[addr + 4]).is_empty());
+}
+
+/// A fake /proc with one JVM (pid 4190000, nspid 7) whose code cache is
+/// 0x7f0000000000..0x7f0000100000.
+fn fake_jvm(map: &str) -> (tempfile::TempDir, u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let pid = 4_190_000;
+    let p = dir.path().join(pid.to_string());
+    std::fs::create_dir_all(p.join("root/tmp")).unwrap();
+    std::fs::write(
+        p.join("maps"),
+        "7f0000000000-7f0000100000 rwxp 00000000 00:00 0 \n\
+         7f1b24851000-7f1b255a4000 r-xp 00251000 fe:00 315160 /usr/lib/jvm/java-17/lib/server/libjvm.so\n",
+    )
+    .unwrap();
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    std::fs::write(
+        p.join("status"),
+        format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{gid}\t{gid}\t{gid}\t{gid}\nNSpid:\t{pid}\t7\nSigCgt:\t0000000101005ccd\n"),
+    )
+    .unwrap();
+    std::fs::write(p.join("cmdline"), b"java\0-XX:+PreserveFramePointer\0Main\0").unwrap();
+    write_map(dir.path(), pid, map);
+    (dir, pid)
+}
+
+fn write_map(proc_root: &Path, pid: u32, map: &str) {
+    let path = proc_root.join(pid.to_string()).join("root/tmp/perf-7.map");
+    std::fs::write(&path, map).unwrap();
+    // Distinct mtimes even within one clock tick.
+    let bump = SystemTime::now() + Duration::from_secs(map.len() as u64);
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(bump).unwrap();
+}
+
+#[test]
+fn jit_frames_from_the_perf_map() {
+    let (dir, pid) = fake_jvm(
+        "0x00007f0000001000 0x0000000000000100 long com.acme.Foo.bar(int)\n\
+         0x00007f0000002000 0x0000000000000100 Interpreter\n\
+         garbage\n",
+    );
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        proc_root: dir.path().to_owned(),
+        ..options()
+    });
+    let (bar, interp, missed, native) = (0x7f0000001010, 0x7f0000002010, 0x7f0000050000, 0x1234);
+    let stack = symbolizer.symbolize(pid, &[bar, interp, missed, native], &[]);
+    let got: Vec<(&str, &str, FrameKind)> = stack.iter().map(|f| (&*f.name, &*f.short, f.kind)).collect();
+    assert_eq!(
+        got,
+        [
+            (UNKNOWN, UNKNOWN, FrameKind::Native),
+            (UNKNOWN_JIT, UNKNOWN_JIT, FrameKind::JavaJit),
+            ("Interpreter", "Interpreter", FrameKind::Interpreted),
+            ("long com.acme.Foo.bar(int)", "com.acme.Foo.bar", FrameKind::JavaJit),
+        ]
+    );
+    let stats = symbolizer.stats();
+    assert_eq!((stats.jvms, stats.perf_map_entries, stats.perf_map_bad_lines), (1, 2, 1));
+    assert_eq!((stats.jit_misses, stats.unresolved_frames, stats.perf_map_reloads), (1, 1, 1));
+    assert_eq!((stats.cut_java_stacks, stats.perf_map_dumps), (0, 0));
+
+    // A stack that starts in Java code was cut.
+    symbolizer.symbolize(pid, &[bar, interp], &[]);
+    assert_eq!(symbolizer.stats().cut_java_stacks, 1);
+
+    // A new version of the map replaces the cached JIT frames at the next cycle.
+    write_map(
+        dir.path(),
+        pid,
+        "0x00007f0000001000 0x0000000000000100 void com.acme.Foo.moved()\n\
+         0x00007f0000050000 0x0000000000000100 int com.acme.Late.compiled(long)\n",
+    );
+    let before = symbolizer.symbolize(pid, &[missed], &[]);
+    assert_eq!(&*before[0].name, UNKNOWN_JIT, "no reload before begin_cycle");
+    symbolizer.begin_cycle();
+    let after = symbolizer.symbolize(pid, &[bar, missed], &[]);
+    assert_eq!(&*after[0].short, "com.acme.Late.compiled");
+    assert_eq!(&*after[1].short, "com.acme.Foo.moved");
+    let stats = symbolizer.stats();
+    assert_eq!((stats.perf_map_reloads, stats.perf_map_bad_lines), (2, 0));
+
+    symbolizer.forget_process(pid);
+    assert_eq!(symbolizer.stats().jvms, 0);
+}
