@@ -1,1 +1,142 @@
-//! Helpers shared by the integration tests.
+//! Helpers for the root integration tests: the profiler binary, Java fixtures, /proc reads.
+//! `cargo xtask test` builds the binary and the fixtures and passes their paths in
+//! `JOULAR_BIN` and `JOULAR_JAVA_DIR`; without them the tests fail, they never skip.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn bin() -> PathBuf {
+    let p = PathBuf::from(std::env::var_os("JOULAR_BIN").expect("JOULAR_BIN is not set: run these tests with `cargo xtask test`"));
+    assert!(p.exists(), "JOULAR_BIN={} does not exist: run `cargo xtask test`", p.display());
+    p
+}
+
+pub fn java_dir() -> PathBuf {
+    PathBuf::from(std::env::var_os("JOULAR_JAVA_DIR").expect("JOULAR_JAVA_DIR is not set: run these tests with `cargo xtask test`"))
+}
+
+/// Java command line for a fixture class, with frame pointers kept.
+pub fn java_cmd(class: &str, args: &[&str], jvm_flags: &[&str]) -> Vec<String> {
+    let mut v = vec!["java".to_string(), "-XX:+PreserveFramePointer".into()];
+    v.extend(jvm_flags.iter().map(|s| s.to_string()));
+    v.extend(["-cp".into(), java_dir().display().to_string(), class.into()]);
+    v.extend(args.iter().map(|s| s.to_string()));
+    v
+}
+
+/// A running fixture JVM; killed on drop.
+pub struct Jvm {
+    pub child: Child,
+}
+
+impl Jvm {
+    /// Starts a fixture and waits for its `ready` line.
+    pub fn start(class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
+        let argv = java_cmd(class, args, jvm_flags);
+        let mut child = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().expect("start java");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).expect("read java stdout");
+        assert!(line.starts_with("ready"), "fixture {class} did not print ready: {line:?}");
+        Self { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// tid of the thread with this name (fixtures name their workers).
+    pub fn tid_of(&self, name: &str) -> u32 {
+        thread_names(self.pid()).into_iter().find(|(_, n)| n == name).unwrap_or_else(|| panic!("no thread {name}")).0
+    }
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn thread_names(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let Ok(tid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(c) = std::fs::read_to_string(e.path().join("comm")) {
+            out.push((tid, c.trim_end().to_string()));
+        }
+    }
+    out
+}
+
+/// utime + stime of one thread, in jiffies.
+pub fn thread_jiffies(pid: u32, tid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).expect("task stat");
+    let after = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields after the comm start at field 3 (state); utime is 14 and stime 15.
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+pub fn ns_per_jiffy() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64
+}
+
+/// Runs the profiler to completion (bounded) and returns its output.
+pub fn profile(args: &[&str], timeout: Duration) -> Output {
+    let child = Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start joular-ebpf");
+    wait_bounded(child, timeout)
+}
+
+pub fn wait_bounded(mut child: Child, timeout: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "joular-ebpf did not finish within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
+        .collect()
+}
+
+/// Sum of a numeric thread field over all cycles, per tid.
+pub fn per_thread_sum(cycles: &[Value], field: &str) -> HashMap<u64, f64> {
+    let mut m = HashMap::new();
+    for c in cycles {
+        for t in c["threads"].as_array().expect("threads array") {
+            *m.entry(t["tid"].as_u64().unwrap()).or_insert(0.0) += t[field].as_f64().unwrap_or(0.0);
+        }
+    }
+    m
+}
+
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "joular-ebpf failed ({})\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,6 +1,7 @@
 //! The profiling session: load, attach, drain every cycle, emit, and finish cleanly on
 //! duration, Ctrl-C, SIGTERM, or when the target exits.
 
+mod crosscheck;
 mod cycle;
 mod jsonl;
 mod summary;
@@ -36,6 +37,12 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
     if let Target::Command(child) = &mut target {
         child.release();
     }
+    let mut crosscheck = if common.verbose {
+        let pids = (!matches!(target, Target::All)).then(|| target.pids());
+        Some(crosscheck::CrossCheck::start(&common.proc_root, pids)?)
+    } else {
+        None
+    };
     let mut json = common.json.as_deref().map(JsonLines::create).transpose()?;
     eprintln!(
         "joular-ebpf: profiling {} at {} Hz, {} s cycles (scheduler hook: {:?}); Ctrl-C to stop",
@@ -62,7 +69,10 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         }
         next_tick += interval;
         let raw = collector.drain(&mut probe)?;
-        let report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
+        let mut report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
+        if let Some(c) = crosscheck.as_mut() {
+            c.fill(&mut report)?;
+        }
         print_cycle_line(&report, common.verbose);
         if let Some(j) = json.as_mut() {
             j.write(&report)?;
@@ -83,7 +93,7 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
                 // We were stopped first: pass the signal on and report how the command ended.
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.pid() as i32), nix::sys::signal::Signal::SIGTERM);
             }
-            target::exit_code(child.wait()?)
+            child.wait()?
         }
         _ => 0,
     })
@@ -117,7 +127,8 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, verbose: bool) {
     );
     if verbose {
         for t in &r.threads {
-            eprintln!("    {:>7} {:>7} {:<16} on-CPU {:>8.3} ms  samples {:>4}", t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples);
+            let proc = t.proc_on_cpu_ns.map(|p| format!("  /proc {:>8.3} ms", p as f64 / 1e6)).unwrap_or_default();
+            eprintln!("    {:>7} {:>7} {:<16} on-CPU {:>8.3} ms{proc}  samples {:>4}", t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples);
         }
     }
 }

@@ -1,0 +1,120 @@
+//! Issue 2 acceptance: the kernel samplers and scheduler accounting against a real JVM with a
+//! 100% thread and a ~30% thread. Run as root by `cargo xtask test`.
+
+use std::time::Duration;
+
+use joular_tests::*;
+
+const FREQ_HZ: f64 = 100.0;
+
+struct Run {
+    jvm: Jvm,
+    cycles: Vec<serde_json::Value>,
+    _dir: tempfile::TempDir,
+}
+
+fn profile_duty_cycle(extra: &[&str]) -> Run {
+    let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cycles.jsonl");
+    let pid = jvm.pid().to_string();
+    let mut args = vec!["--pid", &pid, "--duration", "3", "--json", json.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = profile(&args, Duration::from_secs(60));
+    assert_success(&out);
+    let cycles = read_jsonl(&json);
+    assert_eq!(cycles.len(), 3, "3 s at 1 s cycles gives 3 cycles");
+    Run { jvm, cycles, _dir: dir }
+}
+
+#[test]
+fn samples_follow_frequency_times_on_cpu_time() {
+    let run = profile_duty_cycle(&[]);
+    let on_cpu = per_thread_sum(&run.cycles, "on_cpu_ns");
+    let samples = per_thread_sum(&run.cycles, "samples");
+    for name in ["busy", "light"] {
+        let tid = run.jvm.tid_of(name) as u64;
+        let expected = FREQ_HZ * on_cpu[&tid] / 1e9;
+        let got = samples[&tid];
+        assert!(expected > 20.0, "{name}: too little on-CPU time to judge ({expected} expected samples)");
+        assert!((got - expected).abs() <= 0.25 * expected, "{name}: {got} samples, expected {expected:.0} ±25%");
+    }
+}
+
+#[test]
+fn busier_thread_gets_the_larger_share_and_no_other_process_appears() {
+    let run = profile_duty_cycle(&[]);
+    let on_cpu = per_thread_sum(&run.cycles, "on_cpu_ns");
+    let samples = per_thread_sum(&run.cycles, "samples");
+    let (busy, light) = (run.jvm.tid_of("busy") as u64, run.jvm.tid_of("light") as u64);
+    // Only the order is asserted: on a shared 2-CPU machine other load squeezes both threads.
+    assert!(on_cpu[&busy] > on_cpu[&light], "busy {} vs light {}", on_cpu[&busy], on_cpu[&light]);
+    assert!(samples[&busy] > samples[&light], "busy {} vs light {} samples", samples[&busy], samples[&light]);
+    for c in &run.cycles {
+        for t in c["threads"].as_array().unwrap() {
+            assert_eq!(t["pid"].as_u64().unwrap(), run.jvm.pid() as u64, "a thread of another process: {t}");
+        }
+        assert!(c["cpus"].as_array().unwrap().iter().all(|cpu| cpu["busy_ns"].as_u64().is_some()));
+        assert!(c["drops"].is_object());
+    }
+}
+
+#[test]
+fn ebpf_on_cpu_time_matches_proc_jiffies() {
+    let run = profile_duty_cycle(&["--verbose"]);
+    let ebpf = per_thread_sum(&run.cycles, "on_cpu_ns");
+    let procfs = per_thread_sum(&run.cycles, "proc_on_cpu_ns");
+    for name in ["busy", "light"] {
+        let tid = run.jvm.tid_of(name) as u64;
+        let (e, p) = (ebpf[&tid], procfs[&tid]);
+        assert!(p > 0.0, "{name}: no /proc cross-check value in --verbose JSON");
+        assert!((e - p).abs() <= 0.10 * p, "{name}: eBPF {:.3} s vs /proc {:.3} s", e / 1e9, p / 1e9);
+    }
+}
+
+#[test]
+fn a_target_that_exits_mid_run_still_gets_a_summary() {
+    let jvm = Jvm::start("DutyCycle", &["1.5", "1.0", "0.3"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.jsonl");
+    let pid = jvm.pid().to_string();
+    let out = profile(&["--pid", &pid, "--duration", "30", "--json", json.to_str().unwrap()], Duration::from_secs(30));
+    assert_success(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("summary"), "no summary: {stdout}");
+    assert!(stdout.contains("busy"), "summary lacks the busy thread: {stdout}");
+    let cycles = read_jsonl(&json);
+    let total: f64 = per_thread_sum(&cycles, "on_cpu_ns").values().sum();
+    assert!(total > 0.8e9, "the exited target's time was lost: {total} ns");
+    assert!(cycles.len() <= 4, "kept running after the target exited: {} cycles", cycles.len());
+}
+
+#[test]
+fn record_runs_java_and_returns_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.jsonl");
+    let mut args = vec!["record".to_string(), "--json".into(), json.display().to_string(), "--".into()];
+    args.extend(java_cmd("DutyCycle", &["2", "1.0", "0.3"], &["-DexitCode=7"]));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = profile(&argv, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(7), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let cycles = read_jsonl(&json);
+    let names: Vec<String> = cycles
+        .iter()
+        .flat_map(|c| c["threads"].as_array().unwrap().iter().map(|t| t["comm"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(names.iter().any(|n| n == "busy"), "record did not see the busy thread: {names:?}");
+    let samples: f64 = per_thread_sum(&cycles, "samples").values().sum();
+    assert!(samples > 150.0, "record mode saw only {samples} samples of a 2 s busy JVM");
+}
+
+#[test]
+fn clear_errors_for_bad_input() {
+    let out = profile(&["--pid", "999999999", "--duration", "1"], Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("PID 999999999 not found"), "{err}");
+    let out = profile(&["--duration", "1"], Duration::from_secs(20));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pid"), "must say what to give");
+}
