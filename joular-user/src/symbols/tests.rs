@@ -142,3 +142,74 @@ fn jit_frames_from_the_perf_map() {
     symbolizer.forget_process(pid);
     assert_eq!(symbolizer.stats().jvms, 0);
 }
+
+/// A real JVM: on first contact the symbolizer dumps its perf map over attach and
+/// resolves an address of a compiled method; an address of its code cache that the map
+/// does not cover triggers one re-dump at the next cycle.
+#[test]
+fn real_jvm_perf_map_is_dumped_and_used() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let classes = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../jvm-symbols/tests/java/HotLoop.java");
+    assert!(Command::new("javac").arg("-d").arg(classes.path()).arg(source).status().unwrap().success());
+    let mut java = Command::new("java")
+        .args(["-XX:+PreserveFramePointer", "-cp"])
+        .arg(classes.path())
+        .arg("HotLoop")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(java.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
+    assert!(ready.starts_with("ready"), "{ready:?}");
+    let pid = java.id();
+    let map_path = format!("/tmp/perf-{pid}.map");
+
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
+        attach: true,
+        min_dump_interval: Duration::ZERO,
+        ..options()
+    });
+    // First contact dumps and loads the map.
+    symbolizer.symbolize(pid, &[], &[]);
+    let stats = symbolizer.stats();
+    assert_eq!((stats.jvms, stats.perf_map_dumps, stats.perf_map_reloads), (1, 1, 1), "{stats:?}");
+    assert!(stats.perf_map_entries > 50, "{stats:?}");
+
+    let map = std::fs::read_to_string(&map_path).unwrap();
+    let entries: Vec<(u64, u64, &str)> = map
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, ' ');
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+            Some((hex(f.next()?)?, hex(f.next()?)?, f.next()?))
+        })
+        .collect();
+    let churn = entries.iter().find(|e| e.2 == "long HotLoop.churn(int)").expect("churn compiled");
+    let stack = symbolizer.symbolize(pid, &[churn.0 + 2], &[]);
+    assert_eq!((&*stack[0].short, stack[0].kind), ("HotLoop.churn", FrameKind::JavaJit));
+
+    // An address of the code cache that no entry covers asks for a re-dump next cycle.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let code_cache = jvm_symbols::parse_maps(maps.as_bytes())
+        .into_iter()
+        .find(|m| m.is_anonymous_code())
+        .expect("a code cache mapping");
+    let uncovered = (code_cache.start..code_cache.end)
+        .rev()
+        .step_by(64)
+        .find(|a| !entries.iter().any(|e| (e.0..e.0 + e.1).contains(a)))
+        .expect("free space in the code cache");
+    let stack = symbolizer.symbolize(pid, &[uncovered], &[]);
+    assert_eq!(&*stack[0].name, UNKNOWN_JIT);
+    symbolizer.begin_cycle();
+    assert_eq!(symbolizer.stats().perf_map_dumps, 2, "a miss in the code cache asks for a re-dump");
+    symbolizer.begin_cycle();
+    assert_eq!(symbolizer.stats().perf_map_dumps, 2, "no miss, no dump");
+    let _ = java.kill();
+    let _ = java.wait();
+    let _ = std::fs::remove_file(&map_path);
+}
