@@ -140,3 +140,55 @@ pub fn assert_success(out: &Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A fake powercap tree (one package zone, one socket holding every CPU) whose `energy_uj` a
+/// background thread advances at a constant power, replaced atomically so readers never see
+/// a partial write. Stops when dropped.
+pub struct FakePowercap {
+    pub root: tempfile::TempDir,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FakePowercap {
+    pub fn start(power_w: f64) -> Self {
+        let root = tempfile::tempdir().unwrap();
+        let zone = root.path().join("class/powercap/intel-rapl:0");
+        std::fs::create_dir_all(&zone).unwrap();
+        std::fs::write(zone.join("name"), "package-0\n").unwrap();
+        std::fs::write(zone.join("max_energy_range_uj"), "262143328850\n").unwrap();
+        std::fs::write(zone.join("energy_uj"), "1000\n").unwrap();
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        for cpu in 0..cpus {
+            let topo = root.path().join(format!("devices/system/cpu/cpu{cpu}/topology"));
+            std::fs::create_dir_all(&topo).unwrap();
+            std::fs::write(topo.join("physical_package_id"), "0\n").unwrap();
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop2, zone2) = (stop.clone(), zone.clone());
+        let thread = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                let uj = 1000.0 + power_w * t0.elapsed().as_secs_f64() * 1e6;
+                let tmp = zone2.join(".energy_uj.tmp");
+                std::fs::write(&tmp, format!("{}\n", uj as u64)).unwrap();
+                std::fs::rename(&tmp, zone2.join("energy_uj")).unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Self { root, stop, thread: Some(thread) }
+    }
+
+    pub fn sysfs_root(&self) -> String {
+        self.root.path().display().to_string()
+    }
+}
+
+impl Drop for FakePowercap {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

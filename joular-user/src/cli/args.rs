@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use joular_user::energy::{EnergyOptions, SourceKind};
 
 const ABOUT: &str = "Energy profiler for Java (and any process), built on eBPF: joules per \
 method, thread, process and call path, with no Java agent.";
@@ -84,6 +85,8 @@ pub struct CommonArgs {
     /// Number of stacks and threads shown in the end summary.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
+    #[command(flatten)]
+    pub energy: EnergyArgs,
     /// Root of the /proc tree (for containers and tests).
     #[arg(long, default_value = "/proc", value_name = "DIR", hide = true)]
     pub proc_root: PathBuf,
@@ -104,5 +107,48 @@ impl CommonArgs {
             return Err(format!("--frequency must be between 1 and 10000 Hz (got {})", self.frequency));
         }
         Ok(())
+    }
+}
+
+/// Where energy comes from.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Energy")]
+pub struct EnergyArgs {
+    /// Energy source; default: the first that works of powercap, perf, msr, model.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub energy_source: Option<SourceKind>,
+    /// Root of the sysfs tree read for powercap, the perf power PMU and CPU topology.
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: PathBuf,
+    /// Root of the /dev tree read for MSRs (`<root>/cpu/N/msr`).
+    #[arg(long, default_value = "/dev", value_name = "DIR", hide = true)]
+    pub dev_root: PathBuf,
+    /// TDP per socket in watts, for the model source (default: a table of known CPUs).
+    #[arg(long, value_name = "WATTS")]
+    pub tdp: Option<f64>,
+    /// Idle power per socket in watts: the model's P_idle and the baseline of the dynamic view
+    /// (default: the lowest socket power seen so far).
+    #[arg(long, value_name = "WATTS")]
+    pub idle_power: Option<f64>,
+    /// Add DRAM energy to each socket's energy (where the source has a DRAM counter).
+    #[arg(long)]
+    pub dram: bool,
+    /// Also report the platform (psys) counter, where one exists.
+    #[arg(long)]
+    pub psys: bool,
+}
+
+impl CommonArgs {
+    pub fn energy_options(&self) -> EnergyOptions {
+        EnergyOptions {
+            sysfs_root: self.energy.sysfs_root.clone(),
+            proc_root: self.proc_root.clone(),
+            dev_root: self.energy.dev_root.clone(),
+            source: self.energy.energy_source,
+            tdp_w: self.energy.tdp,
+            idle_power_w: self.energy.idle_power,
+            dram: self.energy.dram,
+            psys: self.energy.psys,
+        }
     }
 }

@@ -52,17 +52,24 @@ impl Collector {
         Self { active: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
     }
 
-    pub fn drain(&mut self, probe: &mut Probe) -> Result<RawCycle, ProbeError> {
-        let old = self.active;
-        self.active = 1 - old;
+    /// Ends the current cycle: the kernel switches to the other buffer. Read the cycle's
+    /// other counters (energy) right after this, so they describe the same instants, then
+    /// call `read`.
+    pub fn flip(&mut self, probe: &mut Probe) -> Result<(u64, u64), ProbeError> {
+        self.active = 1 - self.active;
         probe
             .config
             .set(CONFIG_ACTIVE_BUFFER, self.active, 0)
             .map_err(|e| ProbeError::Map("CONFIG", e))?;
         let end_ns = monotonic::now_ns();
         let start_ns = std::mem::replace(&mut self.last_flip_ns, end_ns);
-        std::thread::sleep(QUIESCE);
+        Ok((start_ns, end_ns))
+    }
 
+    /// Reads and clears the buffer the last `flip` retired.
+    pub fn read(&mut self, probe: &mut Probe, (start_ns, end_ns): (u64, u64)) -> Result<RawCycle, ProbeError> {
+        std::thread::sleep(QUIESCE);
+        let old = 1 - self.active;
         let mut cycle = RawCycle { start_ns, end_ns, ..Default::default() };
         drain_samples(probe, old as usize, &mut cycle)?;
         drain_thread_cpu(probe, old as usize, &mut cycle)?;

@@ -3,6 +3,7 @@
 
 mod crosscheck;
 mod cycle;
+mod energy;
 mod jsonl;
 mod summary;
 pub mod target;
@@ -29,11 +30,15 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         proc_root: common.proc_root.clone(),
         sys_root: "/sys".into(),
     };
+    // Energy first: a bad --sysfs-root or --tdp is reported before anything is loaded.
+    let mut energy = energy::EnergyStage::open(&common.energy_options())?;
     let mut probe = Probe::load(&opts)?;
     for pid in target.pids() {
         probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
     }
     let mut collector = Collector::new();
+    // Loading took a while; the first cycle's energy must start where its CPU time starts.
+    energy.read_at_flip(0)?;
     if let Target::Command(child) = &mut target {
         child.release();
     }
@@ -68,12 +73,15 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
             _ = sigterm.recv() => stop_reason = Some("terminated"),
         }
         next_tick += interval;
-        let raw = collector.drain(&mut probe)?;
+        let span = collector.flip(&mut probe)?;
+        energy.read_at_flip(span.1 - span.0)?;
+        let raw = collector.read(&mut probe, span)?;
         let mut report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
+        energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report)?;
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
         }
-        print_cycle_line(&report, common.verbose);
+        print_cycle_line(&report, energy.estimated(), common.verbose);
         if let Some(j) = json.as_mut() {
             j.write(&report)?;
         }
@@ -85,7 +93,7 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         }
     }
     eprintln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
-    print!("{}", summary.render(common.top));
+    print!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
 
     Ok(match &mut target {
         Target::Command(child) => {
@@ -107,7 +115,7 @@ fn describe(target: &Target) -> String {
     }
 }
 
-fn print_cycle_line(r: &joular_user::model::CycleReport, verbose: bool) {
+fn print_cycle_line(r: &joular_user::model::CycleReport, estimated: bool, verbose: bool) {
     let secs = r.end_ns.saturating_sub(r.start_ns) as f64 / 1e9;
     let on_cpu: u64 = r.threads.iter().map(|t| t.on_cpu_ns).sum();
     let samples: u64 = r.threads.iter().map(|t| t.samples).sum();
@@ -117,9 +125,16 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, verbose: bool) {
         .map(|c| format!("cpu{} {:.0}%", c.cpu, 100.0 * c.busy_ns as f64 / (c.busy_ns + c.idle_ns).max(1) as f64))
         .collect();
     let drops: u64 = r.drops.values().sum();
+    let socket_uj: f64 = r.sockets.iter().map(|s| s.energy_uj).sum();
+    let target_uj: f64 = r.processes.iter().map(|p| p.energy_uj).sum();
+    let est = if estimated { " estimated" } else { "" };
     eprintln!(
-        "[cycle {:>3}] {secs:.2} s  threads {:>4}  on-CPU {:.3} s  samples {:>5}  | {} | drops {drops}",
+        "[cycle {:>3}] {secs:.2} s  host {:.2} J ({:.1} W{est})  profiled {:.2} J ({:.1} W)  threads {:>4}  on-CPU {:.3} s  samples {:>5}  | {} | drops {drops}",
         r.cycle,
+        socket_uj / 1e6,
+        socket_uj / 1e6 / secs.max(1e-9),
+        target_uj / 1e6,
+        target_uj / 1e6 / secs.max(1e-9),
         r.threads.len(),
         on_cpu as f64 / 1e9,
         samples,
@@ -128,7 +143,10 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, verbose: bool) {
     if verbose {
         for t in &r.threads {
             let proc = t.proc_on_cpu_ns.map(|p| format!("  /proc {:>8.3} ms", p as f64 / 1e6)).unwrap_or_default();
-            eprintln!("    {:>7} {:>7} {:<16} on-CPU {:>8.3} ms{proc}  samples {:>4}", t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples);
+            eprintln!(
+                "    {:>7} {:>7} {:<16} on-CPU {:>8.3} ms{proc}  samples {:>4}  {:>8.3} J",
+                t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples, t.energy_uj / 1e6
+            );
         }
     }
 }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use joular_user::attribution::Totals;
 use joular_user::model::{CycleReport, RawSample};
 
 #[derive(Default)]
@@ -52,20 +53,49 @@ impl Summary {
         self.cycles
     }
 
-    pub fn render(&self, top: usize) -> String {
+    pub fn render(&self, top: usize, totals: &Totals, source: &str, estimated: bool) -> String {
         let mut out = String::new();
         let secs = self.last_end_ns.saturating_sub(self.first_start_ns.unwrap_or(0)) as f64 / 1e9;
         let _ = writeln!(out, "\n== joular-ebpf summary: {} cycles, {secs:.2} s ==", self.cycles);
+        let est = if estimated { " (ESTIMATED: no RAPL counter, TDP model)" } else { "" };
+        let run_ns = totals.duration_ns.max(1);
+        let _ = writeln!(out, "Energy source: {source}{est}");
+        for (socket, s) in &totals.sockets {
+            let _ = writeln!(
+                out,
+                "socket {socket}: {:.3} J ({:.2} W), unattributed {:.3} J, dynamic {:.3} J{}",
+                s.energy_uj / 1e6,
+                totals.socket_power_w(*socket),
+                s.unattributed_uj / 1e6,
+                s.dynamic_energy_uj / 1e6,
+                if s.flagged_cycles > 0 { format!(", {} cycles flagged (counter went backwards)", s.flagged_cycles) } else { String::new() }
+            );
+        }
+        for (pid, p) in &totals.processes {
+            let _ = writeln!(out, "process {pid}: {:.3} J ({:.2} W), on-CPU {:.3} s", p.energy_j(), p.power_w(run_ns), p.on_cpu_ns as f64 / 1e9);
+        }
         let mut threads: Vec<_> = self.threads.iter().collect();
         threads.sort_by(|a, b| b.1.on_cpu_ns.cmp(&a.1.on_cpu_ns).then(a.0.cmp(b.0)));
         let total_samples: u64 = self.threads.values().map(|t| t.samples).sum();
-        let _ = writeln!(out, "{:>8} {:>8}  {:<20} {:>12} {:>8} {:>7}", "pid", "tid", "thread", "on-CPU (s)", "samples", "share");
+        let _ = writeln!(
+            out,
+            "\n{:>8} {:>8}  {:<20} {:>12} {:>8} {:>7} {:>10} {:>8}",
+            "pid", "tid", "thread", "on-CPU (s)", "samples", "share", "energy (J)", "power (W)"
+        );
         for (tid, t) in threads.iter().take(top) {
             let share = if total_samples > 0 { 100.0 * t.samples as f64 / total_samples as f64 } else { 0.0 };
+            let e = totals.threads.get(&(t.pid, **tid)).copied().unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{:>8} {:>8}  {:<20} {:>12.3} {:>8} {:>6.1}%",
-                t.pid, tid, truncate(&t.comm, 20), t.on_cpu_ns as f64 / 1e9, t.samples, share
+                "{:>8} {:>8}  {:<20} {:>12.3} {:>8} {:>6.1}% {:>10.3} {:>8.2}",
+                t.pid,
+                tid,
+                truncate(&t.comm, 20),
+                t.on_cpu_ns as f64 / 1e9,
+                t.samples,
+                share,
+                e.energy_j(),
+                e.power_w(run_ns)
             );
         }
         if threads.len() > top {

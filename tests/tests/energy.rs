@@ -1,0 +1,71 @@
+//! Issue 3 acceptance: a fake powercap tree advancing at a known 40 W, a real JVM with a 100%
+//! and a ~30% thread, and the real profiler. Run as root by `cargo xtask test`.
+
+use std::time::Duration;
+
+use joular_tests::*;
+
+const POWER_W: f64 = 40.0;
+
+#[test]
+fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
+    let rapl = FakePowercap::start(POWER_W);
+    let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("e.jsonl");
+    let pid = jvm.pid().to_string();
+    let root = rapl.sysfs_root();
+    let out = profile(
+        &["--pid", &pid, "--duration", "4", "--json", json.to_str().unwrap(), "--sysfs-root", &root],
+        Duration::from_secs(60),
+    );
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("energy source: powercap"), "powercap not chosen: {err}");
+    let cycles = read_jsonl(&json);
+    assert!(cycles.len() >= 3);
+
+    // Total energy = power × time (±3%), over the cycles' own clock.
+    let mut energy_uj = 0.0;
+    let mut secs = 0.0;
+    for c in &cycles {
+        let sockets = c["sockets"].as_array().unwrap();
+        assert_eq!(sockets.len(), 1);
+        assert_eq!(sockets[0]["source"], "powercap");
+        assert_eq!(sockets[0]["estimated"], false);
+        energy_uj += sockets[0]["energy_uj"].as_f64().unwrap();
+        secs += (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9;
+    }
+    let expected_uj = POWER_W * secs * 1e6;
+    assert!((energy_uj - expected_uj).abs() <= 0.03 * expected_uj, "energy {energy_uj} µJ vs {expected_uj} µJ (40 W × {secs} s)");
+
+    // Conservation each cycle, exact up to rounding; nothing negative.
+    for c in &cycles {
+        let s = &c["sockets"][0];
+        let threads: f64 = c["threads"].as_array().unwrap().iter().map(|t| t["energy_uj"].as_f64().unwrap()).sum();
+        let processes: f64 = c["processes"].as_array().unwrap().iter().map(|p| p["energy_uj"].as_f64().unwrap()).sum();
+        let (e, un) = (s["energy_uj"].as_f64().unwrap(), s["unattributed_uj"].as_f64().unwrap());
+        assert!((threads + un - e).abs() <= 1e-6 * e.max(1.0), "cycle {}: threads {threads} + unattributed {un} != {e}", c["cycle"]);
+        assert!((processes - threads).abs() <= 1e-6 * e.max(1.0), "processes {processes} != threads {threads}");
+        assert!(un >= 0.0 && c["threads"].as_array().unwrap().iter().all(|t| t["energy_uj"].as_f64().unwrap() >= 0.0));
+    }
+
+    // Thread energies follow their on-CPU time (±10%).
+    let on_cpu = per_thread_sum(&cycles, "on_cpu_ns");
+    let energy = per_thread_sum(&cycles, "energy_uj");
+    let (busy, light) = (jvm.tid_of("busy") as u64, jvm.tid_of("light") as u64);
+    let time_ratio = on_cpu[&busy] / on_cpu[&light];
+    let energy_ratio = energy[&busy] / energy[&light];
+    assert!((energy_ratio - time_ratio).abs() <= 0.10 * time_ratio, "energy ratio {energy_ratio} vs on-CPU ratio {time_ratio}");
+}
+
+#[test]
+fn bad_energy_input_gets_clear_errors() {
+    let out = profile(&["--all", "--duration", "1", "--sysfs-root", "/nonexistent/sys"], Duration::from_secs(20));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/sys"), "{err}");
+    let out = profile(&["--all", "--duration", "1", "--energy-source", "model", "--tdp", "0"], Duration::from_secs(20));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).to_lowercase().contains("tdp"), "{}", String::from_utf8_lossy(&out.stderr));
+}
