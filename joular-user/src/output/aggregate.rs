@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::methods::{self, MethodFilter, NO_STACK};
 use super::profile::StackTotal;
-use crate::model::Stack;
+use crate::model::{Frame, Stack};
 
 /// "all" or "app" (JoularJX's `all/` and `app/` trees).
 #[derive(Debug, Clone, Copy)]
@@ -41,13 +41,99 @@ impl Scope<'_> {
         }
     }
 
-    /// `annotate` adds the flame graph's Java-palette suffixes.
-    pub fn call_tree(&self, stack: &Stack, annotate: bool) -> String {
-        match self {
-            Scope::All => methods::call_tree_with(stack, annotate),
-            Scope::App(filter) => methods::app_call_tree_with(stack, filter, annotate),
+    /// The frames this view shows for `stack`, root first: every frame for "all", the
+    /// filtered ones for "app"; a bucket frame when there are none.
+    pub fn path<'a>(&self, stack: &'a [Frame], buckets: &'a Buckets) -> Vec<&'a Frame> {
+        let frames: Vec<&Frame> = match self {
+            Scope::All => stack.iter().collect(),
+            Scope::App(filter) => stack.iter().filter(|f| filter.matches(f)).collect(),
+        };
+        if !frames.is_empty() {
+            frames
+        } else if stack.is_empty() {
+            vec![&buckets.no_stack]
+        } else if methods::is_bucket(stack) {
+            vec![&stack[0]]
+        } else {
+            vec![&buckets.no_app_frame]
         }
     }
+}
+
+/// Frames standing for paths a view has no frame for.
+pub struct Buckets {
+    no_stack: Frame,
+    no_app_frame: Frame,
+}
+
+impl Default for Buckets {
+    fn default() -> Self {
+        let frame = |name: &str| methods::bucket_stack(name)[0].clone();
+        Self {
+            no_stack: frame(NO_STACK),
+            no_app_frame: frame(methods::NO_APP_FRAME),
+        }
+    }
+}
+
+/// Stacks that look the same in a view (same short names along the path), merged.
+#[derive(Debug, Clone)]
+pub struct PathGroup<'a> {
+    pub frames: Vec<&'a Frame>,
+    pub energy_uj: f64,
+    pub samples: u64,
+}
+
+impl PathGroup<'_> {
+    pub fn tree(&self, annotate: bool) -> String {
+        methods::join_frames(self.frames.iter().copied(), annotate)
+    }
+}
+
+pub fn same_path(a: &[&Frame], b: &[&Frame]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.short == y.short)
+}
+
+/// Path groups in path order (frame by frame, so paths sharing a prefix are adjacent, as
+/// flame graphs need). Sorting borrowed frames instead of joined strings keeps the end of
+/// a long run from holding every call tree as text at once.
+pub fn path_groups<'a>(
+    stacks: &'a [StackTotal],
+    scope: Scope,
+    buckets: &'a Buckets,
+) -> Vec<PathGroup<'a>> {
+    let mut paths: Vec<PathGroup<'a>> = stacks
+        .iter()
+        .map(|s| PathGroup {
+            frames: scope.path(&s.stack, buckets),
+            energy_uj: s.energy_uj,
+            samples: s.samples,
+        })
+        .collect();
+    paths.sort_unstable_by(|a, b| {
+        a.frames
+            .iter()
+            .map(|f| &*f.short)
+            .cmp(b.frames.iter().map(|f| &*f.short))
+    });
+    let mut groups: Vec<PathGroup<'a>> = Vec::with_capacity(paths.len());
+    for path in paths {
+        match groups.last_mut() {
+            Some(last) if same_path(&last.frames, &path.frames) => {
+                last.energy_uj += path.energy_uj;
+                last.samples += path.samples;
+            }
+            _ => groups.push(path),
+        }
+    }
+    groups
+}
+
+/// Highest energy first, ties in path order (JoularJX's total files list the big ones first).
+pub fn by_energy<'a, 'g>(groups: &'g [PathGroup<'a>]) -> Vec<&'g PathGroup<'a>> {
+    let mut sorted: Vec<&PathGroup> = groups.iter().collect();
+    sorted.sort_by(|a, b| b.energy_uj.total_cmp(&a.energy_uj));
+    sorted
 }
 
 /// One method's (or call tree's) share of a run or a cycle.
@@ -70,22 +156,34 @@ fn sum_by<K: Into<Arc<str>> + std::hash::Hash + Eq>(
     }
     let mut totals: Vec<NamedTotal> = sums
         .into_iter()
-        .map(|(name, (energy_uj, samples))| NamedTotal { name: name.into(), energy_uj, samples })
+        .map(|(name, (energy_uj, samples))| NamedTotal {
+            name: name.into(),
+            energy_uj,
+            samples,
+        })
         .collect();
     sort_totals(&mut totals);
     totals
 }
 
 pub fn sort_totals(totals: &mut [NamedTotal]) {
-    totals.sort_by(|a, b| b.energy_uj.total_cmp(&a.energy_uj).then_with(|| a.name.cmp(&b.name)));
+    totals.sort_by(|a, b| {
+        b.energy_uj
+            .total_cmp(&a.energy_uj)
+            .then_with(|| a.name.cmp(&b.name))
+    });
 }
 
 pub fn method_totals(stacks: &[StackTotal], scope: Scope) -> Vec<NamedTotal> {
-    sum_by(stacks.iter().map(|s| (scope.method(&s.stack), s.energy_uj, s.samples)))
+    sum_by(
+        stacks
+            .iter()
+            .map(|s| (scope.method(&s.stack), s.energy_uj, s.samples)),
+    )
 }
 
-pub fn call_tree_totals(stacks: &[StackTotal], scope: Scope, annotate: bool) -> Vec<NamedTotal> {
-    sum_by(stacks.iter().map(|s| (scope.call_tree(&s.stack, annotate), s.energy_uj, s.samples)))
+fn address(stack: &Stack) -> usize {
+    Arc::as_ptr(stack) as *const Frame as usize
 }
 
 /// A distinct stack of a process, with what each cycle needs precomputed once.
@@ -100,6 +198,11 @@ pub struct StackEntry {
 #[derive(Default)]
 pub struct StackTable {
     index: HashMap<Stack, usize>,
+    /// Ids by address of the `Arc`s the table holds: symbolizers hand the same `Arc` for
+    /// the same stack every cycle, and hashing whole stacks is the cost of a cycle. An
+    /// address is only looked up while the table keeps its allocation alive, so it cannot
+    /// have been reused for another stack.
+    by_address: HashMap<usize, usize>,
     entries: Vec<StackEntry>,
     app_trees: HashMap<String, Arc<str>>,
 }
@@ -107,10 +210,17 @@ pub struct StackTable {
 impl StackTable {
     /// Id of `stack`, adding it on first sight; an empty stack becomes the `(no stack)` bucket.
     pub fn intern(&mut self, stack: &Stack, filter: &MethodFilter) -> usize {
+        if let Some(&id) = self.by_address.get(&address(stack)) {
+            return id;
+        }
         if let Some(&id) = self.index.get(stack) {
             return id;
         }
-        let stack = if stack.is_empty() { methods::bucket_stack(NO_STACK) } else { stack.clone() };
+        let stack = if stack.is_empty() {
+            methods::bucket_stack(NO_STACK)
+        } else {
+            stack.clone()
+        };
         if let Some(&id) = self.index.get(&stack) {
             return id;
         }
@@ -128,8 +238,13 @@ impl StackTable {
             all_method: methods::all_method(&stack),
             app_method: methods::app_method(&stack, filter),
             app_tree,
-            total: StackTotal { stack: stack.clone(), energy_uj: 0.0, samples: 0 },
+            total: StackTotal {
+                stack: stack.clone(),
+                energy_uj: 0.0,
+                samples: 0,
+            },
         });
+        self.by_address.insert(address(&stack), id);
         self.index.insert(stack, id);
         id
     }
@@ -152,8 +267,8 @@ impl StackTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::methods::tests::{frame, java};
     use crate::model::FrameKind;
+    use crate::output::methods::tests::{frame, java};
 
     fn stack(frames: Vec<crate::model::Frame>) -> Stack {
         Arc::from(frames)
@@ -182,27 +297,63 @@ mod tests {
         let filter = MethodFilter::parse("com.acme");
         let stacks = vec![
             StackTotal {
-                stack: stack(vec![java("com.acme.App.compute"), java("java.math.BigInteger.multiply")]),
+                stack: stack(vec![
+                    java("com.acme.App.compute"),
+                    java("java.math.BigInteger.multiply"),
+                ]),
                 energy_uj: 70.0,
                 samples: 7,
             },
             StackTotal {
-                stack: stack(vec![java("com.acme.App.compute"), frame("memcpy", FrameKind::Native)]),
+                stack: stack(vec![
+                    java("com.acme.App.compute"),
+                    frame("memcpy", FrameKind::Native),
+                ]),
                 energy_uj: 20.0,
                 samples: 2,
             },
-            StackTotal { stack: stack(vec![java("java.lang.Thread.run")]), energy_uj: 10.0, samples: 1 },
+            StackTotal {
+                stack: stack(vec![java("java.lang.Thread.run")]),
+                energy_uj: 10.0,
+                samples: 1,
+            },
         ];
         let all = method_totals(&stacks, Scope::All);
         let names: Vec<&str> = all.iter().map(|m| &*m.name).collect();
-        assert_eq!(names, ["java.math.BigInteger.multiply", "memcpy", "java.lang.Thread.run"]);
+        assert_eq!(
+            names,
+            [
+                "java.math.BigInteger.multiply",
+                "memcpy",
+                "java.lang.Thread.run"
+            ]
+        );
         let app = method_totals(&stacks, Scope::App(&filter));
         assert_eq!(&*app[0].name, "com.acme.App.compute");
         assert_eq!((app[0].energy_uj, app[0].samples), (90.0, 9));
         assert_eq!(&*app[1].name, methods::NO_APP_FRAME);
-        for totals in [&all, &app, &call_tree_totals(&stacks, Scope::All, false)] {
+        for totals in [&all, &app] {
             let sum: f64 = totals.iter().map(|t| t.energy_uj).sum();
             assert_eq!(sum, 100.0);
         }
+        let buckets = Buckets::default();
+        let app_paths = path_groups(&stacks, Scope::App(&filter), &buckets);
+        let trees: Vec<(String, f64)> = app_paths
+            .iter()
+            .map(|g| (g.tree(false), g.energy_uj))
+            .collect();
+        assert_eq!(
+            trees,
+            [
+                ("(no app frame)".to_owned(), 10.0),
+                ("com.acme.App.compute".to_owned(), 90.0)
+            ]
+        );
+        let all_paths = path_groups(&stacks, Scope::All, &buckets);
+        assert_eq!(all_paths.len(), 3);
+        assert_eq!(
+            by_energy(&all_paths)[0].tree(false),
+            "com.acme.App.compute;java.math.BigInteger.multiply"
+        );
     }
 }

@@ -7,10 +7,18 @@ use std::path::Path;
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 
+use super::aggregate::PathGroup;
 use super::OutputError;
 
-/// Renders annotated folded lines (sorted, as `folded::folded_lines` returns them).
-pub fn write_svg(path: &Path, title: &str, annotated_lines: &[String]) -> Result<(), OutputError> {
+/// Frames narrower than this share of the total are cut before inferno sees them: inferno
+/// does not draw frames under 0.1 px of 1200 (≈ 8e-5), and handing it every one of 50,000
+/// deep stacks costs seconds and hundreds of MB for nothing visible. Half its threshold, so
+/// every frame it would draw is kept; a cut path's energy stays in its visible parent.
+const PRUNE_SHARE: f64 = 4e-5;
+
+/// Renders path groups (in path order, as `aggregate::path_groups` returns them: the cut
+/// below relies on shared prefixes being adjacent).
+pub fn write_svg(path: &Path, title: &str, groups: &[PathGroup]) -> Result<(), OutputError> {
     let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
     let mut options = Options::default();
     options.title = title.to_owned();
@@ -18,22 +26,137 @@ pub fn write_svg(path: &Path, title: &str, annotated_lines: &[String]) -> Result
     options.colors = Palette::Multi(MultiPalette::Java);
     // Colours from the name, so the same method looks the same in every graph.
     options.hash = true;
-    // The lines come sorted; sorting again is the slowest part on 50k stacks.
+    // `visible_lines` sorts what it returns.
     options.no_sort = true;
-    if annotated_lines.is_empty() {
+    let lines = visible_lines(groups);
+    if lines.is_empty() {
         // inferno refuses empty input; an empty run still gets a (blank) graph.
         options.subtitle = Some("no energy was attributed".to_owned());
-        return flamegraph::from_lines(&mut options, ["(none) 1"].into_iter(), BufWriter::new(file))
+        return flamegraph::from_lines(&mut options, ["(none) 1"], BufWriter::new(file))
             .map_err(|e| OutputError::io(path, e));
     }
-    flamegraph::from_lines(&mut options, annotated_lines.iter().map(String::as_str), BufWriter::new(file))
-        .map_err(|e| OutputError::io(path, e))
+    flamegraph::from_lines(
+        &mut options,
+        lines.iter().map(String::as_str),
+        BufWriter::new(file),
+    )
+    .map_err(|e| OutputError::io(path, e))
+}
+
+/// Annotated folded lines, sorted, with every path cut at its first frame narrower than
+/// `PRUNE_SHARE` of the total and equal cut paths merged.
+fn visible_lines(groups: &[PathGroup]) -> Vec<String> {
+    let threshold_uj = groups.iter().map(|g| g.energy_uj).sum::<f64>() * PRUNE_SHARE;
+    let mut keep: Vec<usize> = groups.iter().map(|g| g.frames.len()).collect();
+    // open[d] = (first group, energy) of the frame at depth d shared with the current path.
+    let mut open: Vec<(usize, f64)> = Vec::new();
+    for i in 0..=groups.len() {
+        let shared = match (i.checked_sub(1), groups.get(i)) {
+            (Some(prev), Some(group)) => common_prefix(&groups[prev], group),
+            _ => 0,
+        };
+        while open.len() > shared {
+            let depth = open.len() - 1;
+            let (first, energy_uj) = open.pop().expect("len > shared");
+            if energy_uj < threshold_uj {
+                for k in &mut keep[first..i] {
+                    *k = (*k).min(depth);
+                }
+            }
+        }
+        let Some(group) = groups.get(i) else { break };
+        open.resize(group.frames.len(), (i, 0.0));
+        for frame in &mut open {
+            frame.1 += group.energy_uj;
+        }
+    }
+
+    // What is left is small; inferno wants it sorted as text, duplicates merged.
+    let mut cut: Vec<(String, f64)> = groups
+        .iter()
+        .zip(&keep)
+        .map(|(group, &depth)| {
+            let frames = &group.frames[..depth.max(1)];
+            (
+                super::methods::join_frames(frames.iter().copied(), true),
+                group.energy_uj,
+            )
+        })
+        .collect();
+    cut.sort_by(|a, b| a.0.cmp(&b.0));
+    cut.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 += later.1;
+        }
+        same
+    });
+    cut.into_iter()
+        .filter_map(|(tree, energy_uj)| {
+            let energy_uj = energy_uj.round() as u64;
+            (energy_uj > 0).then(|| format!("{tree} {energy_uj}"))
+        })
+        .collect()
+}
+
+fn common_prefix(a: &PathGroup, b: &PathGroup) -> usize {
+    a.frames
+        .iter()
+        .zip(&b.frames)
+        .take_while(|(x, y)| x.short == y.short)
+        .count()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Frame, FrameKind};
+    use crate::output::aggregate::{path_groups, Buckets, Scope};
+    use crate::output::methods::tests::{frame, java};
+    use crate::output::profile::StackTotal;
     use quick_xml::events::Event;
+    use std::sync::Arc;
+
+    fn run() -> Frame {
+        java("java.lang.Thread.run")
+    }
+
+    fn compute() -> Frame {
+        java("com.acme.App.compute")
+    }
+
+    fn total(frames: &[Frame], energy_uj: f64) -> StackTotal {
+        StackTotal {
+            stack: Arc::from(frames.to_vec()),
+            energy_uj,
+            samples: 1,
+        }
+    }
+
+    #[test]
+    fn frames_too_narrow_to_draw_are_cut_into_their_parent() {
+        let stacks = vec![
+            total(
+                &[run(), compute(), java("java.math.BigInteger.multiply")],
+                1_000_000.0,
+            ),
+            // Two tiny leaves under compute: cut at compute and merged there.
+            total(&[run(), compute(), java("java.util.A.tiny")], 10.0),
+            total(&[run(), compute(), java("java.util.B.tiny")], 15.0),
+            // A tiny subtree whose root frame is visible only as a sum.
+            total(&[run(), java("com.acme.Other.f"), java("x.Y.z")], 30.0),
+            total(&[run(), java("com.acme.Other.f"), java("x.Y.w")], 30.0),
+        ];
+        let lines = visible_lines(&path_groups(&stacks, Scope::All, &Buckets::default()));
+        assert_eq!(
+            lines,
+            [
+                "java.lang.Thread.run_[j];com.acme.App.compute_[j] 25",
+                "java.lang.Thread.run_[j];com.acme.App.compute_[j];java.math.BigInteger.multiply_[j] 1000000",
+                "java.lang.Thread.run_[j];com.acme.Other.f_[j] 60",
+            ]
+        );
+    }
 
     /// Parses the whole document (so it is well-formed XML) and returns its text nodes.
     fn svg_texts(path: &Path) -> Vec<String> {
@@ -54,15 +177,37 @@ mod tests {
     fn svg_is_valid_xml_naming_the_hot_method() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("f.svg");
-        let lines = vec![
-            "java.lang.Thread.run_[j];com.acme.App.compute_[j];java.math.BigInteger.multiply_[j] 9000".to_owned(),
-            "java.lang.Thread.run_[j];com.acme.App.compute_[j];write;ksys_write_[k] 1000".to_owned(),
+        let stacks = vec![
+            total(
+                &[run(), compute(), java("java.math.BigInteger.multiply")],
+                9000.0,
+            ),
+            total(
+                &[
+                    run(),
+                    compute(),
+                    frame("write", FrameKind::Native),
+                    frame("ksys_write", FrameKind::Kernel),
+                ],
+                1000.0,
+            ),
         ];
-        write_svg(&path, "Energy", &lines).unwrap();
+        write_svg(
+            &path,
+            "Energy",
+            &path_groups(&stacks, Scope::All, &Buckets::default()),
+        )
+        .unwrap();
         let texts = svg_texts(&path);
-        let hot = texts.iter().find(|t| t.starts_with("java.math.BigInteger.multiply")).expect("hot frame title");
+        let hot = texts
+            .iter()
+            .find(|t| t.starts_with("java.math.BigInteger.multiply"))
+            .expect("hot frame title");
         assert!(hot.contains("9,000 µJ"), "{hot}");
-        assert!(texts.iter().any(|t| t.starts_with("ksys_write")), "kernel frame kept");
+        assert!(
+            texts.iter().any(|t| t.starts_with("ksys_write")),
+            "kernel frame kept"
+        );
     }
 
     #[test]

@@ -54,7 +54,13 @@ impl RunDir {
     pub fn create_at(path: PathBuf, pid: u32) -> Result<Self, OutputError> {
         let dir = Self { path, pid };
         for scope in ["all", "app"] {
-            for sub in ["runtime/methods", "runtime/calltrees", "total/methods", "total/calltrees", "evolution"] {
+            for sub in [
+                "runtime/methods",
+                "runtime/calltrees",
+                "total/methods",
+                "total/calltrees",
+                "evolution",
+            ] {
                 let path = dir.path.join(scope).join(sub);
                 fs::create_dir_all(&path).map_err(|e| OutputError::io(&path, e))?;
             }
@@ -75,23 +81,33 @@ impl RunDir {
             Kind::Methods => ("methods", "methods"),
             Kind::CallTrees => ("calltrees", "call-trees"),
         };
-        self.path.join(scope.dir()).join(period_dir).join(kind_dir).join(format!(
-            "joularJX-{}-{}-{kind_name}-{suffix}.csv",
-            self.pid,
-            scope.file_infix()
-        ))
+        self.path
+            .join(scope.dir())
+            .join(period_dir)
+            .join(kind_dir)
+            .join(format!(
+                "joularJX-{}-{}-{kind_name}-{suffix}.csv",
+                self.pid,
+                scope.file_infix()
+            ))
     }
 
     pub fn evolution_file(&self, scope: Scope, method: &str) -> PathBuf {
-        self.path
-            .join(scope.dir())
-            .join("evolution")
-            .join(format!("joularJX-{}-{}-evolution.csv", self.pid, file_safe(method)))
+        self.path.join(scope.dir()).join("evolution").join(format!(
+            "joularJX-{}-{}-evolution.csv",
+            self.pid,
+            file_safe(method)
+        ))
     }
 
-    /// Writes run totals in joules.
-    pub fn write_total(&self, scope: Scope, kind: Kind, totals: &[NamedTotal]) -> Result<(), OutputError> {
-        write_rows(&self.file(scope, Period::Total, kind), totals, 1e-6)
+    /// Writes run totals in joules; rows are `(name, µJ)`.
+    pub fn write_total<N: AsRef<str>>(
+        &self,
+        scope: Scope,
+        kind: Kind,
+        rows: impl IntoIterator<Item = (N, f64)>,
+    ) -> Result<(), OutputError> {
+        write_rows(&self.file(scope, Period::Total, kind), rows, 1e-6)
     }
 
     /// Replaces the runtime file with this cycle's power in watts.
@@ -104,7 +120,8 @@ impl RunDir {
     ) -> Result<(), OutputError> {
         let path = self.file(scope, Period::Runtime, kind);
         let tmp = path.with_extension("csv.tmp");
-        write_rows(&tmp, totals, watts_per_uj(duration_s))?;
+        let rows = totals.iter().map(|t| (&*t.name, t.energy_uj));
+        write_rows(&tmp, rows, watts_per_uj(duration_s))?;
         // A reader polling the runtime file never sees a half-written one.
         fs::rename(&tmp, &path).map_err(|e| OutputError::io(&path, e))
     }
@@ -141,11 +158,16 @@ fn watts_per_uj(duration_s: f64) -> f64 {
     }
 }
 
-fn write_rows(path: &Path, totals: &[NamedTotal], scale: f64) -> Result<(), OutputError> {
+fn write_rows<N: AsRef<str>>(
+    path: &Path,
+    rows: impl IntoIterator<Item = (N, f64)>,
+    scale: f64,
+) -> Result<(), OutputError> {
     let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
     let mut out = BufWriter::new(file);
-    for total in totals {
-        write_row(&mut out, &total.name, total.energy_uj * scale).map_err(|e| OutputError::io(path, e))?;
+    for (name, energy_uj) in rows {
+        write_row(&mut out, name.as_ref(), energy_uj * scale)
+            .map_err(|e| OutputError::io(path, e))?;
     }
     out.flush().map_err(|e| OutputError::io(path, e))
 }
@@ -153,7 +175,16 @@ fn write_rows(path: &Path, totals: &[NamedTotal], scale: f64) -> Result<(), Outp
 /// JoularJX's `%s,%.4f`; a comma or newline in a name would break the row.
 fn write_row(out: &mut impl Write, name: &str, value: f64) -> std::io::Result<()> {
     if name.contains([',', '\n', '\r']) {
-        let clean: String = name.chars().map(|c| if matches!(c, ',' | '\n' | '\r') { ' ' } else { c }).collect();
+        let clean: String = name
+            .chars()
+            .map(|c| {
+                if matches!(c, ',' | '\n' | '\r') {
+                    ' '
+                } else {
+                    c
+                }
+            })
+            .collect();
         writeln!(out, "{clean},{value:.4}")
     } else {
         writeln!(out, "{name},{value:.4}")
@@ -166,7 +197,16 @@ fn file_safe(method: &str) -> String {
     while !method.is_char_boundary(end) {
         end -= 1;
     }
-    method[..end].chars().map(|c| if matches!(c, '<' | '>' | '/' | '\0') { '_' } else { c }).collect()
+    method[..end]
+        .chars()
+        .map(|c| {
+            if matches!(c, '<' | '>' | '/' | '\0') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -176,7 +216,11 @@ mod tests {
     use std::sync::Arc;
 
     fn total(name: &str, energy_uj: f64) -> NamedTotal {
-        NamedTotal { name: Arc::from(name), energy_uj, samples: 1 }
+        NamedTotal {
+            name: Arc::from(name),
+            energy_uj,
+            samples: 1,
+        }
     }
 
     #[test]
@@ -184,7 +228,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = RunDir::create(tmp.path(), 42, 1700000000000).unwrap();
         let filter = MethodFilter::parse("com.acme");
-        let rel = |p: PathBuf| p.strip_prefix(tmp.path()).unwrap().to_str().unwrap().to_owned();
+        let rel = |p: PathBuf| {
+            p.strip_prefix(tmp.path())
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        };
         assert_eq!(
             rel(dir.file(Scope::All, Period::Total, Kind::Methods)),
             "42-1700000000000/all/total/methods/joularJX-42-all-methods-energy.csv"
@@ -205,17 +255,27 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = RunDir::create(tmp.path(), 7, 1).unwrap();
         let rows = [total("com.acme.A.f", 2_500_000.0), total("x,y", 500_000.0)];
-        dir.write_total(Scope::All, Kind::Methods, &rows).unwrap();
+        dir.write_total(
+            Scope::All,
+            Kind::Methods,
+            rows.iter().map(|t| (&*t.name, t.energy_uj)),
+        )
+        .unwrap();
         let text = fs::read_to_string(dir.file(Scope::All, Period::Total, Kind::Methods)).unwrap();
         assert_eq!(text, "com.acme.A.f,2.5000\nx y,0.5000\n");
 
-        dir.write_runtime(Scope::All, Kind::Methods, &rows, 0.5).unwrap();
-        dir.write_runtime(Scope::All, Kind::Methods, &rows[..1], 0.5).unwrap();
-        let text = fs::read_to_string(dir.file(Scope::All, Period::Runtime, Kind::Methods)).unwrap();
+        dir.write_runtime(Scope::All, Kind::Methods, &rows, 0.5)
+            .unwrap();
+        dir.write_runtime(Scope::All, Kind::Methods, &rows[..1], 0.5)
+            .unwrap();
+        let text =
+            fs::read_to_string(dir.file(Scope::All, Period::Runtime, Kind::Methods)).unwrap();
         assert_eq!(text, "com.acme.A.f,5.0000\n");
 
-        dir.append_evolution(Scope::All, &rows[..1], 100, 1.0).unwrap();
-        dir.append_evolution(Scope::All, &rows[..1], 101, 2.0).unwrap();
+        dir.append_evolution(Scope::All, &rows[..1], 100, 1.0)
+            .unwrap();
+        dir.append_evolution(Scope::All, &rows[..1], 101, 2.0)
+            .unwrap();
         let text = fs::read_to_string(dir.evolution_file(Scope::All, "com.acme.A.f")).unwrap();
         assert_eq!(text, "100,2.5000\n101,1.2500\n");
     }

@@ -20,10 +20,14 @@ pub const NO_APP_FRAME: &str = "(no app frame)";
 /// call trees, flame graphs and pprof like any stack, so totals agree across outputs.
 pub fn bucket_stack(name: &str) -> Stack {
     let name: Arc<str> = Arc::from(name);
-    Arc::from(vec![Frame { name: name.clone(), short: name, kind: FrameKind::Native }])
+    Arc::from(vec![Frame {
+        name: name.clone(),
+        short: name,
+        kind: FrameKind::Native,
+    }])
 }
 
-fn is_bucket(stack: &[Frame]) -> bool {
+pub fn is_bucket(stack: &[Frame]) -> bool {
     matches!(stack, [only] if only.short.as_ref() == NO_SAMPLES || only.short.as_ref() == NO_STACK)
 }
 
@@ -59,7 +63,11 @@ impl MethodFilter {
     /// Kernel frames never match: a prefix is a Java package, and a kernel symbol that
     /// happens to share it is not application code.
     pub fn matches(&self, frame: &Frame) -> bool {
-        frame.kind != FrameKind::Kernel && self.prefixes.iter().any(|p| frame.short.starts_with(p.as_str()))
+        frame.kind != FrameKind::Kernel
+            && self
+                .prefixes
+                .iter()
+                .any(|p| frame.short.starts_with(p.as_str()))
     }
 }
 
@@ -94,19 +102,7 @@ pub fn app_method(stack: &[Frame], filter: &MethodFilter) -> Arc<str> {
 /// The "app" call tree (JoularJX `StackTraceFilter`): only the filtered frames, root first,
 /// `;`-joined; a stack without any gets the same bucket name as its app method.
 pub fn app_call_tree(stack: &[Frame], filter: &MethodFilter) -> String {
-    app_call_tree_with(stack, filter, false)
-}
-
-/// The "all" call tree: every frame's short name, root first, `;`-joined. `annotate` adds inferno's Java-palette suffixes (`_[j]` JIT, `_[i]` inlined, `_[k]` kernel).
-pub fn call_tree_with(stack: &[Frame], annotate: bool) -> String {
-    if stack.is_empty() {
-        return NO_STACK.to_owned();
-    }
-    join_frames(stack.iter(), annotate)
-}
-
-pub fn app_call_tree_with(stack: &[Frame], filter: &MethodFilter, annotate: bool) -> String {
-    let tree = join_frames(stack.iter().filter(|f| filter.matches(f)), annotate);
+    let tree = join_frames(stack.iter().filter(|f| filter.matches(f)), false);
     if tree.is_empty() {
         app_method(stack, filter).to_string()
     } else {
@@ -114,7 +110,17 @@ pub fn app_call_tree_with(stack: &[Frame], filter: &MethodFilter, annotate: bool
     }
 }
 
-fn join_frames<'a>(frames: impl Iterator<Item = &'a Frame>, annotate: bool) -> String {
+/// The "all" call tree: every frame's short name, root first, `;`-joined.
+pub fn call_tree(stack: &[Frame]) -> String {
+    if stack.is_empty() {
+        return NO_STACK.to_owned();
+    }
+    join_frames(stack.iter(), false)
+}
+
+/// `;`-joins short names; `annotate` adds inferno's Java-palette suffixes (`_[j]` JIT,
+/// `_[i]` inlined, `_[k]` kernel).
+pub fn join_frames<'a>(frames: impl Iterator<Item = &'a Frame>, annotate: bool) -> String {
     let mut tree = String::new();
     for frame in frames {
         if !tree.is_empty() {
@@ -153,7 +159,11 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn frame(short: &str, kind: FrameKind) -> Frame {
-        Frame { name: Arc::from(format!("full {short}")), short: Arc::from(short), kind }
+        Frame {
+            name: Arc::from(format!("full {short}")),
+            short: Arc::from(short),
+            kind,
+        }
     }
 
     pub(crate) fn java(short: &str) -> Frame {
@@ -176,7 +186,10 @@ pub(crate) mod tests {
     #[test]
     fn all_method_is_the_topmost_user_frame() {
         assert_eq!(&*all_method(&bigint_stack()), "write");
-        let kernel_only = vec![frame("do_idle", FrameKind::Kernel), frame("schedule", FrameKind::Kernel)];
+        let kernel_only = vec![
+            frame("do_idle", FrameKind::Kernel),
+            frame("schedule", FrameKind::Kernel),
+        ];
         assert_eq!(&*all_method(&kernel_only), "schedule");
         assert_eq!(&*all_method(&[]), NO_STACK);
     }
@@ -185,7 +198,10 @@ pub(crate) mod tests {
     fn app_method_charges_jdk_work_to_the_calling_app_method() {
         let filter = MethodFilter::parse("com.acme, org.foo,");
         assert_eq!(filter.prefixes(), ["com.acme", "org.foo"]);
-        assert_eq!(&*app_method(&bigint_stack(), &filter), "com.acme.App.compute");
+        assert_eq!(
+            &*app_method(&bigint_stack(), &filter),
+            "com.acme.App.compute"
+        );
         let jdk_only = vec![java("java.lang.Thread.run"), java("java.util.HashMap.get")];
         assert_eq!(&*app_method(&jdk_only, &filter), NO_APP_FRAME);
         assert_eq!(&*app_method(&bucket_stack(NO_SAMPLES), &filter), NO_SAMPLES);
@@ -195,7 +211,10 @@ pub(crate) mod tests {
     #[test]
     fn kernel_frames_never_match_a_filter() {
         let filter = MethodFilter::parse("do_");
-        let stack = vec![frame("do_work", FrameKind::Native), frame("do_syscall_64", FrameKind::Kernel)];
+        let stack = vec![
+            frame("do_work", FrameKind::Native),
+            frame("do_syscall_64", FrameKind::Kernel),
+        ];
         assert_eq!(&*app_method(&stack, &filter), "do_work");
     }
 
@@ -203,28 +222,35 @@ pub(crate) mod tests {
     fn call_trees_are_root_first_and_app_trees_keep_only_app_frames() {
         let filter = MethodFilter::parse("com.acme");
         assert_eq!(
-            call_tree_with(&bigint_stack(), false),
+            call_tree(&bigint_stack()),
             "start_thread;java.lang.Thread.run;com.acme.App.main;com.acme.App.compute;java.math.BigInteger.multiply;write;ksys_write"
         );
-        assert_eq!(app_call_tree(&bigint_stack(), &filter), "com.acme.App.main;com.acme.App.compute");
-        assert_eq!(app_call_tree(&[java("java.lang.Object.wait")], &filter), NO_APP_FRAME);
+        assert_eq!(
+            app_call_tree(&bigint_stack(), &filter),
+            "com.acme.App.main;com.acme.App.compute"
+        );
+        assert_eq!(
+            app_call_tree(&[java("java.lang.Object.wait")], &filter),
+            NO_APP_FRAME
+        );
     }
 
     #[test]
     fn annotated_trees_carry_the_java_palette_suffixes() {
         let filter = MethodFilter::parse("com.acme");
-        let annotated = call_tree_with(&bigint_stack(), true);
-        assert!(annotated.starts_with("start_thread;java.lang.Thread.run_[j];"), "{annotated}");
-        assert!(annotated.ends_with(";write;ksys_write_[k]"), "{annotated}");
-        assert_eq!(
-            app_call_tree_with(&bigint_stack(), &filter, true),
-            "com.acme.App.main_[j];com.acme.App.compute_[j]"
+        let annotated = join_frames(bigint_stack().iter(), true);
+        assert!(
+            annotated.starts_with("start_thread;java.lang.Thread.run_[j];"),
+            "{annotated}"
         );
+        assert!(annotated.ends_with(";write;ksys_write_[k]"), "{annotated}");
+        let app = join_frames(bigint_stack().iter().filter(|f| filter.matches(f)), true);
+        assert_eq!(app, "com.acme.App.main_[j];com.acme.App.compute_[j]");
     }
 
     #[test]
     fn separators_inside_names_are_replaced() {
         let stack = vec![frame("std::map<int, int>::find;x", FrameKind::Native)];
-        assert_eq!(call_tree_with(&stack, false), "std::map<int  int>::find:x");
+        assert_eq!(call_tree(&stack), "std::map<int  int>::find:x");
     }
 }

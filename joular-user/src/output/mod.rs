@@ -36,7 +36,10 @@ pub enum OutputError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: {source}")]
-    Json { path: PathBuf, source: serde_json::Error },
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("{path}: {reason}")]
     Format { path: PathBuf, reason: String },
     #[error("no raw profile ({RAW_PROFILE_FILE}) in {0} or its subdirectories")]
@@ -45,10 +48,16 @@ pub enum OutputError {
 
 impl OutputError {
     fn io(path: &Path, source: io::Error) -> Self {
-        Self::Io { path: path.to_owned(), source }
+        Self::Io {
+            path: path.to_owned(),
+            source,
+        }
     }
 
     fn json(path: &Path, source: serde_json::Error) -> Self {
-        Self::Json { path: path.to_owned(), source }
+        Self::Json {
+            path: path.to_owned(),
+            source,
+        }
     }
 }

@@ -145,7 +145,11 @@ impl<'a> Builder<'a> {
                 let id = self.profile.function.len() as u64 + 1;
                 let name = self.string(&frame.short);
                 let system_name = self.string(&frame.name);
-                self.profile.function.push(Function { id, name, system_name });
+                self.profile.function.push(Function {
+                    id,
+                    name,
+                    system_name,
+                });
                 self.functions.insert((&frame.short, &frame.name), id);
                 id
             }
@@ -172,7 +176,16 @@ pub fn build(summary: &RunSummary, stacks: &[StackTotal]) -> Profile {
     let microjoules = b.string("microjoules");
     let samples = b.string("samples");
     let count = b.string("count");
-    b.profile.sample_type = vec![ValueType { r#type: energy, unit: microjoules }, ValueType { r#type: samples, unit: count }];
+    b.profile.sample_type = vec![
+        ValueType {
+            r#type: energy,
+            unit: microjoules,
+        },
+        ValueType {
+            r#type: samples,
+            unit: count,
+        },
+    ];
     b.profile.default_sample_type = energy;
     for total in stacks {
         let energy_uj = total.energy_uj.round() as i64;
@@ -180,7 +193,10 @@ pub fn build(summary: &RunSummary, stacks: &[StackTotal]) -> Profile {
             continue;
         }
         let location_id = total.stack.iter().rev().map(|f| b.location(f)).collect();
-        b.profile.sample.push(Sample { location_id, value: vec![energy_uj, total.samples as i64] });
+        b.profile.sample.push(Sample {
+            location_id,
+            value: vec![energy_uj, total.samples as i64],
+        });
     }
     for (i, name) in MAPPINGS.iter().enumerate() {
         let id = i as u64 + 1;
@@ -198,18 +214,28 @@ pub fn build(summary: &RunSummary, stacks: &[StackTotal]) -> Profile {
     } else {
         format!("energy source: {}", summary.energy_source)
     };
-    let comments = [format!("joular-ebpf pid {} ({})", summary.pid, summary.comm), source];
-    b.profile.comment = comments.iter().map(|c| {
-        let i = b.profile.string_table.len() as i64;
-        b.profile.string_table.push(c.clone());
-        i
-    }).collect();
+    let comments = [
+        format!("joular-ebpf pid {} ({})", summary.pid, summary.comm),
+        source,
+    ];
+    b.profile.comment = comments
+        .iter()
+        .map(|c| {
+            let i = b.profile.string_table.len() as i64;
+            b.profile.string_table.push(c.clone());
+            i
+        })
+        .collect();
     b.profile.time_nanos = (summary.start_epoch_ms as i64).saturating_mul(1_000_000);
     b.profile.duration_nanos = (summary.duration_s * 1e9) as i64;
     b.profile
 }
 
-pub fn write_pprof(path: &Path, summary: &RunSummary, stacks: &[StackTotal]) -> Result<(), OutputError> {
+pub fn write_pprof(
+    path: &Path,
+    summary: &RunSummary,
+    stacks: &[StackTotal],
+) -> Result<(), OutputError> {
     let bytes = build(summary, stacks).encode_to_vec();
     let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
     let mut gz = GzEncoder::new(file, Compression::fast());
@@ -240,12 +266,21 @@ mod tests {
         let compute = java("com.acme.App.compute");
         let stacks = vec![
             StackTotal {
-                stack: Arc::from(vec![run.clone(), compute.clone(), java("java.math.BigInteger.multiply")]),
+                stack: Arc::from(vec![
+                    run.clone(),
+                    compute.clone(),
+                    java("java.math.BigInteger.multiply"),
+                ]),
                 energy_uj: 900_000.0,
                 samples: 90,
             },
             StackTotal {
-                stack: Arc::from(vec![run, compute, frame("write", FrameKind::Native), frame("ksys_write", FrameKind::Kernel)]),
+                stack: Arc::from(vec![
+                    run,
+                    compute,
+                    frame("write", FrameKind::Native),
+                    frame("ksys_write", FrameKind::Kernel),
+                ]),
                 energy_uj: 100_000.0,
                 samples: 10,
             },
@@ -255,7 +290,9 @@ mod tests {
 
     fn decode(path: &Path) -> Profile {
         let mut bytes = Vec::new();
-        flate2::read::GzDecoder::new(File::open(path).unwrap()).read_to_end(&mut bytes).unwrap();
+        flate2::read::GzDecoder::new(File::open(path).unwrap())
+            .read_to_end(&mut bytes)
+            .unwrap();
         Profile::decode(bytes.as_slice()).unwrap()
     }
 
@@ -268,7 +305,11 @@ mod tests {
         let p = decode(&path);
         let s = |i: i64| p.string_table[i as usize].as_str();
         assert_eq!(s(0), "");
-        let types: Vec<(&str, &str)> = p.sample_type.iter().map(|t| (s(t.r#type), s(t.unit))).collect();
+        let types: Vec<(&str, &str)> = p
+            .sample_type
+            .iter()
+            .map(|t| (s(t.r#type), s(t.unit)))
+            .collect();
         assert_eq!(types, [("energy", "microjoules"), ("samples", "count")]);
         assert_eq!(s(p.default_sample_type), "energy");
         // Shared frames are one location and one function each.
@@ -284,8 +325,15 @@ mod tests {
             let m = &p.mapping[loc.mapping_id as usize - 1];
             assert!(m.memory_start <= loc.address && loc.address < m.memory_limit);
         }
-        let kernel = p.location.iter().find(|l| s(p.function[l.line[0].function_id as usize - 1].name) == "ksys_write").unwrap();
-        assert_eq!(s(p.mapping[kernel.mapping_id as usize - 1].filename), "[kernel]");
+        let kernel = p
+            .location
+            .iter()
+            .find(|l| s(p.function[l.line[0].function_id as usize - 1].name) == "ksys_write")
+            .unwrap();
+        assert_eq!(
+            s(p.mapping[kernel.mapping_id as usize - 1].filename),
+            "[kernel]"
+        );
     }
 
     /// The real consumer: fails (does not skip) when `go` is missing.
@@ -301,14 +349,27 @@ mod tests {
                 .env("HOME", tmp.path())
                 .output()
                 .expect("`go` must be installed (apt-get install golang-go) for this test");
-            assert!(out.status.success(), "go tool pprof {flag}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "go tool pprof {flag}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8(out.stdout).unwrap()
         };
         let raw = run("-raw");
-        assert!(raw.contains("energy/microjoules") && raw.contains("samples/count"), "{raw}");
-        assert!(raw.contains("900000") && raw.contains("com.acme.App.compute"), "{raw}");
+        assert!(
+            raw.contains("energy/microjoules") && raw.contains("samples/count"),
+            "{raw}"
+        );
+        assert!(
+            raw.contains("900000") && raw.contains("com.acme.App.compute"),
+            "{raw}"
+        );
         let top = run("-top");
-        let hot = top.lines().find(|l| l.contains("java.math.BigInteger.multiply")).expect(&top);
+        let hot = top
+            .lines()
+            .find(|l| l.contains("java.math.BigInteger.multiply"))
+            .expect(&top);
         assert!(hot.contains("90.00%"), "{top}");
     }
 }

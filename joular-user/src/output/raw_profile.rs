@@ -58,7 +58,11 @@ struct RawProfileIn {
     stacks: Vec<RawStack>,
 }
 
-pub fn write_raw_profile(path: &Path, summary: &RunSummary, stacks: &[StackTotal]) -> Result<(), OutputError> {
+pub fn write_raw_profile(
+    path: &Path,
+    summary: &RunSummary,
+    stacks: &[StackTotal],
+) -> Result<(), OutputError> {
     let mut index: HashMap<&Frame, u32> = HashMap::new();
     let mut frames = Vec::new();
     let raw_stacks = stacks
@@ -69,7 +73,11 @@ pub fn write_raw_profile(path: &Path, summary: &RunSummary, stacks: &[StackTotal
                 .iter()
                 .map(|frame| {
                     *index.entry(frame).or_insert_with(|| {
-                        frames.push(FrameOut { name: &frame.name, short: &frame.short, kind: frame.kind });
+                        frames.push(FrameOut {
+                            name: &frame.name,
+                            short: &frame.short,
+                            kind: frame.kind,
+                        });
                         frames.len() as u32 - 1
                     })
                 })
@@ -78,7 +86,13 @@ pub fn write_raw_profile(path: &Path, summary: &RunSummary, stacks: &[StackTotal
             samples: total.samples,
         })
         .collect();
-    let out = RawProfileOut { format: FORMAT, version: VERSION, summary, frames, stacks: raw_stacks };
+    let out = RawProfileOut {
+        format: FORMAT,
+        version: VERSION,
+        summary,
+        frames,
+        stacks: raw_stacks,
+    };
     let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
     let mut writer = BufWriter::new(file);
     serde_json::to_writer(&mut writer, &out).map_err(|e| OutputError::json(path, e))?;
@@ -92,24 +106,42 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(OutputError::Format {
             path: path.to_owned(),
-            reason: format!("expected {FORMAT} version {VERSION}, found {} version {}", raw.format, raw.version),
+            reason: format!(
+                "expected {FORMAT} version {VERSION}, found {} version {}",
+                raw.format, raw.version
+            ),
         });
     }
     let frames: Vec<Frame> = raw
         .frames
         .into_iter()
-        .map(|f| Frame { name: Arc::from(f.name), short: Arc::from(f.short), kind: f.kind })
+        .map(|f| Frame {
+            name: Arc::from(f.name),
+            short: Arc::from(f.short),
+            kind: f.kind,
+        })
         .collect();
     let mut stacks = Vec::with_capacity(raw.stacks.len());
     for raw_stack in raw.stacks {
-        let stack: Option<Vec<Frame>> = raw_stack.frames.iter().map(|&i| frames.get(i as usize).cloned()).collect();
+        let stack: Option<Vec<Frame>> = raw_stack
+            .frames
+            .iter()
+            .map(|&i| frames.get(i as usize).cloned())
+            .collect();
         let stack: Stack = Arc::from(stack.ok_or_else(|| OutputError::Format {
             path: path.to_owned(),
             reason: format!("frame index out of range (only {} frames)", frames.len()),
         })?);
-        stacks.push(StackTotal { stack, energy_uj: raw_stack.energy_uj, samples: raw_stack.samples });
+        stacks.push(StackTotal {
+            stack,
+            energy_uj: raw_stack.energy_uj,
+            samples: raw_stack.samples,
+        });
     }
-    Ok(ProcessProfile { summary: raw.summary, stacks })
+    Ok(ProcessProfile {
+        summary: raw.summary,
+        stacks,
+    })
 }
 
 #[cfg(test)]
@@ -125,19 +157,37 @@ mod tests {
             comm: "java".into(),
             filters: vec!["com.acme".into()],
             drops: [("samples".to_owned(), 3)].into(),
-            threads: vec![ThreadTotal { tid: 10, comm: "worker".into(), energy_uj: 5.0, on_cpu_ns: 7, samples: 2 }],
+            threads: vec![ThreadTotal {
+                tid: 10,
+                comm: "worker".into(),
+                energy_uj: 5.0,
+                on_cpu_ns: 7,
+                samples: 2,
+            }],
             ..RunSummary::default()
         };
         let shared = java("com.acme.App.main");
         let stacks = vec![
-            StackTotal { stack: Arc::from(vec![shared.clone(), frame("ksys_read", FrameKind::Kernel)]), energy_uj: 1.5, samples: 1 },
-            StackTotal { stack: Arc::from(vec![shared]), energy_uj: 3.5, samples: 1 },
+            StackTotal {
+                stack: Arc::from(vec![shared.clone(), frame("ksys_read", FrameKind::Kernel)]),
+                energy_uj: 1.5,
+                samples: 1,
+            },
+            StackTotal {
+                stack: Arc::from(vec![shared]),
+                energy_uj: 3.5,
+                samples: 1,
+            },
         ];
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(RAW_PROFILE_FILE);
         write_raw_profile(&path, &summary, &stacks).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.matches("com.acme.App.main").count(), 2, "frame stored once (name + short)");
+        assert_eq!(
+            text.matches("com.acme.App.main").count(),
+            2,
+            "frame stored once (name + short)"
+        );
         let back = read_raw_profile(&path).unwrap();
         assert_eq!(back.summary, summary);
         assert_eq!(back.stacks, stacks);
@@ -149,6 +199,9 @@ mod tests {
         let path = tmp.path().join(RAW_PROFILE_FILE);
         let summary = serde_json::to_string(&RunSummary::default()).unwrap();
         std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[{{"frames":[0],"energy_uj":1,"samples":1}}]}}"#)).unwrap();
-        assert!(matches!(read_raw_profile(&path), Err(OutputError::Format { .. })));
+        assert!(matches!(
+            read_raw_profile(&path),
+            Err(OutputError::Format { .. })
+        ));
     }
 }

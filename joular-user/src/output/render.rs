@@ -5,10 +5,10 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::aggregate::{call_tree_totals, method_totals, Scope};
+use super::aggregate::{by_energy, method_totals, path_groups, Buckets, Scope};
 use super::flamegraph::write_svg;
-use super::folded::{folded_lines, write_folded};
-use super::joularjx::{Kind, RunDir};
+use super::folded::write_folded;
+use super::joularjx::{Kind, Period, RunDir};
 use super::methods::MethodFilter;
 use super::pprof::write_pprof;
 use super::profile::ProcessProfile;
@@ -31,7 +31,13 @@ pub struct RenderSet {
 }
 
 impl RenderSet {
-    pub const ALL: Self = Self { csv: true, folded: true, svg: true, pprof: true, summary: true };
+    pub const ALL: Self = Self {
+        csv: true,
+        folded: true,
+        svg: true,
+        pprof: true,
+        summary: true,
+    };
 }
 
 /// The files written for one process.
@@ -49,33 +55,66 @@ pub fn render_process(
     set: RenderSet,
 ) -> Result<OutputFiles, OutputError> {
     fs::create_dir_all(dir).map_err(|e| OutputError::io(dir, e))?;
-    let mut written = OutputFiles { dir: dir.to_owned(), files: Vec::new() };
+    let mut written = OutputFiles {
+        dir: dir.to_owned(),
+        files: Vec::new(),
+    };
     let stacks = &profile.stacks;
-    let app = Scope::App(filter);
-    if set.csv {
-        let tree = RunDir::create_at(dir.to_owned(), profile.summary.pid)?;
-        for scope in [Scope::All, app] {
-            tree.write_total(scope, Kind::Methods, &method_totals(stacks, scope))?;
-            tree.write_total(scope, Kind::CallTrees, &call_tree_totals(stacks, scope, false))?;
-            written.files.push(tree.file(scope, super::joularjx::Period::Total, Kind::Methods));
-            written.files.push(tree.file(scope, super::joularjx::Period::Total, Kind::CallTrees));
+    let buckets = Buckets::default();
+    let tree = if set.csv {
+        Some(RunDir::create_at(dir.to_owned(), profile.summary.pid)?)
+    } else {
+        None
+    };
+    for scope in [Scope::All, Scope::App(filter)] {
+        // JoularJX always has both trees; the app graphs mean nothing without a filter.
+        let graphs = matches!(scope, Scope::All) || !filter.is_empty();
+        if tree.is_none() && !(graphs && (set.folded || set.svg)) {
+            continue;
         }
-    }
-    let scopes: &[Scope] = if filter.is_empty() { &[Scope::All] } else { &[Scope::All, app] };
-    for &scope in scopes {
+        let groups = path_groups(stacks, scope, &buckets);
+        if let Some(tree) = &tree {
+            tree.write_total(
+                scope,
+                Kind::Methods,
+                method_totals(stacks, scope)
+                    .iter()
+                    .map(|m| (&*m.name, m.energy_uj)),
+            )?;
+            let trees = by_energy(&groups)
+                .into_iter()
+                .map(|g| (g.tree(false), g.energy_uj));
+            tree.write_total(scope, Kind::CallTrees, trees)?;
+            written
+                .files
+                .push(tree.file(scope, Period::Total, Kind::Methods));
+            written
+                .files
+                .push(tree.file(scope, Period::Total, Kind::CallTrees));
+        }
+        if !graphs {
+            continue;
+        }
         let view = scope.dir();
         if set.folded {
             let path = dir.join(format!("stacks-{view}.folded"));
-            write_folded(&path, &folded_lines(stacks, scope, false))?;
+            write_folded(&path, &groups)?;
             written.files.push(path);
         }
         if set.svg {
             let path = dir.join(format!("flamegraph-{view}.svg"));
             let title = match scope {
-                Scope::All => format!("Energy of pid {} ({}), all frames", profile.summary.pid, profile.summary.comm),
-                Scope::App(f) => format!("Energy of pid {}, app methods ({})", profile.summary.pid, f.prefixes().join(",")),
+                Scope::All => format!(
+                    "Energy of pid {} ({}), all frames",
+                    profile.summary.pid, profile.summary.comm
+                ),
+                Scope::App(f) => format!(
+                    "Energy of pid {}, app methods ({})",
+                    profile.summary.pid,
+                    f.prefixes().join(",")
+                ),
             };
-            write_svg(&path, &title, &folded_lines(stacks, scope, true))?;
+            write_svg(&path, &title, &groups)?;
             written.files.push(path);
         }
     }
@@ -88,7 +127,8 @@ pub fn render_process(
         let path = dir.join(SUMMARY_FILE);
         let file = File::create(&path).map_err(|e| OutputError::io(&path, e))?;
         let mut out = BufWriter::new(file);
-        serde_json::to_writer_pretty(&mut out, &profile.summary).map_err(|e| OutputError::json(&path, e))?;
+        serde_json::to_writer_pretty(&mut out, &profile.summary)
+            .map_err(|e| OutputError::json(&path, e))?;
         out.flush().map_err(|e| OutputError::io(&path, e))?;
         written.files.push(path);
         let path = dir.join(RAW_PROFILE_FILE);

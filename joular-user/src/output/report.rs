@@ -18,7 +18,12 @@ pub struct ReportArgs {
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// What to render, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "table,svg,pprof")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "table,svg,pprof"
+    )]
     pub format: Vec<ReportFormat>,
     /// Rows of the table.
     #[arg(long, default_value_t = 20)]
@@ -55,7 +60,8 @@ pub fn report(args: &ReportArgs) -> Result<Vec<OutputFiles>, OutputError> {
 pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFiles>, OutputError> {
     let paths = find_profiles(&args.result_dir)?;
     let override_filter = args.filter.as_deref().map(MethodFilter::parse);
-    let has = |f: ReportFormat| args.format.contains(&f) || args.format.contains(&ReportFormat::All);
+    let has =
+        |f: ReportFormat| args.format.contains(&f) || args.format.contains(&ReportFormat::All);
     let set = RenderSet {
         csv: has(ReportFormat::Csv),
         folded: has(ReportFormat::Folded),
@@ -72,7 +78,9 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
         }
         let profile_dir = path.parent().unwrap_or(Path::new("."));
         let dir = match &args.output {
-            Some(output) if paths.len() > 1 => output.join(profile_dir.file_name().unwrap_or_default()),
+            Some(output) if paths.len() > 1 => {
+                output.join(profile_dir.file_name().unwrap_or_default())
+            }
             Some(output) => output.clone(),
             None => profile_dir.to_owned(),
         };
@@ -84,7 +92,8 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
     }
     if has(ReportFormat::Table) {
         let table = top_methods_table(&profiles, override_filter.as_ref(), args.top);
-        out.write_all(table.as_bytes()).map_err(|e| OutputError::io(Path::new("<stdout>"), e))?;
+        out.write_all(table.as_bytes())
+            .map_err(|e| OutputError::io(Path::new("<stdout>"), e))?;
     }
     Ok(outputs)
 }

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aggregate::{sort_totals, NamedTotal, Scope, StackTable};
 use super::joularjx::{Kind, RunDir};
-use super::methods::{bucket_stack, MethodFilter, NO_SAMPLES};
+use super::methods::{bucket_stack, call_tree, MethodFilter, NO_SAMPLES};
 use super::profile::{ProcessProfile, RunSummary, ThreadTotal};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
@@ -33,6 +33,9 @@ pub struct ResultsConfig {
     pub report_stacks: bool,
     /// Append per-method rows to `evolution/` each cycle.
     pub evolution: bool,
+    /// Rewrite `runtime/calltrees` each cycle (JoularJX `save-call-trees-runtime-data`):
+    /// one row per distinct stack of the cycle, several MB a second on a busy JVM.
+    pub runtime_call_trees: bool,
     /// Rows of the end-of-run table.
     pub top_n: usize,
 }
@@ -67,7 +70,11 @@ fn add(sum: &mut (f64, u64), energy_uj: f64, samples: u64) {
 fn named<K>(sums: HashMap<K, (f64, u64)>, name: impl Fn(K) -> Arc<str>) -> Vec<NamedTotal> {
     let mut totals: Vec<NamedTotal> = sums
         .into_iter()
-        .map(|(k, (energy_uj, samples))| NamedTotal { name: name(k), energy_uj, samples })
+        .map(|(k, (energy_uj, samples))| NamedTotal {
+            name: name(k),
+            energy_uj,
+            samples,
+        })
         .collect();
     sort_totals(&mut totals);
     totals
@@ -87,7 +94,8 @@ pub struct Results {
 
 impl Results {
     pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
-        std::fs::create_dir_all(&config.results_root).map_err(|e| OutputError::io(&config.results_root, e))?;
+        std::fs::create_dir_all(&config.results_root)
+            .map_err(|e| OutputError::io(&config.results_root, e))?;
         Ok(Self {
             end_epoch_ms: config.start_epoch_ms,
             config,
@@ -104,7 +112,14 @@ impl Results {
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
             let dir = RunDir::create(&self.config.results_root, pid, self.config.start_epoch_ms)?;
-            self.processes.insert(pid, Process { dir, table: StackTable::default(), threads: BTreeMap::new() });
+            self.processes.insert(
+                pid,
+                Process {
+                    dir,
+                    table: StackTable::default(),
+                    threads: BTreeMap::new(),
+                },
+            );
         }
         Ok(self.processes.get_mut(&pid).expect("inserted above"))
     }
@@ -112,11 +127,19 @@ impl Results {
     /// Splits each thread's energy over its stacks by sample share (a thread with energy
     /// but no sample goes to `(no samples)`), fills `report.methods` ("all" rule) and, if
     /// configured, `report.threads[].stacks`, and writes the runtime and evolution files.
-    pub fn on_cycle(&mut self, report: &mut CycleReport, stacks: &[ThreadStacks]) -> Result<(), OutputError> {
+    pub fn on_cycle(
+        &mut self,
+        report: &mut CycleReport,
+        stacks: &[ThreadStacks],
+    ) -> Result<(), OutputError> {
         let duration_s = report.end_ns.saturating_sub(report.start_ns) as f64 / 1e9;
         self.cycles += 1;
         self.duration_s += duration_s;
-        let end_epoch_ms = if report.end_epoch_ms > 0 { report.end_epoch_ms } else { now_epoch_ms() };
+        let end_epoch_ms = if report.end_epoch_ms > 0 {
+            report.end_epoch_ms
+        } else {
+            now_epoch_ms()
+        };
         self.end_epoch_ms = self.end_epoch_ms.max(end_epoch_ms);
         for socket in &report.sockets {
             self.socket_energy_uj += socket.energy_uj;
@@ -126,8 +149,12 @@ impl Results {
             *self.drops.entry(cause.clone()).or_default() += count;
         }
 
-        let index: HashMap<(u32, u32), usize> =
-            report.threads.iter().enumerate().map(|(i, t)| ((t.pid, t.tid), i)).collect();
+        let index: HashMap<(u32, u32), usize> = report
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ((t.pid, t.tid), i))
+            .collect();
         let mut covered = vec![false; report.threads.len()];
         let mut sums: BTreeMap<u32, CycleSums> = BTreeMap::new();
         let mut method_reports = Vec::new();
@@ -152,16 +179,33 @@ impl Results {
             for ts in thread_stacks.iter().filter(|s| s.samples > 0) {
                 let stack_energy_uj = energy_uj * ts.samples as f64 / total_samples as f64;
                 let id = process.table.intern(&ts.stack, &filter);
-                charge(process, cycle, &mut thread_methods, id, stack_energy_uj, ts.samples);
+                charge(
+                    process,
+                    cycle,
+                    &mut thread_methods,
+                    id,
+                    stack_energy_uj,
+                    ts.samples,
+                );
                 if report_stacks && slot.is_some() {
                     stack_reports.push(StackReport {
-                        frames: ts.stack.iter().map(|f| FrameReport { name: f.name.to_string(), kind: f.kind }).collect(),
+                        frames: ts
+                            .stack
+                            .iter()
+                            .map(|f| FrameReport {
+                                name: f.name.to_string(),
+                                kind: f.kind,
+                            })
+                            .collect(),
                         samples: ts.samples,
                         energy_uj: stack_energy_uj,
                     });
                 }
             }
-            let thread = process.threads.entry(*tid).or_insert_with(|| ThreadTotal { tid: *tid, ..ThreadTotal::default() });
+            let thread = process.threads.entry(*tid).or_insert_with(|| ThreadTotal {
+                tid: *tid,
+                ..ThreadTotal::default()
+            });
             thread.samples += total_samples;
             if let Some(i) = slot {
                 report.threads[i].stacks = stack_reports;
@@ -178,7 +222,14 @@ impl Results {
             let process = self.process(thread.pid)?;
             let id = process.table.intern(&no_samples, &filter);
             let mut thread_methods = HashMap::new();
-            charge(process, sums.entry(thread.pid).or_default(), &mut thread_methods, id, thread.energy_uj, 0);
+            charge(
+                process,
+                sums.entry(thread.pid).or_default(),
+                &mut thread_methods,
+                id,
+                thread.energy_uj,
+                0,
+            );
             push_methods(&mut method_reports, thread.pid, thread.tid, thread_methods);
         }
 
@@ -187,7 +238,10 @@ impl Results {
                 let total = process
                     .threads
                     .entry(thread.tid)
-                    .or_insert_with(|| ThreadTotal { tid: thread.tid, ..ThreadTotal::default() });
+                    .or_insert_with(|| ThreadTotal {
+                        tid: thread.tid,
+                        ..ThreadTotal::default()
+                    });
                 total.energy_uj += thread.energy_uj;
                 total.on_cpu_ns += thread.on_cpu_ns;
                 if !thread.comm.is_empty() {
@@ -203,14 +257,18 @@ impl Results {
             let table = &process.table;
             let all_methods = named(cycle.all_methods, |m| m);
             let app_methods = named(cycle.app_methods, |m| m);
-            let all_trees = named(cycle.all_trees, |id| Arc::from(Scope::All.call_tree(&table.entry(id).total.stack, false)));
-            let app_trees = named(cycle.app_trees, |t| t);
             let dir = &process.dir;
             let app = Scope::App(filter);
             dir.write_runtime(Scope::All, Kind::Methods, &all_methods, duration_s)?;
             dir.write_runtime(app, Kind::Methods, &app_methods, duration_s)?;
-            dir.write_runtime(Scope::All, Kind::CallTrees, &all_trees, duration_s)?;
-            dir.write_runtime(app, Kind::CallTrees, &app_trees, duration_s)?;
+            if self.config.runtime_call_trees {
+                let all_trees = named(cycle.all_trees, |id| {
+                    Arc::from(call_tree(&table.entry(id).total.stack))
+                });
+                let app_trees = named(cycle.app_trees, |t| t);
+                dir.write_runtime(Scope::All, Kind::CallTrees, &all_trees, duration_s)?;
+                dir.write_runtime(app, Kind::CallTrees, &app_trees, duration_s)?;
+            }
             if self.config.evolution {
                 dir.append_evolution(Scope::All, &all_methods, end_epoch_ms / 1000, duration_s)?;
                 dir.append_evolution(app, &app_methods, end_epoch_ms / 1000, duration_s)?;
@@ -262,9 +320,17 @@ impl Results {
         let profiles = self.profiles();
         let mut outputs = Vec::with_capacity(profiles.len());
         for (profile, process) in profiles.iter().zip(self.processes.values()) {
-            outputs.push(render_process(process.dir.path(), profile, &self.config.filter, RenderSet::ALL)?);
+            outputs.push(render_process(
+                process.dir.path(),
+                profile,
+                &self.config.filter,
+                RenderSet::ALL,
+            )?);
         }
-        Ok(FinishSummary { outputs, table: top_methods_table(&profiles, None, self.config.top_n) })
+        Ok(FinishSummary {
+            outputs,
+            table: top_methods_table(&profiles, None, self.config.top_n),
+        })
     }
 }
 
@@ -278,21 +344,56 @@ fn charge(
 ) {
     process.table.add(id, energy_uj, samples);
     let entry = process.table.entry(id);
-    add(cycle.all_methods.entry(entry.all_method.clone()).or_default(), energy_uj, samples);
-    add(cycle.app_methods.entry(entry.app_method.clone()).or_default(), energy_uj, samples);
+    add(
+        cycle
+            .all_methods
+            .entry(entry.all_method.clone())
+            .or_default(),
+        energy_uj,
+        samples,
+    );
+    add(
+        cycle
+            .app_methods
+            .entry(entry.app_method.clone())
+            .or_default(),
+        energy_uj,
+        samples,
+    );
     add(cycle.all_trees.entry(id).or_default(), energy_uj, samples);
-    add(cycle.app_trees.entry(entry.app_tree.clone()).or_default(), energy_uj, samples);
-    add(thread_methods.entry(entry.all_method.clone()).or_default(), energy_uj, samples);
+    add(
+        cycle.app_trees.entry(entry.app_tree.clone()).or_default(),
+        energy_uj,
+        samples,
+    );
+    add(
+        thread_methods.entry(entry.all_method.clone()).or_default(),
+        energy_uj,
+        samples,
+    );
 }
 
-fn push_methods(out: &mut Vec<MethodReport>, pid: u32, tid: u32, methods: HashMap<Arc<str>, (f64, u64)>) {
+fn push_methods(
+    out: &mut Vec<MethodReport>,
+    pid: u32,
+    tid: u32,
+    methods: HashMap<Arc<str>, (f64, u64)>,
+) {
     for total in named(methods, |m| m) {
-        out.push(MethodReport { pid, tid, method: total.name.to_string(), energy_uj: total.energy_uj, samples: total.samples });
+        out.push(MethodReport {
+            pid,
+            tid,
+            method: total.name.to_string(),
+            energy_uj: total.energy_uj,
+            samples: total.samples,
+        });
     }
 }
 
 fn now_epoch_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]
@@ -312,7 +413,14 @@ mod tests {
     }
 
     fn thread(tid: u32, comm: &str, energy_uj: f64) -> ThreadReport {
-        ThreadReport { pid: PID, tid, comm: comm.into(), on_cpu_ns: 1000, energy_uj, ..ThreadReport::default() }
+        ThreadReport {
+            pid: PID,
+            tid,
+            comm: comm.into(),
+            on_cpu_ns: 1000,
+            energy_uj,
+            ..ThreadReport::default()
+        }
     }
 
     fn cycle(n: u64, start_s: u64, end_s: u64, threads: Vec<ThreadReport>) -> CycleReport {
@@ -323,7 +431,12 @@ mod tests {
             end_epoch_ms: START_MS + end_s * 1000,
             threads,
             drops: [("samples".to_owned(), n)].into(),
-            sockets: vec![SocketReport { socket: 0, energy_uj: 10e6, unattributed_uj: 2e6, ..SocketReport::default() }],
+            sockets: vec![SocketReport {
+                socket: 0,
+                energy_uj: 10e6,
+                unattributed_uj: 2e6,
+                ..SocketReport::default()
+            }],
             ..CycleReport::default()
         }
     }
@@ -333,18 +446,50 @@ mod tests {
     fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
         let run = java("java.lang.Thread.run");
         let compute = java("com.acme.App.compute");
-        let multiply = stack(&[run.clone(), compute.clone(), java("java.math.BigInteger.multiply")]);
-        let write = stack(&[run.clone(), compute, frame("write", FrameKind::Native), frame("ksys_write", FrameKind::Kernel)]);
+        let multiply = stack(&[
+            run.clone(),
+            compute.clone(),
+            java("java.math.BigInteger.multiply"),
+        ]);
+        let write = stack(&[
+            run.clone(),
+            compute,
+            frame("write", FrameKind::Native),
+            frame("ksys_write", FrameKind::Kernel),
+        ]);
         let jdk = stack(&[run, java("java.util.HashMap.get")]);
-        let ts = |stack: &Stack, samples| ThreadStack { stack: stack.clone(), samples };
+        let ts = |stack: &Stack, samples| ThreadStack {
+            stack: stack.clone(),
+            samples,
+        };
         vec![
             (
-                cycle(1, 0, 1, vec![thread(101, "worker", 3e6), thread(102, "gc", 1e6), thread(103, "idle", 0.0)]),
-                vec![(PID, 101, vec![ts(&multiply, 2), ts(&write, 1)]), (PID, 102, vec![])],
+                cycle(
+                    1,
+                    0,
+                    1,
+                    vec![
+                        thread(101, "worker", 3e6),
+                        thread(102, "gc", 1e6),
+                        thread(103, "idle", 0.0),
+                    ],
+                ),
+                vec![
+                    (PID, 101, vec![ts(&multiply, 2), ts(&write, 1)]),
+                    (PID, 102, vec![]),
+                ],
             ),
             (
-                cycle(2, 1, 3, vec![thread(101, "worker", 2e6), thread(104, "jdk", 0.5e6)]),
-                vec![(PID, 101, vec![ts(&multiply, 1)]), (PID, 104, vec![ts(&jdk, 1)])],
+                cycle(
+                    2,
+                    1,
+                    3,
+                    vec![thread(101, "worker", 2e6), thread(104, "jdk", 0.5e6)],
+                ),
+                vec![
+                    (PID, 101, vec![ts(&multiply, 1)]),
+                    (PID, 104, vec![ts(&jdk, 1)]),
+                ],
             ),
         ]
     }
@@ -358,6 +503,7 @@ mod tests {
             estimated: true,
             report_stacks: true,
             evolution: true,
+            runtime_call_trees: true,
             top_n: 10,
         }
     }
@@ -383,8 +529,18 @@ mod tests {
         let mut cycles_uj = 0.0;
         for report in &reports {
             for t in &report.threads {
-                let methods: f64 = report.methods.iter().filter(|m| m.tid == t.tid).map(|m| m.energy_uj).sum();
-                assert!(close(methods, t.energy_uj), "tid {} methods {methods} thread {}", t.tid, t.energy_uj);
+                let methods: f64 = report
+                    .methods
+                    .iter()
+                    .filter(|m| m.tid == t.tid)
+                    .map(|m| m.energy_uj)
+                    .sum();
+                assert!(
+                    close(methods, t.energy_uj),
+                    "tid {} methods {methods} thread {}",
+                    t.tid,
+                    t.energy_uj
+                );
                 cycles_uj += t.energy_uj;
                 if !t.stacks.is_empty() {
                     let stacks: f64 = t.stacks.iter().map(|s| s.energy_uj).sum();
@@ -396,16 +552,35 @@ mod tests {
         assert_eq!((gc.method.as_str(), gc.samples), (NO_SAMPLES, 0));
         let worker = &reports[0].threads[0];
         assert_eq!(worker.stacks.len(), 2);
-        assert_eq!(worker.stacks[0].frames[0].name, "full java.lang.Thread.run", "root first");
+        assert_eq!(
+            worker.stacks[0].frames[0].name, "full java.lang.Thread.run",
+            "root first"
+        );
 
         let profiles = results.profiles();
         let summary = &profiles[0].summary;
-        assert!(close(summary.energy_uj, cycles_uj), "{} vs {cycles_uj}", summary.energy_uj);
-        assert!(close(profiles[0].stacks.iter().map(|s| s.energy_uj).sum(), cycles_uj));
-        assert_eq!((summary.cycles, summary.duration_s, summary.samples), (2, 3.0, 5));
-        assert_eq!((summary.socket_energy_uj, summary.unattributed_uj), (20e6, 4e6));
+        assert!(
+            close(summary.energy_uj, cycles_uj),
+            "{} vs {cycles_uj}",
+            summary.energy_uj
+        );
+        assert!(close(
+            profiles[0].stacks.iter().map(|s| s.energy_uj).sum(),
+            cycles_uj
+        ));
+        assert_eq!(
+            (summary.cycles, summary.duration_s, summary.samples),
+            (2, 3.0, 5)
+        );
+        assert_eq!(
+            (summary.socket_energy_uj, summary.unattributed_uj),
+            (20e6, 4e6)
+        );
         assert_eq!(summary.drops["samples"], 3);
-        assert_eq!(summary.comm, "worker", "no tid == pid thread: first thread's comm");
+        assert_eq!(
+            summary.comm, "worker",
+            "no tid == pid thread: first thread's comm"
+        );
         let threads_uj: f64 = summary.threads.iter().map(|t| t.energy_uj).sum();
         assert!(close(threads_uj, cycles_uj));
     }
@@ -449,16 +624,39 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (results, _) = run(tmp.path());
         let finished = results.finish().unwrap();
-        assert!(finished.table.contains("java.math.BigInteger.multiply"), "{}", finished.table);
-        assert!(finished.table.contains("(app: com.acme)"), "{}", finished.table);
+        assert!(
+            finished.table.contains("java.math.BigInteger.multiply"),
+            "{}",
+            finished.table
+        );
+        assert!(
+            finished.table.contains("(app: com.acme)"),
+            "{}",
+            finished.table
+        );
         let dir = &finished.outputs[0].dir;
-        for name in ["stacks-all.folded", "stacks-app.folded", "flamegraph-all.svg", "flamegraph-app.svg", "profile.pb.gz", "summary.json", "profile.json"] {
+        for name in [
+            "stacks-all.folded",
+            "stacks-app.folded",
+            "flamegraph-all.svg",
+            "flamegraph-app.svg",
+            "profile.pb.gz",
+            "summary.json",
+            "profile.json",
+        ] {
             assert!(dir.join(name).is_file(), "{name} missing");
         }
         let folded = fs::read_to_string(dir.join("stacks-app.folded")).unwrap();
-        assert_eq!(folded, "(no app frame) 500000\n(no samples) 1000000\ncom.acme.App.compute 5000000\n");
-        let summary: RunSummary = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-        assert_eq!((summary.energy_source.as_str(), summary.estimated), ("model", true));
+        assert_eq!(
+            folded,
+            "(no app frame) 500000\n(no samples) 1000000\ncom.acme.App.compute 5000000\n"
+        );
+        let summary: RunSummary =
+            serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(
+            (summary.energy_source.as_str(), summary.estimated),
+            ("model", true)
+        );
 
         let out = tmp.path().join("rerendered");
         let args = ReportArgs {
@@ -472,13 +670,29 @@ mod tests {
         let outputs = report_to(&args, &mut table).unwrap();
         let table = String::from_utf8(table).unwrap();
         assert!(table.contains("(app: java.math)"), "{table}");
-        let app_first = table.lines().skip_while(|l| !l.contains("(app:")).nth(2).unwrap();
-        assert!(app_first.contains("java.math.BigInteger.multiply"), "{table}");
+        let app_first = table
+            .lines()
+            .skip_while(|l| !l.contains("(app:"))
+            .nth(2)
+            .unwrap();
+        assert!(
+            app_first.contains("java.math.BigInteger.multiply"),
+            "{table}"
+        );
         assert_eq!(outputs[0].dir, out);
         assert!(out.join("flamegraph-app.svg").is_file() && out.join("profile.pb.gz").is_file());
         assert!(!out.join("profile.json").exists(), "only the asked formats");
         assert!(matches!(
-            report_to(&ReportArgs { result_dir: out.clone(), output: None, format: vec![ReportFormat::Table], top: 1, filter: None }, &mut Vec::new()),
+            report_to(
+                &ReportArgs {
+                    result_dir: out.clone(),
+                    output: None,
+                    format: vec![ReportFormat::Table],
+                    top: 1,
+                    filter: None
+                },
+                &mut Vec::new()
+            ),
             Err(OutputError::NoProfile(_))
         ));
     }
