@@ -6,6 +6,7 @@ mod cycle;
 mod energy;
 mod jsonl;
 mod summary;
+mod symbolize;
 pub mod target;
 
 use std::time::Duration;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use joular_user::collect::Collector;
 use joular_user::ebpf::{Probe, ProbeOptions};
+use joular_user::symbols::SymbolizerOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
@@ -62,6 +64,7 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
     let interval = Duration::from_secs_f64(common.interval);
     let start = Instant::now();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
+    let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
     let mut summary = Summary::default();
     let mut next_tick = start + interval;
     let mut stop_reason = None;
@@ -85,7 +88,8 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         if let Some(j) = json.as_mut() {
             j.write(&report)?;
         }
-        summary.add(&report, &raw.samples);
+        let stacks = symbols.cycle(&raw);
+        summary.add(&report, &stacks);
         if deadline.is_some_and(|d| Instant::now() >= d) {
             stop_reason = Some("duration reached");
         } else if target.ended(&common.proc_root) {
@@ -93,6 +97,13 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         }
     }
     eprintln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
+    let st = symbols.stats();
+    if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 {
+        eprintln!(
+            "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",
+            st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
+        );
+    }
     print!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
 
     Ok(match &mut target {

@@ -2,10 +2,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use joular_user::attribution::Totals;
-use joular_user::model::{CycleReport, RawSample};
+use joular_user::model::{CycleReport, FrameKind, Stack};
+
+use super::symbolize::ThreadStacks;
 
 #[derive(Default)]
 struct ThreadTotal {
@@ -22,13 +23,13 @@ pub struct Summary {
     first_start_ns: Option<u64>,
     last_end_ns: u64,
     threads: HashMap<u32, ThreadTotal>,
-    /// Sample counts per (pid, raw user stack, raw kernel stack).
-    stacks: HashMap<(u32, Arc<[u64]>, Arc<[u64]>), u64>,
+    /// Sample counts per (tid, symbolized stack).
+    stacks: HashMap<(u32, Stack), u64>,
     drops: HashMap<String, u64>,
 }
 
 impl Summary {
-    pub fn add(&mut self, report: &CycleReport, samples: &[RawSample]) {
+    pub fn add(&mut self, report: &CycleReport, stacks: &[ThreadStacks]) {
         self.cycles += 1;
         self.first_start_ns.get_or_insert(report.start_ns);
         self.last_end_ns = report.end_ns;
@@ -41,8 +42,10 @@ impl Summary {
             e.on_cpu_ns += t.on_cpu_ns;
             e.samples += t.samples;
         }
-        for s in samples {
-            *self.stacks.entry((s.pid, s.user.clone(), s.kernel.clone())).or_default() += s.count;
+        for t in stacks {
+            for s in &t.stacks {
+                *self.stacks.entry((t.tid, s.stack.clone())).or_default() += s.samples;
+            }
         }
         for (k, v) in &report.drops {
             *self.drops.entry(k.clone()).or_default() += v;
@@ -101,12 +104,26 @@ impl Summary {
         if threads.len() > top {
             let _ = writeln!(out, "  ... {} more threads (--top N shows more)", threads.len() - top);
         }
-        let mut stacks: Vec<_> = self.stacks.iter().collect();
-        stacks.sort_by(|a, b| b.1.cmp(a.1));
-        let _ = writeln!(out, "\nTop raw stacks (leaf first):");
-        for ((pid, user, kernel), n) in stacks.iter().take(top) {
-            let frames: Vec<String> = kernel.iter().chain(user.iter()).take(6).map(|ip| format!("{ip:#x}")).collect();
-            let _ = writeln!(out, "  {n:>6}  pid {pid}: {}", frames.join(" <- "));
+        for (tid, t) in threads.iter().take(top.min(5)).filter(|(_, t)| t.samples > 0) {
+            let _ = writeln!(out, "\n{} ({tid}): top leaf methods, then top stacks (leaf first)", t.comm);
+            let mut leaves: HashMap<&str, u64> = HashMap::new();
+            let mut mine: Vec<(&Stack, u64)> = Vec::new();
+            for ((stid, stack), n) in &self.stacks {
+                if stid == *tid {
+                    *leaves.entry(leaf_name(stack)).or_default() += n;
+                    mine.push((stack, *n));
+                }
+            }
+            let mut leaves: Vec<_> = leaves.into_iter().collect();
+            leaves.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            for (name, n) in leaves.iter().take(5) {
+                let _ = writeln!(out, "  {:>5.1}%  {name}", 100.0 * *n as f64 / t.samples.max(1) as f64);
+            }
+            mine.sort_by(|a, b| b.1.cmp(&a.1));
+            for (stack, n) in mine.iter().take(3) {
+                let frames: Vec<&str> = stack.iter().rev().take(6).map(|f| &*f.short).collect();
+                let _ = writeln!(out, "  {n:>6}  {}", frames.join(" <- "));
+            }
         }
         let drops: u64 = self.drops.values().sum();
         if drops > 0 {
@@ -123,4 +140,15 @@ fn truncate(s: &str, n: usize) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
+}
+
+/// The method a sample is charged to in "all" mode: the topmost user frame (kernel work
+/// done for a thread is part of the call that asked for it), else the top kernel frame.
+fn leaf_name(stack: &Stack) -> &str {
+    stack
+        .iter()
+        .rev()
+        .find(|f| f.kind != FrameKind::Kernel)
+        .or_else(|| stack.last())
+        .map_or("[no stack]", |f| &f.short)
 }

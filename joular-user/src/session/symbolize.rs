@@ -1,0 +1,54 @@
+//! The symbol stage of a cycle: every sampled stack → a symbolized, interned `Stack`,
+//! grouped per thread.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use joular_user::collect::RawCycle;
+use joular_user::model::{Stack, ThreadStack};
+use joular_user::symbols::{SymbolStats, Symbolizer, SymbolizerOptions};
+
+/// One thread's symbolized stacks in one cycle.
+pub struct ThreadStacks {
+    pub pid: u32,
+    pub tid: u32,
+    pub stacks: Vec<ThreadStack>,
+}
+
+pub struct SymbolStage {
+    symbolizer: Symbolizer,
+}
+
+impl SymbolStage {
+    pub fn new(opts: SymbolizerOptions) -> Self {
+        Self { symbolizer: Symbolizer::new(opts) }
+    }
+
+    pub fn cycle(&mut self, raw: &RawCycle) -> Vec<ThreadStacks> {
+        self.symbolizer.begin_cycle();
+        // Interned stacks share one Arc, so the pointer identifies the stack.
+        let mut by_thread: HashMap<(u32, u32), HashMap<*const [joular_user::model::Frame], (Stack, u64)>> = HashMap::new();
+        for s in &raw.samples {
+            let stack = self.symbolizer.symbolize(s.pid, &s.user, &s.kernel);
+            let e = by_thread.entry((s.pid, s.tid)).or_default().entry(Arc::as_ptr(&stack)).or_insert((stack, 0));
+            e.1 += s.count;
+        }
+        for exit in raw.exits.iter().filter(|e| e.process_ended) {
+            self.symbolizer.forget_process(exit.pid);
+        }
+        let mut out: Vec<ThreadStacks> = by_thread
+            .into_iter()
+            .map(|((pid, tid), stacks)| {
+                let mut stacks: Vec<ThreadStack> = stacks.into_values().map(|(stack, samples)| ThreadStack { stack, samples }).collect();
+                stacks.sort_by(|a, b| b.samples.cmp(&a.samples));
+                ThreadStacks { pid, tid, stacks }
+            })
+            .collect();
+        out.sort_by_key(|t| (t.pid, t.tid));
+        out
+    }
+
+    pub fn stats(&self) -> SymbolStats {
+        self.symbolizer.stats()
+    }
+}
