@@ -22,6 +22,10 @@ fn main() {
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
+        Some(Command::Report(args)) => {
+            joular_user::output::report(&args)?;
+            return Ok(0);
+        }
         Some(Command::Record(r)) => {
             r.common.validate().map_err(anyhow::Error::msg)?;
             (Target::Command(target::GatedChild::spawn(&r.command)?), r.common)

@@ -36,6 +36,8 @@ pub struct Cli {
 pub enum Command {
     /// Start a command and profile it until it exits; exits with the command's exit code.
     Record(RecordArgs),
+    /// Re-render a saved result directory (table, SVG, pprof...) without profiling again.
+    Report(joular_user::output::ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +87,22 @@ pub struct CommonArgs {
     /// Number of stacks and threads shown in the end summary.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
+    /// Results directory: a JoularJX tree per process (`<pid>-<epochms>/{all,app}/...`), flame
+    /// graphs, pprof, folded stacks, summary.json.
+    #[arg(short, long, default_value = "joularjx-result", value_name = "DIR")]
+    pub output: PathBuf,
+    /// Application packages/classes (comma-separated prefixes, e.g. `com.acme,org.foo`) for the
+    /// "app" view: each sample is charged to the nearest frame from the top that matches, so
+    /// JDK work an app method causes is charged to it.
+    #[arg(long, value_name = "PREFIXES", default_value = "")]
+    pub filter: String,
+    /// Do not write per-method power over time (`evolution/`).
+    #[arg(long)]
+    pub no_evolution: bool,
+    /// Also rewrite per-cycle call trees (`runtime/calltrees`), as JoularJX's
+    /// save-call-trees-runtime-data does. Several MB per second on a busy JVM.
+    #[arg(long)]
+    pub runtime_call_trees: bool,
     #[command(flatten)]
     pub energy: EnergyArgs,
     /// Root of the /proc tree (for containers and tests).

@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use joular_user::collect::Collector;
 use joular_user::ebpf::{Probe, ProbeOptions};
+use joular_user::output::{MethodFilter, Results, ResultsConfig};
 use joular_user::symbols::SymbolizerOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
@@ -65,6 +66,17 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
     let start = Instant::now();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
     let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
+    let mut results = Results::new(ResultsConfig {
+        results_root: common.output.clone(),
+        filter: MethodFilter::parse(&common.filter),
+        start_epoch_ms: cycle::epoch_ms(),
+        energy_source: energy.source_label().to_string(),
+        estimated: energy.estimated(),
+        report_stacks: json.is_some(),
+        evolution: !common.no_evolution,
+        runtime_call_trees: common.runtime_call_trees,
+        top_n: common.top,
+    })?;
     let mut summary = Summary::default();
     let mut next_tick = start + interval;
     let mut stop_reason = None;
@@ -85,10 +97,11 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
             c.fill(&mut report)?;
         }
         print_cycle_line(&report, energy.estimated(), common.verbose);
+        let stacks = symbols.cycle(&raw);
+        results.on_cycle(&mut report, &stacks)?;
         if let Some(j) = json.as_mut() {
             j.write(&report)?;
         }
-        let stacks = symbols.cycle(&raw);
         summary.add(&report, &stacks);
         if deadline.is_some_and(|d| Instant::now() >= d) {
             stop_reason = Some("duration reached");
@@ -105,6 +118,14 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         );
     }
     print!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
+    let finished = results.finish()?;
+    println!("\n{}", finished.table);
+    for out in &finished.outputs {
+        println!("results: {}", out.dir.display());
+        for f in out.files.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
+            println!("flame graph: {}", f.display());
+        }
+    }
 
     Ok(match &mut target {
         Target::Command(child) => {

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use joular_user::attribution::Totals;
 use joular_user::model::{CycleReport, FrameKind, Stack};
 
-use super::symbolize::ThreadStacks;
+use joular_user::output::ThreadStacks;
 
 #[derive(Default)]
 struct ThreadTotal {
@@ -42,9 +42,9 @@ impl Summary {
             e.on_cpu_ns += t.on_cpu_ns;
             e.samples += t.samples;
         }
-        for t in stacks {
-            for s in &t.stacks {
-                *self.stacks.entry((t.tid, s.stack.clone())).or_default() += s.samples;
+        for (_, tid, thread_stacks) in stacks {
+            for s in thread_stacks {
+                *self.stacks.entry((*tid, s.stack.clone())).or_default() += s.samples;
             }
         }
         for (k, v) in &report.drops {

@@ -6,14 +6,8 @@ use std::sync::Arc;
 
 use joular_user::collect::RawCycle;
 use joular_user::model::{Stack, ThreadStack};
+use joular_user::output::ThreadStacks;
 use joular_user::symbols::{SymbolStats, Symbolizer, SymbolizerOptions};
-
-/// One thread's symbolized stacks in one cycle.
-pub struct ThreadStacks {
-    pub pid: u32,
-    pub tid: u32,
-    pub stacks: Vec<ThreadStack>,
-}
 
 pub struct SymbolStage {
     symbolizer: Symbolizer,
@@ -41,10 +35,10 @@ impl SymbolStage {
             .map(|((pid, tid), stacks)| {
                 let mut stacks: Vec<ThreadStack> = stacks.into_values().map(|(stack, samples)| ThreadStack { stack, samples }).collect();
                 stacks.sort_by(|a, b| b.samples.cmp(&a.samples));
-                ThreadStacks { pid, tid, stacks }
+                (pid, tid, stacks)
             })
             .collect();
-        out.sort_by_key(|t| (t.pid, t.tid));
+        out.sort_by_key(|t| (t.0, t.1));
         out
     }
 
