@@ -39,9 +39,19 @@ impl Jvm {
     pub fn start(class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
         let argv = java_cmd(class, args, jvm_flags);
         let mut child = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().expect("start java");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).expect("read java stdout");
-        assert!(line.starts_with("ready"), "fixture {class} did not print ready: {line:?}");
+        // The JVM may print other lines first (e.g. -XX:CompileCommand echoes itself).
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            assert!(reader.read_line(&mut line).expect("read java stdout") > 0, "fixture {class} exited before ready: {seen:?}");
+            if line.starts_with("ready") {
+                break;
+            }
+            seen.push_str(&line);
+        }
+        // Keep draining so the fixture never blocks on a full pipe.
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
         Self { child }
     }
 

@@ -265,7 +265,12 @@ impl Symbolizer {
             jvm.cut_stacks += 1;
             self.stats.cut_java_stacks += 1;
         }
-        if !self.cut_warned && jvm.java_stacks >= CUT_STACKS_MIN_SAMPLE && jvm.cut_stacks * 2 > jvm.java_stacks {
+        // The flag to add is said once: when discovery already warned, cut stacks are expected.
+        if !self.cut_warned
+            && !self.frame_pointer_warned
+            && jvm.java_stacks >= CUT_STACKS_MIN_SAMPLE
+            && jvm.cut_stacks * 2 > jvm.java_stacks
+        {
             self.cut_warned = true;
             log::warn!(
                 "JVM {pid}: {} of {} Java stacks end in JIT code (cut call stacks): \

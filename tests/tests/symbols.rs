@@ -1,0 +1,111 @@
+//! Issue 4 acceptance: Java frames from a real JVM, method shares against a known split and
+//! against JFR, and a JVM without frame pointers. Run as root by `cargo xtask test`.
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+use joular_tests::*;
+
+const DONTINLINE: &str = "-XX:CompileCommand=dontinline,MethodSplit::*";
+const EXPECTED: [(&str, f64); 3] = [("MethodSplit.alpha", 0.60), ("MethodSplit.beta", 0.30), ("MethodSplit.gamma", 0.10)];
+
+/// Leaf-method sample shares of the `splitter` thread among alpha/beta/gamma, from the
+/// `threads[].stacks` of the JSON report (the topmost non-kernel frame of each stack).
+fn profiler_shares(cycles: &[serde_json::Value], tid: u64) -> HashMap<String, f64> {
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    for c in cycles {
+        for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == tid) {
+            for s in t["stacks"].as_array().expect("threads[].stacks") {
+                let frames = s["frames"].as_array().unwrap();
+                // Kernel-only stacks (user stack unavailable) have no method to compare.
+                let Some(leaf) = frames.iter().rev().find(|f| f["kind"] != "kernel") else { continue };
+                *counts.entry(leaf["name"].as_str().unwrap().to_string()).or_default() += s["samples"].as_f64().unwrap();
+            }
+        }
+    }
+    shares_of_expected(counts, |name| name.to_string())
+}
+
+/// Keeps the three expected methods (matched by short name inside the full name) and
+/// normalises their counts to shares.
+fn shares_of_expected(counts: HashMap<String, f64>, short: impl Fn(&str) -> String) -> HashMap<String, f64> {
+    let mut picked: HashMap<String, f64> = HashMap::new();
+    for (name, n) in counts {
+        let short = short(&name);
+        if let Some((m, _)) = EXPECTED.iter().find(|(m, _)| short.contains(&format!("{m}("))) {
+            *picked.entry(m.to_string()).or_default() += n;
+        }
+    }
+    let total: f64 = picked.values().sum();
+    assert!(total > 100.0, "too few samples in the expected methods: {picked:?}");
+    picked.into_iter().map(|(k, v)| (k, v / total)).collect()
+}
+
+#[test]
+fn java_methods_appear_as_leaves_with_their_known_cpu_split_and_agree_with_jfr() {
+    let jvm = Jvm::start("MethodSplit", &["30"], &[DONTINLINE]);
+    // Let C2 compile the three methods so samples land in the JIT code the perf map covers.
+    std::thread::sleep(Duration::from_secs(2));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.jsonl");
+    let pid = jvm.pid().to_string();
+    let out = profile(&["--pid", &pid, "--duration", "5", "--json", json.to_str().unwrap()], Duration::from_secs(90));
+    assert_success(&out);
+    let cycles = read_jsonl(&json);
+    let kinds: Vec<String> = cycles
+        .iter()
+        .flat_map(|c| c["threads"].as_array().unwrap().clone())
+        .flat_map(|t| t["stacks"].as_array().unwrap().clone())
+        .flat_map(|s| s["frames"].as_array().unwrap().clone())
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert!(kinds.iter().any(|k| k == "java_jit"), "no JIT frame resolved: {:?}", &kinds[..kinds.len().min(20)]);
+
+    let ours = profiler_shares(&cycles, jvm.tid_of("splitter") as u64);
+    for (m, want) in EXPECTED {
+        let got = ours.get(m).copied().unwrap_or(0.0);
+        assert!((got - want).abs() <= 0.05, "{m}: {:.1}% of samples, expected {:.0}% ±5 pp ({ours:?})", got * 100.0, want * 100.0);
+    }
+
+    // JFR's execution samples of a comparable run.
+    let jfr_file = dir.path().join("split.jfr");
+    let rec = format!("-XX:StartFlightRecording=settings=profile,filename={},dumponexit=true", jfr_file.display());
+    let argv = java_cmd("MethodSplit", &["8"], &[DONTINLINE, &rec]);
+    let st = Command::new(&argv[0]).args(&argv[1..]).stdout(std::process::Stdio::null()).status().unwrap();
+    assert!(st.success());
+    let printed = Command::new("jfr").args(["print", "--events", "jdk.ExecutionSample"]).arg(&jfr_file).output().unwrap();
+    assert!(printed.status.success(), "jfr print failed");
+    let text = String::from_utf8_lossy(&printed.stdout);
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if l.trim_start().starts_with("stackTrace = [") {
+            if let Some(top) = lines.next() {
+                *counts.entry(top.trim().to_string()).or_default() += 1.0;
+            }
+        }
+    }
+    let jfr = shares_of_expected(counts, |frame| frame.to_string());
+    for (m, _) in EXPECTED {
+        let (a, b) = (ours.get(m).copied().unwrap_or(0.0), jfr.get(m).copied().unwrap_or(0.0));
+        assert!((a - b).abs() <= 0.05, "{m}: profiler {:.1}% vs JFR {:.1}%", a * 100.0, b * 100.0);
+    }
+}
+
+#[test]
+fn a_jvm_without_frame_pointers_gets_the_warning_and_nothing_crashes() {
+    let argv = java_cmd("DutyCycle", &["20", "1.0", "0.3"], &[]);
+    // Same fixture, minus -XX:+PreserveFramePointer.
+    let argv: Vec<&String> = argv.iter().filter(|a| !a.contains("PreserveFramePointer")).collect();
+    let mut child = Command::new(argv[0]).args(&argv[1..]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
+    let pid = child.id().to_string();
+    let out = profile(&["--pid", &pid, "--duration", "2"], Duration::from_secs(60));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("-XX:+PreserveFramePointer").count(), 1, "the flag to add, once: {err}");
+}
