@@ -1,0 +1,110 @@
+//! Issue 5 acceptance: method energy from a real JVM under a fake 40 W powercap, the app
+//! filter, and the result tree. Run as root by `cargo xtask test`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use joular_tests::*;
+
+const DONTINLINE: &str = "-XX:CompileCommand=dontinline,MethodSplit::*";
+
+fn result_dir(root: &std::path::Path, pid: u32) -> std::path::PathBuf {
+    std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
+        .unwrap_or_else(|| panic!("no {pid}-<epochms> directory in {}", root.display()))
+}
+
+/// `name,value` rows of a JoularJX CSV.
+fn csv_rows(path: &std::path::Path) -> HashMap<String, f64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .filter_map(|l| l.rsplit_once(','))
+        .map(|(k, v)| (k.to_string(), v.trim().parse::<f64>().unwrap()))
+        .collect()
+}
+
+#[test]
+fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
+    let rapl = FakePowercap::start(40.0);
+    let jvm = Jvm::start("MethodSplit", &["30"], &[DONTINLINE]);
+    std::thread::sleep(Duration::from_secs(2));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.jsonl");
+    let out_dir = dir.path().join("results");
+    let pid = jvm.pid().to_string();
+    let root = rapl.sysfs_root();
+    let out = profile(
+        &["--pid", &pid, "--duration", "5", "--json", json.to_str().unwrap(), "--sysfs-root", &root, "--output", out_dir.to_str().unwrap()],
+        Duration::from_secs(90),
+    );
+    assert_success(&out);
+    let cycles = read_jsonl(&json);
+    let splitter = jvm.tid_of("splitter") as u64;
+
+    let mut energy: HashMap<String, f64> = HashMap::new();
+    for c in &cycles {
+        // Per cycle: the methods of each thread sum to the thread's energy.
+        let mut by_thread: HashMap<u64, f64> = HashMap::new();
+        for m in c["methods"].as_array().expect("methods") {
+            let e = m["energy_uj"].as_f64().unwrap();
+            assert!(e >= 0.0);
+            *by_thread.entry(m["tid"].as_u64().unwrap()).or_default() += e;
+            if m["tid"].as_u64() == Some(splitter) {
+                *energy.entry(m["method"].as_str().unwrap().to_string()).or_default() += e;
+            }
+        }
+        for t in c["threads"].as_array().unwrap() {
+            let te = t["energy_uj"].as_f64().unwrap();
+            let me = by_thread.get(&t["tid"].as_u64().unwrap()).copied().unwrap_or(0.0);
+            assert!((te - me).abs() <= 1e-6 * te.max(1.0), "cycle {} tid {}: methods {me} != thread {te}", c["cycle"], t["tid"]);
+        }
+    }
+    let picked: f64 = ["MethodSplit.alpha", "MethodSplit.beta", "MethodSplit.gamma"].iter().map(|m| energy.get(*m).copied().unwrap_or(0.0)).sum();
+    assert!(picked > 0.0, "no energy in the expected methods: {energy:?}");
+    for (m, want) in [("MethodSplit.alpha", 0.60), ("MethodSplit.beta", 0.30), ("MethodSplit.gamma", 0.10)] {
+        let got = energy.get(m).copied().unwrap_or(0.0) / picked;
+        assert!((got - want).abs() <= 0.05, "{m}: {:.1}% of the energy, expected {:.0}% ±5 pp", got * 100.0, want * 100.0);
+    }
+
+    // The JoularJX tree holds the same totals (joules), and the end-of-run outputs exist.
+    let run = result_dir(&out_dir, jvm.pid());
+    let totals = csv_rows(&run.join(format!("all/total/methods/joularJX-{}-all-methods-energy.csv", jvm.pid())));
+    let alpha_j = totals.get("MethodSplit.alpha").copied().expect("alpha in the total CSV");
+    assert!((alpha_j - energy["MethodSplit.alpha"] / 1e6).abs() <= 0.01 * alpha_j.max(1e-3), "CSV {alpha_j} J vs JSON {} J", energy["MethodSplit.alpha"] / 1e6);
+    for f in ["flamegraph-all.svg", "stacks-all.folded", "profile.pb.gz", "summary.json"] {
+        assert!(run.join(f).exists(), "missing {f}");
+    }
+    let svg = std::fs::read_to_string(run.join("flamegraph-all.svg")).unwrap();
+    assert!(svg.contains("MethodSplit.alpha"), "the hot method is not in the flame graph");
+}
+
+#[test]
+fn the_app_filter_charges_jdk_work_to_the_app_method_that_caused_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("results");
+    let mut args: Vec<String> = ["record", "--filter", "EnergyDemo", "--output", out_dir.to_str().unwrap(), "--"].iter().map(|s| s.to_string()).collect();
+    args.extend(java_cmd("EnergyDemo", &["5"], &[]));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = profile(&argv, Duration::from_secs(90));
+    assert_success(&out);
+    let run = std::fs::read_dir(&out_dir).unwrap().flatten().next().expect("a result directory").path();
+    let pid = run.file_name().unwrap().to_string_lossy().split('-').next().unwrap().to_string();
+    let all = csv_rows(&run.join(format!("all/total/methods/joularJX-{pid}-all-methods-energy.csv")));
+    let app = csv_rows(&run.join(format!("app/total/methods/joularJX-{pid}-filtered-methods-energy.csv")));
+    let jdk_in_all: f64 = all.iter().filter(|(k, _)| k.starts_with("java.math.BigInteger")).map(|(_, v)| v).sum();
+    assert!(jdk_in_all > 0.0, "the demo's BigInteger work does not show in the all view: {all:?}");
+    assert!(app.keys().all(|k| !k.starts_with("java.")), "JDK methods in the app view: {app:?}");
+    let factorial_app = app.get("EnergyDemo.factorial").copied().unwrap_or(0.0);
+    let factorial_all = all.get("EnergyDemo.factorial").copied().unwrap_or(0.0);
+    // factorial's own frames plus the BigInteger work it calls.
+    assert!(
+        factorial_app >= factorial_all + 0.5 * jdk_in_all,
+        "factorial: app {factorial_app} J, own {factorial_all} J, BigInteger {jdk_in_all} J"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("EnergyDemo.factorial") && stdout.contains("flame graph:"), "{stdout}");
+}
