@@ -26,6 +26,16 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             joular_user::output::report(&args)?;
             return Ok(0);
         }
+        Some(Command::Serve(serve)) => {
+            serve.common.validate().map_err(anyhow::Error::msg)?;
+            let fleet = session::FleetOptions {
+                listen: serve.listen,
+                top_methods: serve.top_methods,
+                retain_exited: std::time::Duration::from_secs(serve.retain_exited),
+            };
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            return rt.block_on(session::run(Target::All, &serve.common, Some(fleet)));
+        }
         Some(Command::Record(r)) => {
             r.common.validate().map_err(anyhow::Error::msg)?;
             (Target::Command(target::GatedChild::spawn(&r.command)?), r.common)
@@ -45,5 +55,5 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(session::run(target, &common))
+    rt.block_on(session::run(target, &common, None))
 }

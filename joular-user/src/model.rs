@@ -181,6 +181,13 @@ pub struct ProcessReport {
     pub power_w: f64,
     #[serde(default)]
     pub on_cpu_ns: u64,
+    /// Host mode: the executable, cgroup path and container id (from /proc/<pid>/cgroup).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exe: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

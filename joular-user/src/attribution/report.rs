@@ -73,6 +73,7 @@ impl Attribution {
                 energy_uj: p.energy_uj,
                 power_w: p.power_w,
                 on_cpu_ns: p.on_cpu_ns,
+                ..Default::default()
             })
             .collect();
     }

@@ -36,6 +36,8 @@ pub struct Cli {
 pub enum Command {
     /// Start a command and profile it until it exits; exits with the command's exit code.
     Record(RecordArgs),
+    /// Whole-host daemon: profile every process and serve Prometheus metrics over HTTP.
+    Serve(ServeArgs),
     /// Re-render a saved result directory (table, SVG, pprof...) without profiling again.
     Report(joular_user::output::ReportArgs),
 }
@@ -47,6 +49,21 @@ pub struct RecordArgs {
     /// The command to run, after `--`: `joular-ebpf record -- java -jar app.jar`.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address of the Prometheus endpoint (`/metrics`).
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+    /// Methods exported per JVM (the top N by energy), so metric cardinality stays bounded.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top_methods: usize,
+    /// Seconds an exited process's series stay exported before folding into the exited total.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    pub retain_exited: u64,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 /// What to profile when no subcommand is given.

@@ -4,7 +4,9 @@
 mod crosscheck;
 mod cycle;
 mod energy;
+mod exporter;
 mod jsonl;
+mod labels;
 mod summary;
 mod symbolize;
 pub mod target;
@@ -24,8 +26,20 @@ use jsonl::JsonLines;
 use summary::Summary;
 use target::Target;
 
+/// `serve`: the Prometheus endpoint and its registry.
+pub struct FleetOptions {
+    pub listen: std::net::SocketAddr,
+    pub top_methods: usize,
+    pub retain_exited: Duration,
+}
+
 /// Runs a session to its end; returns the process exit code.
-pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32> {
+pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOptions>) -> anyhow::Result<i32> {
+    // Bind first: a taken port is reported before anything is loaded.
+    let exporter = match &fleet {
+        Some(f) => Some(exporter::Exporter::start(f, &common.proc_root).await?),
+        None => None,
+    };
     let opts = ProbeOptions {
         frequency_hz: common.frequency,
         all_processes: matches!(target, Target::All),
@@ -73,10 +87,12 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         energy_source: energy.source_label().to_string(),
         estimated: energy.estimated(),
         report_stacks: json.is_some(),
-        evolution: !common.no_evolution,
+        // A daemon would grow evolution files without bound.
+        evolution: !common.no_evolution && fleet.is_none(),
         runtime_call_trees: common.runtime_call_trees,
         top_n: common.top,
     })?;
+    let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
     let mut summary = Summary::default();
     let mut next_tick = start + interval;
     let mut stop_reason = None;
@@ -93,12 +109,18 @@ pub async fn run(mut target: Target, common: &CommonArgs) -> anyhow::Result<i32>
         let raw = collector.read(&mut probe, span)?;
         let mut report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
         energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report)?;
+        if let Some(l) = labeler.as_mut() {
+            l.fill(&mut report, &raw.exits);
+        }
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
         }
         print_cycle_line(&report, energy.estimated(), common.verbose);
         let stacks = symbols.cycle(&raw);
         results.on_cycle(&mut report, &stacks)?;
+        if let Some(e) = &exporter {
+            e.on_cycle(&report);
+        }
         if let Some(j) = json.as_mut() {
             j.write(&report)?;
         }

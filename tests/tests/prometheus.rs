@@ -2,31 +2,21 @@
 //! the test checks that a busy process's energy grows and that processes + exited + unattributed
 //! add up to the host's energy within 1%.
 //!
-//! The exporter under test is, by default, the library's `MetricsServer` fed with cycles built from a
-//! busy child's real /proc CPU time and a constant-power fake energy source. With
-//! `JOULAR_EBPF_BIN=<path to joular-ebpf>` it is that binary (`serve --listen`, root needed) instead;
-//! the assertions are the same.
+//! The exporter is the real binary, `joular-ebpf serve` (root, eBPF), whose path
+//! `cargo xtask test` passes in `JOULAR_BIN`.
 //!
 //! Needs `prometheus` on PATH (`apt-get install -y prometheus`): without it the test fails.
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::thread;
+use std::time::{Duration, Instant};
 
-use joular_user::fleet::{MetricsRegistry, MetricsServer, ProcFs, RegistryConfig};
-use joular_user::model::{CycleReport, ProcessReport, SocketReport};
 
-const FAKE_HOST_POWER_W: f64 = 40.0;
-const CYCLE: Duration = Duration::from_millis(500);
 const DEADLINE: Duration = Duration::from_secs(60);
-const CLOCK_TICK_NS: u64 = 10_000_000;
 
 /// A child process killed (and reaped) when dropped.
 struct ChildGuard(Child);
@@ -56,181 +46,27 @@ fn free_loopback_port() -> u16 {
         .port()
 }
 
-/// `(utime + stime)` in ns from `/proc/<pid>/stat`, `None` once the process is gone.
-fn cpu_time_ns(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after_comm.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) * CLOCK_TICK_NS)
-}
-
-fn online_cpus() -> u64 {
-    let stat = fs::read_to_string("/proc/stat").unwrap();
-    let cpus = stat
-        .lines()
-        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
-        .count();
-    cpus as u64
-}
-
-/// Cycle reports of a one-socket host drawing constant power, split among `pids` by their share of
-/// the machine's CPU time; the rest is unattributed.
-struct SyntheticHost {
-    pids: Vec<u32>,
-    cpus: u64,
-    last_cpu_ns: HashMap<u32, u64>,
-    last: Instant,
-    started: Instant,
-    cycle: u64,
-}
-
-impl SyntheticHost {
-    fn new(pids: Vec<u32>) -> Self {
-        let last_cpu_ns = pids
-            .iter()
-            .filter_map(|&p| Some((p, cpu_time_ns(p)?)))
-            .collect();
-        let now = Instant::now();
-        Self {
-            pids,
-            cpus: online_cpus(),
-            last_cpu_ns,
-            last: now,
-            started: now,
-            cycle: 0,
-        }
-    }
-
-    fn next_cycle(&mut self) -> CycleReport {
-        let now = Instant::now();
-        let elapsed_ns = (now - self.last).as_nanos() as u64;
-        self.last = now;
-        self.cycle += 1;
-        let host_uj = FAKE_HOST_POWER_W * elapsed_ns as f64 * 1e-3;
-        let capacity_ns = (self.cpus * elapsed_ns).max(1) as f64;
-        let mut processes = Vec::new();
-        for &pid in &self.pids {
-            let Some(cpu_ns) = cpu_time_ns(pid) else {
-                continue;
-            };
-            let before = self.last_cpu_ns.insert(pid, cpu_ns).unwrap_or(cpu_ns);
-            let on_cpu_ns = cpu_ns.saturating_sub(before);
-            let energy_uj = host_uj * (on_cpu_ns as f64 / capacity_ns).min(1.0);
-            let power_w = energy_uj * 1e3 / elapsed_ns.max(1) as f64;
-            processes.push(ProcessReport {
-                pid,
-                comm: String::new(),
-                energy_uj,
-                power_w,
-                on_cpu_ns,
-            });
-        }
-        let taken_uj: f64 = processes.iter().map(|p| p.energy_uj).sum();
-        let end_ns = (now - self.started).as_nanos() as u64;
-        CycleReport {
-            cycle: self.cycle,
-            start_ns: end_ns - elapsed_ns,
-            end_ns,
-            end_epoch_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64,
-            sockets: vec![SocketReport {
-                socket: 0,
-                energy_uj: host_uj,
-                source: "model".to_owned(),
-                estimated: true,
-                unattributed_uj: (host_uj - taken_uj).max(0.0),
-                power_w: FAKE_HOST_POWER_W,
-                ..SocketReport::default()
-            }],
-            processes,
-            ..CycleReport::default()
-        }
-    }
-}
-
-enum Exporter {
-    Synthetic {
-        stop: Arc<AtomicBool>,
-        feeder: Option<JoinHandle<()>>,
-        _runtime: tokio::runtime::Runtime,
-    },
-    Binary {
-        _child: ChildGuard,
-    },
+/// The real profiler: `joular-ebpf serve --all` on a free loopback port (root needed).
+struct Exporter {
+    _child: ChildGuard,
 }
 
 impl Exporter {
-    fn start(watched: Vec<u32>) -> (Self, SocketAddr) {
-        match std::env::var_os("JOULAR_EBPF_BIN") {
-            Some(bin) => Self::start_binary(&bin.to_string_lossy()),
-            None => Self::start_synthetic(watched),
-        }
-    }
-
-    fn start_synthetic(watched: Vec<u32>) -> (Self, SocketAddr) {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let registry = Arc::new(Mutex::new(MetricsRegistry::new(RegistryConfig::default())));
-        let server = runtime
-            .block_on(MetricsServer::bind("127.0.0.1:0".parse().unwrap()))
-            .unwrap();
-        let addr = server.local_addr();
-        runtime.spawn(server.run(Arc::clone(&registry), std::future::pending()));
-
-        let stop = Arc::new(AtomicBool::new(false));
-        let feeder = {
-            let stop = Arc::clone(&stop);
-            thread::spawn(move || {
-                let table = ProcFs::new("/proc");
-                let mut host = SyntheticHost::new(watched);
-                while !stop.load(Ordering::Relaxed) {
-                    thread::sleep(CYCLE);
-                    let report = host.next_cycle();
-                    registry.lock().unwrap().on_cycle(&report, &table);
-                }
-            })
-        };
-        (
-            Exporter::Synthetic {
-                stop,
-                feeder: Some(feeder),
-                _runtime: runtime,
-            },
-            addr,
-        )
-    }
-
-    fn start_binary(bin: &str) -> (Self, SocketAddr) {
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_loopback_port())
-            .parse()
-            .unwrap();
-        let child = Command::new(bin)
+    fn start() -> (Self, SocketAddr) {
+        let bin = joular_tests::bin().display().to_string();
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_loopback_port()).parse().unwrap();
+        let child = Command::new(&bin)
             .args(["serve", "--listen", &addr.to_string()])
+            .stdout(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
-        let exporter = Exporter::Binary {
-            _child: ChildGuard(child),
-        };
+        let exporter = Exporter { _child: ChildGuard(child) };
         let start = Instant::now();
         while TcpStream::connect(addr).is_err() {
             assert!(start.elapsed() < DEADLINE, "{bin} never listened on {addr}");
             thread::sleep(Duration::from_millis(200));
         }
         (exporter, addr)
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        if let Exporter::Synthetic { stop, feeder, .. } = self {
-            stop.store(true, Ordering::Relaxed);
-            if let Some(feeder) = feeder.take() {
-                let _ = feeder.join();
-            }
-        }
     }
 }
 
@@ -355,7 +191,7 @@ fn prometheus_sees_busy_process_energy_grow_and_the_sums_match_the_host() {
     let busy = spawn("sh", &["-c", "while :; do :; done"]);
     let idle = spawn("sleep", &["600"]);
     let (busy_pid, idle_pid) = (busy.0.id(), idle.0.id());
-    let (_exporter, target) = Exporter::start(vec![busy_pid, idle_pid]);
+    let (_exporter, target) = Exporter::start();
     let dir = tempfile::tempdir().unwrap();
     let prometheus = Prometheus::start(dir.path(), target);
 
