@@ -77,8 +77,12 @@ impl GatedChild {
             ForkResult::Child => {
                 drop(write_end);
                 let mut byte = [0u8; 1];
-                // EOF (the profiler died) also releases the child: it then runs unprofiled.
-                let _ = nix::unistd::read(read_end.as_raw_fd(), &mut byte);
+                // EOF means the profiler failed or died before releasing us: never run the
+                // command unprofiled.
+                if nix::unistd::read(read_end.as_raw_fd(), &mut byte) != Ok(1) {
+                    // SAFETY: leave without running the parent's atexit handlers.
+                    unsafe { libc::_exit(126) }
+                }
                 let err = nix::unistd::execvp(&c_argv[0], &c_argv).unwrap_err();
                 eprintln!("joular-ebpf: cannot run `{program}`: {err} (is it installed and on PATH?)");
                 // SAFETY: leave without running the parent's atexit handlers or destructors.
@@ -158,5 +162,10 @@ mod tests {
         assert_eq!(c.wait().unwrap(), 3);
         let mut c = GatedChild::spawn(&["/nonexistent/cmd".into()]).unwrap();
         assert_eq!(c.wait().unwrap(), 127);
+        // Dropping the gate unreleased (the profiler failed to start) ends the child
+        // without running the command.
+        let mut c = GatedChild::spawn(&["sh".into(), "-c".into(), "exit 0".into()]).unwrap();
+        c.gate = None;
+        assert_eq!(c.wait().unwrap(), 126);
     }
 }
