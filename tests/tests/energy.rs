@@ -69,3 +69,33 @@ fn bad_energy_input_gets_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).to_lowercase().contains("tdp"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn the_procfs_cpu_time_path_attributes_energy_too() {
+    let rapl = FakePowercap::start(POWER_W);
+    let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.jsonl");
+    let (pid, root) = (jvm.pid().to_string(), rapl.sysfs_root());
+    let out = profile(
+        &["--pid", &pid, "--duration", "4", "--cpu-time", "procfs", "--json", json.to_str().unwrap(), "--sysfs-root", &root],
+        Duration::from_secs(60),
+    );
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CPU time from /proc jiffies"));
+    let cycles = read_jsonl(&json);
+    for c in &cycles {
+        let s = &c["sockets"][0];
+        let threads: f64 = c["threads"].as_array().unwrap().iter().map(|t| t["energy_uj"].as_f64().unwrap()).sum();
+        let (e, un) = (s["energy_uj"].as_f64().unwrap(), s["unattributed_uj"].as_f64().unwrap());
+        assert!((threads + un - e).abs() <= 1e-6 * e.max(1.0) && un >= 0.0, "cycle {}: {threads} + {un} != {e}", c["cycle"]);
+    }
+    let on_cpu = per_thread_sum(&cycles, "on_cpu_ns");
+    let energy = per_thread_sum(&cycles, "energy_uj");
+    let (busy, light) = (jvm.tid_of("busy") as u64, jvm.tid_of("light") as u64);
+    assert!(on_cpu[&busy] > on_cpu[&light] && on_cpu[&light] > 0.0, "jiffies: busy {} light {}", on_cpu[&busy], on_cpu[&light]);
+    let (tr, er) = (on_cpu[&busy] / on_cpu[&light], energy[&busy] / energy[&light]);
+    assert!((er - tr).abs() <= 0.10 * tr, "energy ratio {er} vs jiffies ratio {tr}");
+    let samples: f64 = per_thread_sum(&cycles, "samples").values().sum();
+    assert!(samples > 100.0, "the sampler still runs on the procfs path");
+}

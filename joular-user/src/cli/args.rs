@@ -98,6 +98,10 @@ pub struct CommonArgs {
     /// Print per-thread detail each cycle, including the eBPF vs /proc on-CPU cross-check.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Where per-thread CPU time comes from: the eBPF scheduler hook (ns, exact), or /proc
+    /// jiffies (10 ms ticks; used automatically when the hook cannot be attached).
+    #[arg(long, value_enum, default_value = "ebpf", value_name = "SOURCE")]
+    pub cpu_time: CpuTimeSource,
     /// Forward the eBPF programs' debug log (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,
@@ -143,6 +147,12 @@ impl CommonArgs {
         }
         Ok(())
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CpuTimeSource {
+    Ebpf,
+    Procfs,
 }
 
 /// Where energy comes from.

@@ -26,6 +26,8 @@ pub struct ProbeOptions {
     pub all_processes: bool,
     /// Forward the kernel programs' aya-log debug messages to the `log` crate.
     pub ebpf_log: bool,
+    /// Attach the scheduler programs (off: CPU time comes from /proc instead).
+    pub scheduler: bool,
     pub proc_root: PathBuf,
     pub sys_root: PathBuf,
 }
@@ -52,7 +54,9 @@ pub struct Probe {
     pub cpu_times: Array<MapData, CpuTimeValue>,
     pub drops: PerCpuArray<MapData, u64>,
     pub online_cpus: Vec<u32>,
-    pub scheduler_hook: SchedulerHook,
+    /// None when no scheduler program could be attached (or none was asked for): per-thread
+    /// CPU time must then come from /proc.
+    pub scheduler_hook: Option<SchedulerHook>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     // Dropping the Ebpf detaches every program; it must outlive the map handles' use.
     _ebpf: Ebpf,
@@ -102,7 +106,17 @@ impl Probe {
             .set(CONFIG_ALL_PROCESSES, u32::from(opts.all_processes), 0)
             .map_err(|e| ProbeError::Map("CONFIG", e))?;
 
-        let scheduler_hook = attach_scheduler(&mut ebpf, btf.as_ref())?;
+        let scheduler_hook = if opts.scheduler {
+            match attach_scheduler(&mut ebpf, btf.as_ref()) {
+                Ok(hook) => Some(hook),
+                Err(e) => {
+                    log::warn!("scheduler accounting unavailable ({e}); CPU time comes from /proc jiffies");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         attach_exit(&mut ebpf)?;
         attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
 

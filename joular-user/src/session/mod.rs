@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use joular_user::collect::Collector;
-use joular_user::ebpf::{Probe, ProbeOptions};
+use joular_user::ebpf::{Probe, ProbeOptions, SchedulerHook};
 use joular_user::output::{MethodFilter, Results, ResultsConfig};
 use joular_user::symbols::SymbolizerOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
-use crate::cli::args::CommonArgs;
+use crate::cli::args::{CommonArgs, CpuTimeSource};
 use jsonl::JsonLines;
 use summary::Summary;
 use target::Target;
@@ -44,6 +44,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         frequency_hz: common.frequency,
         all_processes: matches!(target, Target::All),
         ebpf_log: common.ebpf_log,
+        scheduler: common.cpu_time == CpuTimeSource::Ebpf,
         proc_root: common.proc_root.clone(),
         sys_root: "/sys".into(),
     };
@@ -59,19 +60,28 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     if let Target::Command(child) = &mut target {
         child.release();
     }
-    let mut crosscheck = if common.verbose {
-        let pids = (!matches!(target, Target::All)).then(|| target.pids());
-        Some(crosscheck::CrossCheck::start(&common.proc_root, pids)?)
+    let pids = (!matches!(target, Target::All)).then(|| target.pids());
+    // Without the scheduler hook, /proc jiffies stand in for the kernel's per-thread time.
+    let mut procfs_time = match probe.scheduler_hook {
+        Some(_) => None,
+        None => Some(crosscheck::ProcTime::start(&common.proc_root, pids.clone())?),
+    };
+    let mut crosscheck = if common.verbose && procfs_time.is_none() {
+        Some(crosscheck::ProcTime::start(&common.proc_root, pids.clone())?)
     } else {
         None
     };
     let mut json = common.json.as_deref().map(JsonLines::create).transpose()?;
     eprintln!(
-        "joular-ebpf: profiling {} at {} Hz, {} s cycles (scheduler hook: {:?}); Ctrl-C to stop",
+        "joular-ebpf: profiling {} at {} Hz, {} s cycles (CPU time from {}); Ctrl-C to stop",
         describe(&target),
         common.frequency,
         common.interval,
-        probe.scheduler_hook
+        match probe.scheduler_hook {
+            Some(SchedulerHook::BtfTracepoint) => "tp_btf/sched_switch",
+            Some(SchedulerHook::ClassicTracepoint) => "tracepoint sched/sched_switch",
+            None => "/proc jiffies",
+        }
     );
 
     let mut sigint = signal(SignalKind::interrupt())?;
@@ -106,7 +116,10 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         next_tick += interval;
         let span = collector.flip(&mut probe)?;
         energy.read_at_flip(span.1 - span.0)?;
-        let raw = collector.read(&mut probe, span)?;
+        let mut raw = collector.read(&mut probe, span)?;
+        if let Some(p) = procfs_time.as_mut() {
+            p.replace_cpu_time(&mut raw)?;
+        }
         let mut report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
         energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report)?;
         if let Some(l) = labeler.as_mut() {
