@@ -470,6 +470,7 @@ mod tests {
                     energy_uj,
                     power_w: energy_uj * 1e-6,
                     on_cpu_ns: 1,
+                    ..ProcessReport::default()
                 })
                 .collect(),
             methods: methods
