@@ -114,15 +114,17 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
     let maps = &mut probe.buffers[buffer];
     let entries: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();
     let mut stacks: HashMap<i32, Arc<[u64]>> = HashMap::new();
+    // One shared empty stack for every sample that has none (most kernel stacks).
+    let empty: Arc<[u64]> = Arc::from([]);
     let mut stack = |id: i32| -> Arc<[u64]> {
         if id < 0 {
-            return Arc::from([]);
+            return empty.clone();
         }
         stacks
             .entry(id)
             .or_insert_with(|| match maps.stacks.get(&(id as u32), 0) {
                 Ok(trace) => trace.frames().iter().map(|f| f.ip).collect(),
-                Err(_) => Arc::from([]),
+                Err(_) => empty.clone(),
             })
             .clone()
     };

@@ -34,9 +34,9 @@ impl ProcTime {
     /// The procfs path: this window's jiffies replace the kernel's CPU time.
     pub fn replace_cpu_time(&mut self, raw: &mut RawCycle) -> anyhow::Result<()> {
         let window = self.next_window()?;
-        for (tid, comm) in &window.comms {
-            if let Some(t) = window.threads.iter().find(|t| t.tid == *tid) {
-                raw.comms.entry(*tid).or_insert_with(|| (t.pid, comm.clone()));
+        for t in &window.threads {
+            if let Some(comm) = window.comms.get(&t.tid) {
+                raw.comms.entry(t.tid).or_insert_with(|| (t.pid, comm.clone()));
             }
         }
         raw.thread_cpu = window.threads;

@@ -2,9 +2,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use joular_user::attribution::Totals;
-use joular_user::model::{CycleReport, FrameKind, Stack};
+use joular_user::model::{CycleReport, Stack};
+use joular_user::output::methods::all_method;
 
 use joular_user::output::ThreadStacks;
 
@@ -106,16 +108,16 @@ impl Summary {
         }
         for (tid, t) in threads.iter().take(top.min(5)).filter(|(_, t)| t.samples > 0) {
             let _ = writeln!(out, "\n{} ({tid}): top leaf methods, then top stacks (leaf first)", t.comm);
-            let mut leaves: HashMap<&str, u64> = HashMap::new();
+            let mut leaves: HashMap<Arc<str>, u64> = HashMap::new();
             let mut mine: Vec<(&Stack, u64)> = Vec::new();
             for ((stid, stack), n) in &self.stacks {
                 if stid == *tid {
-                    *leaves.entry(leaf_name(stack)).or_default() += n;
+                    *leaves.entry(all_method(stack)).or_default() += n;
                     mine.push((stack, *n));
                 }
             }
             let mut leaves: Vec<_> = leaves.into_iter().collect();
-            leaves.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+            leaves.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             for (name, n) in leaves.iter().take(5) {
                 let _ = writeln!(out, "  {:>5.1}%  {name}", 100.0 * *n as f64 / t.samples.max(1) as f64);
             }
@@ -140,15 +142,4 @@ fn truncate(s: &str, n: usize) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
-}
-
-/// The method a sample is charged to in "all" mode: the topmost user frame (kernel work
-/// done for a thread is part of the call that asked for it), else the top kernel frame.
-fn leaf_name(stack: &Stack) -> &str {
-    stack
-        .iter()
-        .rev()
-        .find(|f| f.kind != FrameKind::Kernel)
-        .or_else(|| stack.last())
-        .map_or("[no stack]", |f| &f.short)
 }
