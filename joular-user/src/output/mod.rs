@@ -5,11 +5,13 @@
 //!   share, fills the cycle's `methods` and `threads[].stacks`, and rewrites the JoularJX
 //!   runtime files and evolution rows; at the end it writes totals, folded stacks, flame
 //!   graphs, pprof, `summary.json` and the raw profile, and returns the top-methods table.
+//! - `IntervalProfile`: serve mode's per-interval, host-wide pprof and folded files.
 //! - `report`: re-renders those outputs from a saved raw profile.
 
 mod aggregate;
 mod flamegraph;
 mod folded;
+mod interval;
 mod joularjx;
 pub mod methods;
 mod pprof;
@@ -23,6 +25,7 @@ mod table;
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use methods::MethodFilter;
 pub use profile::{ProcessProfile, RunSummary, StackTotal, ThreadTotal};

@@ -57,6 +57,26 @@ pub struct Sample {
     pub location_id: Vec<u64>,
     #[prost(int64, repeated, tag = "2")]
     pub value: Vec<i64>,
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+/// A sample label: `str` (string-table index) or `num`, never both.
+#[derive(Clone, PartialEq, Message)]
+pub struct Label {
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+    #[prost(int64, tag = "3")]
+    pub num: i64,
+}
+
+/// A sample's label value before interning.
+#[derive(Debug, Clone, Copy)]
+pub enum LabelValue<'a> {
+    Str(&'a str),
+    Num(i64),
 }
 
 #[derive(Clone, PartialEq, Message)]
@@ -169,66 +189,141 @@ impl<'a> Builder<'a> {
     }
 }
 
-pub fn build(summary: &RunSummary, stacks: &[StackTotal]) -> Profile {
-    let mut b = Builder::default();
-    b.string("");
-    let energy = b.string("energy");
-    let microjoules = b.string("microjoules");
-    let samples = b.string("samples");
-    let count = b.string("count");
-    b.profile.sample_type = vec![
-        ValueType {
-            r#type: energy,
-            unit: microjoules,
-        },
-        ValueType {
-            r#type: samples,
-            unit: count,
-        },
-    ];
-    b.profile.default_sample_type = energy;
-    for total in stacks {
-        let energy_uj = total.energy_uj.round() as i64;
-        if energy_uj == 0 && total.samples == 0 {
-            continue;
+impl<'a> Builder<'a> {
+    /// An empty profile with our two sample types, energy the default.
+    fn with_sample_types() -> Self {
+        let mut b = Builder::default();
+        b.string("");
+        let energy = b.string("energy");
+        let microjoules = b.string("microjoules");
+        let samples = b.string("samples");
+        let count = b.string("count");
+        b.profile.sample_type = vec![
+            ValueType {
+                r#type: energy,
+                unit: microjoules,
+            },
+            ValueType {
+                r#type: samples,
+                unit: count,
+            },
+        ];
+        b.profile.default_sample_type = energy;
+        b
+    }
+
+    /// One sample (stack root first); skipped when it carries neither energy nor samples.
+    fn sample(
+        &mut self,
+        stack: &'a [Frame],
+        energy_uj: f64,
+        samples: u64,
+        labels: &[(&'a str, LabelValue<'a>)],
+    ) {
+        let energy_uj = energy_uj.round() as i64;
+        if energy_uj == 0 && samples == 0 {
+            return;
         }
-        let location_id = total.stack.iter().rev().map(|f| b.location(f)).collect();
-        b.profile.sample.push(Sample {
+        let location_id = stack.iter().rev().map(|f| self.location(f)).collect();
+        let label = labels
+            .iter()
+            .map(|&(key, value)| {
+                let key = self.string(key);
+                match value {
+                    LabelValue::Str(v) => Label {
+                        key,
+                        str: self.string(v),
+                        num: 0,
+                    },
+                    LabelValue::Num(num) => Label { key, str: 0, num },
+                }
+            })
+            .collect();
+        self.profile.sample.push(Sample {
             location_id,
-            value: vec![energy_uj, total.samples as i64],
+            value: vec![energy_uj, samples as i64],
+            label,
         });
     }
-    for (i, name) in MAPPINGS.iter().enumerate() {
-        let id = i as u64 + 1;
-        let filename = b.string(name);
-        b.profile.mapping.push(Mapping {
-            id,
-            memory_start: id * MAPPING_SPAN,
-            memory_limit: (id + 1) * MAPPING_SPAN,
-            filename,
-            has_functions: true,
-        });
+
+    fn finish(mut self, comments: &[String], start_epoch_ms: u64, duration_s: f64) -> Profile {
+        for (i, name) in MAPPINGS.iter().enumerate() {
+            let id = i as u64 + 1;
+            let filename = self.string(name);
+            self.profile.mapping.push(Mapping {
+                id,
+                memory_start: id * MAPPING_SPAN,
+                memory_limit: (id + 1) * MAPPING_SPAN,
+                filename,
+                has_functions: true,
+            });
+        }
+        self.profile.comment = comments
+            .iter()
+            .map(|c| {
+                let i = self.profile.string_table.len() as i64;
+                self.profile.string_table.push(c.clone());
+                i
+            })
+            .collect();
+        self.profile.time_nanos = (start_epoch_ms as i64).saturating_mul(1_000_000);
+        self.profile.duration_nanos = (duration_s * 1e9) as i64;
+        self.profile
     }
-    let source = if summary.estimated {
-        format!("energy source: {} (estimated)", summary.energy_source)
+}
+
+/// `energy source: powercap`, or `... (estimated)` for the model.
+pub fn source_comment(energy_source: &str, estimated: bool) -> String {
+    if estimated {
+        format!("energy source: {energy_source} (estimated)")
     } else {
-        format!("energy source: {}", summary.energy_source)
-    };
+        format!("energy source: {energy_source}")
+    }
+}
+
+pub fn build(summary: &RunSummary, stacks: &[StackTotal]) -> Profile {
+    let mut b = Builder::with_sample_types();
+    for total in stacks {
+        b.sample(&total.stack, total.energy_uj, total.samples, &[]);
+    }
     let comments = [
         format!("joular-ebpf pid {} ({})", summary.pid, summary.comm),
-        source,
+        source_comment(&summary.energy_source, summary.estimated),
     ];
-    b.profile.comment = comments
-        .iter()
-        .map(|c| {
-            let i = b.profile.string_table.len() as i64;
-            b.profile.string_table.push(c.clone());
-            i
-        })
-        .collect();
-    b.profile.time_nanos = (summary.start_epoch_ms as i64).saturating_mul(1_000_000);
-    b.profile.duration_nanos = (summary.duration_s * 1e9) as i64;
-    b.profile
+    b.finish(&comments, summary.start_epoch_ms, summary.duration_s)
+}
+
+/// One labelled sample of a multi-process profile.
+pub struct LabelledStack<'a> {
+    pub stack: &'a [Frame],
+    pub energy_uj: f64,
+    pub samples: u64,
+    pub labels: Vec<(&'a str, LabelValue<'a>)>,
+}
+
+/// A profile of many processes (serve mode's per-interval export): one sample per
+/// (process, stack), told apart by labels.
+pub fn build_labelled<'a>(
+    samples: impl IntoIterator<Item = LabelledStack<'a>>,
+    comments: &[String],
+    start_epoch_ms: u64,
+    duration_s: f64,
+) -> Profile {
+    let mut b = Builder::with_sample_types();
+    for s in samples {
+        b.sample(s.stack, s.energy_uj, s.samples, &s.labels);
+    }
+    b.finish(comments, start_epoch_ms, duration_s)
+}
+
+/// gzip-compressed, as `go tool pprof`, Pyroscope and Parca read it.
+pub fn write_profile(path: &Path, profile: &Profile) -> Result<(), OutputError> {
+    let bytes = profile.encode_to_vec();
+    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    let mut gz = GzEncoder::new(file, Compression::fast());
+    gz.write_all(&bytes).map_err(|e| OutputError::io(path, e))?;
+    gz.finish().map_err(|e| OutputError::io(path, e))?;
+    Ok(())
 }
 
 pub fn write_pprof(
@@ -236,12 +331,7 @@ pub fn write_pprof(
     summary: &RunSummary,
     stacks: &[StackTotal],
 ) -> Result<(), OutputError> {
-    let bytes = build(summary, stacks).encode_to_vec();
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
-    let mut gz = GzEncoder::new(file, Compression::fast());
-    gz.write_all(&bytes).map_err(|e| OutputError::io(path, e))?;
-    gz.finish().map_err(|e| OutputError::io(path, e))?;
-    Ok(())
+    write_profile(path, &build(summary, stacks))
 }
 
 #[cfg(test)]
