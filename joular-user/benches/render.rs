@@ -119,6 +119,7 @@ fn cycle_input(n: u64, all: &[Stack], rng: &mut Rng) -> (CycleReport, Vec<Thread
 fn config(dir: &std::path::Path, evolution: bool) -> ResultsConfig {
     ResultsConfig {
         results_root: dir.to_owned(),
+        write_files: true,
         filter: MethodFilter::parse("com.acme"),
         start_epoch_ms: 1_700_000_000_000,
         energy_source: "model".into(),

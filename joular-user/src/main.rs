@@ -20,6 +20,23 @@ fn main() {
     std::process::exit(code);
 }
 
+fn profile_options(args: &cli::args::ProfileExportArgs, proc_root: &std::path::Path) -> Option<session::profiles::ProfileOptions> {
+    let dir = args.profile_dir.clone()?;
+    let mut formats = Vec::new();
+    for f in args.profile_format.iter().map(|f| f.format()) {
+        if !formats.contains(&f) {
+            formats.push(f);
+        }
+    }
+    Some(session::profiles::ProfileOptions {
+        dir,
+        interval_s: args.profile_interval,
+        formats,
+        retention: joular_user::fleet::Retention { keep_intervals: args.profile_keep, max_bytes: args.profile_max_mb << 20 },
+        host: args.host_name.clone().or_else(|| joular_user::fleet::rotate::hostname(proc_root)).unwrap_or_else(|| "unknown".into()),
+    })
+}
+
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
         Some(Command::Report(args)) => {
@@ -28,10 +45,13 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         Some(Command::Serve(serve)) => {
             serve.common.validate().map_err(anyhow::Error::msg)?;
+            serve.profiles.validate().map_err(anyhow::Error::msg)?;
             let fleet = session::FleetOptions {
                 listen: serve.listen,
                 top_methods: serve.top_methods,
                 retain_exited: std::time::Duration::from_secs(serve.retain_exited),
+                results: serve.results,
+                profiles: profile_options(&serve.profiles, &serve.common.proc_root),
             };
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             return rt.block_on(session::run(Target::All, &serve.common, Some(fleet)));

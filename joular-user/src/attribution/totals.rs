@@ -62,6 +62,13 @@ impl Totals {
         }
     }
 
+    /// Drops the per-thread and per-process totals of processes that have ended (a long
+    /// host-mode run keeps only live ones); socket totals keep their energy.
+    pub fn forget_processes(&mut self, pids: &std::collections::HashSet<u32>) {
+        self.threads.retain(|(pid, _), _| !pids.contains(pid));
+        self.processes.retain(|pid, _| !pids.contains(pid));
+    }
+
     /// Average power of a socket over the run.
     pub fn socket_power_w(&self, socket: u32) -> f64 {
         self.sockets.get(&socket).map_or(0.0, |s| power_w(s.energy_uj, self.duration_ns))
@@ -106,5 +113,9 @@ mod tests {
         assert!((totals.socket_power_w(0) - 10.0 / 3.0).abs() < 1e-9);
         let s = totals.sockets[&0];
         assert!((t.energy_uj + s.unattributed_uj - s.energy_uj).abs() < 1e-6);
+
+        totals.forget_processes(&[1].into());
+        assert!(totals.threads.is_empty() && totals.processes.is_empty());
+        assert_eq!(totals.sockets[&0], s, "socket energy is kept");
     }
 }

@@ -36,7 +36,12 @@ pub struct Cli {
 pub enum Command {
     /// Start a command and profile it until it exits; exits with the command's exit code.
     Record(RecordArgs),
-    /// Whole-host daemon: profile every process and serve Prometheus metrics over HTTP.
+    /// Whole-host daemon: profile every process, serve Prometheus metrics over HTTP and, with
+    /// --profile-dir, write a host-wide energy profile (pprof, folded) per interval.
+    #[command(after_help = "Examples:
+  sudo joular-ebpf serve
+  sudo joular-ebpf serve --listen 0.0.0.0:9464 --profile-dir /var/lib/joular-ebpf/profiles
+  curl -s localhost:9464/metrics | grep joular_process_energy_joules_total")]
     Serve(ServeArgs),
     /// Re-render a saved result directory (table, SVG, pprof...) without profiling again.
     Report(joular_user::output::ReportArgs),
@@ -62,8 +67,73 @@ pub struct ServeArgs {
     /// Seconds an exited process's series stay exported before folding into the exited total.
     #[arg(long, default_value_t = 300, value_name = "SECONDS")]
     pub retain_exited: u64,
+    /// Also write a JoularJX result tree per process under --output, completed when the process
+    /// exits (and at shutdown for those still running). Off by default: a daemon would grow it
+    /// without bound.
+    #[arg(long)]
+    pub results: bool,
     #[command(flatten)]
     pub common: CommonArgs,
+    // Last: its help heading would otherwise carry over to the flags after it.
+    #[command(flatten)]
+    pub profiles: ProfileExportArgs,
+}
+
+/// Periodic profile files for a continuous-profiling backend (serve mode).
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Profile export")]
+pub struct ProfileExportArgs {
+    /// Write one host-wide energy profile per interval into DIR, as `<end_epoch_ms>-<host>.pprof.gz`
+    /// (pprof, samples labelled pid, comm, container_id) and `<end_epoch_ms>-<host>.folded`. Files
+    /// appear atomically; Pyroscope and Parca ingest the pprof (see docs/deployment.md).
+    #[arg(long, value_name = "DIR")]
+    pub profile_dir: Option<PathBuf>,
+    /// Length of one profile interval, in seconds.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "profile_dir")]
+    pub profile_interval: f64,
+    /// Formats written each interval (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "pprof,folded", value_name = "FORMATS", requires = "profile_dir")]
+    pub profile_format: Vec<ProfileFormatArg>,
+    /// Newest intervals kept per format; older files are removed.
+    #[arg(long, default_value_t = 60, value_name = "N", requires = "profile_dir")]
+    pub profile_keep: usize,
+    /// Megabytes all of this host's profile files may take; the oldest go first.
+    #[arg(long, default_value_t = 256, value_name = "MB", requires = "profile_dir")]
+    pub profile_max_mb: u64,
+    /// Host name in file names and profiles (default: the kernel's host name). In a Kubernetes
+    /// pod pass the node name (`--host-name=$(NODE_NAME)`).
+    #[arg(long, value_name = "NAME")]
+    pub host_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileFormatArg {
+    Pprof,
+    Folded,
+}
+
+impl ProfileFormatArg {
+    pub fn format(self) -> joular_user::fleet::ProfileFormat {
+        match self {
+            ProfileFormatArg::Pprof => joular_user::fleet::ProfileFormat::Pprof,
+            ProfileFormatArg::Folded => joular_user::fleet::ProfileFormat::Folded,
+        }
+    }
+}
+
+impl ProfileExportArgs {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.profile_interval > 0.0 && self.profile_interval.is_finite()) {
+            return Err(format!("--profile-interval must be a positive number of seconds (got {})", self.profile_interval));
+        }
+        if self.profile_keep == 0 {
+            return Err("--profile-keep must be at least 1".into());
+        }
+        if self.profile_max_mb == 0 {
+            return Err("--profile-max-mb must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 /// What to profile when no subcommand is given.

@@ -22,6 +22,9 @@ pub struct ResultsConfig {
     /// The `joularjx-result` directory; one `<pid>-<start_epoch_ms>` directory per process
     /// goes inside it.
     pub results_root: PathBuf,
+    /// Write that tree. Off, the sink still fills each cycle's `methods` and stacks (JSON,
+    /// metrics) and the end table, but touches no file (serve mode without `--results`).
+    pub write_files: bool,
     /// `--filter` prefixes of the "app" view.
     pub filter: MethodFilter,
     pub start_epoch_ms: u64,
@@ -48,7 +51,7 @@ pub struct FinishSummary {
 }
 
 struct Process {
-    dir: RunDir,
+    dir: Option<RunDir>,
     table: StackTable,
     threads: BTreeMap<u32, ThreadTotal>,
 }
@@ -94,8 +97,10 @@ pub struct Results {
 
 impl Results {
     pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
-        std::fs::create_dir_all(&config.results_root)
-            .map_err(|e| OutputError::io(&config.results_root, e))?;
+        if config.write_files {
+            std::fs::create_dir_all(&config.results_root)
+                .map_err(|e| OutputError::io(&config.results_root, e))?;
+        }
         Ok(Self {
             end_epoch_ms: config.start_epoch_ms,
             config,
@@ -111,7 +116,15 @@ impl Results {
 
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
-            let dir = RunDir::create(&self.config.results_root, pid, self.config.start_epoch_ms)?;
+            let dir = if self.config.write_files {
+                Some(RunDir::create(
+                    &self.config.results_root,
+                    pid,
+                    self.config.start_epoch_ms,
+                )?)
+            } else {
+                None
+            };
             self.processes.insert(
                 pid,
                 Process {
@@ -254,10 +267,10 @@ impl Results {
         let filter = &self.config.filter;
         for (pid, cycle) in sums {
             let process = &self.processes[&pid];
+            let Some(dir) = &process.dir else { continue };
             let table = &process.table;
             let all_methods = named(cycle.all_methods, |m| m);
             let app_methods = named(cycle.app_methods, |m| m);
-            let dir = &process.dir;
             let app = Scope::App(filter);
             dir.write_runtime(Scope::All, Kind::Methods, &all_methods, duration_s)?;
             dir.write_runtime(app, Kind::Methods, &app_methods, duration_s)?;
@@ -281,37 +294,58 @@ impl Results {
     pub fn profiles(&self) -> Vec<ProcessProfile> {
         self.processes
             .iter()
-            .map(|(&pid, process)| {
-                let stacks = process.table.totals();
-                let threads: Vec<ThreadTotal> = process.threads.values().cloned().collect();
-                let comm = process
-                    .threads
-                    .get(&pid)
-                    .or_else(|| process.threads.values().next())
-                    .map(|t| t.comm.clone())
-                    .unwrap_or_default();
-                ProcessProfile {
-                    summary: RunSummary {
-                        pid,
-                        comm,
-                        start_epoch_ms: self.config.start_epoch_ms,
-                        end_epoch_ms: self.end_epoch_ms,
-                        duration_s: self.duration_s,
-                        cycles: self.cycles,
-                        filters: self.config.filter.prefixes().to_vec(),
-                        energy_source: self.config.energy_source.clone(),
-                        estimated: self.config.estimated,
-                        energy_uj: stacks.iter().map(|s| s.energy_uj).sum(),
-                        samples: stacks.iter().map(|s| s.samples).sum(),
-                        socket_energy_uj: self.socket_energy_uj,
-                        unattributed_uj: self.unattributed_uj,
-                        drops: self.drops.clone(),
-                        threads,
-                    },
-                    stacks,
-                }
-            })
+            .map(|(&pid, process)| self.profile(pid, process))
             .collect()
+    }
+
+    fn profile(&self, pid: u32, process: &Process) -> ProcessProfile {
+        let stacks = process.table.totals();
+        let threads: Vec<ThreadTotal> = process.threads.values().cloned().collect();
+        let comm = process
+            .threads
+            .get(&pid)
+            .or_else(|| process.threads.values().next())
+            .map(|t| t.comm.clone())
+            .unwrap_or_default();
+        ProcessProfile {
+            summary: RunSummary {
+                pid,
+                comm,
+                start_epoch_ms: self.config.start_epoch_ms,
+                end_epoch_ms: self.end_epoch_ms,
+                duration_s: self.duration_s,
+                cycles: self.cycles,
+                filters: self.config.filter.prefixes().to_vec(),
+                energy_source: self.config.energy_source.clone(),
+                estimated: self.config.estimated,
+                energy_uj: stacks.iter().map(|s| s.energy_uj).sum(),
+                samples: stacks.iter().map(|s| s.samples).sum(),
+                socket_energy_uj: self.socket_energy_uj,
+                unattributed_uj: self.unattributed_uj,
+                drops: self.drops.clone(),
+                threads,
+            },
+            stacks,
+        }
+    }
+
+    /// Ends a process that has exited: writes its end-of-run files now (when the tree is
+    /// written) and frees everything held for it, so a long host-mode run holds only live
+    /// processes. Unknown pids are ignored.
+    pub fn retire(&mut self, pid: u32) -> Result<Option<OutputFiles>, OutputError> {
+        let Some(process) = self.processes.remove(&pid) else {
+            return Ok(None);
+        };
+        let Some(dir) = &process.dir else {
+            return Ok(None);
+        };
+        let profile = self.profile(pid, &process);
+        render_process(dir.path(), &profile, &self.config.filter, RenderSet::ALL).map(Some)
+    }
+
+    /// Pids this sink holds state for.
+    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.processes.keys().copied()
     }
 
     /// Writes every end-of-run file from the totals so far and returns the top-methods
@@ -320,12 +354,14 @@ impl Results {
         let profiles = self.profiles();
         let mut outputs = Vec::with_capacity(profiles.len());
         for (profile, process) in profiles.iter().zip(self.processes.values()) {
-            outputs.push(render_process(
-                process.dir.path(),
-                profile,
-                &self.config.filter,
-                RenderSet::ALL,
-            )?);
+            if let Some(dir) = &process.dir {
+                outputs.push(render_process(
+                    dir.path(),
+                    profile,
+                    &self.config.filter,
+                    RenderSet::ALL,
+                )?);
+            }
         }
         Ok(FinishSummary {
             outputs,
@@ -497,6 +533,7 @@ mod tests {
     fn config(root: &Path) -> ResultsConfig {
         ResultsConfig {
             results_root: root.to_owned(),
+            write_files: true,
             filter: MethodFilter::parse("com.acme"),
             start_epoch_ms: START_MS,
             energy_source: "model".into(),
@@ -583,6 +620,45 @@ mod tests {
         );
         let threads_uj: f64 = summary.threads.iter().map(|t| t.energy_uj).sum();
         assert!(close(threads_uj, cycles_uj));
+    }
+
+    #[test]
+    fn without_files_the_cycle_reports_are_the_same_and_nothing_is_written() {
+        let with = tempfile::tempdir().unwrap();
+        let without = tempfile::tempdir().unwrap();
+        let root = without.path().join("never-created");
+        let (_, expected) = run(with.path());
+        let mut results = Results::new(ResultsConfig {
+            write_files: false,
+            ..config(&root)
+        })
+        .unwrap();
+        for ((mut report, stacks), want) in fixture().into_iter().zip(&expected) {
+            results.on_cycle(&mut report, &stacks).unwrap();
+            let methods = |r: &CycleReport| -> Vec<(u32, String, u64)> {
+                r.methods
+                    .iter()
+                    .map(|m| (m.tid, m.method.clone(), m.samples))
+                    .collect()
+            };
+            assert_eq!(methods(&report), methods(want));
+        }
+        let finished = results.finish().unwrap();
+        assert!(finished.outputs.is_empty());
+        assert!(finished.table.contains("java.math.BigInteger.multiply"));
+        assert!(!root.exists(), "no file may be written");
+    }
+
+    #[test]
+    fn retire_writes_the_process_files_and_forgets_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut results, _) = run(tmp.path());
+        let files = results.retire(PID).unwrap().expect("files of the process");
+        assert!(files.dir.join("summary.json").is_file());
+        assert!(files.dir.join("flamegraph-all.svg").is_file());
+        assert_eq!(results.pids().count(), 0);
+        assert!(results.retire(PID).unwrap().is_none(), "already retired");
+        assert!(results.finish().unwrap().outputs.is_empty());
     }
 
     /// Compares every file under `tests/data/golden/<pid>-<ms>` with the run's tree, both ways.

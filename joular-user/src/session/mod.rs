@@ -7,6 +7,8 @@ mod energy;
 mod exporter;
 mod jsonl;
 mod labels;
+pub mod profiles;
+mod retire;
 mod summary;
 mod symbolize;
 pub mod target;
@@ -26,11 +28,14 @@ use jsonl::JsonLines;
 use summary::Summary;
 use target::Target;
 
-/// `serve`: the Prometheus endpoint and its registry.
+/// `serve`: the Prometheus endpoint and its registry, the optional result tree and the
+/// optional periodic profile files.
 pub struct FleetOptions {
     pub listen: std::net::SocketAddr,
     pub top_methods: usize,
     pub retain_exited: Duration,
+    pub results: bool,
+    pub profiles: Option<profiles::ProfileOptions>,
 }
 
 /// Runs a session to its end; returns the process exit code.
@@ -90,8 +95,11 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let start = Instant::now();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
     let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
+    let serve = fleet.as_ref();
     let mut results = Results::new(ResultsConfig {
         results_root: common.output.clone(),
+        // A daemon writes the tree only when asked, process by process as they end.
+        write_files: serve.is_none_or(|f| f.results),
         filter: MethodFilter::parse(&common.filter),
         start_epoch_ms: cycle::epoch_ms(),
         energy_source: energy.source_label().to_string(),
@@ -103,6 +111,13 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         top_n: common.top,
     })?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
+    let mut profiles = match serve.and_then(|f| f.profiles.as_ref()) {
+        Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
+        None => None,
+    };
+    let mut retirement = serve.map(|_| retire::Retirement::new(common.proc_root.clone()));
+    // A daemon logs a cycle line a minute unless --verbose.
+    let cycle_line_every = if serve.is_some() && !common.verbose { 60 } else { 1 };
     let mut summary = Summary::default();
     let mut next_tick = start + interval;
     let mut stop_reason = None;
@@ -128,16 +143,31 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
         }
-        print_cycle_line(&report, energy.estimated(), common.verbose);
+        if report.cycle % cycle_line_every == 0 {
+            print_cycle_line(&report, energy.estimated(), common.verbose);
+        }
         let stacks = symbols.cycle(&raw);
         results.on_cycle(&mut report, &stacks)?;
         if let Some(e) = &exporter {
             e.on_cycle(&report);
         }
+        if let Some(p) = profiles.as_mut() {
+            p.on_cycle(&report, &stacks);
+        }
         if let Some(j) = json.as_mut() {
             j.write(&report)?;
         }
         summary.add(&report, &stacks);
+        if let Some(r) = retirement.as_mut() {
+            let ended = r.ended(&raw.exits, results.pids());
+            for &pid in &ended {
+                if let Some(files) = results.retire(pid)? {
+                    log::info!("results of ended process {pid}: {}", files.dir.display());
+                }
+            }
+            summary.forget_processes(&ended);
+            energy.totals.forget_processes(&ended);
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             stop_reason = Some("duration reached");
         } else if target.ended(&common.proc_root) {
@@ -145,6 +175,12 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         }
     }
     eprintln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
+    if let Some(p) = profiles.as_mut() {
+        // The last, partial interval: a daemon stopped for an upgrade loses nothing.
+        p.flush(cycle::epoch_ms());
+        let (written, failed) = p.counts();
+        eprintln!("joular-ebpf: {written} profile files written, {failed} failed");
+    }
     let st = symbols.stats();
     if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 {
         eprintln!(

@@ -54,6 +54,13 @@ impl Summary {
         }
     }
 
+    /// Drops what is held for processes that have ended (serve mode keeps only live ones).
+    pub fn forget_processes(&mut self, pids: &std::collections::HashSet<u32>) {
+        self.threads.retain(|_, t| !pids.contains(&t.pid));
+        let threads = &self.threads;
+        self.stacks.retain(|(tid, _), _| threads.contains_key(tid));
+    }
+
     pub fn cycles(&self) -> u64 {
         self.cycles
     }

@@ -1,0 +1,90 @@
+//! `serve --profile-dir`: every interval, the host-wide energy profile is written as pprof and
+//! folded files through the rotator, then a new interval starts. A write that fails (disk full,
+//! directory removed) is reported and counted; it never stops the daemon.
+
+use std::path::PathBuf;
+
+use joular_user::fleet::{ProfileFormat, ProfileRotator, Retention};
+use joular_user::model::CycleReport;
+use joular_user::output::{IntervalProfile, ThreadStacks};
+
+pub struct ProfileOptions {
+    pub dir: PathBuf,
+    pub interval_s: f64,
+    pub formats: Vec<ProfileFormat>,
+    pub retention: Retention,
+    pub host: String,
+}
+
+pub struct ProfileExport {
+    rotator: ProfileRotator,
+    profile: IntervalProfile,
+    interval_s: f64,
+    formats: Vec<ProfileFormat>,
+    written: u64,
+    failed: u64,
+}
+
+impl ProfileExport {
+    pub fn new(opts: &ProfileOptions, energy_source: &str, estimated: bool, now_epoch_ms: u64) -> anyhow::Result<Self> {
+        let rotator = ProfileRotator::new(&opts.dir, &opts.host, opts.retention)?;
+        eprintln!(
+            "joular-ebpf: writing a {} s energy profile ({}) to {} (keeping {} intervals, {} MB at most)",
+            opts.interval_s,
+            opts.formats.iter().map(|f| f.extension()).collect::<Vec<_>>().join(", "),
+            opts.dir.display(),
+            opts.retention.keep_intervals,
+            opts.retention.max_bytes >> 20
+        );
+        Ok(Self {
+            rotator,
+            profile: IntervalProfile::new(energy_source, estimated, &opts.host, now_epoch_ms),
+            interval_s: opts.interval_s,
+            formats: opts.formats.clone(),
+            written: 0,
+            failed: 0,
+        })
+    }
+
+    /// Adds a cycle; closes the interval once it spans `interval_s` (monotonic cycle time, so a
+    /// wall-clock jump neither shortens nor stretches one).
+    pub fn on_cycle(&mut self, report: &CycleReport, stacks: &[ThreadStacks]) {
+        self.profile.on_cycle(report, stacks);
+        // Half a millisecond of slack: cycle lengths are measured, not exact.
+        if self.profile.duration_s() + 5e-4 >= self.interval_s {
+            self.flush(report.end_epoch_ms);
+        }
+    }
+
+    /// Writes the interval so far (if it has any cycle) and starts the next one.
+    pub fn flush(&mut self, end_epoch_ms: u64) {
+        if self.profile.duration_s() <= 0.0 {
+            return;
+        }
+        for &format in &self.formats {
+            let profile = &self.profile;
+            let written = self.rotator.write(end_epoch_ms, format, |tmp| match format {
+                ProfileFormat::Pprof => profile.write_pprof(tmp),
+                ProfileFormat::Folded => profile.write_folded(tmp),
+            });
+            match written {
+                Ok(path) => {
+                    if self.written == 0 {
+                        eprintln!("joular-ebpf: first profile written: {}", path.display());
+                    }
+                    self.written += 1;
+                }
+                Err(e) => {
+                    self.failed += 1;
+                    eprintln!("joular-ebpf: warning: profile not written ({} failures so far): {e}", self.failed);
+                }
+            }
+        }
+        self.profile.reset(end_epoch_ms);
+    }
+
+    /// `(files written, failed writes)`.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.written, self.failed)
+    }
+}
