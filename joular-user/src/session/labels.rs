@@ -24,7 +24,9 @@ impl Labeler {
                 p.exe.clone_from(&l.exe);
                 p.cgroup.clone_from(&l.cgroup);
                 p.container_id.clone_from(&l.container_id);
-                if p.comm.is_empty() {
+                // The leader's comm (what ps shows), not whichever thread ran this cycle: a JVM's
+                // main thread mostly waits, and its process must not be named after a worker.
+                if !l.comm.is_empty() {
                     p.comm.clone_from(&l.comm);
                 }
             }
