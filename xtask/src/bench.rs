@@ -14,15 +14,27 @@ const ROUNDS: usize = 3;
 const JVM_SECONDS: u32 = 10;
 const JVM_THREADS: u32 = 2;
 
-pub fn run(overhead_only: bool) -> anyhow::Result<()> {
+pub struct Selection {
+    pub overhead_only: bool,
+    pub host_only: bool,
+    pub soak_s: Option<f64>,
+}
+
+pub fn run(sel: Selection) -> anyhow::Result<()> {
     if !is_root() {
         bail!("the overhead benchmark loads eBPF programs and needs root: run `sudo -E cargo xtask bench`");
     }
     crate::setup::ensure()?;
     let bin = build_profiler()?;
     let java = compile_java()?;
-    overhead(&bin, &java)?;
-    if !overhead_only {
+    if !sel.host_only {
+        overhead(&bin, &java)?;
+    }
+    crate::host_bench::overhead(&bin)?;
+    if let Some(seconds) = sel.soak_s {
+        crate::host_bench::soak(&bin, &java, seconds)?;
+    }
+    if !sel.overhead_only && !sel.host_only {
         status(Command::new(env!("CARGO")).args(["bench", "-p", "jvm-symbols"]).current_dir(root()))?;
         status(Command::new(env!("CARGO")).args(["bench", "-p", "joular-user"]).current_dir(root()))?;
     }
@@ -85,7 +97,7 @@ fn run_jvm(java: &Path, profiler: Option<&Path>) -> anyhow::Result<(u64, Option<
 }
 
 /// Waits for a child and returns its user+sys CPU seconds (wait4's rusage).
-fn wait_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+pub fn wait_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let mut status = 0;
     // SAFETY: zeroed rusage is a valid out-parameter.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };

@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod host_bench;
 mod run;
 mod setup;
 mod test;
@@ -30,12 +31,23 @@ enum Task {
         /// Only the tests whose name contains this.
         filter: Option<String>,
     },
-    /// Benchmarks: profiler overhead on a busy JVM, plus the criterion hot paths.
+    /// Benchmarks: profiler overhead on a busy JVM and in host mode (100 processes, 1,000
+    /// threads), plus the criterion hot paths; `--soak` adds the serve-mode memory soak.
     Bench {
-        /// Skip the criterion benchmarks (overhead run only).
+        /// Skip the criterion benchmarks (overhead runs only).
         #[arg(long)]
         overhead_only: bool,
+        /// Run only the host-mode overhead benchmark.
+        #[arg(long, conflicts_with = "overhead_only")]
+        host_only: bool,
+        /// Also run the serve-mode memory soak for this many seconds (600 if no value) and print
+        /// the RSS slope.
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
+        soak: Option<f64>,
     },
+    /// Workload process of the host benchmarks: THREADS threads, 1 ms busy / 4 ms asleep.
+    #[command(hide = true)]
+    Spin { threads: usize, seconds: f64 },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -43,6 +55,7 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::ensure(),
         Task::Demo { seconds } => demo::run(seconds),
         Task::Test { filter } => test::run(filter.as_deref()),
-        Task::Bench { overhead_only } => bench::run(overhead_only),
+        Task::Bench { overhead_only, host_only, soak } => bench::run(bench::Selection { overhead_only, host_only, soak_s: soak }),
+        Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),
     }
 }

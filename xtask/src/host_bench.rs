@@ -1,0 +1,267 @@
+//! Host-mode benchmarks (issue 6): profiler CPU with both CPUs busy across 100 processes and
+//! 1,000 threads, and a memory soak of the `serve` daemon under process churn.
+//!
+//! The workload is this binary re-run as `xtask spin`: each thread alternates 1 ms of counting
+//! with a 4 ms sleep, so the CPUs stay saturated and the scheduler switches often (the
+//! sched_switch program's worst case), and each process prints how many iterations it did, the
+//! throughput compared with and without the profiler.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+const PROCESSES: usize = 100;
+const THREADS_PER_PROCESS: usize = 10;
+const ROUNDS: usize = 3;
+const WORKLOAD_SECONDS: f64 = 20.0;
+/// The profiler's steady state is measured between these instants after its start, away from
+/// eBPF load and the end summary.
+const STEADY_FROM_S: f64 = 5.0;
+const STEADY_TO_S: f64 = 15.0;
+
+/// `xtask spin THREADS SECONDS`: the workload process. Prints `iterations N`.
+pub fn spin(threads: usize, seconds: f64) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut iterations = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let burst = Instant::now();
+                    while burst.elapsed() < Duration::from_millis(1) {
+                        for _ in 0..1000 {
+                            iterations = std::hint::black_box(iterations + 1);
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(4));
+                }
+                iterations
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    stop.store(true, Ordering::Relaxed);
+    let total: u64 = workers.into_iter().map(|w| w.join().unwrap_or(0)).sum();
+    println!("iterations {total}");
+    Ok(())
+}
+
+fn spawn_spinner(threads: usize, seconds: f64) -> anyhow::Result<Child> {
+    Command::new(std::env::current_exe()?)
+        .args(["spin", &threads.to_string(), &seconds.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting a workload process")
+}
+
+fn workload(seconds: f64) -> anyhow::Result<Vec<Child>> {
+    (0..PROCESSES).map(|_| spawn_spinner(THREADS_PER_PROCESS, seconds)).collect()
+}
+
+fn iterations(children: Vec<Child>) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for child in children {
+        let out = child.wait_with_output()?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        total += text
+            .lines()
+            .find_map(|l| l.strip_prefix("iterations "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .with_context(|| format!("no `iterations N` line from a workload process: {text}"))?;
+    }
+    Ok(total)
+}
+
+/// CPU time of every thread of `pid` so far, in seconds (schedstat: ns, not 10 ms ticks).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0.0 };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum::<u64>() as f64
+        / 1e9
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn serve(bin: &Path, duration_s: f64, profile_dir: &Path, log: &Path) -> anyhow::Result<Child> {
+    Command::new(bin)
+        .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port()?), "--duration", &duration_s.to_string()])
+        .arg("--profile-dir")
+        .arg(profile_dir)
+        .args(["--profile-interval", "10"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log)?)
+        .spawn()
+        .context("starting joular-ebpf serve")
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+pub fn overhead(bin: &Path) -> anyhow::Result<()> {
+    let scratch = tempdir("host-bench")?;
+    let (mut base, mut prof, mut steady, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=ROUNDS {
+        let b = iterations(workload(WORKLOAD_SECONDS)?)?;
+        eprintln!("round {round}: baseline {b} iterations");
+        base.push(b as f64);
+
+        let children = workload(WORKLOAD_SECONDS)?;
+        let started = Instant::now();
+        let mut profiler = serve(bin, WORKLOAD_SECONDS - 2.0, &scratch.join("profiles"), &scratch.join("serve.log"))?;
+        let pid = profiler.id();
+        sleep_until(started, STEADY_FROM_S);
+        let cpu_from = cpu_seconds(pid);
+        sleep_until(started, STEADY_TO_S);
+        let cpu_to = cpu_seconds(pid);
+        let run_cpu = crate::bench::wait_cpu_seconds(pid)?;
+        let wall = started.elapsed().as_secs_f64();
+        let _ = profiler.wait();
+        let p = iterations(children)?;
+        let steady_share = (cpu_to - cpu_from) / (STEADY_TO_S - STEADY_FROM_S);
+        eprintln!(
+            "round {round}: profiled {p} iterations; profiler steady {:.2}% of one CPU, whole run {run_cpu:.3} CPU-s over {wall:.1} s",
+            steady_share * 100.0
+        );
+        prof.push(p as f64);
+        steady.push(steady_share);
+        total.push(run_cpu / wall);
+    }
+    let (b, p, s, t) = (median(&mut base), median(&mut prof), median(&mut steady), median(&mut total));
+    println!(
+        "\n== host mode: `serve` with {PROCESSES} processes x {THREADS_PER_PROCESS} threads busy on {} CPUs, 100 Hz, medians of {ROUNDS} ==",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("workload iterations alone         {b:>16.0}");
+    println!("workload iterations profiled      {p:>16.0}");
+    println!("throughput ratio (prof/alone)     {:.4}", p / b);
+    println!("profiler CPU, steady state        {:.2}% of one CPU (target < 2%)", s * 100.0);
+    println!("profiler CPU, whole run           {:.2}% of one CPU (includes eBPF load and shutdown)", t * 100.0);
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+/// `serve` for `seconds` under churn (a short-lived process every 50 ms), with the 1,000-thread
+/// workload and a JVM; samples RSS every 5 s and prints the slope after a 60 s warm-up.
+pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
+    if seconds < 120.0 {
+        bail!("--soak needs at least 120 s (60 s of warm-up are not counted)");
+    }
+    let scratch = tempdir("soak")?;
+    let children = workload(seconds + 5.0)?;
+    let mut jvm = Command::new("java")
+        .args(["-XX:+PreserveFramePointer", "-cp"])
+        .arg(java)
+        .args(["Throughput", &format!("{}", seconds as u64 + 5), "1"])
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting java")?;
+    let log = scratch.join("serve.log");
+    let started = Instant::now();
+    let mut profiler = serve(bin, seconds, &scratch.join("profiles"), &log)?;
+    let pid = profiler.id();
+    let churn_stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let stop = Arc::clone(&churn_stop);
+        std::thread::spawn(move || {
+            let mut spawned = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(mut c) = Command::new(std::env::current_exe().unwrap_or_default())
+                    .args(["spin", "2", "0.02"])
+                    .stdout(Stdio::null())
+                    .spawn()
+                {
+                    let _ = c.wait();
+                    spawned += 1;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            spawned
+        })
+    };
+    let mut samples: Vec<(f64, f64)> = Vec::new();
+    while started.elapsed().as_secs_f64() < seconds - 1.0 {
+        std::thread::sleep(Duration::from_secs(5));
+        let t = started.elapsed().as_secs_f64();
+        if let Some(kib) = rss_kib(pid) {
+            samples.push((t, kib));
+            eprintln!("soak: {t:>5.0} s  RSS {:.1} MiB", kib / 1024.0);
+        }
+    }
+    churn_stop.store(true, Ordering::Relaxed);
+    let churned = churn.join().unwrap_or(0);
+    let status = profiler.wait()?;
+    let _ = jvm.wait();
+    let _ = iterations(children);
+    if !status.success() {
+        bail!("serve failed ({status}); log: {}", log.display());
+    }
+    let warm: Vec<(f64, f64)> = samples.iter().copied().filter(|(t, _)| *t >= 60.0).collect();
+    let slope_kib_per_s = slope(&warm);
+    let first = warm.first().map_or(0.0, |s| s.1);
+    let last = warm.last().map_or(0.0, |s| s.1);
+    let max = samples.iter().map(|s| s.1).fold(0.0, f64::max);
+    println!("\n== soak: `serve` for {seconds:.0} s, {PROCESSES}x{THREADS_PER_PROCESS} busy threads, a JVM, {churned} short-lived processes ==");
+    println!("RSS after warm-up {:.1} MiB, at the end {:.1} MiB, peak {:.1} MiB", first / 1024.0, last / 1024.0, max / 1024.0);
+    println!("RSS slope after 60 s: {:.1} KiB/min ({:.2}% of the warm RSS per hour)", slope_kib_per_s * 60.0, 100.0 * slope_kib_per_s * 3600.0 / first.max(1.0));
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+/// Least-squares slope of `(x, y)`.
+fn slope(points: &[(f64, f64)]) -> f64 {
+    let n = points.len() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx == 0.0 {
+        0.0
+    } else {
+        sxy / sxx
+    }
+}
+
+fn rss_kib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+fn sleep_until(start: Instant, at_s: f64) {
+    let elapsed = start.elapsed().as_secs_f64();
+    if elapsed < at_s {
+        std::thread::sleep(Duration::from_secs_f64(at_s - elapsed));
+    }
+}
+
+fn tempdir(name: &str) -> anyhow::Result<PathBuf> {
+    let dir = crate::run::target_dir().join(format!("xtask-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slope_of_a_line_and_of_noise_free_flat_data() {
+        let line: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 3.0 + 2.5 * i as f64)).collect();
+        assert!((slope(&line) - 2.5).abs() < 1e-12);
+        assert_eq!(slope(&[(0.0, 4.0), (1.0, 4.0), (2.0, 4.0)]), 0.0);
+        assert_eq!(slope(&[(1.0, 4.0)]), 0.0);
+    }
+}
