@@ -157,6 +157,7 @@ pub fn assert_success(out: &Output) {
 pub struct FakePowercap {
     pub root: tempfile::TempDir,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    outage: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -175,10 +176,16 @@ impl FakePowercap {
             std::fs::write(topo.join("physical_package_id"), "0\n").unwrap();
         }
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (stop2, zone2) = (stop.clone(), zone.clone());
+        let outage = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (stop2, outage2, zone2) = (stop.clone(), outage.clone(), zone.clone());
         let thread = std::thread::spawn(move || {
             let t0 = Instant::now();
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                if outage2.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::remove_file(zone2.join("energy_uj"));
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
                 let uj = 1000.0 + power_w * t0.elapsed().as_secs_f64() * 1e6;
                 let tmp = zone2.join(".energy_uj.tmp");
                 std::fs::write(&tmp, format!("{}\n", uj as u64)).unwrap();
@@ -186,7 +193,13 @@ impl FakePowercap {
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
-        Self { root, stop, thread: Some(thread) }
+        Self { root, stop, outage, thread: Some(thread) }
+    }
+
+    /// While on, `energy_uj` is gone (reads fail), as when a sysfs read errors mid-run; the
+    /// counter keeps advancing underneath and reappears at its true value.
+    pub fn set_outage(&self, on: bool) {
+        self.outage.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn sysfs_root(&self) -> String {

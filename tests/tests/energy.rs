@@ -99,3 +99,46 @@ fn the_procfs_cpu_time_path_attributes_energy_too() {
     let samples: f64 = per_thread_sum(&cycles, "samples").values().sum();
     assert!(samples > 100.0, "the sampler still runs on the procfs path");
 }
+
+/// A counter that cannot be read for a while (here: `energy_uj` gone for ~1.5 s) costs those
+/// cycles their energy, with a warning, and the run goes on; the counter's next reading covers
+/// the whole gap, so no energy is lost over the run.
+#[test]
+fn a_failed_energy_read_mid_run_skips_the_cycle_and_loses_no_energy() {
+    let rapl = FakePowercap::start(POWER_W);
+    let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("e.jsonl");
+    let pid = jvm.pid().to_string();
+    let root = rapl.sysfs_root();
+    let child = std::process::Command::new(bin())
+        .args(["--pid", &pid, "--duration", "7", "--json", json.to_str().unwrap(), "--sysfs-root", &root])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3500));
+    rapl.set_outage(true);
+    std::thread::sleep(Duration::from_millis(1500));
+    rapl.set_outage(false);
+    let out = wait_bounded(child, Duration::from_secs(60));
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("energy not read this cycle"), "no warning about the failed read: {err}");
+
+    let cycles = read_jsonl(&json);
+    let socket_uj = |c: &serde_json::Value| -> f64 { c["sockets"].as_array().unwrap().iter().map(|s| s["energy_uj"].as_f64().unwrap()).sum() };
+    assert!(cycles.iter().any(|c| socket_uj(c) == 0.0), "no cycle went without energy: the outage was not seen");
+    let mut energy_uj = 0.0;
+    let mut secs = 0.0;
+    for c in &cycles {
+        let threads: f64 = c["threads"].as_array().unwrap().iter().map(|t| t["energy_uj"].as_f64().unwrap()).sum();
+        let un: f64 = c["sockets"].as_array().unwrap().iter().map(|s| s["unattributed_uj"].as_f64().unwrap()).sum();
+        let e = socket_uj(c);
+        assert!((threads + un - e).abs() <= 1e-6 * e.max(1.0), "cycle {}: threads {threads} + unattributed {un} != {e}", c["cycle"]);
+        energy_uj += e;
+        secs += (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9;
+    }
+    let expected_uj = POWER_W * secs * 1e6;
+    assert!((energy_uj - expected_uj).abs() <= 0.03 * expected_uj, "energy {energy_uj} µJ vs {expected_uj} µJ (40 W × {secs} s)");
+}

@@ -17,6 +17,7 @@ const JVM_THREADS: u32 = 2;
 pub struct Selection {
     pub overhead_only: bool,
     pub host_only: bool,
+    pub soak_only: bool,
     pub soak_s: Option<f64>,
 }
 
@@ -27,14 +28,16 @@ pub fn run(sel: Selection) -> anyhow::Result<()> {
     crate::setup::ensure()?;
     let bin = build_profiler()?;
     let java = compile_java()?;
-    if !sel.host_only {
+    if !sel.host_only && !sel.soak_only {
         overhead(&bin, &java)?;
     }
-    crate::host_bench::overhead(&bin)?;
+    if !sel.soak_only {
+        crate::host_bench::overhead(&bin)?;
+    }
     if let Some(seconds) = sel.soak_s {
         crate::host_bench::soak(&bin, &java, seconds)?;
     }
-    if !sel.overhead_only && !sel.host_only {
+    if !sel.overhead_only && !sel.host_only && !sel.soak_only {
         status(Command::new(env!("CARGO")).args(["bench", "-p", "jvm-symbols"]).current_dir(root()))?;
         status(Command::new(env!("CARGO")).args(["bench", "-p", "joular-user"]).current_dir(root()))?;
     }

@@ -44,6 +44,9 @@ enum Task {
         /// the RSS slope.
         #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
         soak: Option<f64>,
+        /// Run only the soak (600 s unless --soak says otherwise).
+        #[arg(long, conflicts_with_all = ["overhead_only", "host_only"])]
+        soak_only: bool,
     },
     /// Workload process of the host benchmarks: THREADS threads, 1 ms busy / 4 ms asleep.
     #[command(hide = true)]
@@ -55,7 +58,12 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::ensure(),
         Task::Demo { seconds } => demo::run(seconds),
         Task::Test { filter } => test::run(filter.as_deref()),
-        Task::Bench { overhead_only, host_only, soak } => bench::run(bench::Selection { overhead_only, host_only, soak_s: soak }),
+        Task::Bench { overhead_only, host_only, soak, soak_only } => bench::run(bench::Selection {
+            overhead_only,
+            host_only,
+            soak_only,
+            soak_s: if soak_only { soak.or(Some(600.0)) } else { soak },
+        }),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),
     }
 }

@@ -11,6 +11,9 @@ pub struct EnergyStage {
     idle: IdleBaseline,
     pub totals: Totals,
     pending: Vec<joular_user::energy::SocketEnergy>,
+    /// Cycles whose energy could not be read (they count no energy; a counter's next reading
+    /// still covers the whole time since the last good one).
+    pub failed_reads: u64,
 }
 
 impl EnergyStage {
@@ -19,7 +22,7 @@ impl EnergyStage {
         let topology = Topology::read(&opts.sysfs_root, &opts.proc_root)?;
         let (source, why) = open_source(opts, &topology)?;
         eprintln!("joular-ebpf: {why}");
-        Ok(Self { topology, source, idle: IdleBaseline::new(opts.idle_power_w), totals: Totals::default(), pending: Vec::new() })
+        Ok(Self { topology, source, idle: IdleBaseline::new(opts.idle_power_w), totals: Totals::default(), pending: Vec::new(), failed_reads: 0 })
     }
 
     pub fn source_label(&self) -> &'static str {
@@ -40,6 +43,18 @@ impl EnergyStage {
         Ok(())
     }
 
+    /// `read_at_flip` in the middle of a run: a failed read (a sysfs hiccup, a counter file
+    /// briefly unreadable) costs that cycle its energy, reported, instead of ending the session.
+    pub fn read_at_flip_or_skip(&mut self, duration_ns: u64) {
+        if let Err(e) = self.read_at_flip(duration_ns) {
+            self.pending.clear();
+            self.failed_reads += 1;
+            if self.failed_reads == 1 || self.failed_reads.is_power_of_two() {
+                eprintln!("joular-ebpf: warning: energy not read this cycle ({} cycles so far), counted as 0: {e:#}", self.failed_reads);
+            }
+        }
+    }
+
     /// Splits the cycle's energy and fills the report's sockets, processes and thread energy.
     pub fn attribute(
         &mut self,
@@ -47,14 +62,21 @@ impl EnergyStage {
         threads: &[ThreadCpuTime],
         duration_ns: u64,
         report: &mut CycleReport,
-    ) -> anyhow::Result<Attribution> {
+    ) -> Attribution {
         if self.source.estimated() {
-            self.pending = self.source.read(&CycleUtilisation::new(cpus, &self.topology, duration_ns))?;
+            match self.source.read(&CycleUtilisation::new(cpus, &self.topology, duration_ns)) {
+                Ok(readings) => self.pending = readings,
+                Err(e) => {
+                    self.pending.clear();
+                    self.failed_reads += 1;
+                    eprintln!("joular-ebpf: warning: energy model failed this cycle, counted as 0: {e:#}");
+                }
+            }
         }
         self.idle.observe(&self.pending, duration_ns);
         let att = attribute(cpus, threads, &self.topology, &self.pending, duration_ns, &self.idle);
         att.fill_report(report, self.source.kind(), self.source.estimated());
         self.totals.add(&att);
-        Ok(att)
+        att
     }
 }

@@ -130,13 +130,13 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         }
         next_tick += interval;
         let span = collector.flip(&mut probe)?;
-        energy.read_at_flip(span.1 - span.0)?;
+        energy.read_at_flip_or_skip(span.1 - span.0);
         let mut raw = collector.read(&mut probe, span)?;
         if let Some(p) = procfs_time.as_mut() {
             p.replace_cpu_time(&mut raw)?;
         }
         let mut report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
-        energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report)?;
+        energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
         if let Some(l) = labeler.as_mut() {
             l.fill(&mut report, &raw.exits);
         }
@@ -175,6 +175,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         }
     }
     eprintln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
+    if energy.failed_reads > 0 {
+        eprintln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
+    }
     if let Some(p) = profiles.as_mut() {
         // The last, partial interval: a daemon stopped for an upgrade loses nothing.
         p.flush(cycle::epoch_ms());
