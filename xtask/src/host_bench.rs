@@ -186,20 +186,41 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     let mut profiler = serve(bin, seconds, &scratch.join("profiles"), &log)?;
     let pid = profiler.id();
     let churn_stop = Arc::new(AtomicBool::new(false));
+    // Process churn: a 2-thread, 20 ms process every 50 ms, reaped without waiting for it.
     let churn = {
+        let stop = Arc::clone(&churn_stop);
+        std::thread::spawn(move || {
+            let (mut spawned, mut running) = (0u64, Vec::<Child>::new());
+            let exe = std::env::current_exe().unwrap_or_default();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(c) = Command::new(&exe).args(["spin", "2", "0.02"]).stdout(Stdio::null()).spawn() {
+                    running.push(c);
+                    spawned += 1;
+                }
+                running.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            for mut c in running {
+                let _ = c.wait();
+            }
+            spawned
+        })
+    };
+    // Thread churn inside one long-lived process (this one): a 5 ms thread every 20 ms.
+    let thread_churn = {
         let stop = Arc::clone(&churn_stop);
         std::thread::spawn(move || {
             let mut spawned = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                if let Ok(mut c) = Command::new(std::env::current_exe().unwrap_or_default())
-                    .args(["spin", "2", "0.02"])
-                    .stdout(Stdio::null())
-                    .spawn()
-                {
-                    let _ = c.wait();
-                    spawned += 1;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+                let t = std::thread::spawn(|| {
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_millis(5) {
+                        std::hint::spin_loop();
+                    }
+                });
+                let _ = t.join();
+                spawned += 1;
+                std::thread::sleep(Duration::from_millis(20));
             }
             spawned
         })
@@ -215,6 +236,7 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     }
     churn_stop.store(true, Ordering::Relaxed);
     let churned = churn.join().unwrap_or(0);
+    let churned_threads = thread_churn.join().unwrap_or(0);
     let status = profiler.wait()?;
     let _ = jvm.wait();
     let _ = iterations(children);
@@ -226,9 +248,12 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     let first = warm.first().map_or(0.0, |s| s.1);
     let last = warm.last().map_or(0.0, |s| s.1);
     let max = samples.iter().map(|s| s.1).fold(0.0, f64::max);
-    println!("\n== soak: `serve` for {seconds:.0} s, {PROCESSES}x{THREADS_PER_PROCESS} busy threads, a JVM, {churned} short-lived processes ==");
+    println!("\n== soak: `serve` for {seconds:.0} s, {PROCESSES}x{THREADS_PER_PROCESS} busy threads, a JVM, {churned} short-lived processes, {churned_threads} short-lived threads ==");
     println!("RSS after warm-up {:.1} MiB, at the end {:.1} MiB, peak {:.1} MiB", first / 1024.0, last / 1024.0, max / 1024.0);
     println!("RSS slope after 60 s: {:.1} KiB/min ({:.2}% of the warm RSS per hour)", slope_kib_per_s * 60.0, 100.0 * slope_kib_per_s * 3600.0 / first.max(1.0));
+    // Allocator arenas grow in steps at load peaks, then flatten: the second half shows the trend.
+    let half: Vec<(f64, f64)> = samples.iter().copied().filter(|(t, _)| *t >= seconds / 2.0).collect();
+    println!("RSS slope over the second half: {:.1} KiB/min", slope(&half) * 60.0);
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }

@@ -69,6 +69,11 @@ impl Totals {
         self.processes.retain(|pid, _| !pids.contains(pid));
     }
 
+    /// Drops the totals of threads that have exited (a long host-mode run keeps only live ones).
+    pub fn forget_threads(&mut self, threads: &std::collections::HashSet<(u32, u32)>) {
+        self.threads.retain(|key, _| !threads.contains(key));
+    }
+
     /// Average power of a socket over the run.
     pub fn socket_power_w(&self, socket: u32) -> f64 {
         self.sockets.get(&socket).map_or(0.0, |s| power_w(s.energy_uj, self.duration_ns))
@@ -114,6 +119,11 @@ mod tests {
         let s = totals.sockets[&0];
         assert!((t.energy_uj + s.unattributed_uj - s.energy_uj).abs() < 1e-6);
 
+        totals.forget_threads(&[(1, 3)].into());
+        assert_eq!(totals.threads.len(), 1, "only the named thread goes");
+        totals.forget_threads(&[(1, 2)].into());
+        assert!(totals.threads.is_empty());
+        assert_eq!(totals.processes[&1], t, "a process outlives its threads");
         totals.forget_processes(&[1].into());
         assert!(totals.threads.is_empty() && totals.processes.is_empty());
         assert_eq!(totals.sockets[&0], s, "socket energy is kept");

@@ -143,7 +143,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
         }
-        if report.cycle % cycle_line_every == 0 {
+        if report.cycle.is_multiple_of(cycle_line_every) {
             print_cycle_line(&report, energy.estimated(), common.verbose);
         }
         let stacks = symbols.cycle(&raw);
@@ -160,13 +160,14 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         summary.add(&report, &stacks);
         if let Some(r) = retirement.as_mut() {
             let ended = r.ended(&raw.exits, results.pids());
-            for &pid in &ended {
+            for &pid in &ended.pids {
                 if let Some(files) = results.retire(pid)? {
                     log::info!("results of ended process {pid}: {}", files.dir.display());
                 }
             }
-            summary.forget_processes(&ended);
-            energy.totals.forget_processes(&ended);
+            summary.forget(&ended);
+            energy.totals.forget_processes(&ended.pids);
+            energy.totals.forget_threads(&ended.threads);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             stop_reason = Some("duration reached");

@@ -10,6 +10,13 @@ use joular_user::collect::ThreadExit;
 /// Cycles between two /proc sweeps.
 const SWEEP_EVERY_CYCLES: u64 = 60;
 
+/// Processes and threads that ended, `(pid, tid)` for threads.
+#[derive(Debug, Default)]
+pub struct Ended {
+    pub pids: HashSet<u32>,
+    pub threads: HashSet<(u32, u32)>,
+}
+
 pub struct Retirement {
     proc_root: PathBuf,
     cycles: u64,
@@ -20,15 +27,15 @@ impl Retirement {
         Self { proc_root, cycles: 0 }
     }
 
-    /// The pids to forget after this cycle: processes whose exit was recorded, and on sweep
-    /// cycles any `held` pid that /proc no longer has.
-    pub fn ended(&mut self, exits: &[ThreadExit], held: impl Iterator<Item = u32>) -> HashSet<u32> {
+    /// What to forget after this cycle: processes whose exit was recorded and, on sweep cycles,
+    /// any `held` pid that /proc no longer has; threads whose exit was recorded.
+    pub fn ended(&mut self, exits: &[ThreadExit], held: impl Iterator<Item = u32>) -> Ended {
         let mut pids: HashSet<u32> = exits.iter().filter(|e| e.process_ended).map(|e| e.pid).collect();
         self.cycles += 1;
-        if self.cycles % SWEEP_EVERY_CYCLES == 0 {
+        if self.cycles.is_multiple_of(SWEEP_EVERY_CYCLES) {
             pids.extend(held.filter(|pid| !self.proc_root.join(pid.to_string()).exists()));
         }
-        pids
+        Ended { pids, threads: exits.iter().map(|e| (e.pid, e.tid)).collect() }
     }
 }
 
@@ -47,10 +54,12 @@ mod tests {
         let mut r = Retirement::new(proc.path().to_owned());
         let exits = [exit(5, 6, false), exit(7, 7, true)];
         // A thread exit is not a process exit; pid 20 is gone from /proc but no sweep is due.
-        assert_eq!(r.ended(&exits, [10, 20].into_iter()), HashSet::from([7]));
+        let ended = r.ended(&exits, [10, 20].into_iter());
+        assert_eq!(ended.pids, HashSet::from([7]));
+        assert_eq!(ended.threads, HashSet::from([(5, 6), (7, 7)]));
         for _ in 1..SWEEP_EVERY_CYCLES - 1 {
-            assert!(r.ended(&[], [10, 20].into_iter()).is_empty());
+            assert!(r.ended(&[], [10, 20].into_iter()).pids.is_empty());
         }
-        assert_eq!(r.ended(&[], [10, 20].into_iter()), HashSet::from([20]));
+        assert_eq!(r.ended(&[], [10, 20].into_iter()).pids, HashSet::from([20]));
     }
 }

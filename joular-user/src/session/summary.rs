@@ -10,6 +10,8 @@ use joular_user::output::methods::all_method;
 
 use joular_user::output::ThreadStacks;
 
+use super::retire::Ended;
+
 #[derive(Default)]
 struct ThreadTotal {
     pid: u32,
@@ -54,9 +56,9 @@ impl Summary {
         }
     }
 
-    /// Drops what is held for processes that have ended (serve mode keeps only live ones).
-    pub fn forget_processes(&mut self, pids: &std::collections::HashSet<u32>) {
-        self.threads.retain(|_, t| !pids.contains(&t.pid));
+    /// Drops what is held for ended processes and exited threads (serve mode keeps only live ones).
+    pub fn forget(&mut self, ended: &Ended) {
+        self.threads.retain(|tid, t| !ended.pids.contains(&t.pid) && !ended.threads.contains(&(t.pid, *tid)));
         let threads = &self.threads;
         self.stacks.retain(|(tid, _), _| threads.contains_key(tid));
     }
