@@ -208,6 +208,11 @@ pub struct StackTable {
 }
 
 impl StackTable {
+    /// Distinct stacks held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Id of `stack`, adding it on first sight; an empty stack becomes the `(no stack)` bucket.
     pub fn intern(&mut self, stack: &Stack, filter: &MethodFilter) -> usize {
         if let Some(&id) = self.by_address.get(&address(stack)) {

@@ -65,6 +65,10 @@ struct CycleSums {
     app_trees: HashMap<Arc<str>, (f64, u64)>,
 }
 
+/// Without a result tree, a process's run totals only feed the end table; past this many
+/// distinct stacks they start over, so a JVM running for weeks holds bounded memory.
+const MAX_STACKS_WITHOUT_FILES: usize = 1 << 16;
+
 fn add(sum: &mut (f64, u64), energy_uj: f64, samples: u64) {
     sum.0 += energy_uj;
     sum.1 += samples;
@@ -264,6 +268,13 @@ impl Results {
         }
         report.methods = method_reports;
 
+        if !self.config.write_files {
+            for process in self.processes.values_mut() {
+                if process.table.len() > MAX_STACKS_WITHOUT_FILES {
+                    process.table = StackTable::default();
+                }
+            }
+        }
         let filter = &self.config.filter;
         for (pid, cycle) in sums {
             let process = &self.processes[&pid];

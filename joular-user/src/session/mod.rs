@@ -161,8 +161,11 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         if let Some(r) = retirement.as_mut() {
             let ended = r.ended(&raw.exits, results.pids());
             for &pid in &ended.pids {
-                if let Some(files) = results.retire(pid)? {
-                    log::info!("results of ended process {pid}: {}", files.dir.display());
+                // A daemon goes on when one process's files cannot be written (disk full).
+                match results.retire(pid) {
+                    Ok(Some(files)) => log::info!("results of ended process {pid}: {}", files.dir.display()),
+                    Ok(None) => {}
+                    Err(e) => eprintln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
                 }
             }
             summary.forget(&ended);
