@@ -121,6 +121,7 @@ impl Symbolizer {
 
     pub fn forget_process(&mut self, pid: u32) {
         self.processes.remove(&pid);
+        self.native.process_ended();
     }
 
     pub fn stats(&self) -> SymbolStats {
