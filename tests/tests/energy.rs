@@ -7,11 +7,16 @@ use joular_tests::*;
 
 const POWER_W: f64 = 40.0;
 
-#[test]
-fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
+/// A fake powercap at POWER_W, a JVM with a 100% and a 30% thread, and a scratch directory.
+fn duty_cycle_under_fake_rapl() -> (FakePowercap, Jvm, tempfile::TempDir) {
     let rapl = FakePowercap::start(POWER_W);
     let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
-    let dir = tempfile::tempdir().unwrap();
+    (rapl, jvm, tempfile::tempdir().unwrap())
+}
+
+#[test]
+fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
+    let (rapl, jvm, dir) = duty_cycle_under_fake_rapl();
     let json = dir.path().join("e.jsonl");
     let pid = jvm.pid().to_string();
     let root = rapl.sysfs_root();
@@ -72,9 +77,7 @@ fn bad_energy_input_gets_clear_errors() {
 
 #[test]
 fn the_procfs_cpu_time_path_attributes_energy_too() {
-    let rapl = FakePowercap::start(POWER_W);
-    let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
-    let dir = tempfile::tempdir().unwrap();
+    let (rapl, jvm, dir) = duty_cycle_under_fake_rapl();
     let json = dir.path().join("p.jsonl");
     let (pid, root) = (jvm.pid().to_string(), rapl.sysfs_root());
     let out = profile(
@@ -105,9 +108,7 @@ fn the_procfs_cpu_time_path_attributes_energy_too() {
 /// the whole gap, so no energy is lost over the run.
 #[test]
 fn a_failed_energy_read_mid_run_skips_the_cycle_and_loses_no_energy() {
-    let rapl = FakePowercap::start(POWER_W);
-    let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
-    let dir = tempfile::tempdir().unwrap();
+    let (rapl, jvm, dir) = duty_cycle_under_fake_rapl();
     let json = dir.path().join("e.jsonl");
     let pid = jvm.pid().to_string();
     let root = rapl.sysfs_root();

@@ -65,12 +65,18 @@ impl Totals {
     /// Drops the per-thread and per-process totals of processes that have ended (a long
     /// host-mode run keeps only live ones); socket totals keep their energy.
     pub fn forget_processes(&mut self, pids: &std::collections::HashSet<u32>) {
+        if pids.is_empty() {
+            return;
+        }
         self.threads.retain(|(pid, _), _| !pids.contains(pid));
         self.processes.retain(|pid, _| !pids.contains(pid));
     }
 
     /// Drops the totals of threads that have exited (a long host-mode run keeps only live ones).
     pub fn forget_threads(&mut self, threads: &std::collections::HashSet<(u32, u32)>) {
+        if threads.is_empty() {
+            return;
+        }
         self.threads.retain(|key, _| !threads.contains(key));
     }
 

@@ -58,6 +58,10 @@ impl Summary {
 
     /// Drops what is held for ended processes and exited threads (serve mode keeps only live ones).
     pub fn forget(&mut self, ended: &Ended) {
+        // Called every cycle: most cycles end nothing, and the retains walk every stack.
+        if ended.pids.is_empty() && ended.threads.is_empty() {
+            return;
+        }
         self.threads.retain(|tid, t| !ended.pids.contains(&t.pid) && !ended.threads.contains(&(t.pid, *tid)));
         let threads = &self.threads;
         self.stacks.retain(|(tid, _), _| threads.contains_key(tid));
