@@ -1,59 +1,70 @@
-//! The HotSpot dynamic-attach client (what `jcmd` does, without needing a JDK):
+//! The HotSpot dynamic-attach client (what `jcmd` does, without a JDK and without running
+//! any binary of the target's):
 //!
-//! 1. If `<root>/tmp/.java_pid<nspid>` is not a socket yet, create the trigger file
+//! 1. If `<root>/tmp/.java_pid<nspid>` is not a live socket yet, create the trigger file
 //!    `.attach_pid<nspid>` in the JVM's cwd (or its /tmp) and send SIGQUIT: the JVM's
-//!    signal thread sees the file and starts its attach listener.
-//! 2. Connect to the socket with the JVM's euid/egid (HotSpot rejects other peers; root
-//!    is accepted only from the JVM's own user namespace and by JDK 11+).
-//! 3. Send `1\0<cmd>\0<arg0>\0<arg1>\0<arg2>\0` (protocol "1", arguments padded to
-//!    three); the reply's first line is the result code, the rest is the output.
+//!    signal thread sees the file and starts its attach listener (or re-creates its socket).
+//! 2. Connect to the socket and send `1\0<cmd>\0<arg0>\0<arg1>\0<arg2>\0` (protocol "1",
+//!    arguments padded to three); the reply's first line is the result code, the rest is the
+//!    output.
+//!
+//! Everything a target controls is hostile here. So the whole exchange runs on a thread that
+//! has become the JVM's user, with no capabilities ([`crate::identity`]): the kernel checks
+//! every open, link and signal as it would for that user. On top of that:
+//! - the trigger file is created with `O_EXCL|O_NOFOLLOW`: an existing file is never
+//!   truncated or handed over, and only the file we created is removed;
+//! - the socket is opened with `O_PATH|O_NOFOLLOW` and must be a socket owned by the JVM's
+//!   uid with no group/other access (HotSpot's own rule); we connect through that very
+//!   descriptor, so it cannot be swapped in between, and the peer (`SO_PEERCRED`) must be the
+//!   JVM's process;
+//! - replies are bounded in size and time, and shown only through [`crate::text::printable`].
 //!
 //! The JVM's files are reached through `/proc/<pid>/root` and `/proc/<pid>/cwd`, which
-//! resolve inside its mount namespace, so the profiler never has to setns() into a
-//! container. Every step has a deadline.
+//! resolve inside its mount namespace, so the profiler never has to setns() into a container.
 
-use std::fs::{self, File};
+use std::ffi::CString;
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-
-use crate::discovery::JvmInfo;
+use crate::discovery::{catches_sigquit, JvmInfo};
 use crate::error::{Error, Result};
+use crate::identity::{run_as, RunAsError};
+use crate::safe_open::openat_in_root;
+use crate::text::printable;
 
-/// A reply larger than this is cut: no diagnostic command we send prints that much.
-const MAX_REPLY_BYTES: u64 = 16 << 20;
+/// A longer reply is refused: no diagnostic command we send prints that much.
+pub const MAX_REPLY_BYTES: u64 = 1 << 20;
+/// How much of a reply an error message shows.
+const SHOWN_REPLY_CHARS: usize = 200;
 
 /// Runs one `jcmd` command (e.g. `Compiler.perfmap`, `VM.flags`) in the JVM and
 /// returns its output. Never blocks past `timeout`.
 pub fn jcmd(jvm: &JvmInfo, command: &str, timeout: Duration) -> Result<String> {
-    let deadline = Instant::now() + timeout;
     if jvm.attach_disabled {
         return Err(Error::AttachDisabled { pid: jvm.pid });
     }
-    let socket = jvm.root().join(format!("tmp/.java_pid{}", jvm.nspid));
-    if !is_socket(&socket) {
-        start_listener(jvm, &socket, deadline)?;
-    }
-    let request = encode_request("jcmd", &[command]);
-    let reply = talk_as(jvm, socket, request, deadline).map_err(|e| match e {
-        TalkError::Io(path, source) => Error::io(path, source),
-        TalkError::Timeout => Error::Timeout {
-            pid: jvm.pid,
-            command: command.to_owned(),
-            timeout_ms: timeout.as_millis() as u64,
-        },
-    })?;
+    let deadline = Instant::now() + timeout;
+    let timed_out = || Error::Timeout {
+        pid: jvm.pid,
+        command: command.to_owned(),
+        timeout_ms: timeout.as_millis() as u64,
+    };
+    let (job_jvm, request) = (jvm.clone(), encode_request("jcmd", &[command]));
+    let reply = match run_as(jvm.identity(), deadline, move || exchange(&job_jvm, &request, deadline)) {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(Exchange::Timeout)) | Err(RunAsError::Timeout) => return Err(timed_out()),
+        Ok(Err(Exchange::Failed(e))) => return Err(e),
+        Err(source) => return Err(Error::AsTarget { path: jvm.proc_dir.clone(), source }),
+    };
     let (code, output) = decode_reply(&reply).ok_or_else(|| Error::BadReply {
         pid: jvm.pid,
-        reply: String::from_utf8_lossy(&reply[..reply.len().min(200)]).into_owned(),
+        reply: printable(&String::from_utf8_lossy(&reply), SHOWN_REPLY_CHARS),
     })?;
     // HotSpot reports a failed diagnostic command with code 0 and the exception text.
     let failed_in_jvm = output.starts_with("java.lang.") && output.contains("Exception");
@@ -62,83 +73,262 @@ pub fn jcmd(jvm: &JvmInfo, command: &str, timeout: Duration) -> Result<String> {
             pid: jvm.pid,
             command: command.to_owned(),
             code,
-            output: output.trim().to_owned(),
+            output: printable(output.trim(), SHOWN_REPLY_CHARS),
         });
     }
     Ok(output)
 }
 
-fn is_socket(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
+enum Exchange {
+    Timeout,
+    Failed(Error),
 }
 
-fn start_listener(jvm: &JvmInfo, socket: &Path, deadline: Instant) -> Result<()> {
-    if !jvm.catches_sigquit {
-        return Err(Error::SigquitNotCaught { pid: jvm.pid });
+impl From<Error> for Exchange {
+    fn from(e: Error) -> Self {
+        Exchange::Failed(e)
     }
-    let _trigger = TriggerFile::create(jvm)?;
-    kill(Pid::from_raw(jvm.pid as i32), Signal::SIGQUIT)
+}
+
+/// The whole handshake, on a thread that is the JVM's user.
+fn exchange(jvm: &JvmInfo, request: &[u8], deadline: Instant) -> std::result::Result<Vec<u8>, Exchange> {
+    let tmp = TargetDir::tmp(jvm)?;
+    let socket = Socket::new(jvm, &tmp);
+    let dead = match socket.connect()? {
+        Connect::Connected(stream) => return talk(stream, &socket.path, request, deadline),
+        Connect::Absent => None,
+        Connect::Dead(id) => Some(id),
+    };
+    if !jvm.catches_sigquit {
+        return Err(Error::SigquitNotCaught { pid: jvm.pid }.into());
+    }
+    if let Some(id) = dead {
+        // The JVM's own stale socket (its user made it, or it outlived a listener): HotSpot
+        // creates a new one on SIGQUIT only when the name is free.
+        tmp.remove_if_same(&socket.name, id);
+    }
+    let _trigger = TriggerFile::create(jvm, &tmp)?;
+    if !catches_sigquit(&jvm.proc_dir) {
+        // The pid now names a process that would die of SIGQUIT (the JVM exited meanwhile).
+        return Err(Error::SigquitNotCaught { pid: jvm.pid }.into());
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(jvm.pid as i32), nix::sys::signal::Signal::SIGQUIT)
         .map_err(|e| Error::io(&jvm.proc_dir, io::Error::from(e)))?;
     let started = Instant::now();
     let mut pause = Duration::from_millis(10);
     while Instant::now() < deadline {
         thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-        if is_socket(socket) {
-            return Ok(());
+        if let Connect::Connected(stream) = socket.connect()? {
+            return talk(stream, &socket.path, request, deadline);
         }
         pause = (pause * 2).min(Duration::from_millis(200));
     }
     Err(Error::ListenerTimeout {
         pid: jvm.pid,
-        socket: socket.to_owned(),
+        socket: socket.path.clone(),
         timeout_ms: started.elapsed().as_millis() as u64,
-    })
+    }
+    .into())
 }
 
-/// `.attach_pid<nspid>`, owned by the JVM's user (HotSpot ignores a trigger file owned by
-/// anyone else but itself or root, and root may not be root inside a user namespace).
-/// Removed when dropped.
-struct TriggerFile(PathBuf);
+/// (device, inode): which file a name pointed to when we looked.
+type FileId = (u64, u64);
 
-impl TriggerFile {
-    fn create(jvm: &JvmInfo) -> Result<Self> {
-        let name = format!(".attach_pid{}", jvm.nspid);
-        let candidates = [jvm.proc_dir.join("cwd").join(&name), jvm.root().join("tmp").join(&name)];
-        let mut last_error = None;
-        for path in candidates {
-            match Self::create_at(&path, jvm) {
-                Ok(()) => return Ok(TriggerFile(path)),
-                Err(e) => {
-                    let _ = fs::remove_file(&path);
-                    last_error = Some(Error::io(path, e));
-                }
-            }
-        }
-        Err(last_error.expect("two candidates tried"))
+/// A directory of the target's, held open so later steps cannot be redirected.
+struct TargetDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl TargetDir {
+    /// `<root>/tmp`, resolved inside the JVM's root without following any symlink.
+    fn tmp(jvm: &JvmInfo) -> Result<Self> {
+        let root = jvm.root();
+        let path = root.join("tmp");
+        let root_dir = File::open(&root).map_err(|e| Error::io(&root, e))?;
+        let fd = openat_in_root(&root_dir, Path::new("tmp"), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+            .map_err(|e| refusal_or_io(&path, e))?;
+        Ok(TargetDir { fd, path })
     }
 
-    fn create_at(path: &Path, jvm: &JvmInfo) -> io::Result<()> {
+    /// The JVM's working directory (HotSpot looks for the trigger there first).
+    fn cwd(jvm: &JvmInfo) -> Result<Self> {
+        let path = jvm.proc_dir.join("cwd");
         let file = File::options()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o660)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)?;
-        let me = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
-        if me != (jvm.uid, jvm.gid) {
-            // SAFETY: a descriptor we own, plain integer ids.
-            if unsafe { libc::fchown(file.as_raw_fd(), jvm.uid, jvm.gid) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        Ok(TargetDir { fd: file.into(), path })
+    }
+
+    /// fstatat without following: the file type, owner, mode and identity of `name`.
+    fn stat(&self, name: &CString) -> io::Result<libc::stat> {
+        // SAFETY: zeroed stat is a valid out-buffer; dirfd and name are valid.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::fstatat(self.fd.as_raw_fd(), name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if rc == 0 {
+            Ok(st)
+        } else {
+            Err(io::Error::last_os_error())
         }
-        Ok(())
+    }
+
+    /// Removes `name` only if it is still the file we saw.
+    fn remove_if_same(&self, name: &CString, id: FileId) {
+        if self.stat(name).is_ok_and(|st| (st.st_dev, st.st_ino) == id) {
+            // SAFETY: valid dirfd and name.
+            unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
+        }
+    }
+
+    fn try_clone(&self) -> Result<Self> {
+        let fd = self.fd.try_clone().map_err(|e| Error::io(&self.path, e))?;
+        Ok(TargetDir { fd, path: self.path.clone() })
+    }
+}
+
+fn refusal_or_io(path: &Path, e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => Error::Refused { path: path.to_owned(), reason: "a symlink is on the path".into() },
+        Some(libc::EXDEV) => Error::Refused { path: path.to_owned(), reason: "path escapes its root".into() },
+        _ => Error::io(path, e),
+    }
+}
+
+enum Connect {
+    Connected(UnixStream),
+    Absent,
+    /// A socket of the JVM's user that nobody listens on.
+    Dead(FileId),
+}
+
+/// `.java_pid<nspid>` in the JVM's /tmp.
+struct Socket<'a> {
+    jvm: &'a JvmInfo,
+    dir: &'a TargetDir,
+    name: CString,
+    path: PathBuf,
+}
+
+impl<'a> Socket<'a> {
+    fn new(jvm: &'a JvmInfo, dir: &'a TargetDir) -> Self {
+        let name = format!(".java_pid{}", jvm.nspid);
+        Socket { jvm, dir, path: dir.path.join(&name), name: CString::new(name).expect("no NUL in a number") }
+    }
+
+    fn untrusted(&self, reason: String) -> Error {
+        Error::UntrustedSocket { pid: self.jvm.pid, path: self.path.clone(), reason }
+    }
+
+    fn connect(&self) -> Result<Connect> {
+        // SAFETY: valid dirfd and name; O_PATH opens the name itself, symlink or not.
+        let raw = unsafe {
+            libc::openat(self.dir.fd.as_raw_fd(), self.name.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        };
+        if raw < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::NotFound => Ok(Connect::Absent),
+                _ => Err(Error::io(&self.path, e)),
+            };
+        }
+        // SAFETY: the kernel just gave us this descriptor.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let st = fstat(&fd).map_err(|e| Error::io(&self.path, e))?;
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind == libc::S_IFLNK {
+            return Err(self.untrusted("it is a symlink".into()));
+        }
+        if kind != libc::S_IFSOCK {
+            return Err(self.untrusted("it is not a socket".into()));
+        }
+        if st.st_uid != self.jvm.uid {
+            return Err(self.untrusted(format!("owned by uid {}, not by the JVM's uid {}", st.st_uid, self.jvm.uid)));
+        }
+        if st.st_mode & 0o077 != 0 {
+            return Err(self.untrusted(format!("accessible to group or others (mode {:03o})", st.st_mode & 0o777)));
+        }
+        // Connect through the descriptor we checked, not through the name again.
+        let via = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
+        let stream = match UnixStream::connect(&via) {
+            Ok(stream) => stream,
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => return Ok(Connect::Dead((st.st_dev, st.st_ino))),
+            Err(e) => return Err(Error::io(&self.path, e)),
+        };
+        let peer = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
+            .map_err(|e| Error::io(&self.path, io::Error::from(e)))?;
+        if peer.pid() as u32 != self.jvm.pid || peer.uid() != self.jvm.uid {
+            return Err(self.untrusted(format!(
+                "served by pid {} uid {}, not by the JVM (pid {} uid {})",
+                peer.pid(),
+                peer.uid(),
+                self.jvm.pid,
+                self.jvm.uid
+            )));
+        }
+        Ok(Connect::Connected(stream))
+    }
+}
+
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-buffer; fd is open.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } == 0 {
+        Ok(st)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `.attach_pid<nspid>`, created by us (as the JVM's user, so HotSpot trusts it) and removed
+/// when dropped, if it is still the file we created.
+struct TriggerFile {
+    dir: TargetDir,
+    name: CString,
+    id: FileId,
+}
+
+impl TriggerFile {
+    fn create(jvm: &JvmInfo, tmp: &TargetDir) -> Result<Self> {
+        let name = CString::new(format!(".attach_pid{}", jvm.nspid)).expect("no NUL in a number");
+        let mut last_error = None;
+        let dirs = [TargetDir::cwd(jvm), tmp.try_clone()];
+        for dir in dirs {
+            let dir = match dir {
+                Ok(dir) => dir,
+                Err(e) => {
+                    last_error = Some(e);
+                    continue;
+                }
+            };
+            // SAFETY: valid dirfd and name. O_EXCL|O_NOFOLLOW: whatever is there already (a
+            // hard link to someone's file, a symlink) is left alone.
+            let raw = unsafe {
+                libc::openat(
+                    dir.fd.as_raw_fd(),
+                    name.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                    0o600 as libc::c_uint,
+                )
+            };
+            if raw < 0 {
+                let path = dir.path.join(format!(".attach_pid{}", jvm.nspid));
+                last_error = Some(Error::io(path, io::Error::last_os_error()));
+                continue;
+            }
+            // SAFETY: the kernel just gave us this descriptor.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            let st = fstat(&fd).map_err(|e| Error::io(&dir.path, e))?;
+            return Ok(TriggerFile { dir, name, id: (st.st_dev, st.st_ino) });
+        }
+        Err(last_error.expect("two directories tried"))
     }
 }
 
 impl Drop for TriggerFile {
     fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
+        self.dir.remove_if_same(&self.name, self.id);
     }
 }
 
@@ -152,74 +342,46 @@ fn encode_request(command: &str, args: &[&str]) -> Vec<u8> {
 }
 
 /// First line: the result code; the rest: the command's output.
-fn decode_reply(reply: &[u8]) -> Option<(i32, String)> {
+pub fn decode_reply(reply: &[u8]) -> Option<(i32, String)> {
     let text = String::from_utf8_lossy(reply);
     let (code, output) = text.split_once('\n').unwrap_or((&text, ""));
     Some((code.trim().parse().ok()?, output.to_owned()))
 }
 
-enum TalkError {
-    Io(PathBuf, io::Error),
-    Timeout,
-}
-
-/// Connects and exchanges one request on a thread of its own, with the JVM's
-/// credentials on that thread only. The caller waits at most until `deadline`; a stuck
-/// thread is left behind and ends with its socket timeouts.
-fn talk_as(jvm: &JvmInfo, socket: PathBuf, request: Vec<u8>, deadline: Instant) -> std::result::Result<Vec<u8>, TalkError> {
-    let (tx, rx) = mpsc::channel();
-    let (uid, gid) = (jvm.uid, jvm.gid);
-    let spawned = thread::Builder::new().name("jvm-attach".into()).spawn(move || {
-        let result = become_on_this_thread(uid, gid)
-            .map_err(|e| TalkError::Io(socket.clone(), e))
-            .and_then(|()| talk(&socket, &request, deadline));
-        let _ = tx.send(result);
-    });
-    if let Err(e) = spawned {
-        return Err(TalkError::Io(PathBuf::from("jvm-attach thread"), e));
-    }
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .unwrap_or(Err(TalkError::Timeout))
-}
-
-fn talk(socket: &Path, request: &[u8], deadline: Instant) -> std::result::Result<Vec<u8>, TalkError> {
-    let io_err = |e| TalkError::Io(socket.to_owned(), e);
+fn talk(
+    mut stream: UnixStream,
+    path: &Path,
+    request: &[u8],
+    deadline: Instant,
+) -> std::result::Result<Vec<u8>, Exchange> {
+    let io_err = |e| Exchange::Failed(Error::io(path, e));
     let remaining = || {
         let left = deadline.saturating_duration_since(Instant::now());
         // A zero timeout means "block forever" to the socket API.
-        (!left.is_zero()).then_some(left).ok_or(TalkError::Timeout)
+        (!left.is_zero()).then_some(left).ok_or(Exchange::Timeout)
     };
-    let mut stream = UnixStream::connect(socket).map_err(io_err)?;
     stream.set_write_timeout(Some(remaining()?)).map_err(io_err)?;
     stream.write_all(request).map_err(io_err)?;
-    stream.set_read_timeout(Some(remaining()?)).map_err(io_err)?;
     let mut reply = Vec::new();
-    match (&mut stream).take(MAX_REPLY_BYTES).read_to_end(&mut reply) {
-        Ok(_) => Ok(reply),
-        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Err(TalkError::Timeout),
-        Err(e) => Err(io_err(e)),
+    let mut chunk = [0u8; 8192];
+    loop {
+        stream.set_read_timeout(Some(remaining()?)).map_err(io_err)?;
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(reply),
+            Ok(n) => reply.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                return Err(Exchange::Timeout)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_err(e)),
+        }
+        if reply.len() as u64 > MAX_REPLY_BYTES {
+            return Err(Exchange::Failed(Error::io(
+                path,
+                io::Error::new(io::ErrorKind::InvalidData, format!("attach reply over {MAX_REPLY_BYTES} bytes")),
+            )));
+        }
     }
-}
-
-/// Sets this thread's effective gid/uid. Raw syscalls on purpose: the libc wrappers
-/// change the credentials of every thread in the profiler.
-fn become_on_this_thread(uid: u32, gid: u32) -> io::Result<()> {
-    let me = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
-    if me == (uid, gid) {
-        return Ok(());
-    }
-    let keep = u32::MAX; // -1: leave unchanged
-    // SAFETY: plain syscalls with integer arguments. Group first: without root it is too late.
-    let rc = unsafe { libc::syscall(libc::SYS_setresgid, keep, gid, keep) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    let rc = unsafe { libc::syscall(libc::SYS_setresuid, keep, uid, keep) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

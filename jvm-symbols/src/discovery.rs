@@ -1,12 +1,22 @@
 //! Is a process a HotSpot JVM, and what do we need to know to talk to it?
 //! Everything is read from a proc root (`/proc` in production, a fake tree in tests).
 
-use std::fs;
-use std::io::BufReader;
+use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::identity::Identity;
 use crate::maps::parse_maps;
+use crate::safe_open::{open_readable, read_bounded};
+
+/// Bounds on what is read of a process's /proc files. They are the kernel's, but their size is
+/// the target's doing (a huge environment, thousands of mappings).
+const MAX_MAPS_BYTES: u64 = 64 << 20;
+const MAX_STATUS_BYTES: u64 = 64 << 10;
+const MAX_ARGS_BYTES: u64 = 1 << 20;
+/// A JDK's `release` file is a dozen lines; the target chooses what sits at that path.
+const MAX_RELEASE_BYTES: u64 = 64 << 10;
 
 /// Whether a boolean JVM flag is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +36,8 @@ pub struct JvmInfo {
     /// Effective uid/gid: HotSpot only trusts attach peers with these (or root).
     pub uid: u32,
     pub gid: u32,
+    /// Permitted capabilities (`CapPrm:`): a root JVM has them all, an ordinary one none.
+    pub cap_permitted: u64,
     /// `<proc root>/<pid>`; its `root/` is the JVM's file system (container or not).
     pub proc_dir: PathBuf,
     /// Whether the JVM lives in another mount namespace than the profiler (a container).
@@ -45,14 +57,37 @@ impl JvmInfo {
     pub fn root(&self) -> PathBuf {
         self.proc_dir.join("root")
     }
+
+    /// Who the profiler becomes to touch this JVM's files.
+    pub fn identity(&self) -> Identity {
+        Identity { uid: self.uid, gid: self.gid, caps: self.cap_permitted }
+    }
+}
+
+/// Reads at most `max_bytes` of a /proc file (anything longer is cut).
+fn read_proc(path: &Path, max_bytes: u64) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    File::open(path)
+        .and_then(|f| f.take(max_bytes).read_to_end(&mut data))
+        .map_err(|e| Error::io(path, e))?;
+    Ok(data)
+}
+
+/// Whether the process still has a SIGQUIT handler: checked again right before signalling,
+/// since a pid can be reused by a process that SIGQUIT would kill.
+pub(crate) fn catches_sigquit(proc_dir: &Path) -> bool {
+    read_proc(&proc_dir.join("status"), MAX_STATUS_BYTES)
+        .ok()
+        .and_then(|bytes| parse_status(&String::from_utf8_lossy(&bytes)))
+        .is_some_and(|status| status.catches_sigquit())
 }
 
 /// Returns `Ok(None)` when `pid` is alive but not a HotSpot JVM.
 pub fn discover(proc_root: &Path, pid: u32) -> Result<Option<JvmInfo>> {
     let proc_dir = proc_root.join(pid.to_string());
     let maps_path = proc_dir.join("maps");
-    let maps = fs::File::open(&maps_path).map_err(|e| Error::io(&maps_path, e))?;
-    let Some(libjvm) = parse_maps(BufReader::new(maps))
+    let maps = File::open(&maps_path).map_err(|e| Error::io(&maps_path, e))?;
+    let Some(libjvm) = parse_maps(BufReader::new(maps.take(MAX_MAPS_BYTES)))
         .into_iter()
         .filter_map(|m| m.path)
         .find(|p| p.ends_with("/libjvm.so"))
@@ -60,28 +95,17 @@ pub fn discover(proc_root: &Path, pid: u32) -> Result<Option<JvmInfo>> {
         return Ok(None);
     };
     let status_path = proc_dir.join("status");
-    let status = fs::read_to_string(&status_path).map_err(|e| Error::io(&status_path, e))?;
+    let status = String::from_utf8_lossy(&read_proc(&status_path, MAX_STATUS_BYTES)?).into_owned();
     let status = parse_status(&status).ok_or_else(|| Error::Refused {
         path: status_path,
         reason: "no NSpid/Uid/Gid/SigCgt lines".into(),
     })?;
     let args = jvm_options(&proc_dir);
-    // <home>/lib/server/libjvm.so (JDK 9+) or <home>/jre/lib/amd64/server/libjvm.so (8).
-    let java_home = Path::new(&libjvm)
-        .ancestors()
-        .skip(3)
-        .find(|home| {
-            let release = proc_dir.join("root").join(home.strip_prefix("/").unwrap_or(home)).join("release");
-            release.is_file()
-        })
-        .map(Path::to_path_buf);
-    let jdk_version = java_home.as_ref().and_then(|home| {
-        let release = proc_dir.join("root").join(home.strip_prefix("/").unwrap_or(home)).join("release");
-        parse_release_version(&fs::read_to_string(release).ok()?)
-    });
+    let identity = Identity { uid: status.euid, gid: status.egid, caps: status.cap_permitted };
+    let (java_home, jdk_version) = java_home_and_version(&proc_dir, Path::new(&libjvm), identity);
     let in_container = match (
-        fs::read_link(proc_dir.join("ns/mnt")),
-        fs::read_link(proc_root.join("self/ns/mnt")),
+        std::fs::read_link(proc_dir.join("ns/mnt")),
+        std::fs::read_link(proc_root.join("self/ns/mnt")),
     ) {
         (Ok(theirs), Ok(ours)) => theirs != ours,
         _ => false,
@@ -91,14 +115,39 @@ pub fn discover(proc_root: &Path, pid: u32) -> Result<Option<JvmInfo>> {
         nspid: status.nspid,
         uid: status.euid,
         gid: status.egid,
+        cap_permitted: status.cap_permitted,
         proc_dir,
         in_container,
         java_home,
         jdk_version,
         preserve_frame_pointer: bool_flag(&args, "PreserveFramePointer"),
         attach_disabled: bool_flag(&args, "DisableAttachMechanism") == FlagState::On,
-        catches_sigquit: status.sig_caught & (1 << (libc::SIGQUIT - 1)) != 0,
+        catches_sigquit: status.catches_sigquit(),
     }))
+}
+
+/// The JDK home (`<home>/lib/server/libjvm.so` on JDK 9+, `<home>/jre/lib/amd64/server/libjvm.so`
+/// on 8) and its `JAVA_VERSION`, from the `release` file beside it. That file is the target's:
+/// it is read as the JVM's user, without following symlinks, non-blocking and size-capped; a
+/// refusal is said once (discovery runs once per JVM) and costs only the version.
+fn java_home_and_version(proc_dir: &Path, libjvm: &Path, identity: Identity) -> (Option<PathBuf>, Option<String>) {
+    let root = proc_dir.join("root");
+    for home in libjvm.ancestors().skip(3).take(2) {
+        let release = home.strip_prefix("/").unwrap_or(home).join("release");
+        match open_readable(&root, &release, identity, MAX_RELEASE_BYTES)
+            .and_then(|mut file| read_bounded(&mut file, MAX_RELEASE_BYTES))
+        {
+            Ok(bytes) => {
+                return (Some(home.to_owned()), parse_release_version(&String::from_utf8_lossy(&bytes)));
+            }
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                log::warn!("JVM {}: not reading its JDK release file: {e}", proc_dir.display());
+                return (Some(home.to_owned()), None);
+            }
+        }
+    }
+    (None, None)
 }
 
 struct Status {
@@ -106,6 +155,13 @@ struct Status {
     euid: u32,
     egid: u32,
     sig_caught: u64,
+    cap_permitted: u64,
+}
+
+impl Status {
+    fn catches_sigquit(&self) -> bool {
+        self.sig_caught & (1 << (libc::SIGQUIT - 1)) != 0
+    }
 }
 
 fn parse_status(text: &str) -> Option<Status> {
@@ -119,6 +175,11 @@ fn parse_status(text: &str) -> Option<Status> {
         euid: field("Uid")?.nth(1)?.parse().ok()?,
         egid: field("Gid")?.nth(1)?.parse().ok()?,
         sig_caught: u64::from_str_radix(field("SigCgt")?.next()?, 16).ok()?,
+        // Absent only in fake trees: no capability is the safe reading.
+        cap_permitted: field("CapPrm")
+            .and_then(|mut f| f.next())
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .unwrap_or(0),
     })
 }
 
@@ -137,7 +198,7 @@ fn jvm_options(proc_dir: &Path) -> Vec<String> {
             .map(|s| String::from_utf8_lossy(s).into_owned())
             .collect()
     };
-    let environ = nul_split(fs::read(proc_dir.join("environ")).unwrap_or_default());
+    let environ = nul_split(read_proc(&proc_dir.join("environ"), MAX_ARGS_BYTES).unwrap_or_default());
     let env_options = |name: &str| -> Vec<String> {
         environ
             .iter()
@@ -146,7 +207,7 @@ fn jvm_options(proc_dir: &Path) -> Vec<String> {
             .unwrap_or_default()
     };
     let mut options = env_options("JAVA_TOOL_OPTIONS");
-    let cmdline = nul_split(fs::read(proc_dir.join("cmdline")).unwrap_or_default());
+    let cmdline = nul_split(read_proc(&proc_dir.join("cmdline"), MAX_ARGS_BYTES).unwrap_or_default());
     // Options end at the main class or `-jar`; flags after it belong to the application.
     options.extend(
         cmdline
@@ -196,9 +257,15 @@ mod tests {
 
     impl FakeProc {
         fn new() -> Self {
-            FakeProc {
-                dir: tempfile::tempdir().unwrap(),
-            }
+            use std::os::unix::fs::PermissionsExt;
+            let dir = tempfile::tempdir().unwrap();
+            // The JDK's files are read as the JVM's user (uid 1001 below), who must see them.
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+            FakeProc { dir }
+        }
+
+        fn release(&self, pid: u32) -> PathBuf {
+            self.dir.path().join(format!("{pid}/root/usr/lib/jvm/java-17-openjdk-amd64/release"))
         }
 
         fn add(&self, pid: u32, maps_path: &str, nspid: &str, sigcgt: &str, cmdline: &[&str], environ: &[&str]) {
@@ -288,5 +355,30 @@ mod tests {
         let out = "-XX:CICompilerCount=3 -XX:+PreserveFramePointer -XX:+UseG1GC";
         assert_eq!(flag_from_vm_flags(out, "PreserveFramePointer"), FlagState::On);
         assert_eq!(flag_from_vm_flags("-XX:+UseG1GC", "PreserveFramePointer"), FlagState::Off);
+    }
+
+    #[test]
+    fn a_hostile_release_file_costs_only_the_version() {
+        let fake = FakeProc::new();
+        let add = |pid| fake.add(pid, LIBJVM, &pid.to_string(), "0", &["java", "Main"], &[]);
+        // 3 GB (sparse): refused by size, not read.
+        add(20);
+        let big = std::fs::File::options().write(true).open(fake.release(20)).unwrap();
+        big.set_len(3 << 30).unwrap();
+        // A symlink to a file that would block a reader forever.
+        add(21);
+        std::fs::remove_file(fake.release(21)).unwrap();
+        std::os::unix::fs::symlink("/proc/kmsg", fake.release(21)).unwrap();
+        // A FIFO nobody writes to.
+        add(22);
+        std::fs::remove_file(fake.release(22)).unwrap();
+        nix::unistd::mkfifo(&fake.release(22), nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+        for pid in [20, 21, 22] {
+            let started = std::time::Instant::now();
+            let jvm = discover(fake.dir.path(), pid).unwrap().unwrap();
+            assert!(started.elapsed() < std::time::Duration::from_secs(2), "pid {pid} took {:?}", started.elapsed());
+            assert_eq!(jvm.jdk_version, None, "pid {pid}");
+            assert_eq!(jvm.java_home.as_deref(), Some(Path::new("/usr/lib/jvm/java-17-openjdk-amd64")));
+        }
     }
 }

@@ -53,21 +53,17 @@ pub enum Error {
     },
     #[error("JVM {pid}: malformed attach reply: {reply:?}")]
     BadReply { pid: u32, reply: String },
-    #[error("JVM {pid}: {path} failed ({status}): {stderr}")]
-    JcmdFailed {
-        pid: u32,
+    /// The attach socket is not the JVM's: planted by another user, a symlink, or served by
+    /// another process. HotSpot's own `jcmd` refuses these too ("well-known file is not secure").
+    #[error("JVM {pid}: refusing attach socket {path}: {reason}")]
+    UntrustedSocket { pid: u32, path: PathBuf, reason: String },
+    /// A step that runs with the target's identity (see [`crate::identity`]) could not.
+    #[error("{path}: {source}")]
+    AsTarget {
         path: PathBuf,
-        status: String,
-        stderr: String,
+        #[source]
+        source: crate::identity::RunAsError,
     },
-    #[error("JVM {pid}: perf map dump failed: attach: {attach}; jcmd fallback: {jcmd}")]
-    DumpFailed {
-        pid: u32,
-        attach: Box<Error>,
-        jcmd: Box<Error>,
-    },
-    #[error("JVM {pid}: no jcmd next to the JVM's java binary ({path})")]
-    NoJcmd { pid: u32, path: PathBuf },
 }
 
 impl Error {

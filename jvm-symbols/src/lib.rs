@@ -1,6 +1,8 @@
 //! HotSpot JIT symbols for a profiler running outside the JVM: perf-map parsing and
-//! indexing, the HotSpot attach protocol (no JDK tools needed), and JVM discovery,
-//! containers included. No aya, no root needed for the tests.
+//! indexing, the HotSpot attach protocol (no JDK tools needed, no target binary ever run),
+//! and JVM discovery, containers included. Every file, socket and directory a JVM controls is
+//! treated as hostile and touched only with the JVM's own identity ([`identity`]). No aya,
+//! no root needed for most tests.
 //!
 //! Typical use: [`discover`] a PID, [`dump_perf_map`], then keep a [`PerfMapFile`] and
 //! [`PerfMapFile::refresh`] it; [`names`] tells Java methods from stubs.
@@ -9,16 +11,18 @@ pub mod attach;
 pub mod discovery;
 pub mod dump;
 pub mod error;
+pub mod identity;
 pub mod index;
-pub mod jcmd;
 pub mod maps;
 pub mod names;
 pub mod parser;
 pub mod reload;
 pub mod safe_open;
+pub mod text;
 
 pub use discovery::{discover, flag_from_vm_flags, FlagState, JvmInfo};
-pub use dump::{dump_perf_map, DumpVia};
+pub use dump::dump_perf_map;
+pub use identity::Identity;
 pub use error::{Error, Result};
 pub use index::{Limits, PerfMapIndex, Symbol};
 pub use maps::{parse_maps, Mapping};

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
+use crate::identity::Identity;
 use crate::index::{Limits, PerfMapIndex};
 use crate::safe_open::{open_checked, read_bounded, Fingerprint};
 
@@ -10,20 +11,20 @@ use crate::safe_open::{open_checked, read_bounded, Fingerprint};
 pub struct PerfMapFile {
     root: PathBuf,
     rel: PathBuf,
-    owner_uid: u32,
+    owner: Identity,
     limits: Limits,
     fingerprint: Option<Fingerprint>,
     index: PerfMapIndex,
 }
 
 impl PerfMapFile {
-    /// The file `rel` under `root`, which must be owned by `owner_uid`. Nothing is read
-    /// until [`Self::refresh`].
-    pub fn new(root: impl Into<PathBuf>, rel: impl Into<PathBuf>, owner_uid: u32, limits: Limits) -> Self {
+    /// The file `rel` under `root`, which must be owned by `owner.uid` and is opened as
+    /// `owner` (see [`crate::identity`]). Nothing is read until [`Self::refresh`].
+    pub fn new(root: impl Into<PathBuf>, rel: impl Into<PathBuf>, owner: Identity, limits: Limits) -> Self {
         PerfMapFile {
             root: root.into(),
             rel: rel.into(),
-            owner_uid,
+            owner,
             limits,
             fingerprint: None,
             index: PerfMapIndex::default(),
@@ -31,14 +32,14 @@ impl PerfMapFile {
     }
 
     /// HotSpot's map of a JVM as seen from the host: `/proc/<pid>/root/tmp/perf-<nspid>.map`.
-    pub fn for_jvm(proc_dir: &Path, nspid: u32, owner_uid: u32, limits: Limits) -> Self {
-        Self::new(proc_dir.join("root"), format!("tmp/perf-{nspid}.map"), owner_uid, limits)
+    pub fn for_jvm(proc_dir: &Path, nspid: u32, owner: Identity, limits: Limits) -> Self {
+        Self::new(proc_dir.join("root"), format!("tmp/perf-{nspid}.map"), owner, limits)
     }
 
     /// Reloads the map if the file changed. `Ok(true)` when a new version was loaded.
     /// On error the previous index stays in use.
     pub fn refresh(&mut self) -> Result<bool> {
-        let mut checked = open_checked(&self.root, &self.rel, self.owner_uid, self.limits.max_file_bytes)?;
+        let mut checked = open_checked(&self.root, &self.rel, self.owner, self.limits.max_file_bytes)?;
         if self.fingerprint == Some(checked.fingerprint) {
             return Ok(false);
         }
@@ -69,8 +70,8 @@ mod tests {
         std::fs::create_dir(dir.path().join("root/tmp")).unwrap();
         let map = dir.path().join("root/tmp/perf-7.map");
         std::fs::write(&map, "0x100 0x10 void a.B.c()\n").unwrap();
-        let uid = nix::unistd::geteuid().as_raw();
-        let mut file = PerfMapFile::for_jvm(dir.path(), 7, uid, Limits::default());
+        let me = Identity::user(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+        let mut file = PerfMapFile::for_jvm(dir.path(), 7, me, Limits::default());
         assert!(file.refresh().unwrap());
         assert!(!file.refresh().unwrap());
         assert_eq!(file.index().lookup(0x105).unwrap().name, "void a.B.c()");

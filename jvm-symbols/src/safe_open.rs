@@ -9,8 +9,10 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::identity::{run_as, Identity};
 
 /// What identifies one version of a file: reload when any of these change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,14 +31,33 @@ pub struct CheckedFile {
     pub path: PathBuf,
 }
 
-/// Opens `rel` inside `root` (e.g. `/proc/<pid>/root` and `tmp/perf-<nspid>.map`).
-/// `root` itself is followed (it is a /proc magic link into the target's mount namespace);
-/// below it no symlink is followed and `..` cannot leave it. The file must be regular,
-/// owned by `owner_uid`, and at most `max_bytes` long.
-pub fn open_checked(root: &Path, rel: &Path, owner_uid: u32, max_bytes: u64) -> Result<CheckedFile> {
+/// How long opening one target file may take: a FUSE file system in a container could make
+/// `open` hang, and the profiler must not hang with it.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Opens `rel` inside `root` (e.g. `/proc/<pid>/root` and `tmp/perf-<nspid>.map`) as `owner`
+/// (see [`crate::identity`]). `root` itself is followed (it is a /proc magic link into the
+/// target's mount namespace); below it no symlink is followed and `..` cannot leave it. The
+/// file must be regular, owned by `owner.uid`, and at most `max_bytes` long.
+pub fn open_checked(root: &Path, rel: &Path, owner: Identity, max_bytes: u64) -> Result<CheckedFile> {
+    open_as(root, rel, owner, Some(owner.uid), max_bytes)
+}
+
+/// As [`open_checked`], for a file of the target's that anyone may own (a JDK's `release`):
+/// opened as `reader`, which is what limits it.
+pub fn open_readable(root: &Path, rel: &Path, reader: Identity, max_bytes: u64) -> Result<CheckedFile> {
+    open_as(root, rel, reader, None, max_bytes)
+}
+
+fn open_as(root: &Path, rel: &Path, who: Identity, owner_uid: Option<u32>, max_bytes: u64) -> Result<CheckedFile> {
     let path = root.join(rel);
-    let root_dir = File::open(root).map_err(|e| Error::io(root, e))?;
-    let fd = openat_no_symlinks(&root_dir, rel).map_err(|e| match e.raw_os_error() {
+    let (root_owned, rel_owned) = (root.to_owned(), rel.to_owned());
+    let opened = run_as(who, Instant::now() + OPEN_TIMEOUT, move || {
+        let root_dir = File::open(&root_owned)?;
+        openat_no_symlinks(&root_dir, &rel_owned)
+    })
+    .map_err(|source| Error::AsTarget { path: path.clone(), source })?;
+    let fd = opened.map_err(|e| match e.raw_os_error() {
         Some(libc::ELOOP) => Error::Refused {
             path: path.clone(),
             reason: "a symlink is on the path".into(),
@@ -56,11 +77,8 @@ pub fn open_checked(root: &Path, rel: &Path, owner_uid: u32, max_bytes: u64) -> 
     if !meta.file_type().is_file() {
         return Err(refuse("not a regular file".into()));
     }
-    if meta.uid() != owner_uid {
-        return Err(refuse(format!(
-            "owned by uid {}, expected {owner_uid}",
-            meta.uid()
-        )));
+    if let Some(expected) = owner_uid.filter(|&uid| uid != meta.uid()) {
+        return Err(refuse(format!("owned by uid {}, expected {expected}", meta.uid())));
     }
     if meta.size() > max_bytes {
         return Err(Error::TooLarge {
@@ -100,20 +118,26 @@ pub fn read_bounded(checked: &mut CheckedFile, max_bytes: u64) -> Result<Vec<u8>
 }
 
 /// `openat2(RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS)`; O_NONBLOCK so a FIFO planted in
-/// place of the file cannot block the open.
+/// place of the file cannot block the open (and reads of what passed stay non-blocking).
 fn openat_no_symlinks(dir: &File, rel: &Path) -> io::Result<OwnedFd> {
+    openat_in_root(dir, rel, libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+}
+
+/// `openat2` of `rel` below `root_dir` with `flags`: no symlink (nor /proc magic link) is
+/// followed anywhere on the path, and `..` cannot climb out of `root_dir`.
+pub(crate) fn openat_in_root(root_dir: &File, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
     use std::os::fd::AsRawFd;
     let c_rel = CString::new(rel.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: open_how is plain integers; all-zero is its documented default.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC) as u64;
+    how.flags = flags as u64;
     how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     // SAFETY: valid dirfd, NUL-terminated path, and `how` lives across the call.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat2,
-            dir.as_raw_fd(),
+            root_dir.as_raw_fd(),
             c_rel.as_ptr(),
             &how as *const libc::open_how,
             std::mem::size_of::<libc::open_how>(),
@@ -131,8 +155,8 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
 
-    fn my_uid() -> u32 {
-        nix::unistd::geteuid().as_raw()
+    fn me() -> Identity {
+        Identity::user(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
     }
 
     #[test]
@@ -140,7 +164,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("tmp")).unwrap();
         std::fs::write(dir.path().join("tmp/perf-1.map"), b"0x1 0x2 a\n").unwrap();
-        let mut f = open_checked(dir.path(), Path::new("tmp/perf-1.map"), my_uid(), 1024).unwrap();
+        let mut f = open_checked(dir.path(), Path::new("tmp/perf-1.map"), me(), 1024).unwrap();
         assert_eq!(f.fingerprint.size_bytes, 10);
         assert_eq!(read_bounded(&mut f, 1024).unwrap(), b"0x1 0x2 a\n");
     }
@@ -150,7 +174,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("secret"), b"0x1 0x2 a\n").unwrap();
         symlink(dir.path().join("secret"), dir.path().join("perf-1.map")).unwrap();
-        let err = open_checked(dir.path(), Path::new("perf-1.map"), my_uid(), 1024).unwrap_err();
+        let err = open_checked(dir.path(), Path::new("perf-1.map"), me(), 1024).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");
     }
 
@@ -160,11 +184,11 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("perf-1.map"), b"0x1 0x2 a\n").unwrap();
         symlink(outside.path(), dir.path().join("tmp")).unwrap();
-        let err = open_checked(dir.path(), Path::new("tmp/perf-1.map"), my_uid(), 1024).unwrap_err();
+        let err = open_checked(dir.path(), Path::new("tmp/perf-1.map"), me(), 1024).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");
         // `..` is clamped to the root, so the file outside is simply not found.
         let escape = Path::new("../").join(outside.path().file_name().unwrap()).join("perf-1.map");
-        assert!(open_checked(dir.path(), &escape, my_uid(), 1024).is_err());
+        assert!(open_checked(dir.path(), &escape, me(), 1024).is_err());
     }
 
     #[test]
@@ -172,12 +196,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("perf-1.map");
         std::fs::write(&file, vec![b'x'; 2048]).unwrap();
-        let err = open_checked(dir.path(), Path::new("perf-1.map"), my_uid() + 1, 4096).unwrap_err();
-        assert!(matches!(err, Error::Refused { .. }), "{err}");
-        let err = open_checked(dir.path(), Path::new("perf-1.map"), my_uid(), 1024).unwrap_err();
+        let err = open_checked(dir.path(), Path::new("perf-1.map"), me(), 1024).unwrap_err();
         assert!(matches!(err, Error::TooLarge { size_bytes: 2048, .. }), "{err}");
         nix::unistd::mkfifo(&dir.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let err = open_checked(dir.path(), Path::new("fifo"), my_uid(), 1024).unwrap_err();
+        let err = open_checked(dir.path(), Path::new("fifo"), me(), 1024).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");
+    }
+
+    #[test]
+    fn opens_as_the_target_user_and_checks_the_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        let nobody = Identity::user(65534, 65534);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("public"), b"x").unwrap();
+        std::fs::set_permissions(dir.path().join("public"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(dir.path().join("private"), b"x").unwrap();
+        std::fs::set_permissions(dir.path().join("private"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        if !nix::unistd::geteuid().is_root() {
+            // Only root can become another user; CI runs this as root.
+            let err = open_checked(dir.path(), Path::new("public"), nobody, 16).unwrap_err();
+            assert!(matches!(err, Error::AsTarget { .. }), "{err}");
+            return;
+        }
+        // Readable by nobody, but not nobody's: refused as a perf map, fine as a `release`.
+        let err = open_checked(dir.path(), Path::new("public"), nobody, 16).unwrap_err();
+        assert!(matches!(err, Error::Refused { .. }), "{err}");
+        assert!(open_readable(dir.path(), Path::new("public"), nobody, 16).is_ok());
+        // Root's private file stays closed to a job running as nobody: the kernel says no.
+        let err = open_readable(dir.path(), Path::new("private"), nobody, 16).unwrap_err();
+        assert!(matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied), "{err}");
     }
 }

@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use jvm_symbols::{
-    attach, classify, discover, dump_perf_map, flag_from_vm_flags, jcmd, CodeKind, DumpVia, Error, FlagState,
-    Limits, PerfMapFile,
+    attach, classify, discover, dump_perf_map, flag_from_vm_flags, CodeKind, Error, FlagState, Identity, Limits,
+    PerfMapFile,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(15);
@@ -67,7 +67,7 @@ impl Drop for Jvm {
 }
 
 fn assert_map_has_hot_method(jvm: &jvm_symbols::JvmInfo) {
-    let mut map = PerfMapFile::for_jvm(&jvm.proc_dir, jvm.nspid, jvm.uid, Limits::default());
+    let mut map = PerfMapFile::for_jvm(&jvm.proc_dir, jvm.nspid, jvm.identity(), Limits::default());
     assert!(map.refresh().unwrap(), "{} not loaded", map.path().display());
     let index = map.index();
     assert!(index.len() > 50, "only {} entries", index.len());
@@ -91,7 +91,7 @@ fn compiler_perfmap_over_attach() {
     let map_path = jvm.root().join(format!("tmp/perf-{}.map", jvm.nspid));
     let _ = std::fs::remove_file(&map_path);
 
-    assert_eq!(dump_perf_map(&jvm, TIMEOUT).unwrap(), DumpVia::Attach);
+    dump_perf_map(&jvm, TIMEOUT).unwrap();
     assert_map_has_hot_method(&jvm);
     let flags = attach::jcmd(&jvm, "VM.flags", TIMEOUT).unwrap();
     assert_eq!(flag_from_vm_flags(&flags, "PreserveFramePointer"), FlagState::On, "{flags}");
@@ -108,19 +108,14 @@ fn attach_to_a_jvm_of_another_user() {
     let map_path = jvm.root().join(format!("tmp/perf-{}.map", jvm.nspid));
     let _ = std::fs::remove_file(&map_path);
 
-    assert_eq!(dump_perf_map(&jvm, TIMEOUT).unwrap(), DumpVia::Attach);
+    dump_perf_map(&jvm, TIMEOUT).unwrap();
     assert_map_has_hot_method(&jvm);
     // A map owned by someone else than the JVM's user is refused.
-    let mut wrong_owner = PerfMapFile::for_jvm(&jvm.proc_dir, jvm.nspid, 0, Limits::default());
+    let root = Identity { uid: 0, gid: 0, caps: u64::MAX };
+    let mut wrong_owner = PerfMapFile::for_jvm(&jvm.proc_dir, jvm.nspid, root, Limits::default());
     assert!(matches!(wrong_owner.refresh(), Err(Error::Refused { .. })));
     let flags = attach::jcmd(&jvm, "VM.flags", TIMEOUT).unwrap();
     assert_eq!(flag_from_vm_flags(&flags, "PreserveFramePointer"), FlagState::Off);
-
-    // The jcmd fallback finds the JVM's own jcmd and runs it as the JVM's user.
-    std::fs::remove_file(&map_path).unwrap();
-    assert!(jcmd::find_jcmd(&jvm).unwrap().ends_with("bin/jcmd"));
-    jcmd::run_jcmd(&jvm, "Compiler.perfmap", TIMEOUT).unwrap();
-    assert!(map_path.is_file());
     assert!(java.alive());
     let _ = std::fs::remove_file(&map_path);
 }
@@ -157,6 +152,7 @@ fn process_without_sigquit_handler_is_not_signalled() {
         nspid: pid,
         uid: 0,
         gid: 0,
+        cap_permitted: u64::MAX,
         proc_dir: Path::new("/proc").join(pid.to_string()),
         in_container: false,
         java_home: None,

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use jvm_symbols::{classify, short_name, CodeKind, Error, Limits, PerfMapFile};
 
-fn uid() -> u32 {
-    nix::unistd::geteuid().as_raw()
+fn uid() -> jvm_symbols::Identity {
+    jvm_symbols::Identity::user(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
 }
 
 /// Copies a fixture to `<tmp>/tmp/perf-1.map` and loads it.

@@ -20,6 +20,7 @@ pub struct JvmState {
     /// Set after an error that retrying cannot fix (attach disabled, no SIGQUIT handler).
     dump_impossible: bool,
     dump_error_logged: bool,
+    map_refusal_logged: bool,
     pub java_stacks: u64,
     pub cut_stacks: u64,
 }
@@ -45,7 +46,7 @@ impl JvmState {
                 info.preserve_frame_pointer = flag_from_vm_flags(&flags, "PreserveFramePointer");
             }
         }
-        let map = PerfMapFile::for_jvm(&info.proc_dir, info.nspid, info.uid, Limits::default());
+        let map = PerfMapFile::for_jvm(&info.proc_dir, info.nspid, info.identity(), Limits::default());
         let mut state = JvmState {
             info,
             map,
@@ -54,6 +55,7 @@ impl JvmState {
             last_dump: None,
             dump_impossible: false,
             dump_error_logged: false,
+            map_refusal_logged: false,
             java_stacks: 0,
             cut_stacks: 0,
         };
@@ -90,8 +92,8 @@ impl JvmState {
             self.last_dump = Some(Instant::now());
             self.needs_dump = false;
             match dump_perf_map(&self.info, timeout) {
-                Ok(via) => {
-                    log::debug!("JVM {}: perf map dumped via {via:?}", self.info.pid);
+                Ok(()) => {
+                    log::debug!("JVM {}: perf map dumped", self.info.pid);
                     report.dumped = true;
                     self.reread_code_cache();
                 }
@@ -108,6 +110,13 @@ impl JvmState {
         }
         report.reloaded = match self.map.refresh() {
             Ok(reloaded) => reloaded,
+            // A planted or oversized map is worth saying, once per JVM; a missing one is not.
+            Err(e @ (Error::Refused { .. } | Error::TooLarge { .. } | Error::AsTarget { .. })) => {
+                if !std::mem::replace(&mut self.map_refusal_logged, true) {
+                    log::warn!("JVM {}: not reading its perf map: {e}", self.info.pid);
+                }
+                false
+            }
             Err(e) => {
                 log::debug!("JVM {}: {e}", self.info.pid);
                 false
