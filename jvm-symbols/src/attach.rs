@@ -246,16 +246,17 @@ impl<'a> Socket<'a> {
         if st.st_uid != self.jvm.uid {
             return Err(self.untrusted(format!("owned by uid {}, not by the JVM's uid {}", st.st_uid, self.jvm.uid)));
         }
-        if st.st_mode & 0o077 != 0 {
-            return Err(self.untrusted(format!("accessible to group or others (mode {:03o})", st.st_mode & 0o777)));
-        }
         // Connect through the descriptor we checked, not through the name again.
         let via = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
         let stream = match UnixStream::connect(&via) {
             Ok(stream) => stream,
+            // Dead whatever its mode: it is the JVM user's to replace, and HotSpot makes a new one.
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => return Ok(Connect::Dead((st.st_dev, st.st_ino))),
             Err(e) => return Err(Error::io(&self.path, e)),
         };
+        if st.st_mode & 0o077 != 0 {
+            return Err(self.untrusted(format!("accessible to group or others (mode {:03o})", st.st_mode & 0o777)));
+        }
         let peer = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
             .map_err(|e| Error::io(&self.path, io::Error::from(e)))?;
         if peer.pid() as u32 != self.jvm.pid || peer.uid() != self.jvm.uid {

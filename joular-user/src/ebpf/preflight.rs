@@ -35,8 +35,9 @@ pub fn check_privileges(caps: u64) -> Result<(), ProbeError> {
         missing.push("CAP_PERFMON");
     }
     Err(ProbeError::Preflight(format!(
-        "missing {}: run as root (`sudo joular-ebpf ...`) or grant them: \
-         `sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace+ep $(which joular-ebpf)`",
+        "missing {}: run as root (`sudo joular-ebpf ...`) or, to profile your own processes, grant: \
+         `sudo setcap cap_bpf,cap_perfmon,cap_dac_read_search,cap_syslog,cap_checkpoint_restore+ep $(which joular-ebpf)` \
+         (docs/deployment.md says what each is for)",
         missing.join(" and ")
     )))
 }
