@@ -41,9 +41,18 @@ impl ProcFs {
     }
 
     fn stat(&self, pid: u32) -> Option<(String, u64)> {
-        let text = fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
+        let text = read_bounded(&self.root.join(pid.to_string()).join("stat"))?;
         parse_stat(&text)
     }
+}
+
+/// A process's /proc file, at most 64 KiB of it: the kernel writes them, but their length is the
+/// process's doing (cgroup paths, names).
+fn read_bounded(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    fs::File::open(path).ok()?.take(64 << 10).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 impl ProcessTable for ProcFs {
@@ -53,9 +62,7 @@ impl ProcessTable for ProcFs {
         let exe = fs::read_link(dir.join("exe"))
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
-        let cgroup = fs::read_to_string(dir.join("cgroup"))
-            .ok()
-            .and_then(|text| cgroup_path(&text).map(str::to_owned));
+        let cgroup = read_bounded(&dir.join("cgroup")).and_then(|text| cgroup_path(&text).map(str::to_owned));
         let container_id = cgroup.as_deref().and_then(container_id);
         Some(ProcessLabels {
             pid,
