@@ -9,6 +9,7 @@ pub mod attach;
 pub mod discovery;
 pub mod dump;
 pub mod error;
+pub mod hotspot;
 pub mod index;
 pub mod jcmd;
 pub mod maps;
