@@ -10,7 +10,11 @@
 //! recorded segments for tests and fixtures.
 
 pub mod error;
+pub mod libjvm;
 pub mod memory;
+pub mod vmstructs;
 
 pub use error::HotspotError;
+pub use libjvm::{locate_tables, TableSymbols};
 pub use memory::{MemoryReader, ProcessMemory, ReadError, RecordingReader, SegmentsMemory};
+pub use vmstructs::VmStructs;
