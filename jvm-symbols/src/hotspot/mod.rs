@@ -9,12 +9,20 @@
 //! All target memory goes through [`MemoryReader`]: `process_vm_readv` for a live pid,
 //! recorded segments for tests and fixtures.
 
+pub mod codecache;
 pub mod error;
+pub mod jvm;
+pub mod layout;
 pub mod libjvm;
 pub mod memory;
+pub mod method;
+pub mod scopes;
+pub mod stream;
 pub mod vmstructs;
 
 pub use error::HotspotError;
+pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses};
 pub use libjvm::{locate_tables, TableSymbols};
 pub use memory::{MemoryReader, ProcessMemory, ReadError, RecordingReader, SegmentsMemory};
+pub use method::JavaMethod;
 pub use vmstructs::VmStructs;
