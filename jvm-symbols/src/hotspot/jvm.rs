@@ -29,8 +29,9 @@ pub struct JavaFrame {
     /// The `Method*` (what an eBPF sampler records for interpreted frames).
     pub method_ptr: u64,
     pub method: Arc<JavaMethod>,
-    /// -1 when unknown.
-    pub bci: i32,
+    /// -1 at the method entry; `None` when unknown (no debug info at this pc, or a bcp
+    /// outside the method's bytecodes).
+    pub bci: Option<i32>,
     pub line: Option<u32>,
     pub kind: FrameKind,
 }
@@ -166,8 +167,8 @@ impl<R: MemoryReader> HotspotJvm<R> {
     /// An interpreted frame from the `Method*` and bcp read from its frame slots.
     pub fn interpreted_frame(&mut self, m: u64, bcp: u64) -> Option<JavaFrame> {
         let method = self.method(m)?;
-        let bci = method.bci_of_bcp(bcp).unwrap_or(-1);
-        let line = (bci >= 0).then(|| method.line_for_bci(bci)).flatten();
+        let bci = method.bci_of_bcp(bcp);
+        let line = bci.and_then(|b| method.line_for_bci(b));
         Some(JavaFrame {
             method_ptr: m,
             method,
@@ -239,7 +240,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
         };
         let scopes = match self.debug_info(&blob, method, compile_id) {
             Some(info) => info.frames_at(pc),
-            None => vec![super::scopes::ScopeFrame { method, bci: -1 }],
+            None => vec![super::scopes::ScopeFrame { method, bci: None }],
         };
         let last = scopes.len() - 1;
         let mut frames = Vec::with_capacity(scopes.len());
@@ -252,7 +253,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
                     CodeAt::Java(frames)
                 };
             };
-            let line = (s.bci >= 0).then(|| m.line_for_bci(s.bci)).flatten();
+            let line = s.bci.and_then(|b| m.line_for_bci(b));
             frames.push(JavaFrame {
                 method_ptr: s.method,
                 method: m,

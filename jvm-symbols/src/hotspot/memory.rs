@@ -233,6 +233,11 @@ impl<R: MemoryReader> RecordingReader<R> {
         }
     }
 
+    /// The wrapped reader (reads through it are not recorded).
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+
     /// Everything read so far.
     pub fn recorded(&self) -> SegmentsMemory {
         self.recorded

@@ -36,7 +36,7 @@ impl JavaMethod {
     }
 
     pub fn line_for_bci(&self, bci: i32) -> Option<u32> {
-        // The entry bci (-1) is attributed to the first line, as HotSpot does for bci 0.
+        // The entry bci (-1) is on the line of bci 0, as `Method::line_number_from_bci` has it.
         line_for_bci(&self.lines, bci.max(0) as u32)
     }
 
@@ -129,13 +129,8 @@ fn is_method_handle_intrinsic(
     let Some(constants) = l.instance_klass_constants else {
         return Ok(false);
     };
-    if reader.read_u64(holder + constants)? == pool {
-        return Ok(false);
-    }
-    Ok(
-        read_symbol(reader, l, reader.read_u64(holder + l.klass_name)?)?
-            == "java/lang/invoke/MethodHandle",
-    )
+    let class = read_symbol(reader, l, reader.read_u64(holder + l.klass_name)?)?;
+    Ok(class == "java/lang/invoke/MethodHandle" && reader.read_u64(holder + constants)? != pool)
 }
 
 fn read_line_table(

@@ -11,6 +11,7 @@
 
 pub mod codecache;
 pub mod error;
+pub mod fixture;
 pub mod jvm;
 pub mod layout;
 pub mod libjvm;

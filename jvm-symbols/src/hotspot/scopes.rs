@@ -21,8 +21,8 @@ const MAX_INLINE_DEPTH: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScopeFrame {
     pub method: u64,
-    /// -1 when unknown (method entry, or a pc with no scope).
-    pub bci: i32,
+    /// -1 at the method entry; `None` when no scope describes the pc.
+    pub bci: Option<i32>,
 }
 
 /// An nmethod's debug information, read once.
@@ -93,7 +93,7 @@ impl NmethodDebugInfo {
     pub fn frames_at(&self, pc: u64) -> Vec<ScopeFrame> {
         let fallback = vec![ScopeFrame {
             method: self.method,
-            bci: -1,
+            bci: None,
         }];
         let Some(offset) = pc
             .checked_sub(self.code_begin)
@@ -120,7 +120,10 @@ impl NmethodDebugInfo {
             if method == 0 {
                 break;
             }
-            frames.push(ScopeFrame { method, bci: h.bci });
+            frames.push(ScopeFrame {
+                method,
+                bci: Some(h.bci),
+            });
             // Senders are always written before their callees: a pointer that does not go
             // back is corrupt, and would loop.
             if h.sender_decode_offset >= at {
@@ -217,11 +220,11 @@ mod tests {
                 .unwrap();
             let outer = ScopeFrame {
                 method: 0xAAAA_0000,
-                bci: 12,
+                bci: Some(12),
             };
             let inner = ScopeFrame {
                 method: 0xBBBB_0000,
-                bci: 3,
+                bci: Some(3),
             };
             assert_eq!(info.frames_at(code + 0x20), [outer]);
             assert_eq!(
@@ -233,7 +236,7 @@ mod tests {
             assert_eq!(info.frames_at(code + 0x10), [outer]);
             let entry_only = [ScopeFrame {
                 method: 0xAAAA_0000,
-                bci: -1,
+                bci: None,
             }];
             assert_eq!(
                 info.frames_at(code + 0x41),
