@@ -38,16 +38,8 @@ pub fn run(sel: Selection) -> anyhow::Result<()> {
         crate::host_bench::soak(&bin, &java, seconds)?;
     }
     if !sel.overhead_only && !sel.host_only && !sel.soak_only {
-        status(
-            Command::new(env!("CARGO"))
-                .args(["bench", "-p", "jvm-symbols"])
-                .current_dir(root()),
-        )?;
-        status(
-            Command::new(env!("CARGO"))
-                .args(["bench", "-p", "joular-user"])
-                .current_dir(root()),
-        )?;
+        status(Command::new(env!("CARGO")).args(["bench", "-p", "jvm-symbols"]).current_dir(root()))?;
+        status(Command::new(env!("CARGO")).args(["bench", "-p", "joular-user"]).current_dir(root()))?;
     }
     Ok(())
 }
@@ -62,25 +54,16 @@ fn overhead(bin: &Path, java: &Path) -> anyhow::Result<()> {
         base_ops.push(ops as f64);
         let (ops, profiler_cpu) = run_jvm(java, Some(bin))?;
         let (cpu_s, wall_s) = profiler_cpu.context("profiler did not run")?;
-        eprintln!(
-            "round {round}: profiled ops {ops}, profiler CPU {cpu_s:.3} s over {wall_s:.2} s"
-        );
+        eprintln!("round {round}: profiled ops {ops}, profiler CPU {cpu_s:.3} s over {wall_s:.2} s");
         prof_ops.push(ops as f64);
         cpu_per_s.push(cpu_s / wall_s);
     }
-    let (b, p, c) = (
-        median(&mut base_ops),
-        median(&mut prof_ops),
-        median(&mut cpu_per_s),
-    );
+    let (b, p, c) = (median(&mut base_ops), median(&mut prof_ops), median(&mut cpu_per_s));
     println!("\n== overhead: busy JVM ({JVM_THREADS} threads, {JVM_SECONDS} s), 100 Hz, medians of {ROUNDS} ==");
     println!("JVM throughput alone       {b:>14.0} ops");
     println!("JVM throughput profiled    {p:>14.0} ops");
     println!("throughput ratio (prof/alone)  {:.4}", p / b);
-    println!(
-        "profiler CPU per profiled second  {c:.4} s/s ({:.2}% of one CPU)",
-        c * 100.0
-    );
+    println!("profiler CPU per profiled second  {c:.4} s/s ({:.2}% of one CPU)", c * 100.0);
     Ok(())
 }
 
@@ -90,11 +73,7 @@ fn run_jvm(java: &Path, profiler: Option<&Path>) -> anyhow::Result<(u64, Option<
     let jvm = Command::new("java")
         .args(["-XX:+PreserveFramePointer", "-cp"])
         .arg(java)
-        .args([
-            "Throughput",
-            &JVM_SECONDS.to_string(),
-            &JVM_THREADS.to_string(),
-        ])
+        .args(["Throughput", &JVM_SECONDS.to_string(), &JVM_THREADS.to_string()])
         .stdout(Stdio::piped())
         .spawn()
         .context("starting java")?;

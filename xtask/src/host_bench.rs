@@ -60,9 +60,7 @@ fn spawn_spinner(threads: usize, seconds: f64) -> anyhow::Result<Child> {
 }
 
 fn workload(seconds: f64) -> anyhow::Result<Vec<Child>> {
-    (0..PROCESSES)
-        .map(|_| spawn_spinner(THREADS_PER_PROCESS, seconds))
-        .collect()
+    (0..PROCESSES).map(|_| spawn_spinner(THREADS_PER_PROCESS, seconds)).collect()
 }
 
 fn iterations(children: Vec<Child>) -> anyhow::Result<u64> {
@@ -81,9 +79,7 @@ fn iterations(children: Vec<Child>) -> anyhow::Result<u64> {
 
 /// CPU time of every thread of `pid` so far, in seconds (schedstat: ns, not 10 ms ticks).
 fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0.0;
-    };
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0.0 };
     tasks
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
@@ -93,9 +89,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 }
 
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// `serve` at nice -10. Deployed, the daemon has its own cgroup (systemd unit, pod), which the
@@ -106,13 +100,7 @@ fn serve(bin: &Path, duration_s: f64, profile_dir: &Path, log: &Path) -> anyhow:
     Command::new("nice")
         .args(["-n", "-10"])
         .arg(bin)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{}", free_port()?),
-            "--duration",
-            &duration_s.to_string(),
-        ])
+        .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port()?), "--duration", &duration_s.to_string()])
         .arg("--profile-dir")
         .arg(profile_dir)
         .args(["--profile-interval", "10"])
@@ -125,12 +113,7 @@ fn serve(bin: &Path, duration_s: f64, profile_dir: &Path, log: &Path) -> anyhow:
 /// Cycles the daemon completed, from its end summary (`== joular-ebpf summary: N cycles, ...`).
 fn cycles_done(log: &Path) -> Option<u64> {
     let out = std::fs::read_to_string(log.with_extension("out")).ok()?;
-    out.lines()
-        .find_map(|l| l.strip_prefix("== joular-ebpf summary: "))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    out.lines().find_map(|l| l.strip_prefix("== joular-ebpf summary: "))?.split_whitespace().next()?.parse().ok()
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -140,8 +123,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 pub fn overhead(bin: &Path) -> anyhow::Result<()> {
     let scratch = tempdir("host-bench")?;
-    let (mut base, mut prof, mut steady, mut total) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut base, mut prof, mut steady, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
         let b = iterations(workload(WORKLOAD_SECONDS)?)?;
         eprintln!("round {round}: baseline {b} iterations");
@@ -170,12 +152,7 @@ pub fn overhead(bin: &Path) -> anyhow::Result<()> {
         steady.push(steady_share);
         total.push(run_cpu / wall);
     }
-    let (b, p, s, t) = (
-        median(&mut base),
-        median(&mut prof),
-        median(&mut steady),
-        median(&mut total),
-    );
+    let (b, p, s, t) = (median(&mut base), median(&mut prof), median(&mut steady), median(&mut total));
     println!(
         "\n== host mode: `serve` with {PROCESSES} processes x {THREADS_PER_PROCESS} threads busy on {} CPUs, 100 Hz, medians of {ROUNDS} ==",
         std::thread::available_parallelism().map_or(0, |n| n.get())
@@ -183,14 +160,8 @@ pub fn overhead(bin: &Path) -> anyhow::Result<()> {
     println!("workload iterations alone         {b:>16.0}");
     println!("workload iterations profiled      {p:>16.0}");
     println!("throughput ratio (prof/alone)     {:.4}", p / b);
-    println!(
-        "profiler CPU, steady state        {:.2}% of one CPU (target < 2%)",
-        s * 100.0
-    );
-    println!(
-        "profiler CPU, whole run           {:.2}% of one CPU (includes eBPF load and shutdown)",
-        t * 100.0
-    );
+    println!("profiler CPU, steady state        {:.2}% of one CPU (target < 2%)", s * 100.0);
+    println!("profiler CPU, whole run           {:.2}% of one CPU (includes eBPF load and shutdown)", t * 100.0);
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }
@@ -222,11 +193,7 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
             let (mut spawned, mut running) = (0u64, Vec::<Child>::new());
             let exe = std::env::current_exe().unwrap_or_default();
             while !stop.load(Ordering::Relaxed) {
-                if let Ok(c) = Command::new(&exe)
-                    .args(["spin", "2", "0.02"])
-                    .stdout(Stdio::null())
-                    .spawn()
-                {
+                if let Ok(c) = Command::new(&exe).args(["spin", "2", "0.02"]).stdout(Stdio::null()).spawn() {
                     running.push(c);
                     spawned += 1;
                 }
@@ -276,37 +243,17 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     if !status.success() {
         bail!("serve failed ({status}); log: {}", log.display());
     }
-    let warm: Vec<(f64, f64)> = samples
-        .iter()
-        .copied()
-        .filter(|(t, _)| *t >= 60.0)
-        .collect();
+    let warm: Vec<(f64, f64)> = samples.iter().copied().filter(|(t, _)| *t >= 60.0).collect();
     let slope_kib_per_s = slope(&warm);
     let first = warm.first().map_or(0.0, |s| s.1);
     let last = warm.last().map_or(0.0, |s| s.1);
     let max = samples.iter().map(|s| s.1).fold(0.0, f64::max);
     println!("\n== soak: `serve` for {seconds:.0} s, {PROCESSES}x{THREADS_PER_PROCESS} busy threads, a JVM, {churned} short-lived processes, {churned_threads} short-lived threads ==");
-    println!(
-        "RSS after warm-up {:.1} MiB, at the end {:.1} MiB, peak {:.1} MiB",
-        first / 1024.0,
-        last / 1024.0,
-        max / 1024.0
-    );
-    println!(
-        "RSS slope after 60 s: {:.1} KiB/min ({:.2}% of the warm RSS per hour)",
-        slope_kib_per_s * 60.0,
-        100.0 * slope_kib_per_s * 3600.0 / first.max(1.0)
-    );
+    println!("RSS after warm-up {:.1} MiB, at the end {:.1} MiB, peak {:.1} MiB", first / 1024.0, last / 1024.0, max / 1024.0);
+    println!("RSS slope after 60 s: {:.1} KiB/min ({:.2}% of the warm RSS per hour)", slope_kib_per_s * 60.0, 100.0 * slope_kib_per_s * 3600.0 / first.max(1.0));
     // Allocator arenas grow in steps at load peaks, then flatten: the second half shows the trend.
-    let half: Vec<(f64, f64)> = samples
-        .iter()
-        .copied()
-        .filter(|(t, _)| *t >= seconds / 2.0)
-        .collect();
-    println!(
-        "RSS slope over the second half: {:.1} KiB/min",
-        slope(&half) * 60.0
-    );
+    let half: Vec<(f64, f64)> = samples.iter().copied().filter(|(t, _)| *t >= seconds / 2.0).collect();
+    println!("RSS slope over the second half: {:.1} KiB/min", slope(&half) * 60.0);
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }
@@ -317,10 +264,7 @@ fn slope(points: &[(f64, f64)]) -> f64 {
     if n < 2.0 {
         return 0.0;
     }
-    let (mx, my) = (
-        points.iter().map(|p| p.0).sum::<f64>() / n,
-        points.iter().map(|p| p.1).sum::<f64>() / n,
-    );
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
     let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
     let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
     if sxx == 0.0 {
@@ -332,14 +276,7 @@ fn slope(points: &[(f64, f64)]) -> f64 {
 
 fn rss_kib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
+    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 fn sleep_until(start: Instant, at_s: f64) {

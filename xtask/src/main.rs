@@ -68,20 +68,11 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::ensure(),
         Task::Demo { seconds } => demo::run(seconds),
         Task::Test { filter } => test::run(filter.as_deref()),
-        Task::Bench {
-            overhead_only,
-            host_only,
-            soak,
-            soak_only,
-        } => bench::run(bench::Selection {
+        Task::Bench { overhead_only, host_only, soak, soak_only } => bench::run(bench::Selection {
             overhead_only,
             host_only,
             soak_only,
-            soak_s: if soak_only {
-                soak.or(Some(600.0))
-            } else {
-                soak
-            },
+            soak_s: if soak_only { soak.or(Some(600.0)) } else { soak },
         }),
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),

@@ -7,24 +7,17 @@ use anyhow::{bail, Context as _};
 
 /// The workspace root (xtask lives one level below it).
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask has a parent")
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
 }
 
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
 }
 
 /// Runs a command, echoing it, and fails with its exit status.
 pub fn status(cmd: &mut Command) -> anyhow::Result<()> {
     eprintln!("+ {}", show(cmd));
-    let st = cmd
-        .status()
-        .with_context(|| format!("cannot run {}", show(cmd)))?;
+    let st = cmd.status().with_context(|| format!("cannot run {}", show(cmd)))?;
     if !st.success() {
         bail!("`{}` failed ({st})", show(cmd));
     }
@@ -34,9 +27,7 @@ pub fn status(cmd: &mut Command) -> anyhow::Result<()> {
 /// Runs a command and returns its stdout, or None if it cannot run or fails.
 pub fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn show(cmd: &Command) -> String {
@@ -67,17 +58,6 @@ pub fn compile_java() -> anyhow::Result<PathBuf> {
 
 /// Builds the profiler (release) and returns the binary's path.
 pub fn build_profiler() -> anyhow::Result<PathBuf> {
-    status(
-        Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "joular-user",
-                "--bin",
-                "joular-ebpf",
-            ])
-            .current_dir(root()),
-    )?;
+    status(Command::new(env!("CARGO")).args(["build", "--release", "-p", "joular-user", "--bin", "joular-ebpf"]).current_dir(root()))?;
     Ok(target_dir().join("release/joular-ebpf"))
 }

@@ -19,14 +19,8 @@ pub fn ensure() -> anyhow::Result<()> {
 }
 
 fn ensure_rust_src() -> anyhow::Result<()> {
-    let installed = output(Command::new("rustup").args([
-        "component",
-        "list",
-        "--toolchain",
-        "nightly",
-        "--installed",
-    ]))
-    .context("`rustup` and a nightly toolchain are needed: `rustup toolchain install nightly`")?;
+    let installed = output(Command::new("rustup").args(["component", "list", "--toolchain", "nightly", "--installed"]))
+        .context("`rustup` and a nightly toolchain are needed: `rustup toolchain install nightly`")?;
     if installed.lines().any(|l| l.starts_with("rust-src")) {
         return Ok(());
     }
@@ -48,10 +42,7 @@ fn nightly_llvm(sysroot: &Path) -> anyhow::Result<(PathBuf, String)> {
             return Ok((sysroot.join("lib").join(&name), major));
         }
     }
-    bail!(
-        "no libLLVM.so.* in {}/lib: the nightly toolchain looks incomplete",
-        sysroot.display()
-    )
+    bail!("no libLLVM.so.* in {}/lib: the nightly toolchain looks incomplete", sysroot.display())
 }
 
 fn ensure_bpf_linker() -> anyhow::Result<()> {
@@ -60,13 +51,8 @@ fn ensure_bpf_linker() -> anyhow::Result<()> {
     let stamp = crate::run::target_dir().join("xtask-bpf-linker.stamp");
     let want = format!("{BPF_LINKER_VERSION} {}", llvm_lib.display());
     let have = output(Command::new("bpf-linker").arg("--version"));
-    if have
-        .as_deref()
-        .is_some_and(|v| v.contains(BPF_LINKER_VERSION))
-        && std::fs::read_to_string(&stamp)
-            .ok()
-            .as_deref()
-            .is_none_or(|s| s == want)
+    if have.as_deref().is_some_and(|v| v.contains(BPF_LINKER_VERSION))
+        && std::fs::read_to_string(&stamp).ok().as_deref().is_none_or(|s| s == want)
     {
         return Ok(());
     }
@@ -76,25 +62,14 @@ fn ensure_bpf_linker() -> anyhow::Result<()> {
     let prefix = crate::run::target_dir().join("llvm-prefix");
     let lib = prefix.join("lib");
     std::fs::create_dir_all(&lib)?;
-    for name in [
-        "libLLVM.so".to_string(),
-        llvm_lib.file_name().unwrap().to_string_lossy().into_owned(),
-    ] {
+    for name in ["libLLVM.so".to_string(), llvm_lib.file_name().unwrap().to_string_lossy().into_owned()] {
         let link = lib.join(name);
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&llvm_lib, &link)?;
     }
     status(
         Command::new(env!("CARGO"))
-            .args([
-                "install",
-                "bpf-linker",
-                "--force",
-                "--version",
-                BPF_LINKER_VERSION,
-                "--no-default-features",
-                "--features",
-            ])
+            .args(["install", "bpf-linker", "--force", "--version", BPF_LINKER_VERSION, "--no-default-features", "--features"])
             .arg(format!("llvm-{llvm_major}"))
             .env("LLVM_PREFIX", &prefix),
     )?;
