@@ -157,10 +157,21 @@ fn check_pc_lookup(jdk: u32) {
     );
     let interp_blob = jvm.blob_at(manifest.interpreter_pc.unwrap()).unwrap();
     assert_eq!(interp_blob.name, "Interpreter");
-    match jvm.code_at(manifest.stub_pc.unwrap()) {
-        CodeAt::Blob(name) => assert!(name.starts_with("StubRoutines"), "{name}"),
-        other => panic!("JDK {jdk}: stub pc gave {other:?}"),
-    }
+    // The call stub's return address: the bottom of every Java stack.
+    let stub_pc = manifest.stub_pc.unwrap();
+    assert_eq!(
+        jvm.code_at(stub_pc),
+        CodeAt::Blob("StubRoutines::call_stub".into())
+    );
+    assert!(jvm
+        .blob_at(stub_pc)
+        .unwrap()
+        .name
+        .starts_with("StubRoutines ("));
+    assert_eq!(
+        jvm.code_at(manifest.adapter_pc.unwrap()),
+        CodeAt::Blob("I2C/C2I adapters".into())
+    );
     // Outside every heap.
     assert_eq!(jvm.code_at(0x1000), CodeAt::NotCode);
 }

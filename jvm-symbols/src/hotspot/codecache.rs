@@ -185,3 +185,66 @@ pub fn interpreter_bounds(
     let limit = l.stub_queue_limit.read(reader, queue)?;
     Ok((start, start + limit))
 }
+
+/// Entry points of the named `StubRoutines`, sorted by address: (entry, name). Fields still
+/// null (stubs this CPU does not get) are left out.
+pub fn stub_entries(reader: &impl MemoryReader, fields: &[(String, u64)]) -> Vec<(u64, String)> {
+    let mut entries: Vec<(u64, String)> = fields
+        .iter()
+        .filter_map(|(name, field)| {
+            reader
+                .read_u64(*field)
+                .ok()
+                .filter(|&e| e != 0)
+                .map(|e| (e, name.clone()))
+        })
+        .collect();
+    entries.sort();
+    entries
+}
+
+/// The stub a pc in a `StubRoutines` blob belongs to: the nearest entry at or below it
+/// inside the blob's code. Stubs are generated one after another, so the next entry is the
+/// end of the previous stub (helpers without an exported entry are named after the stub
+/// before them).
+pub fn stub_name<'a>(entries: &'a [(u64, String)], blob: &CodeBlob, pc: u64) -> Option<&'a str> {
+    let idx = entries.partition_point(|(e, _)| *e <= pc);
+    let (entry, name) = entries.get(idx.checked_sub(1)?)?;
+    (*entry >= blob.code_begin).then_some(name.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stub_names_come_from_the_nearest_entry_inside_the_blob() {
+        let entries = vec![
+            (0x900, "StubRoutines::elsewhere".to_owned()),
+            (0x1010, "StubRoutines::call_stub".to_owned()),
+            (0x1200, "StubRoutines::jbyte_arraycopy".to_owned()),
+        ];
+        let blob = CodeBlob {
+            address: 0xf00,
+            size_bytes: 0x1000,
+            code_begin: 0x1000,
+            name: "StubRoutines (1)".into(),
+            kind: BlobKind::Other,
+        };
+        assert_eq!(
+            stub_name(&entries, &blob, 0x1010),
+            Some("StubRoutines::call_stub")
+        );
+        assert_eq!(
+            stub_name(&entries, &blob, 0x11ff),
+            Some("StubRoutines::call_stub")
+        );
+        assert_eq!(
+            stub_name(&entries, &blob, 0x1300),
+            Some("StubRoutines::jbyte_arraycopy")
+        );
+        // Before the blob's first entry: the nearest entry is outside the blob.
+        assert_eq!(stub_name(&entries, &blob, 0x1008), None);
+        assert_eq!(stub_name(&[], &blob, 0x1008), None);
+    }
+}

@@ -4,7 +4,8 @@
 //!
 //! `manifest.txt` lines: `version <major.minor.security+build>`, `symbol <name> <addr>`,
 //! `nmethod <addr>` (the workload's nmethods), `pc <addr>` (queried with `code_at`),
-//! `interpreter_pc <addr>`, `stub_pc <addr>`. `memory.bin` is [`SegmentsMemory::to_bytes`].
+//! `interpreter_pc <addr>`, `stub_pc <addr>` (the call stub's return address),
+//! `adapter_pc <addr>` (an I2C/C2I adapter). `memory.bin` is [`SegmentsMemory::to_bytes`].
 
 use std::fmt::Write as _;
 
@@ -23,6 +24,7 @@ pub struct Manifest {
     pub pcs: Vec<u64>,
     pub interpreter_pc: Option<u64>,
     pub stub_pc: Option<u64>,
+    pub adapter_pc: Option<u64>,
 }
 
 fn hex(s: &str) -> Option<u64> {
@@ -47,6 +49,9 @@ impl Manifest {
         if let Some(pc) = self.stub_pc {
             let _ = writeln!(out, "stub_pc {pc:#x}");
         }
+        if let Some(pc) = self.adapter_pc {
+            let _ = writeln!(out, "adapter_pc {pc:#x}");
+        }
         out
     }
 
@@ -67,6 +72,7 @@ impl Manifest {
                 ["pc", a] => m.pcs.push(hex(a).ok_or_else(bad)?),
                 ["interpreter_pc", a] => m.interpreter_pc = Some(hex(a).ok_or_else(bad)?),
                 ["stub_pc", a] => m.stub_pc = Some(hex(a).ok_or_else(bad)?),
+                ["adapter_pc", a] => m.adapter_pc = Some(hex(a).ok_or_else(bad)?),
                 _ => return Err(bad()),
             }
         }
@@ -79,7 +85,8 @@ const MAX_BLOCKS: usize = 1 << 16;
 
 /// Runs the fixture queries against `reader` (a live JVM) and returns what they read: the
 /// tables, every nmethod whose holder class is `class` (each PcDesc's pc queried, which
-/// covers inlined scopes and line tables), one interpreter pc and one `StubRoutines` pc.
+/// covers inlined scopes and line tables), one interpreter pc, the call stub's return
+/// address and one adapter pc.
 pub fn record<R: MemoryReader>(
     reader: R,
     symbols: &TableSymbols,
@@ -113,9 +120,9 @@ pub fn record<R: MemoryReader>(
             match blob.kind {
                 BlobKind::Nmethod { method, .. } => found.push((blob, method)),
                 BlobKind::Other
-                    if blob.name.starts_with("StubRoutines") && manifest.stub_pc.is_none() =>
+                    if blob.name == "I2C/C2I adapters" && manifest.adapter_pc.is_none() =>
                 {
-                    manifest.stub_pc = Some(blob.code_begin);
+                    manifest.adapter_pc = Some(blob.code_begin);
                 }
                 BlobKind::Other => {}
             }
@@ -148,13 +155,18 @@ pub fn record<R: MemoryReader>(
             .push(blob.code_begin + (blob.address + blob.size_bytes - blob.code_begin) / 2);
     }
     manifest.interpreter_pc = jvm.interpreter_bounds().map(|(lo, hi)| lo + (hi - lo) / 2);
-    // The replayed queries, in the order the tests make them.
-    for pc in manifest
-        .pcs
+    manifest.stub_pc = layout
+        .stub_entry_fields
         .iter()
-        .chain(&manifest.interpreter_pc)
-        .chain(&manifest.stub_pc)
-    {
+        .find(|(name, _)| name == "StubRoutines::call_stub")
+        .and_then(|(_, field)| rec.inner().read_u64(*field).ok());
+    // The replayed queries, in the order the tests make them.
+    let singles = [
+        manifest.interpreter_pc,
+        manifest.stub_pc,
+        manifest.adapter_pc,
+    ];
+    for pc in manifest.pcs.iter().chain(singles.iter().flatten()) {
         jvm.code_at(*pc);
         jvm.blob_at(*pc);
     }
@@ -174,6 +186,7 @@ mod tests {
             pcs: vec![0x10, 0x20],
             interpreter_pc: Some(0x30),
             stub_pc: None,
+            adapter_pc: Some(0x40),
             ..Manifest::default()
         };
         m.symbols.addrs.insert("gHotSpotVMStructs".into(), 0x1234);

@@ -43,8 +43,9 @@ pub enum CodeAt {
     Java(Vec<JavaFrame>),
     /// The template interpreter: the method is in the frame, not in the pc.
     Interpreter,
-    /// Other code-cache code, by blob name (`StubRoutines (1)`, `I2C/C2I adapters`, an
-    /// nmethod whose `Method*` cannot be read shows as `nmethod`).
+    /// Other code-cache code: a `StubRoutines::<stub>` name when the pc follows a known
+    /// stub entry, else the blob name (`StubRoutines (1)`, `I2C/C2I adapters`,
+    /// `_new_array_Java`; an nmethod whose `Method*` cannot be read shows as `nmethod`).
     Blob(String),
     /// Not in the code cache (libjvm, libc, ... or freed code).
     NotCode,
@@ -74,6 +75,7 @@ pub struct HotspotJvm<R> {
     layout: Layout,
     heaps: Vec<CodeHeap>,
     interpreter: Option<(u64, u64)>,
+    stubs: Vec<(u64, String)>,
     methods: HashMap<u64, Arc<JavaMethod>>,
     nmethods: HashMap<u64, (u32, Arc<NmethodDebugInfo>)>,
     misses: Misses,
@@ -96,6 +98,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             layout,
             heaps: Vec::new(),
             interpreter: None,
+            stubs: Vec::new(),
             methods: HashMap::new(),
             nmethods: HashMap::new(),
             misses: Misses::default(),
@@ -133,6 +136,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             }
             self.interpreter = codecache::interpreter_bounds(&self.reader, code).ok();
         }
+        self.stubs = codecache::stub_entries(&self.reader, &self.layout.stub_entry_fields);
     }
 
     /// The method at `m`, checked (see [`super::method`]); `None` is a counted miss.
@@ -236,6 +240,11 @@ impl<R: MemoryReader> HotspotJvm<R> {
             return CodeAt::NotCode;
         };
         let BlobKind::Nmethod { method, compile_id } = blob.kind else {
+            if blob.name.starts_with("StubRoutines") {
+                if let Some(name) = codecache::stub_name(&self.stubs, &blob, pc) {
+                    return CodeAt::Blob(name.to_owned());
+                }
+            }
             return CodeAt::Blob(blob.name);
         };
         let scopes = match self.debug_info(&blob, method, compile_id) {

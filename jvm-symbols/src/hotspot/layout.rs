@@ -128,6 +128,9 @@ pub struct Layout {
     pub scopes: Option<ScopesLayout>,
     /// Frame slots of an interpreted frame, in words from fp (see the module docs).
     pub interpreter_frame: InterpreterFrame,
+    /// `StubRoutines::_<name>` static `address` fields: (name, address of the field). Their
+    /// values, read once the JVM has generated its stubs, are the stubs' entry points.
+    pub stub_entry_fields: Vec<(String, u64)>,
 }
 
 /// Where an x86_64 interpreter frame keeps its `Method*` and bcp, in words relative to fp.
@@ -207,6 +210,7 @@ impl Layout {
             code: code_layout(&l).ok(),
             scopes: scopes_layout(&l).ok(),
             interpreter_frame: interpreter_frame(vm),
+            stub_entry_fields: stub_entry_fields(vm),
         })
     }
 }
@@ -323,6 +327,25 @@ fn scopes_layout(l: &Lookup) -> Result<ScopesLayout, HotspotError> {
         pc_desc_pc_offset: l.field("PcDesc", &["_pc_offset"])?,
         pc_desc_scope_decode_offset: l.field("PcDesc", &["_scope_decode_offset"])?,
     })
+}
+
+fn stub_entry_fields(vm: &VmStructs) -> Vec<(String, u64)> {
+    let mut fields: Vec<(String, u64)> = vm
+        .fields
+        .iter()
+        .filter(|((ty, _), f)| {
+            ty == "StubRoutines" && f.is_static && f.type_string == "address" && f.address != 0
+        })
+        .map(|((_, name), f)| {
+            // The call stub is known by its return address, the pc a sample sees.
+            let name = name
+                .trim_start_matches('_')
+                .trim_end_matches("_return_address");
+            (format!("StubRoutines::{name}"), f.address)
+        })
+        .collect();
+    fields.sort();
+    fields
 }
 
 /// x86_64 `frame_x86.hpp`: `interpreter_frame_method_offset = last_sp_offset - 1`, then
