@@ -2,6 +2,9 @@
 //! indexing, the HotSpot attach protocol (no JDK tools needed), and JVM discovery,
 //! containers included. No aya, no root needed for the tests.
 //!
+//! [`hotspot`] reads HotSpot's introspection tables from outside the JVM to name
+//! interpreted, inlined and compiled frames without a perf map.
+//!
 //! Typical use: [`discover`] a PID, [`dump_perf_map`], then keep a [`PerfMapFile`] and
 //! [`PerfMapFile::refresh`] it; [`names`] tells Java methods from stubs.
 

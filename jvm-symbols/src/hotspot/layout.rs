@@ -15,6 +15,15 @@ pub struct Field {
 }
 
 impl Field {
+    /// The field's value in an object already read into `bytes`.
+    pub fn get(&self, bytes: &[u8]) -> Option<u64> {
+        let start = usize::try_from(self.offset).ok()?;
+        let b = bytes.get(start..start.checked_add(self.size_bytes)?)?;
+        let mut v = [0u8; 8];
+        v.get_mut(..b.len())?.copy_from_slice(b);
+        Some(u64::from_le_bytes(v))
+    }
+
     pub fn read(&self, reader: &impl MemoryReader, object: u64) -> Result<u64, super::ReadError> {
         reader.read_uint(object.wrapping_add(self.offset), self.size_bytes)
     }

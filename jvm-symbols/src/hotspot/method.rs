@@ -8,7 +8,7 @@
 //! this very `Method*` (at `ConstMethod::_method_idnum`, or anywhere after a redefinition).
 //! ConstMethod has no back-pointer field of its own; this array is the back-pointer.
 
-use super::layout::MethodLayout;
+use super::layout::{Field, MethodLayout};
 use super::memory::{MemoryReader, ReadError};
 use super::stream::{decode_line_table, line_for_bci, Encoding, LineEntry};
 
@@ -69,14 +69,38 @@ const MAX_METHODS: u64 = 65536;
 const LINE_TABLE_CHUNK: usize = 256;
 const MAX_LINE_TABLE_CHUNKS: usize = 64;
 
+/// Bytes of a symbol's body read together with its header; longer names take a second read.
+const SYMBOL_FIRST_READ: usize = 96;
+
 pub fn read_symbol(
     reader: &impl MemoryReader,
     l: &MethodLayout,
     symbol: u64,
 ) -> Result<String, ReadError> {
-    let len = l.symbol_length.read(reader, symbol)?.min(MAX_SYMBOL_BYTES) as usize;
-    let mut bytes = vec![0u8; len];
-    reader.read(symbol + l.symbol_body, &mut bytes)?;
+    let body = l.symbol_body as usize;
+    let mut first = [0u8; SYMBOL_FIRST_READ];
+    // One read for header and short bodies, unless it would cross into the next page
+    // (which may be unmapped): then header and body separately.
+    let room = (4096 - symbol % 4096) as usize;
+    let (len, bytes) = if room >= SYMBOL_FIRST_READ && reader.read(symbol, &mut first).is_ok() {
+        let len = l
+            .symbol_length
+            .get(&first)
+            .unwrap_or(0)
+            .min(MAX_SYMBOL_BYTES) as usize;
+        (len, first.get(body..body + len).map(<[u8]>::to_vec))
+    } else {
+        let len = l.symbol_length.read(reader, symbol)?.min(MAX_SYMBOL_BYTES) as usize;
+        (len, None)
+    };
+    let bytes = match bytes {
+        Some(b) => b,
+        None => {
+            let mut b = vec![0u8; len];
+            reader.read(symbol + l.symbol_body, &mut b)?;
+            b
+        }
+    };
     // Modified UTF-8 differs from UTF-8 only for NUL and supplementary characters.
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
@@ -85,11 +109,11 @@ fn pool_symbol(
     reader: &impl MemoryReader,
     l: &MethodLayout,
     pool: u64,
+    pool_length: u64,
     index: u64,
     m: u64,
 ) -> Result<String, MethodMiss> {
-    let length = l.constant_pool_length.read(reader, pool)?;
-    if index == 0 || index >= length {
+    if index == 0 || index >= pool_length {
         return Err(MethodMiss::Corrupt(m));
     }
     let symbol = reader.read_u64(pool + l.constant_pool_size + index * 8)?;
@@ -160,11 +184,18 @@ pub fn read_method(
     encoding: Encoding,
     m: u64,
 ) -> Result<JavaMethod, MethodMiss> {
+    let corrupt = MethodMiss::Corrupt(m);
     let cm = reader.read_u64(m + l.method_const_method)?;
-    let pool = reader.read_u64(cm + l.const_method_constants)?;
-    let holder = reader.read_u64(pool + l.constant_pool_holder)?;
-    let idnum = l.const_method_idnum.read(reader, cm)?;
-    if !holder_lists(reader, l, holder, m, idnum)?
+    // Each header in one read, then its fields from the copy.
+    let mut cm_bytes = vec![0u8; l.const_method_size as usize];
+    reader.read(cm, &mut cm_bytes)?;
+    let cm_field = |f: &Field| f.get(&cm_bytes).ok_or(corrupt);
+    let pool = read_ptr(&cm_bytes, l.const_method_constants).ok_or(corrupt)?;
+    let mut pool_bytes = vec![0u8; l.constant_pool_size as usize];
+    reader.read(pool, &mut pool_bytes)?;
+    let holder = read_ptr(&pool_bytes, l.constant_pool_holder).ok_or(corrupt)?;
+    let pool_length = l.constant_pool_length.get(&pool_bytes).ok_or(corrupt)?;
+    if !holder_lists(reader, l, holder, m, cm_field(&l.const_method_idnum)?)?
         && !is_method_handle_intrinsic(reader, l, holder, pool)?
     {
         return Err(MethodMiss::Stale(m));
@@ -174,20 +205,21 @@ pub fn read_method(
         reader,
         l,
         pool,
-        l.const_method_name_index.read(reader, cm)?,
+        pool_length,
+        cm_field(&l.const_method_name_index)?,
         m,
     )?;
     let signature = pool_symbol(
         reader,
         l,
         pool,
-        l.const_method_signature_index.read(reader, cm)?,
+        pool_length,
+        cm_field(&l.const_method_signature_index)?,
         m,
     )?;
-    let code_size = l.const_method_code_size.read(reader, cm)? as u32;
+    let code_size = cm_field(&l.const_method_code_size)? as u32;
     let code_start = cm + l.const_method_size;
-    let flags = l.const_method_flags.read(reader, cm)?;
-    let lines = if flags & l.has_linenumber_table_flag != 0 {
+    let lines = if cm_field(&l.const_method_flags)? & l.has_linenumber_table_flag != 0 {
         // The compressed line-number table starts right after the bytecodes.
         read_line_table(reader, code_start + u64::from(code_size), encoding).unwrap_or_default()
     } else {
@@ -202,6 +234,14 @@ pub fn read_method(
         code_size,
         lines,
     })
+}
+
+fn read_ptr(bytes: &[u8], offset: u64) -> Option<u64> {
+    Field {
+        offset,
+        size_bytes: 8,
+    }
+    .get(bytes)
 }
 
 /// Is the cached `method` still what `m` points to? One read: the `ConstMethod*`.
