@@ -4,7 +4,7 @@
 //! the distance back to a segment nearer the block start (0 at the start, 0xFF if free).
 //! The block starts with a `HeapBlock` header (`_length` in segments, `_used`), then the blob.
 
-use super::layout::{CodeLayout, CodeStart};
+use super::layout::{CodeLayout, CodeStart, Field};
 use super::memory::{MemoryReader, ReadError};
 
 /// Segment-map value of a free segment.
@@ -99,26 +99,58 @@ pub fn find_block(
     Ok(None)
 }
 
-/// Reads the blob at `address` (right after its `HeapBlock` header).
+/// Bytes from the blob start that hold every header field read here.
+fn header_len(l: &CodeLayout) -> u64 {
+    let code_start_end = match l.blob_code_start {
+        CodeStart::Pointer(off) => off + 8,
+        CodeStart::Offset(f) => f.offset + f.size_bytes as u64,
+    };
+    [
+        l.blob_name + 8,
+        l.blob_size.offset + l.blob_size.size_bytes as u64,
+        code_start_end,
+        l.nmethod_method + 8,
+        l.nmethod_compile_id.offset + l.nmethod_compile_id.size_bytes as u64,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
+}
+
+/// Reads the blob at `address` (right after its `HeapBlock` header): its header in one read
+/// (nmethod-sized, so it may run past a small stub into the next block, which is mapped).
 pub fn read_blob(
     reader: &impl MemoryReader,
     l: &CodeLayout,
     address: u64,
 ) -> Result<CodeBlob, ReadError> {
-    let name_ptr = reader.read_u64(address + l.blob_name)?;
-    let name =
-        String::from_utf8_lossy(&reader.read_c_string(name_ptr, MAX_NAME_BYTES)?).into_owned();
-    let size_bytes = l.blob_size.read(reader, address)?;
+    let mut header = vec![0u8; header_len(l) as usize];
+    reader.read(address, &mut header)?;
+    let err = ReadError {
+        addr: address,
+        len: header.len(),
+    };
+    let ptr = |off: u64| {
+        Field {
+            offset: off,
+            size_bytes: 8,
+        }
+        .get(&header)
+        .ok_or(err)
+    };
+    let name = String::from_utf8_lossy(&reader.read_c_string(ptr(l.blob_name)?, MAX_NAME_BYTES)?)
+        .into_owned();
+    let size_bytes = l.blob_size.get(&header).ok_or(err)?;
     let code_begin = match l.blob_code_start {
-        CodeStart::Pointer(off) => reader.read_u64(address + off)?,
-        CodeStart::Offset(f) => address + f.read(reader, address)?,
+        CodeStart::Pointer(off) => ptr(off)?,
+        CodeStart::Offset(f) => address + f.get(&header).ok_or(err)?,
     };
     // JDK 9 to 22 have no kind field; HotSpot itself names every nmethod "nmethod" and JNI
     // wrappers "native nmethod" (async-profiler tells them apart the same way).
     let kind = if name == "nmethod" || name == "native nmethod" {
         BlobKind::Nmethod {
-            method: reader.read_u64(address + l.nmethod_method)?,
-            compile_id: l.nmethod_compile_id.read(reader, address)? as u32,
+            method: ptr(l.nmethod_method)?,
+            compile_id: l.nmethod_compile_id.get(&header).ok_or(err)? as u32,
         }
     } else {
         BlobKind::Other
