@@ -1,4 +1,4 @@
-//! HotSpot introspection on recorded JDK 17 and 21 memory (`cargo xtask
+//! HotSpot introspection on recorded JDK 11, 17 and 21 memory (`cargo xtask
 //! dump-hotspot-fixture`): no JVM, no root. Expected names and lines come from the workload's
 //! source (`tests/fixtures/hotspot-src/HotspotFixture.java`), not from the recording.
 
@@ -220,6 +220,26 @@ fn check_stale_method(jdk: u32) {
         Some(&*frame.method),
         "the real one still resolves"
     );
+}
+
+#[test]
+fn jdk11_tables_and_version() {
+    check_tables_and_version(11, Encoding::Classic);
+}
+
+#[test]
+fn jdk11_names_inlining_and_lines() {
+    check_names_inlining_and_lines(11);
+}
+
+#[test]
+fn jdk11_pc_lookup() {
+    check_pc_lookup(11);
+}
+
+#[test]
+fn jdk11_stale_method() {
+    check_stale_method(11);
 }
 
 #[test]
