@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
 use object::read::elf::{ElfFile64, ProgramHeader};
-use object::{Endianness, Object, ObjectSymbol};
+use object::{Endianness, Object, ObjectSymbol, ReadCache, ReadRef};
 
 use super::error::HotspotError;
 use crate::maps::{parse_maps, Mapping};
@@ -92,8 +92,8 @@ pub fn find_libjvm(maps: &[Mapping]) -> Option<LibjvmMapping> {
 
 /// Resolves the table symbols of a libjvm.so image mapped with its lowest `PT_LOAD` at
 /// `mapped_start`.
-pub fn table_symbols_from_elf(
-    data: &[u8],
+pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
+    data: R,
     mapped_start: u64,
     path: &Path,
 ) -> Result<TableSymbols, HotspotError> {
@@ -101,7 +101,7 @@ pub fn table_symbols_from_elf(
         path: path.to_owned(),
         reason,
     };
-    let elf = ElfFile64::<Endianness>::parse(data).map_err(|e| elf_err(e.to_string()))?;
+    let elf = ElfFile64::<Endianness, R>::parse(data).map_err(|e| elf_err(e.to_string()))?;
     let endian = elf.endian();
     let first_load_vaddr = elf
         .elf_program_headers()
@@ -129,7 +129,9 @@ pub fn table_symbols_from_elf(
     Ok(TableSymbols { addrs })
 }
 
-fn read_bounded(path: &Path) -> Result<Vec<u8>, HotspotError> {
+/// Opens libjvm.so for lazy reads: only the ELF headers and the dynamic symbol and string
+/// tables are read, not the whole (about 20 MB) file.
+fn open_bounded(path: &Path) -> Result<ReadCache<File>, HotspotError> {
     let io = |source| HotspotError::Io {
         path: path.to_owned(),
         source,
@@ -143,12 +145,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, HotspotError> {
             limit_bytes: MAX_LIBJVM_BYTES,
         });
     }
-    let mut data = Vec::with_capacity(size_bytes as usize);
-    BufReader::new(file)
-        .take(MAX_LIBJVM_BYTES)
-        .read_to_end(&mut data)
-        .map_err(io)?;
-    Ok(data)
+    Ok(ReadCache::new(file))
 }
 
 /// Finds libjvm.so in process `pid` (under `proc_root`, normally `/proc`) and resolves its
@@ -169,7 +166,7 @@ pub fn locate_tables(
     let map_file: PathBuf = pid_dir
         .join("map_files")
         .join(format!("{:x}-{:x}", lib.start, lib.end));
-    let (path, data) = match read_bounded(&map_file) {
+    let (path, data) = match open_bounded(&map_file) {
         Ok(data) => (map_file, data),
         Err(_) => {
             let inside = pid_dir.join("root").join(
@@ -177,7 +174,7 @@ pub fn locate_tables(
                     .trim_start_matches('/')
                     .trim_end_matches(" (deleted)"),
             );
-            let data = read_bounded(&inside)?;
+            let data = open_bounded(&inside)?;
             (inside, data)
         }
     };
@@ -208,7 +205,8 @@ mod tests {
 
     #[test]
     fn a_non_elf_file_is_an_error_not_a_panic() {
-        let err = table_symbols_from_elf(b"\x7fELF garbage", 0x1000, Path::new("x")).unwrap_err();
+        let err =
+            table_symbols_from_elf(&b"\x7fELF garbage"[..], 0x1000, Path::new("x")).unwrap_err();
         assert!(matches!(err, HotspotError::Elf { .. }), "{err}");
     }
 
@@ -217,7 +215,7 @@ mod tests {
     #[test]
     fn resolves_the_installed_jdk_table_symbols() {
         let path = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so");
-        let data = read_bounded(path).expect("the JDK 17 the project needs is installed");
+        let data = open_bounded(path).expect("the JDK 17 the project needs is installed");
         let at0 = table_symbols_from_elf(&data, 0, path).unwrap();
         let at_bias = table_symbols_from_elf(&data, 0x7f00_0000_0000, path).unwrap();
         assert_eq!(at0.addrs.len(), TABLE_SYMBOLS.len());

@@ -12,6 +12,8 @@ use super::memory::MemoryReader;
 const MAX_STRIDE_BYTES: u64 = 256;
 /// Real tables hold a few thousand entries; the target controls the memory, so bound it.
 const MAX_ENTRIES: usize = 1 << 17;
+/// Table entries read at once.
+const ENTRIES_PER_READ: usize = 64;
 /// Longest type, field or constant name read.
 const MAX_NAME_BYTES: usize = 512;
 
@@ -77,13 +79,25 @@ impl Table {
         name_offset: usize,
         mut f: impl FnMut(&[u8]) -> Result<(), HotspotError>,
     ) -> Result<(), HotspotError> {
-        let mut entry = vec![0u8; self.stride as usize];
-        for i in 0..MAX_ENTRIES as u64 {
-            reader.read(self.first_entry + i * self.stride, &mut entry)?;
-            if field_u64(&entry, name_offset, self.name)? == 0 {
-                return Ok(());
+        let stride = self.stride as usize;
+        let mut chunk = vec![0u8; stride * ENTRIES_PER_READ];
+        let mut i = 0u64;
+        while i < MAX_ENTRIES as u64 {
+            let at = self.first_entry + i * self.stride;
+            // Many entries per read; near the end of the mapping, one at a time.
+            let n = if reader.read(at, &mut chunk).is_ok() {
+                ENTRIES_PER_READ
+            } else {
+                reader.read(at, &mut chunk[..stride])?;
+                1
+            };
+            for entry in chunk[..n * stride].chunks_exact(stride) {
+                if field_u64(entry, name_offset, self.name)? == 0 {
+                    return Ok(());
+                }
+                f(entry)?;
             }
-            f(&entry)?;
+            i += n as u64;
         }
         Err(HotspotError::BadTable {
             table: self.name,
@@ -137,19 +151,32 @@ fn read_offset(
         })
 }
 
-fn read_name(reader: &impl MemoryReader, ptr: u64) -> Result<String, HotspotError> {
-    let bytes = reader.read_c_string(ptr, MAX_NAME_BYTES)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+/// Reads the C strings the tables point at. The same literal (`"Method"`, `"address"`)
+/// is shared by many entries, so each pointer is read once.
+#[derive(Default)]
+struct Names(HashMap<u64, String>);
+
+impl Names {
+    fn read(&mut self, reader: &impl MemoryReader, ptr: u64) -> Result<String, HotspotError> {
+        if let Some(name) = self.0.get(&ptr) {
+            return Ok(name.clone());
+        }
+        let bytes = reader.read_c_string(ptr, MAX_NAME_BYTES)?;
+        let name = String::from_utf8_lossy(&bytes).into_owned();
+        self.0.insert(ptr, name.clone());
+        Ok(name)
+    }
 }
 
 impl VmStructs {
     /// Reads all four tables from the target.
     pub fn read(reader: &impl MemoryReader, syms: &TableSymbols) -> Result<Self, HotspotError> {
         let mut vm = Self::default();
-        vm.read_types(reader, syms)?;
-        vm.read_structs(reader, syms)?;
-        vm.read_int_constants(reader, syms)?;
-        vm.read_long_constants(reader, syms)?;
+        let mut names = Names::default();
+        vm.read_types(reader, syms, &mut names)?;
+        vm.read_structs(reader, syms, &mut names)?;
+        vm.read_int_constants(reader, syms, &mut names)?;
+        vm.read_long_constants(reader, syms, &mut names)?;
         Ok(vm)
     }
 
@@ -157,6 +184,7 @@ impl VmStructs {
         &mut self,
         reader: &impl MemoryReader,
         syms: &TableSymbols,
+        names: &mut Names,
     ) -> Result<(), HotspotError> {
         let table = Table::open(
             reader,
@@ -168,12 +196,12 @@ impl VmStructs {
         let super_off = read_offset(reader, syms, "gHotSpotVMTypeEntrySuperclassNameOffset")?;
         let size_off = read_offset(reader, syms, "gHotSpotVMTypeEntrySizeOffset")?;
         table.for_each(reader, name_off, |e| {
-            let name = read_name(reader, field_u64(e, name_off, table.name)?)?;
+            let name = names.read(reader, field_u64(e, name_off, table.name)?)?;
             let super_ptr = field_u64(e, super_off, table.name)?;
             let superclass = if super_ptr == 0 {
                 None
             } else {
-                Some(read_name(reader, super_ptr)?)
+                Some(names.read(reader, super_ptr)?)
             };
             let size_bytes = field_u64(e, size_off, table.name)?;
             self.types.insert(
@@ -191,6 +219,7 @@ impl VmStructs {
         &mut self,
         reader: &impl MemoryReader,
         syms: &TableSymbols,
+        names: &mut Names,
     ) -> Result<(), HotspotError> {
         let table = Table::open(
             reader,
@@ -205,13 +234,13 @@ impl VmStructs {
         let offset_off = read_offset(reader, syms, "gHotSpotVMStructEntryOffsetOffset")?;
         let address_off = read_offset(reader, syms, "gHotSpotVMStructEntryAddressOffset")?;
         table.for_each(reader, type_off, |e| {
-            let type_name = read_name(reader, field_u64(e, type_off, table.name)?)?;
-            let field_name = read_name(reader, field_u64(e, field_off, table.name)?)?;
+            let type_name = names.read(reader, field_u64(e, type_off, table.name)?)?;
+            let field_name = names.read(reader, field_u64(e, field_off, table.name)?)?;
             let type_string_ptr = field_u64(e, type_string_off, table.name)?;
             let type_string = if type_string_ptr == 0 {
                 String::new()
             } else {
-                read_name(reader, type_string_ptr)?
+                names.read(reader, type_string_ptr)?
             };
             let entry = FieldEntry {
                 type_string,
@@ -228,6 +257,7 @@ impl VmStructs {
         &mut self,
         reader: &impl MemoryReader,
         syms: &TableSymbols,
+        names: &mut Names,
     ) -> Result<(), HotspotError> {
         let table = Table::open(
             reader,
@@ -238,7 +268,7 @@ impl VmStructs {
         let name_off = read_offset(reader, syms, "gHotSpotVMIntConstantEntryNameOffset")?;
         let value_off = read_offset(reader, syms, "gHotSpotVMIntConstantEntryValueOffset")?;
         table.for_each(reader, name_off, |e| {
-            let name = read_name(reader, field_u64(e, name_off, table.name)?)?;
+            let name = names.read(reader, field_u64(e, name_off, table.name)?)?;
             self.int_constants
                 .insert(name, field_i32(e, value_off, table.name)?);
             Ok(())
@@ -249,6 +279,7 @@ impl VmStructs {
         &mut self,
         reader: &impl MemoryReader,
         syms: &TableSymbols,
+        names: &mut Names,
     ) -> Result<(), HotspotError> {
         let table = Table::open(
             reader,
@@ -259,7 +290,7 @@ impl VmStructs {
         let name_off = read_offset(reader, syms, "gHotSpotVMLongConstantEntryNameOffset")?;
         let value_off = read_offset(reader, syms, "gHotSpotVMLongConstantEntryValueOffset")?;
         table.for_each(reader, name_off, |e| {
-            let name = read_name(reader, field_u64(e, name_off, table.name)?)?;
+            let name = names.read(reader, field_u64(e, name_off, table.name)?)?;
             self.long_constants
                 .insert(name, field_u64(e, value_off, table.name)? as i64);
             Ok(())
