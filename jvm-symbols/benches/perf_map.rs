@@ -26,10 +26,7 @@ fn synthetic_map() -> Vec<u8> {
     }
     let mut addr = CODE_BASE;
     for i in (0..ENTRIES).step_by(50) {
-        text.push_str(&format!(
-            "{:#018x} 0x0000000000000100 void com.acme.Recompiled.m{i}()\n",
-            addr + i * 0x200
-        ));
+        text.push_str(&format!("{:#018x} 0x0000000000000100 void com.acme.Recompiled.m{i}()\n", addr + i * 0x200));
     }
     addr += 1;
     black_box(addr);

@@ -103,10 +103,7 @@ struct TriggerFile(PathBuf);
 impl TriggerFile {
     fn create(jvm: &JvmInfo) -> Result<Self> {
         let name = format!(".attach_pid{}", jvm.nspid);
-        let candidates = [
-            jvm.proc_dir.join("cwd").join(&name),
-            jvm.root().join("tmp").join(&name),
-        ];
+        let candidates = [jvm.proc_dir.join("cwd").join(&name), jvm.root().join("tmp").join(&name)];
         let mut last_error = None;
         for path in candidates {
             match Self::create_at(&path, jvm) {
@@ -128,10 +125,7 @@ impl TriggerFile {
             .mode(0o660)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
-        let me = (
-            nix::unistd::geteuid().as_raw(),
-            nix::unistd::getegid().as_raw(),
-        );
+        let me = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
         if me != (jvm.uid, jvm.gid) {
             // SAFETY: a descriptor we own, plain integer ids.
             if unsafe { libc::fchown(file.as_raw_fd(), jvm.uid, jvm.gid) } != 0 {
@@ -150,9 +144,7 @@ impl Drop for TriggerFile {
 
 fn encode_request(command: &str, args: &[&str]) -> Vec<u8> {
     let mut request = b"1\0".to_vec();
-    for part in
-        std::iter::once(command).chain(args.iter().copied().chain(std::iter::repeat("")).take(3))
-    {
+    for part in std::iter::once(command).chain(args.iter().copied().chain(std::iter::repeat("")).take(3)) {
         request.extend_from_slice(part.as_bytes());
         request.push(0);
     }
@@ -174,22 +166,15 @@ enum TalkError {
 /// Connects and exchanges one request on a thread of its own, with the JVM's
 /// credentials on that thread only. The caller waits at most until `deadline`; a stuck
 /// thread is left behind and ends with its socket timeouts.
-fn talk_as(
-    jvm: &JvmInfo,
-    socket: PathBuf,
-    request: Vec<u8>,
-    deadline: Instant,
-) -> std::result::Result<Vec<u8>, TalkError> {
+fn talk_as(jvm: &JvmInfo, socket: PathBuf, request: Vec<u8>, deadline: Instant) -> std::result::Result<Vec<u8>, TalkError> {
     let (tx, rx) = mpsc::channel();
     let (uid, gid) = (jvm.uid, jvm.gid);
-    let spawned = thread::Builder::new()
-        .name("jvm-attach".into())
-        .spawn(move || {
-            let result = become_on_this_thread(uid, gid)
-                .map_err(|e| TalkError::Io(socket.clone(), e))
-                .and_then(|()| talk(&socket, &request, deadline));
-            let _ = tx.send(result);
-        });
+    let spawned = thread::Builder::new().name("jvm-attach".into()).spawn(move || {
+        let result = become_on_this_thread(uid, gid)
+            .map_err(|e| TalkError::Io(socket.clone(), e))
+            .and_then(|()| talk(&socket, &request, deadline));
+        let _ = tx.send(result);
+    });
     if let Err(e) = spawned {
         return Err(TalkError::Io(PathBuf::from("jvm-attach thread"), e));
     }
@@ -197,11 +182,7 @@ fn talk_as(
         .unwrap_or(Err(TalkError::Timeout))
 }
 
-fn talk(
-    socket: &Path,
-    request: &[u8],
-    deadline: Instant,
-) -> std::result::Result<Vec<u8>, TalkError> {
+fn talk(socket: &Path, request: &[u8], deadline: Instant) -> std::result::Result<Vec<u8>, TalkError> {
     let io_err = |e| TalkError::Io(socket.to_owned(), e);
     let remaining = || {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -209,24 +190,13 @@ fn talk(
         (!left.is_zero()).then_some(left).ok_or(TalkError::Timeout)
     };
     let mut stream = UnixStream::connect(socket).map_err(io_err)?;
-    stream
-        .set_write_timeout(Some(remaining()?))
-        .map_err(io_err)?;
+    stream.set_write_timeout(Some(remaining()?)).map_err(io_err)?;
     stream.write_all(request).map_err(io_err)?;
-    stream
-        .set_read_timeout(Some(remaining()?))
-        .map_err(io_err)?;
+    stream.set_read_timeout(Some(remaining()?)).map_err(io_err)?;
     let mut reply = Vec::new();
     match (&mut stream).take(MAX_REPLY_BYTES).read_to_end(&mut reply) {
         Ok(_) => Ok(reply),
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-            ) =>
-        {
-            Err(TalkError::Timeout)
-        }
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Err(TalkError::Timeout),
         Err(e) => Err(io_err(e)),
     }
 }
@@ -234,15 +204,12 @@ fn talk(
 /// Sets this thread's effective gid/uid. Raw syscalls on purpose: the libc wrappers
 /// change the credentials of every thread in the profiler.
 fn become_on_this_thread(uid: u32, gid: u32) -> io::Result<()> {
-    let me = (
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    );
+    let me = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
     if me == (uid, gid) {
         return Ok(());
     }
     let keep = u32::MAX; // -1: leave unchanged
-                         // SAFETY: plain syscalls with integer arguments. Group first: without root it is too late.
+    // SAFETY: plain syscalls with integer arguments. Group first: without root it is too late.
     let rc = unsafe { libc::syscall(libc::SYS_setresgid, keep, gid, keep) };
     if rc != 0 {
         return Err(io::Error::last_os_error());

@@ -71,18 +71,12 @@ pub fn discover(proc_root: &Path, pid: u32) -> Result<Option<JvmInfo>> {
         .ancestors()
         .skip(3)
         .find(|home| {
-            let release = proc_dir
-                .join("root")
-                .join(home.strip_prefix("/").unwrap_or(home))
-                .join("release");
+            let release = proc_dir.join("root").join(home.strip_prefix("/").unwrap_or(home)).join("release");
             release.is_file()
         })
         .map(Path::to_path_buf);
     let jdk_version = java_home.as_ref().and_then(|home| {
-        let release = proc_dir
-            .join("root")
-            .join(home.strip_prefix("/").unwrap_or(home))
-            .join("release");
+        let release = proc_dir.join("root").join(home.strip_prefix("/").unwrap_or(home)).join("release");
         parse_release_version(&fs::read_to_string(release).ok()?)
     });
     let in_container = match (
@@ -129,9 +123,7 @@ fn parse_status(text: &str) -> Option<Status> {
 }
 
 fn parse_release_version(release: &str) -> Option<String> {
-    let value = release
-        .lines()
-        .find_map(|l| l.strip_prefix("JAVA_VERSION="))?;
+    let value = release.lines().find_map(|l| l.strip_prefix("JAVA_VERSION="))?;
     Some(value.trim().trim_matches('"').to_owned())
 }
 
@@ -174,10 +166,7 @@ fn bool_flag(options: &[String], flag: &str) -> FlagState {
     match last {
         Some(o) if *o == on => FlagState::On,
         Some(_) => FlagState::Off,
-        None if options
-            .iter()
-            .any(|o| o.starts_with('@') || o.starts_with("-XX:Flags=")) =>
-        {
+        None if options.iter().any(|o| o.starts_with('@') || o.starts_with("-XX:Flags=")) => {
             FlagState::Unknown
         }
         None => FlagState::Off,
@@ -189,11 +178,7 @@ fn bool_flag(options: &[String], flag: &str) -> FlagState {
 pub fn flag_from_vm_flags(vm_flags: &str, flag: &str) -> FlagState {
     let on = format!("-XX:+{flag}");
     let off = format!("-XX:-{flag}");
-    match vm_flags
-        .split_whitespace()
-        .rev()
-        .find(|t| *t == on || *t == off)
-    {
+    match vm_flags.split_whitespace().rev().find(|t| *t == on || *t == off) {
         Some(t) if t == on => FlagState::On,
         _ => FlagState::Off,
     }
@@ -216,15 +201,7 @@ mod tests {
             }
         }
 
-        fn add(
-            &self,
-            pid: u32,
-            maps_path: &str,
-            nspid: &str,
-            sigcgt: &str,
-            cmdline: &[&str],
-            environ: &[&str],
-        ) {
+        fn add(&self, pid: u32, maps_path: &str, nspid: &str, sigcgt: &str, cmdline: &[&str], environ: &[&str]) {
             let p = self.dir.path().join(pid.to_string());
             std::fs::create_dir_all(p.join("root/usr/lib/jvm/java-17-openjdk-amd64")).unwrap();
             std::fs::write(
@@ -239,11 +216,7 @@ mod tests {
                 ),
             )
             .unwrap();
-            let nul = |v: &[&str]| {
-                v.iter()
-                    .flat_map(|s| [s.as_bytes(), b"\0"].concat())
-                    .collect::<Vec<u8>>()
-            };
+            let nul = |v: &[&str]| v.iter().flat_map(|s| [s.as_bytes(), b"\0"].concat()).collect::<Vec<u8>>();
             std::fs::write(p.join("cmdline"), nul(cmdline)).unwrap();
             std::fs::write(p.join("environ"), nul(environ)).unwrap();
             std::fs::write(
@@ -262,23 +235,13 @@ mod tests {
             LIBJVM,
             "4242\t7",
             "0000000101005ccd",
-            &[
-                "java",
-                "-XX:+PreserveFramePointer",
-                "-cp",
-                ".",
-                "Main",
-                "-XX:-PreserveFramePointer",
-            ],
+            &["java", "-XX:+PreserveFramePointer", "-cp", ".", "Main", "-XX:-PreserveFramePointer"],
             &["HOME=/root"],
         );
         let jvm = discover(fake.dir.path(), 4242).unwrap().unwrap();
         assert_eq!(jvm.nspid, 7);
         assert_eq!((jvm.uid, jvm.gid), (1001, 51));
-        assert_eq!(
-            jvm.java_home.as_deref(),
-            Some(Path::new("/usr/lib/jvm/java-17-openjdk-amd64"))
-        );
+        assert_eq!(jvm.java_home.as_deref(), Some(Path::new("/usr/lib/jvm/java-17-openjdk-amd64")));
         assert_eq!(jvm.jdk_version.as_deref(), Some("17.0.15"));
         // The application's own `-XX:-PreserveFramePointer` argument after Main does not count.
         assert_eq!(jvm.preserve_frame_pointer, FlagState::On);
@@ -296,10 +259,7 @@ mod tests {
             "10",
             "0000000101005cc9", // bit 3 (SIGQUIT) clear: -Xrs
             &["java", "-XX:+DisableAttachMechanism", "-jar", "app.jar"],
-            &[
-                "JAVA_TOOL_OPTIONS=-XX:+PreserveFramePointer -Xmx1g",
-                "_JAVA_OPTIONS=-XX:-PreserveFramePointer",
-            ],
+            &["JAVA_TOOL_OPTIONS=-XX:+PreserveFramePointer -Xmx1g", "_JAVA_OPTIONS=-XX:-PreserveFramePointer"],
         );
         let jvm = discover(fake.dir.path(), 10).unwrap().unwrap();
         assert_eq!(jvm.preserve_frame_pointer, FlagState::Off);
@@ -326,13 +286,7 @@ mod tests {
     #[test]
     fn vm_flags_output() {
         let out = "-XX:CICompilerCount=3 -XX:+PreserveFramePointer -XX:+UseG1GC";
-        assert_eq!(
-            flag_from_vm_flags(out, "PreserveFramePointer"),
-            FlagState::On
-        );
-        assert_eq!(
-            flag_from_vm_flags("-XX:+UseG1GC", "PreserveFramePointer"),
-            FlagState::Off
-        );
+        assert_eq!(flag_from_vm_flags(out, "PreserveFramePointer"), FlagState::On);
+        assert_eq!(flag_from_vm_flags("-XX:+UseG1GC", "PreserveFramePointer"), FlagState::Off);
     }
 }

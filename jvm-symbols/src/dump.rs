@@ -25,10 +25,7 @@ pub fn dump_perf_map(jvm: &JvmInfo, timeout: Duration) -> Result<DumpVia> {
         Err(e @ (Error::AttachDisabled { .. } | Error::SigquitNotCaught { .. })) => return Err(e),
         Err(e) => e,
     };
-    log::debug!(
-        "attach to JVM {} failed ({attach_error}); trying its jcmd",
-        jvm.pid
-    );
+    log::debug!("attach to JVM {} failed ({attach_error}); trying its jcmd", jvm.pid);
     match run_jcmd(jvm, PERF_MAP_COMMAND, timeout) {
         Ok(_) => Ok(DumpVia::Jcmd),
         Err(jcmd_error) => Err(Error::DumpFailed {

@@ -30,9 +30,7 @@ pub enum Error {
     )]
     AttachDisabled { pid: u32 },
     /// Sending SIGQUIT to a process that does not catch it (`-Xrs`) would kill it.
-    #[error(
-        "JVM {pid} does not catch SIGQUIT (started with -Xrs?): not starting its attach listener"
-    )]
+    #[error("JVM {pid} does not catch SIGQUIT (started with -Xrs?): not starting its attach listener")]
     SigquitNotCaught { pid: u32 },
     #[error("JVM {pid}: attach listener socket {socket} did not appear within {timeout_ms} ms")]
     ListenerTimeout {

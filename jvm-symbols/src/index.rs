@@ -111,18 +111,12 @@ impl PerfMapIndex {
         let mut order: Vec<u32> = (0..self.entries.len() as u32).collect();
         // Stable on start, so equal starts stay in file order.
         order.sort_by_key(|&i| self.entries[i as usize].start);
-        let disjoint = order
-            .windows(2)
-            .all(|w| self.entries[w[0] as usize].end <= self.entries[w[1] as usize].start);
+        let disjoint = order.windows(2).all(|w| {
+            self.entries[w[0] as usize].end <= self.entries[w[1] as usize].start
+        });
         if disjoint {
-            self.seg_starts = order
-                .iter()
-                .map(|&i| self.entries[i as usize].start)
-                .collect();
-            self.seg_ends = order
-                .iter()
-                .map(|&i| self.entries[i as usize].end)
-                .collect();
+            self.seg_starts = order.iter().map(|&i| self.entries[i as usize].start).collect();
+            self.seg_ends = order.iter().map(|&i| self.entries[i as usize].end).collect();
             self.seg_entries = order;
         } else {
             self.paint_newest_wins(&order);
@@ -140,9 +134,7 @@ impl PerfMapIndex {
         let (mut s, mut e) = (0, 0);
         while e < by_end.len() {
             let point = match by_start.get(s) {
-                Some(&i) => entries[i as usize]
-                    .start
-                    .min(entries[by_end[e] as usize].end),
+                Some(&i) => entries[i as usize].start.min(entries[by_end[e] as usize].end),
                 None => entries[by_end[e] as usize].end,
             };
             while e < by_end.len() && entries[by_end[e] as usize].end == point {
@@ -162,8 +154,8 @@ impl PerfMapIndex {
                 _ => break,
             };
             if let Some(&owner) = live.peek() {
-                let extends =
-                    self.seg_entries.last() == Some(&owner) && self.seg_ends.last() == Some(&point);
+                let extends = self.seg_entries.last() == Some(&owner)
+                    && self.seg_ends.last() == Some(&point);
                 if extends {
                     *self.seg_ends.last_mut().expect("segment present") = next;
                 } else {
@@ -260,9 +252,7 @@ mod tests {
 
     #[test]
     fn lookup_over_a_sparse_address_space() {
-        let idx = index(
-            "10 10 low\n7f0000000000 100 mid\n7f0000000100 100 mid2\nffffffffffff0000 100 top\n",
-        );
+        let idx = index("10 10 low\n7f0000000000 100 mid\n7f0000000100 100 mid2\nffffffffffff0000 100 top\n");
         assert_eq!(name_at(&idx, 0x1f), Some("low"));
         assert_eq!(name_at(&idx, 0x20), None);
         assert_eq!(name_at(&idx, 0x7f00000000ff), Some("mid"));
@@ -342,11 +332,7 @@ mod tests {
                     .rev()
                     .find(|(_, (s, z))| (*s..s + z).contains(&addr))
                     .map(|(i, _)| format!("e{i}"));
-                assert_eq!(
-                    name_at(&idx, addr).map(str::to_owned),
-                    expected,
-                    "{text} at {addr}"
-                );
+                assert_eq!(name_at(&idx, addr).map(str::to_owned), expected, "{text} at {addr}");
             }
         }
     }

@@ -19,19 +19,14 @@ pub fn find_jcmd(jvm: &JvmInfo) -> Result<PathBuf> {
     let bin_dir = exe.parent().unwrap_or(&exe).to_path_buf();
     // In a container the JVM's path only exists under its root.
     let jcmd = if jvm.in_container {
-        jvm.root()
-            .join(bin_dir.strip_prefix("/").unwrap_or(&bin_dir))
-            .join("jcmd")
+        jvm.root().join(bin_dir.strip_prefix("/").unwrap_or(&bin_dir)).join("jcmd")
     } else {
         bin_dir.join("jcmd")
     };
     if jcmd.is_file() {
         Ok(jcmd)
     } else {
-        Err(Error::NoJcmd {
-            pid: jvm.pid,
-            path: jcmd,
-        })
+        Err(Error::NoJcmd { pid: jvm.pid, path: jcmd })
     }
 }
 

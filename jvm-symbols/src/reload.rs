@@ -19,12 +19,7 @@ pub struct PerfMapFile {
 impl PerfMapFile {
     /// The file `rel` under `root`, which must be owned by `owner_uid`. Nothing is read
     /// until [`Self::refresh`].
-    pub fn new(
-        root: impl Into<PathBuf>,
-        rel: impl Into<PathBuf>,
-        owner_uid: u32,
-        limits: Limits,
-    ) -> Self {
+    pub fn new(root: impl Into<PathBuf>, rel: impl Into<PathBuf>, owner_uid: u32, limits: Limits) -> Self {
         PerfMapFile {
             root: root.into(),
             rel: rel.into(),
@@ -37,23 +32,13 @@ impl PerfMapFile {
 
     /// HotSpot's map of a JVM as seen from the host: `/proc/<pid>/root/tmp/perf-<nspid>.map`.
     pub fn for_jvm(proc_dir: &Path, nspid: u32, owner_uid: u32, limits: Limits) -> Self {
-        Self::new(
-            proc_dir.join("root"),
-            format!("tmp/perf-{nspid}.map"),
-            owner_uid,
-            limits,
-        )
+        Self::new(proc_dir.join("root"), format!("tmp/perf-{nspid}.map"), owner_uid, limits)
     }
 
     /// Reloads the map if the file changed. `Ok(true)` when a new version was loaded.
     /// On error the previous index stays in use.
     pub fn refresh(&mut self) -> Result<bool> {
-        let mut checked = open_checked(
-            &self.root,
-            &self.rel,
-            self.owner_uid,
-            self.limits.max_file_bytes,
-        )?;
+        let mut checked = open_checked(&self.root, &self.rel, self.owner_uid, self.limits.max_file_bytes)?;
         if self.fingerprint == Some(checked.fingerprint) {
             return Ok(false);
         }
@@ -93,12 +78,7 @@ mod tests {
         // Same size, new content: only the mtime tells.
         std::fs::write(&map, "0x100 0x10 void a.B.d()\n").unwrap();
         let later = SystemTime::now() + Duration::from_secs(5);
-        std::fs::File::options()
-            .write(true)
-            .open(&map)
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
+        std::fs::File::options().write(true).open(&map).unwrap().set_modified(later).unwrap();
         assert!(file.refresh().unwrap());
         assert_eq!(file.index().lookup(0x105).unwrap().name, "void a.B.d()");
 

@@ -33,12 +33,7 @@ pub struct CheckedFile {
 /// `root` itself is followed (it is a /proc magic link into the target's mount namespace);
 /// below it no symlink is followed and `..` cannot leave it. The file must be regular,
 /// owned by `owner_uid`, and at most `max_bytes` long.
-pub fn open_checked(
-    root: &Path,
-    rel: &Path,
-    owner_uid: u32,
-    max_bytes: u64,
-) -> Result<CheckedFile> {
+pub fn open_checked(root: &Path, rel: &Path, owner_uid: u32, max_bytes: u64) -> Result<CheckedFile> {
     let path = root.join(rel);
     let root_dir = File::open(root).map_err(|e| Error::io(root, e))?;
     let fd = openat_no_symlinks(&root_dir, rel).map_err(|e| match e.raw_os_error() {
@@ -165,13 +160,10 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("perf-1.map"), b"0x1 0x2 a\n").unwrap();
         symlink(outside.path(), dir.path().join("tmp")).unwrap();
-        let err =
-            open_checked(dir.path(), Path::new("tmp/perf-1.map"), my_uid(), 1024).unwrap_err();
+        let err = open_checked(dir.path(), Path::new("tmp/perf-1.map"), my_uid(), 1024).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");
         // `..` is clamped to the root, so the file outside is simply not found.
-        let escape = Path::new("../")
-            .join(outside.path().file_name().unwrap())
-            .join("perf-1.map");
+        let escape = Path::new("../").join(outside.path().file_name().unwrap()).join("perf-1.map");
         assert!(open_checked(dir.path(), &escape, my_uid(), 1024).is_err());
     }
 
@@ -180,20 +172,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("perf-1.map");
         std::fs::write(&file, vec![b'x'; 2048]).unwrap();
-        let err =
-            open_checked(dir.path(), Path::new("perf-1.map"), my_uid() + 1, 4096).unwrap_err();
+        let err = open_checked(dir.path(), Path::new("perf-1.map"), my_uid() + 1, 4096).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");
         let err = open_checked(dir.path(), Path::new("perf-1.map"), my_uid(), 1024).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::TooLarge {
-                    size_bytes: 2048,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, Error::TooLarge { size_bytes: 2048, .. }), "{err}");
         nix::unistd::mkfifo(&dir.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         let err = open_checked(dir.path(), Path::new("fifo"), my_uid(), 1024).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");

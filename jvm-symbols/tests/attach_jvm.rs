@@ -9,8 +9,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use jvm_symbols::{
-    attach, classify, discover, dump_perf_map, flag_from_vm_flags, jcmd, CodeKind, DumpVia, Error,
-    FlagState, Limits, PerfMapFile,
+    attach, classify, discover, dump_perf_map, flag_from_vm_flags, jcmd, CodeKind, DumpVia, Error, FlagState,
+    Limits, PerfMapFile,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(15);
@@ -26,12 +26,7 @@ impl Jvm {
         let classes = tempfile::tempdir().unwrap();
         std::fs::set_permissions(classes.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/HotLoop.java");
-        let status = Command::new("javac")
-            .arg("-d")
-            .arg(classes.path())
-            .arg(source)
-            .status()
-            .unwrap();
+        let status = Command::new("javac").arg("-d").arg(classes.path()).arg(source).status().unwrap();
         assert!(status.success(), "javac failed");
         let mut command = Command::new("java");
         command
@@ -47,9 +42,7 @@ impl Jvm {
         }
         let mut child = command.spawn().unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("ready"), "JVM did not start: {line:?}");
         Jvm {
             child,
@@ -75,24 +68,13 @@ impl Drop for Jvm {
 
 fn assert_map_has_hot_method(jvm: &jvm_symbols::JvmInfo) {
     let mut map = PerfMapFile::for_jvm(&jvm.proc_dir, jvm.nspid, jvm.uid, Limits::default());
-    assert!(
-        map.refresh().unwrap(),
-        "{} not loaded",
-        map.path().display()
-    );
+    assert!(map.refresh().unwrap(), "{} not loaded", map.path().display());
     let index = map.index();
     assert!(index.len() > 50, "only {} entries", index.len());
     assert_eq!(index.bad_lines(), 0);
     let text = std::fs::read_to_string(map.path()).unwrap();
-    let churn = text
-        .lines()
-        .find(|l| l.contains("HotLoop.churn(int)"))
-        .expect("churn compiled");
-    let start = u64::from_str_radix(
-        churn.split(' ').next().unwrap().trim_start_matches("0x"),
-        16,
-    )
-    .unwrap();
+    let churn = text.lines().find(|l| l.contains("HotLoop.churn(int)")).expect("churn compiled");
+    let start = u64::from_str_radix(churn.split(' ').next().unwrap().trim_start_matches("0x"), 16).unwrap();
     let symbol = index.lookup(start + 1).unwrap();
     assert_eq!(symbol.name, "long HotLoop.churn(int)");
     assert_eq!(classify(symbol.name), CodeKind::JavaMethod);
@@ -102,14 +84,8 @@ fn assert_map_has_hot_method(jvm: &jvm_symbols::JvmInfo) {
 #[test]
 fn compiler_perfmap_over_attach() {
     let mut java = Jvm::start(&["-XX:+PreserveFramePointer"], None);
-    let jvm = discover(Path::new("/proc"), java.pid())
-        .unwrap()
-        .expect("a HotSpot JVM");
-    assert!(
-        jvm.jdk_version.as_deref().unwrap().starts_with("17"),
-        "{:?}",
-        jvm.jdk_version
-    );
+    let jvm = discover(Path::new("/proc"), java.pid()).unwrap().expect("a HotSpot JVM");
+    assert!(jvm.jdk_version.as_deref().unwrap().starts_with("17"), "{:?}", jvm.jdk_version);
     assert_eq!(jvm.preserve_frame_pointer, FlagState::On);
     assert!(!jvm.in_container);
     let map_path = jvm.root().join(format!("tmp/perf-{}.map", jvm.nspid));
@@ -118,11 +94,7 @@ fn compiler_perfmap_over_attach() {
     assert_eq!(dump_perf_map(&jvm, TIMEOUT).unwrap(), DumpVia::Attach);
     assert_map_has_hot_method(&jvm);
     let flags = attach::jcmd(&jvm, "VM.flags", TIMEOUT).unwrap();
-    assert_eq!(
-        flag_from_vm_flags(&flags, "PreserveFramePointer"),
-        FlagState::On,
-        "{flags}"
-    );
+    assert_eq!(flag_from_vm_flags(&flags, "PreserveFramePointer"), FlagState::On, "{flags}");
     assert!(java.alive());
     let _ = std::fs::remove_file(&map_path);
 }
@@ -130,9 +102,7 @@ fn compiler_perfmap_over_attach() {
 #[test]
 fn attach_to_a_jvm_of_another_user() {
     let mut java = Jvm::start(&[], Some(NOBODY));
-    let jvm = discover(Path::new("/proc"), java.pid())
-        .unwrap()
-        .expect("a HotSpot JVM");
+    let jvm = discover(Path::new("/proc"), java.pid()).unwrap().expect("a HotSpot JVM");
     assert_eq!((jvm.uid, jvm.gid), (NOBODY, NOBODY));
     assert_eq!(jvm.preserve_frame_pointer, FlagState::Off);
     let map_path = jvm.root().join(format!("tmp/perf-{}.map", jvm.nspid));
@@ -144,10 +114,7 @@ fn attach_to_a_jvm_of_another_user() {
     let mut wrong_owner = PerfMapFile::for_jvm(&jvm.proc_dir, jvm.nspid, 0, Limits::default());
     assert!(matches!(wrong_owner.refresh(), Err(Error::Refused { .. })));
     let flags = attach::jcmd(&jvm, "VM.flags", TIMEOUT).unwrap();
-    assert_eq!(
-        flag_from_vm_flags(&flags, "PreserveFramePointer"),
-        FlagState::Off
-    );
+    assert_eq!(flag_from_vm_flags(&flags, "PreserveFramePointer"), FlagState::Off);
 
     // The jcmd fallback finds the JVM's own jcmd and runs it as the JVM's user.
     std::fs::remove_file(&map_path).unwrap();
@@ -208,8 +175,5 @@ fn process_without_sigquit_handler_is_not_signalled() {
 
 #[test]
 fn not_a_jvm_is_not_discovered() {
-    assert_eq!(
-        discover(Path::new("/proc"), std::process::id()).unwrap(),
-        None
-    );
+    assert_eq!(discover(Path::new("/proc"), std::process::id()).unwrap(), None);
 }

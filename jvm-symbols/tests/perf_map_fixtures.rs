@@ -12,12 +12,7 @@ fn uid() -> u32 {
 
 /// Copies a fixture to `<tmp>/tmp/perf-1.map` and loads it.
 fn load(fixture: &str) -> (tempfile::TempDir, PerfMapFile) {
-    let data = std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data")
-            .join(fixture),
-    )
-    .unwrap();
+    let data = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(fixture)).unwrap();
     load_bytes(&data)
 }
 
@@ -44,10 +39,7 @@ fn hotspot_jdk17_dump() {
     assert_eq!(interpreter.name, "Interpreter");
     assert_eq!(classify(interpreter.name), CodeKind::Stub);
     assert_eq!(index.lookup(0x7f1b10940b80 + 0x17de0), None);
-    assert_eq!(
-        index.lookup(0x7f1b10938c00 + 5).unwrap().name,
-        "StubRoutines (1)"
-    );
+    assert_eq!(index.lookup(0x7f1b10938c00 + 5).unwrap().name, "StubRoutines (1)");
 }
 
 #[test]
@@ -66,15 +58,9 @@ fn overlaps_garbage_and_non_ascii() {
     let index = map.index();
     assert_eq!(index.bad_lines(), 3);
     assert_eq!(index.lookup(0x1000).unwrap().name, "void old.Method.run()");
-    assert_eq!(
-        index.lookup(0x1041).unwrap().name,
-        "void new.Method.run(int; java.lang.String)"
-    );
+    assert_eq!(index.lookup(0x1041).unwrap().name, "void new.Method.run(int; java.lang.String)");
     assert_eq!(index.lookup(0x1060).unwrap().name, "void old.Method.run()");
-    assert_eq!(
-        index.lookup(0x2000).unwrap().name,
-        "Ünïcödé.Klass.méthode()"
-    );
+    assert_eq!(index.lookup(0x2000).unwrap().name, "Ünïcödé.Klass.méthode()");
     assert_eq!(index.lookup(0x4000).unwrap().name, "void last.One.x()");
 }
 
