@@ -115,8 +115,9 @@ pub struct JvmVersion {
 }
 
 impl JvmVersion {
-    /// JDK-8298836 switched `CompressedStream` to UNSIGNED5 with a reserved zero byte in
-    /// JDK 20, build 15.
+    /// `CompressedStream` became UNSIGNED5 with a reserved zero byte in JDK 20, build 15
+    /// (opentelemetry-ebpf-profiler switches on the same version; JDK 17 and 21 fixtures
+    /// check both sides).
     pub fn stream_encoding(&self) -> Encoding {
         if (self.major, self.minor, self.security, self.build) >= (20, 0, 0, 15) {
             Encoding::Unsigned5
