@@ -4,6 +4,9 @@
 //! treated as hostile and touched only with the JVM's own identity ([`identity`]). No aya,
 //! no root needed for most tests.
 //!
+//! [`hotspot`] reads HotSpot's introspection tables from outside the JVM to name
+//! interpreted, inlined and compiled frames without a perf map.
+//!
 //! Typical use: [`discover`] a PID, [`dump_perf_map`], then keep a [`PerfMapFile`] and
 //! [`PerfMapFile::refresh`] it; [`names`] tells Java methods from stubs.
 
@@ -11,6 +14,7 @@ pub mod attach;
 pub mod discovery;
 pub mod dump;
 pub mod error;
+pub mod hotspot;
 pub mod identity;
 pub mod index;
 pub mod maps;

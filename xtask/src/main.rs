@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod host_bench;
+mod hotspot_fixture;
 mod run;
 mod setup;
 mod test;
@@ -48,6 +49,15 @@ enum Task {
         #[arg(long, conflicts_with_all = ["overhead_only", "host_only"])]
         soak_only: bool,
     },
+    /// Record a HotSpot introspection fixture (tables, nmethods, scopes) from a live JVM.
+    DumpHotspotFixture {
+        /// The `java` launcher of the JDK to record.
+        #[arg(long)]
+        java: std::path::PathBuf,
+        /// Output directory (e.g. tests/fixtures/hotspot-17).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// Workload process of the host benchmarks: THREADS threads, 1 ms busy / 4 ms asleep.
     #[command(hide = true)]
     Spin { threads: usize, seconds: f64 },
@@ -64,6 +74,7 @@ fn main() -> anyhow::Result<()> {
             soak_only,
             soak_s: if soak_only { soak.or(Some(600.0)) } else { soak },
         }),
+        Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),
     }
 }

@@ -1,0 +1,282 @@
+//! pc -> the `CodeBlob` that holds it, through the code cache's own index, as
+//! `CodeHeap::find_blob` does: each heap (`CodeCache::_heaps`) covers `_memory` in segments
+//! of `1 << _log2_segment_size` bytes; its segment map (`_segmap`) has one byte per segment,
+//! the distance back to a segment nearer the block start (0 at the start, 0xFF if free).
+//! The block starts with a `HeapBlock` header (`_length` in segments, `_used`), then the blob.
+
+use super::layout::{CodeLayout, CodeStart, Field};
+use super::memory::{MemoryReader, ReadError};
+
+/// Segment-map value of a free segment.
+const FREE_SEGMENT: u8 = 0xff;
+/// Hops back through the segment map (each up to 254 segments) before giving up.
+const MAX_SEGMAP_HOPS: usize = 1 << 16;
+/// More heaps than HotSpot has (non-nmethods, profiled, non-profiled).
+const MAX_HEAPS: u64 = 16;
+/// Longest blob name read.
+const MAX_NAME_BYTES: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeHeap {
+    pub low: u64,
+    pub high: u64,
+    pub segmap: u64,
+    pub log2_segment_size: u32,
+}
+
+impl CodeHeap {
+    pub fn contains(&self, pc: u64) -> bool {
+        (self.low..self.high).contains(&pc)
+    }
+}
+
+/// What kind of code a blob holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlobKind {
+    /// A compiled Java method (`nmethod`, or a `native nmethod` JNI wrapper).
+    Nmethod { method: u64, compile_id: u32 },
+    /// Any other blob: the interpreter, stubs, adapters, runtime stubs (named by `name`).
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeBlob {
+    pub address: u64,
+    pub size_bytes: u64,
+    pub code_begin: u64,
+    /// `CodeBlob::_name`: `nmethod`, `Interpreter`, `StubRoutines (1)`, `I2C/C2I adapters`...
+    pub name: String,
+    pub kind: BlobKind,
+}
+
+pub fn read_heaps(reader: &impl MemoryReader, l: &CodeLayout) -> Result<Vec<CodeHeap>, ReadError> {
+    let array = reader.read_u64(l.code_cache_heaps)?;
+    let len = l.growable_array_len.read(reader, array)?.min(MAX_HEAPS);
+    let data = reader.read_u64(array + l.growable_array_data)?;
+    let mut heaps = Vec::new();
+    for i in 0..len {
+        let heap = reader.read_u64(data + i * 8)?;
+        let memory = heap + l.code_heap_memory;
+        let log2 = l.code_heap_log2_segment_size.read(reader, heap)? as u32;
+        if !(4..=16).contains(&log2) {
+            continue;
+        }
+        heaps.push(CodeHeap {
+            low: reader.read_u64(memory + l.virtual_space_low)?,
+            high: reader.read_u64(memory + l.virtual_space_high)?,
+            segmap: reader.read_u64(heap + l.code_heap_segmap + l.virtual_space_low)?,
+            log2_segment_size: log2,
+        });
+    }
+    Ok(heaps)
+}
+
+/// The start of the used block holding `pc`, or `None` if `pc` is in free space.
+pub fn find_block(
+    reader: &impl MemoryReader,
+    l: &CodeLayout,
+    heap: &CodeHeap,
+    pc: u64,
+) -> Result<Option<u64>, ReadError> {
+    if !heap.contains(pc) {
+        return Ok(None);
+    }
+    let mut seg = (pc - heap.low) >> heap.log2_segment_size;
+    for _ in 0..MAX_SEGMAP_HOPS {
+        match reader.read_u8(heap.segmap + seg)? {
+            FREE_SEGMENT => return Ok(None),
+            0 => {
+                let block = heap.low + (seg << heap.log2_segment_size);
+                let used = l.heap_block_used.read(reader, block)? != 0;
+                return Ok(used.then_some(block));
+            }
+            back => match seg.checked_sub(u64::from(back)) {
+                Some(s) => seg = s,
+                None => return Ok(None),
+            },
+        }
+    }
+    Ok(None)
+}
+
+/// Bytes from the blob start that hold every header field read here.
+fn header_len(l: &CodeLayout) -> u64 {
+    let code_start_end = match l.blob_code_start {
+        CodeStart::Pointer(off) => off + 8,
+        CodeStart::Offset(f) => f.offset + f.size_bytes as u64,
+    };
+    [
+        l.blob_name + 8,
+        l.blob_size.offset + l.blob_size.size_bytes as u64,
+        code_start_end,
+        l.nmethod_method + 8,
+        l.nmethod_compile_id.offset + l.nmethod_compile_id.size_bytes as u64,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
+}
+
+/// Reads the blob at `address` (right after its `HeapBlock` header): its header in one read
+/// (nmethod-sized, so it may run past a small stub into the next block, which is mapped).
+pub fn read_blob(
+    reader: &impl MemoryReader,
+    l: &CodeLayout,
+    address: u64,
+) -> Result<CodeBlob, ReadError> {
+    let mut header = vec![0u8; header_len(l) as usize];
+    reader.read(address, &mut header)?;
+    let err = ReadError {
+        addr: address,
+        len: header.len(),
+    };
+    let ptr = |off: u64| {
+        Field {
+            offset: off,
+            size_bytes: 8,
+        }
+        .get(&header)
+        .ok_or(err)
+    };
+    let name = String::from_utf8_lossy(&reader.read_c_string(ptr(l.blob_name)?, MAX_NAME_BYTES)?)
+        .into_owned();
+    let size_bytes = l.blob_size.get(&header).ok_or(err)?;
+    let code_begin = match l.blob_code_start {
+        CodeStart::Pointer(off) => ptr(off)?,
+        CodeStart::Offset(f) => address + f.get(&header).ok_or(err)?,
+    };
+    // JDK 9 to 22 have no kind field; HotSpot itself names every nmethod "nmethod" and JNI
+    // wrappers "native nmethod" (async-profiler tells them apart the same way).
+    let kind = if name == "nmethod" || name == "native nmethod" {
+        BlobKind::Nmethod {
+            method: ptr(l.nmethod_method)?,
+            compile_id: l.nmethod_compile_id.get(&header).ok_or(err)? as u32,
+        }
+    } else {
+        BlobKind::Other
+    };
+    Ok(CodeBlob {
+        address,
+        size_bytes,
+        code_begin,
+        name,
+        kind,
+    })
+}
+
+/// The blob containing `pc`, if any heap holds it.
+pub fn find_blob(
+    reader: &impl MemoryReader,
+    l: &CodeLayout,
+    heaps: &[CodeHeap],
+    pc: u64,
+) -> Result<Option<CodeBlob>, ReadError> {
+    let Some(heap) = heaps.iter().find(|h| h.contains(pc)) else {
+        return Ok(None);
+    };
+    let Some(block) = find_block(reader, l, heap, pc)? else {
+        return Ok(None);
+    };
+    let blob = read_blob(reader, l, block + l.heap_block_size)?;
+    Ok((pc < blob.address + blob.size_bytes).then_some(blob))
+}
+
+/// Every used block of a heap, in address order (for fixtures and diagnostics; a live JVM
+/// changes the heap while this runs, so a concurrent free ends the walk early).
+pub fn blocks(
+    reader: &impl MemoryReader,
+    l: &CodeLayout,
+    heap: &CodeHeap,
+    max_blocks: usize,
+) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut block = heap.low;
+    while block < heap.high && out.len() < max_blocks {
+        let Ok(len_segments) = l.heap_block_length.read(reader, block) else {
+            break;
+        };
+        if len_segments == 0 {
+            break;
+        }
+        if l.heap_block_used.read(reader, block).is_ok_and(|u| u != 0) {
+            out.push(block);
+        }
+        block += len_segments << heap.log2_segment_size;
+    }
+    out
+}
+
+/// `[start, end)` of the template interpreter's code (`AbstractInterpreter::_code`, a
+/// `StubQueue`): a pc there is an interpreted Java frame.
+pub fn interpreter_bounds(
+    reader: &impl MemoryReader,
+    l: &CodeLayout,
+) -> Result<(u64, u64), ReadError> {
+    let queue = reader.read_u64(l.interpreter_code)?;
+    let start = reader.read_u64(queue + l.stub_queue_buffer)?;
+    let limit = l.stub_queue_limit.read(reader, queue)?;
+    Ok((start, start + limit))
+}
+
+/// Entry points of the named `StubRoutines`, sorted by address: (entry, name). Fields still
+/// null (stubs this CPU does not get) are left out.
+pub fn stub_entries(reader: &impl MemoryReader, fields: &[(String, u64)]) -> Vec<(u64, String)> {
+    let mut entries: Vec<(u64, String)> = fields
+        .iter()
+        .filter_map(|(name, field)| {
+            reader
+                .read_u64(*field)
+                .ok()
+                .filter(|&e| e != 0)
+                .map(|e| (e, name.clone()))
+        })
+        .collect();
+    entries.sort();
+    entries
+}
+
+/// The stub a pc in a `StubRoutines` blob belongs to: the nearest entry at or below it
+/// inside the blob's code. Stubs are generated one after another, so the next entry is the
+/// end of the previous stub (helpers without an exported entry are named after the stub
+/// before them).
+pub fn stub_name<'a>(entries: &'a [(u64, String)], blob: &CodeBlob, pc: u64) -> Option<&'a str> {
+    let idx = entries.partition_point(|(e, _)| *e <= pc);
+    let (entry, name) = entries.get(idx.checked_sub(1)?)?;
+    (*entry >= blob.code_begin).then_some(name.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stub_names_come_from_the_nearest_entry_inside_the_blob() {
+        let entries = vec![
+            (0x900, "StubRoutines::elsewhere".to_owned()),
+            (0x1010, "StubRoutines::call_stub".to_owned()),
+            (0x1200, "StubRoutines::jbyte_arraycopy".to_owned()),
+        ];
+        let blob = CodeBlob {
+            address: 0xf00,
+            size_bytes: 0x1000,
+            code_begin: 0x1000,
+            name: "StubRoutines (1)".into(),
+            kind: BlobKind::Other,
+        };
+        assert_eq!(
+            stub_name(&entries, &blob, 0x1010),
+            Some("StubRoutines::call_stub")
+        );
+        assert_eq!(
+            stub_name(&entries, &blob, 0x11ff),
+            Some("StubRoutines::call_stub")
+        );
+        assert_eq!(
+            stub_name(&entries, &blob, 0x1300),
+            Some("StubRoutines::jbyte_arraycopy")
+        );
+        // Before the blob's first entry: the nearest entry is outside the blob.
+        assert_eq!(stub_name(&entries, &blob, 0x1008), None);
+        assert_eq!(stub_name(&[], &blob, 0x1008), None);
+    }
+}

@@ -1,0 +1,37 @@
+//! Errors of the HotSpot introspection readers. Per-frame failures (a freed `Method*`, a
+//! pc outside the code cache) are not errors: they are counted misses (see `Misses`).
+//! These are the failures that make a whole JVM unreadable.
+
+use std::path::PathBuf;
+
+use super::memory::ReadError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HotspotError {
+    #[error("process {pid}: no libjvm.so mapped")]
+    NoLibjvm { pid: u32 },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a readable ELF file: {reason}")]
+    Elf { path: PathBuf, reason: String },
+    #[error("{path}: {size_bytes} bytes is over the limit of {limit_bytes} bytes")]
+    TooLarge {
+        path: PathBuf,
+        size_bytes: u64,
+        limit_bytes: u64,
+    },
+    #[error(
+        "libjvm.so does not export {symbol}: no introspection tables (not HotSpot, or too old)"
+    )]
+    MissingSymbol { symbol: String },
+    #[error("HotSpot introspection table {table}: {reason}")]
+    BadTable { table: &'static str, reason: String },
+    #[error("HotSpot introspection tables lack {what}")]
+    MissingField { what: String },
+    #[error(transparent)]
+    Read(#[from] ReadError),
+}

@@ -1,0 +1,286 @@
+//! One JVM's introspection reader: the tables parsed once, then `Method*`s, interpreted
+//! frames and pcs symbolized on demand, with caches and counted misses.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::codecache::{self, BlobKind, CodeBlob, CodeHeap};
+use super::error::HotspotError;
+use super::layout::Layout;
+use super::libjvm::{locate_tables, TableSymbols};
+use super::memory::{MemoryReader, ProcessMemory};
+use super::method::{read_method, still_valid, JavaMethod, MethodMiss};
+use super::scopes::NmethodDebugInfo;
+use super::vmstructs::VmStructs;
+
+/// How a Java frame runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    Interpreted,
+    /// Compiled code of this very method.
+    Jit,
+    /// Inlined into a compiled caller (the frame after it in the chain).
+    Inlined,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JavaFrame {
+    /// The `Method*` (what an eBPF sampler records for interpreted frames).
+    pub method_ptr: u64,
+    pub method: Arc<JavaMethod>,
+    /// -1 at the method entry; `None` when unknown (no debug info at this pc, or a bcp
+    /// outside the method's bytecodes).
+    pub bci: Option<i32>,
+    pub line: Option<u32>,
+    pub kind: FrameKind,
+}
+
+/// What a pc is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodeAt {
+    /// Compiled Java code: innermost (inlined leaf) first, the nmethod's own method last.
+    Java(Vec<JavaFrame>),
+    /// The template interpreter: the method is in the frame, not in the pc.
+    Interpreter,
+    /// Other code-cache code: a `StubRoutines::<stub>` name when the pc follows a known
+    /// stub entry, else the blob name (`StubRoutines (1)`, `I2C/C2I adapters`,
+    /// `_new_array_Java`; an nmethod whose `Method*` cannot be read shows as `nmethod`).
+    Blob(String),
+    /// Not in the code cache (libjvm, libc, ... or freed code).
+    NotCode,
+}
+
+/// Counted failures. None of them is an error: the target changes while we read it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Misses {
+    /// A `Method*` whose memory could not be read.
+    pub method_unreadable: u64,
+    /// A `Method*` its holder class does not list (freed and reused, or garbage).
+    pub method_stale: u64,
+    pub method_corrupt: u64,
+    /// A cached method whose `ConstMethod*` changed (re-read, then counted again above
+    /// if it fails).
+    pub method_revalidated: u64,
+    /// Code-cache memory that could not be read for a pc.
+    pub code_unreadable: u64,
+}
+
+/// Methods cached before the cache is cleared (a Jetty-size JVM has ~30k methods).
+const MAX_CACHED_METHODS: usize = 1 << 17;
+const MAX_CACHED_NMETHODS: usize = 1 << 15;
+
+pub struct HotspotJvm<R> {
+    reader: R,
+    layout: Layout,
+    heaps: Vec<CodeHeap>,
+    interpreter: Option<(u64, u64)>,
+    stubs: Vec<(u64, String)>,
+    methods: HashMap<u64, Arc<JavaMethod>>,
+    nmethods: HashMap<u64, (u32, Arc<NmethodDebugInfo>)>,
+    misses: Misses,
+}
+
+impl HotspotJvm<ProcessMemory> {
+    /// Reads the tables of the HotSpot JVM `pid` (under `proc_root`, normally `/proc`).
+    pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
+        let (_lib, symbols) = locate_tables(proc_root, pid)?;
+        Self::new(ProcessMemory { pid }, &symbols)
+    }
+}
+
+impl<R: MemoryReader> HotspotJvm<R> {
+    pub fn new(reader: R, symbols: &TableSymbols) -> Result<Self, HotspotError> {
+        let vm = VmStructs::read(&reader, symbols)?;
+        let layout = Layout::new(&vm, &reader)?;
+        let mut jvm = Self {
+            reader,
+            layout,
+            heaps: Vec::new(),
+            interpreter: None,
+            stubs: Vec::new(),
+            methods: HashMap::new(),
+            nmethods: HashMap::new(),
+            misses: Misses::default(),
+        };
+        jvm.refresh_code_cache();
+        Ok(jvm)
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    pub fn reader(&self) -> &R {
+        &self.reader
+    }
+
+    pub fn misses(&self) -> Misses {
+        self.misses
+    }
+
+    pub fn code_heaps(&self) -> &[CodeHeap] {
+        &self.heaps
+    }
+
+    pub fn interpreter_bounds(&self) -> Option<(u64, u64)> {
+        self.interpreter
+    }
+
+    /// Re-reads the code heaps' bounds (they grow as code is committed) and the
+    /// interpreter's bounds.
+    pub fn refresh_code_cache(&mut self) {
+        if let Some(code) = &self.layout.code {
+            if let Ok(heaps) = codecache::read_heaps(&self.reader, code) {
+                self.heaps = heaps;
+            }
+            self.interpreter = codecache::interpreter_bounds(&self.reader, code).ok();
+        }
+        self.stubs = codecache::stub_entries(&self.reader, &self.layout.stub_entry_fields);
+    }
+
+    /// The method at `m`, checked (see [`super::method`]); `None` is a counted miss.
+    pub fn method(&mut self, m: u64) -> Option<Arc<JavaMethod>> {
+        if let Some(cached) = self.methods.get(&m) {
+            if still_valid(&self.reader, &self.layout.methods, m, cached) {
+                return Some(cached.clone());
+            }
+            self.misses.method_revalidated += 1;
+            self.methods.remove(&m);
+        }
+        match read_method(&self.reader, &self.layout.methods, self.layout.encoding, m) {
+            Ok(method) => {
+                if self.methods.len() >= MAX_CACHED_METHODS {
+                    self.methods.clear();
+                }
+                let method = Arc::new(method);
+                self.methods.insert(m, method.clone());
+                Some(method)
+            }
+            Err(miss) => {
+                match miss {
+                    MethodMiss::Unreadable(_) => self.misses.method_unreadable += 1,
+                    MethodMiss::Stale(_) => self.misses.method_stale += 1,
+                    MethodMiss::Corrupt(_) => self.misses.method_corrupt += 1,
+                }
+                None
+            }
+        }
+    }
+
+    /// An interpreted frame from the `Method*` and bcp read from its frame slots.
+    pub fn interpreted_frame(&mut self, m: u64, bcp: u64) -> Option<JavaFrame> {
+        let method = self.method(m)?;
+        let bci = method.bci_of_bcp(bcp);
+        let line = bci.and_then(|b| method.line_for_bci(b));
+        Some(JavaFrame {
+            method_ptr: m,
+            method,
+            bci,
+            line,
+            kind: FrameKind::Interpreted,
+        })
+    }
+
+    /// The blob holding `pc`, read fresh.
+    pub fn blob_at(&mut self, pc: u64) -> Option<CodeBlob> {
+        let code = self.layout.code.as_ref()?;
+        match codecache::find_blob(&self.reader, code, &self.heaps, pc) {
+            Ok(blob) => blob,
+            Err(_) => {
+                self.misses.code_unreadable += 1;
+                None
+            }
+        }
+    }
+
+    fn debug_info(
+        &mut self,
+        blob: &CodeBlob,
+        method: u64,
+        compile_id: u32,
+    ) -> Option<Arc<NmethodDebugInfo>> {
+        if let Some((id, info)) = self.nmethods.get(&blob.address) {
+            if *id == compile_id && info.method == method {
+                return Some(info.clone());
+            }
+        }
+        let scopes = self.layout.scopes.as_ref()?;
+        let info = match NmethodDebugInfo::read(
+            &self.reader,
+            scopes,
+            self.layout.encoding,
+            blob.address,
+            method,
+            blob.code_begin,
+        ) {
+            Ok(info) => Arc::new(info?),
+            Err(_) => {
+                self.misses.code_unreadable += 1;
+                return None;
+            }
+        };
+        if self.nmethods.len() >= MAX_CACHED_NMETHODS {
+            self.nmethods.clear();
+        }
+        self.nmethods
+            .insert(blob.address, (compile_id, info.clone()));
+        Some(info)
+    }
+
+    /// What runs at `pc`: Java frames (inlined ones included) for compiled code.
+    pub fn code_at(&mut self, pc: u64) -> CodeAt {
+        if self
+            .interpreter
+            .is_some_and(|(lo, hi)| (lo..hi).contains(&pc))
+        {
+            return CodeAt::Interpreter;
+        }
+        let Some(blob) = self.blob_at(pc) else {
+            return CodeAt::NotCode;
+        };
+        let BlobKind::Nmethod { method, compile_id } = blob.kind else {
+            if blob.name.starts_with("StubRoutines") {
+                if let Some(name) = codecache::stub_name(&self.stubs, &blob, pc) {
+                    return CodeAt::Blob(name.to_owned());
+                }
+            }
+            return CodeAt::Blob(blob.name);
+        };
+        let scopes = match self.debug_info(&blob, method, compile_id) {
+            Some(info) => info.frames_at(pc),
+            None => vec![super::scopes::ScopeFrame { method, bci: None }],
+        };
+        let last = scopes.len() - 1;
+        let mut frames = Vec::with_capacity(scopes.len());
+        for (i, s) in scopes.iter().enumerate() {
+            let Some(m) = self.method(s.method) else {
+                // A chain with a hole would misname callers: keep what is certain.
+                return if frames.is_empty() {
+                    CodeAt::Blob(blob.name)
+                } else {
+                    CodeAt::Java(frames)
+                };
+            };
+            let line = s.bci.and_then(|b| m.line_for_bci(b));
+            frames.push(JavaFrame {
+                method_ptr: s.method,
+                method: m,
+                bci: s.bci,
+                line,
+                kind: if i == last {
+                    FrameKind::Jit
+                } else {
+                    FrameKind::Inlined
+                },
+            });
+        }
+        CodeAt::Java(frames)
+    }
+
+    /// Drops cached methods and nmethods (e.g. after classes were unloaded).
+    pub fn clear_caches(&mut self) {
+        self.methods.clear();
+        self.nmethods.clear();
+    }
+}

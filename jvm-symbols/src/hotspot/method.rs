@@ -1,0 +1,255 @@
+//! `Method*` to class, name, signature and line table, with a check that the `Method*`
+//! is still what its holder class lists: the address came from a sample and may have been
+//! freed (class unloading, redefinition) and reused since.
+//!
+//! Path: `Method::_constMethod` -> `ConstMethod::_constants` -> `ConstantPool::_pool_holder`
+//! (the class). Names are constant-pool symbols at `ConstMethod::_name_index` and
+//! `_signature_index`. The check: the holder's `InstanceKlass::_methods` array must hold
+//! this very `Method*` (at `ConstMethod::_method_idnum`, or anywhere after a redefinition).
+//! ConstMethod has no back-pointer field of its own; this array is the back-pointer.
+
+use super::layout::{Field, MethodLayout};
+use super::memory::{MemoryReader, ReadError};
+use super::stream::{decode_line_table, line_for_bci, Encoding, LineEntry};
+
+/// A Java method, named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JavaMethod {
+    /// Dotted class name (`java.lang.Thread`); hidden classes keep their `+0x...` suffix.
+    pub class: String,
+    pub name: String,
+    /// JVM descriptor, `(I)J`.
+    pub signature: String,
+    /// The `ConstMethod*` it was read through: a cached entry is revalidated against it.
+    pub const_method: u64,
+    /// Address of the first bytecode (bcp - this = bci).
+    pub code_start: u64,
+    pub code_size: u32,
+    /// Empty when the class has no line numbers.
+    pub lines: Vec<LineEntry>,
+}
+
+impl JavaMethod {
+    /// `com.acme.Foo.bar`, the form tables and CSVs use.
+    pub fn short_name(&self) -> String {
+        format!("{}.{}", self.class, self.name)
+    }
+
+    pub fn line_for_bci(&self, bci: i32) -> Option<u32> {
+        // The entry bci (-1) is on the line of bci 0, as `Method::line_number_from_bci` has it.
+        line_for_bci(&self.lines, bci.max(0) as u32)
+    }
+
+    /// The bci of a bytecode pointer read from an interpreter frame, if it is inside this
+    /// method's bytecodes.
+    pub fn bci_of_bcp(&self, bcp: u64) -> Option<i32> {
+        let off = bcp.checked_sub(self.code_start)?;
+        (off < u64::from(self.code_size)).then_some(off as i32)
+    }
+}
+
+/// Why a `Method*` could not be named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MethodMiss {
+    #[error(transparent)]
+    Unreadable(#[from] ReadError),
+    /// Readable, but its holder does not list it: freed and reused, or never a Method*.
+    #[error("Method* {0:#x} is not listed by its holder class (stale or not a Method*)")]
+    Stale(u64),
+    /// Readable, but with values no live Method has (an index past the constant pool...).
+    #[error("Method* {0:#x} has inconsistent fields")]
+    Corrupt(u64),
+}
+
+/// Longest class, method or signature name read (HotSpot's own limit is 65535 bytes).
+const MAX_SYMBOL_BYTES: u64 = 65535;
+/// More methods than a class file can declare.
+const MAX_METHODS: u64 = 65536;
+/// Line tables are read in chunks of this many bytes, at most 64 of them.
+const LINE_TABLE_CHUNK: usize = 256;
+const MAX_LINE_TABLE_CHUNKS: usize = 64;
+
+/// Bytes of a symbol's body read together with its header; longer names take a second read.
+const SYMBOL_FIRST_READ: usize = 96;
+
+pub fn read_symbol(
+    reader: &impl MemoryReader,
+    l: &MethodLayout,
+    symbol: u64,
+) -> Result<String, ReadError> {
+    let body = l.symbol_body as usize;
+    let mut first = [0u8; SYMBOL_FIRST_READ];
+    // One read for header and short bodies, unless it would cross into the next page
+    // (which may be unmapped): then header and body separately.
+    let room = (4096 - symbol % 4096) as usize;
+    let (len, bytes) = if room >= SYMBOL_FIRST_READ && reader.read(symbol, &mut first).is_ok() {
+        let len = l
+            .symbol_length
+            .get(&first)
+            .unwrap_or(0)
+            .min(MAX_SYMBOL_BYTES) as usize;
+        (len, first.get(body..body + len).map(<[u8]>::to_vec))
+    } else {
+        let len = l.symbol_length.read(reader, symbol)?.min(MAX_SYMBOL_BYTES) as usize;
+        (len, None)
+    };
+    let bytes = match bytes {
+        Some(b) => b,
+        None => {
+            let mut b = vec![0u8; len];
+            reader.read(symbol + l.symbol_body, &mut b)?;
+            b
+        }
+    };
+    // Modified UTF-8 differs from UTF-8 only for NUL and supplementary characters.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+fn pool_symbol(
+    reader: &impl MemoryReader,
+    l: &MethodLayout,
+    pool: u64,
+    pool_length: u64,
+    index: u64,
+    m: u64,
+) -> Result<String, MethodMiss> {
+    if index == 0 || index >= pool_length {
+        return Err(MethodMiss::Corrupt(m));
+    }
+    let symbol = reader.read_u64(pool + l.constant_pool_size + index * 8)?;
+    Ok(read_symbol(reader, l, symbol)?)
+}
+
+/// Is `m` listed in `holder`'s methods array? Read whole, in one read: `_method_idnum` is
+/// the index of most methods, but not of overpass methods added after the class was parsed.
+fn holder_lists(
+    reader: &impl MemoryReader,
+    l: &MethodLayout,
+    holder: u64,
+    m: u64,
+    idnum: u64,
+) -> Result<bool, ReadError> {
+    let methods = reader.read_u64(holder + l.instance_klass_methods)?;
+    let len = u64::from(reader.read_u32(methods + l.array_length)?);
+    if len > MAX_METHODS {
+        return Ok(false);
+    }
+    let mut all = vec![0u8; len as usize * 8];
+    reader.read(methods + l.method_array_data, &mut all)?;
+    let mut listed = all
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+    Ok(listed.clone().nth(idnum as usize) == Some(m) || listed.any(|x| x == m))
+}
+
+/// Method-handle intrinsics (`linkToStatic`, `invokeBasic`...) are generated `Method`s with
+/// a private constant pool whose holder is `MethodHandle`, and no class lists them.
+fn is_method_handle_intrinsic(
+    reader: &impl MemoryReader,
+    l: &MethodLayout,
+    holder: u64,
+    pool: u64,
+) -> Result<bool, ReadError> {
+    let Some(constants) = l.instance_klass_constants else {
+        return Ok(false);
+    };
+    let class = read_symbol(reader, l, reader.read_u64(holder + l.klass_name)?)?;
+    Ok(class == "java/lang/invoke/MethodHandle" && reader.read_u64(holder + constants)? != pool)
+}
+
+fn read_line_table(
+    reader: &impl MemoryReader,
+    start: u64,
+    encoding: Encoding,
+) -> Option<Vec<LineEntry>> {
+    let mut bytes = Vec::new();
+    for _ in 0..MAX_LINE_TABLE_CHUNKS {
+        let mut chunk = [0u8; LINE_TABLE_CHUNK];
+        let at = start + bytes.len() as u64;
+        // Stay inside the page: metaspace chunks end at page boundaries.
+        let n = LINE_TABLE_CHUNK.min((4096 - at % 4096) as usize);
+        reader.read(at, &mut chunk[..n]).ok()?;
+        bytes.extend_from_slice(&chunk[..n]);
+        if let Some(table) = decode_line_table(&bytes, encoding) {
+            return Some(table);
+        }
+    }
+    None
+}
+
+/// Reads and checks the method at `m`.
+pub fn read_method(
+    reader: &impl MemoryReader,
+    l: &MethodLayout,
+    encoding: Encoding,
+    m: u64,
+) -> Result<JavaMethod, MethodMiss> {
+    let corrupt = MethodMiss::Corrupt(m);
+    let cm = reader.read_u64(m + l.method_const_method)?;
+    // Each header in one read, then its fields from the copy.
+    let mut cm_bytes = vec![0u8; l.const_method_size as usize];
+    reader.read(cm, &mut cm_bytes)?;
+    let cm_field = |f: &Field| f.get(&cm_bytes).ok_or(corrupt);
+    let pool = read_ptr(&cm_bytes, l.const_method_constants).ok_or(corrupt)?;
+    let mut pool_bytes = vec![0u8; l.constant_pool_size as usize];
+    reader.read(pool, &mut pool_bytes)?;
+    let holder = read_ptr(&pool_bytes, l.constant_pool_holder).ok_or(corrupt)?;
+    let pool_length = l.constant_pool_length.get(&pool_bytes).ok_or(corrupt)?;
+    if !holder_lists(reader, l, holder, m, cm_field(&l.const_method_idnum)?)?
+        && !is_method_handle_intrinsic(reader, l, holder, pool)?
+    {
+        return Err(MethodMiss::Stale(m));
+    }
+    let class = read_symbol(reader, l, reader.read_u64(holder + l.klass_name)?)?.replace('/', ".");
+    let name = pool_symbol(
+        reader,
+        l,
+        pool,
+        pool_length,
+        cm_field(&l.const_method_name_index)?,
+        m,
+    )?;
+    let signature = pool_symbol(
+        reader,
+        l,
+        pool,
+        pool_length,
+        cm_field(&l.const_method_signature_index)?,
+        m,
+    )?;
+    let code_size = cm_field(&l.const_method_code_size)? as u32;
+    let code_start = cm + l.const_method_size;
+    let lines = if cm_field(&l.const_method_flags)? & l.has_linenumber_table_flag != 0 {
+        // The compressed line-number table starts right after the bytecodes.
+        read_line_table(reader, code_start + u64::from(code_size), encoding).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    Ok(JavaMethod {
+        class,
+        name,
+        signature,
+        const_method: cm,
+        code_start,
+        code_size,
+        lines,
+    })
+}
+
+fn read_ptr(bytes: &[u8], offset: u64) -> Option<u64> {
+    Field {
+        offset,
+        size_bytes: 8,
+    }
+    .get(bytes)
+}
+
+/// Is the cached `method` still what `m` points to? One read: the `ConstMethod*`.
+pub fn still_valid(
+    reader: &impl MemoryReader,
+    l: &MethodLayout,
+    m: u64,
+    method: &JavaMethod,
+) -> bool {
+    reader.read_u64(m + l.method_const_method) == Ok(method.const_method)
+}

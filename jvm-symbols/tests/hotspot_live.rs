@@ -1,0 +1,237 @@
+//! HotSpot introspection against a live JDK 17 JVM (runs as root, like the rest of the
+//! suite: `process_vm_readv` and ptrace). The workload's busy thread is stopped briefly
+//! with ptrace to read real pcs and frame pointers, which are then resolved from outside.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use jvm_symbols::hotspot::{CodeAt, FrameKind, HotspotJvm, MemoryReader, ProcessMemory};
+
+const CLASS: &str = "HotspotFixture";
+const SAMPLES: usize = 40;
+
+struct Jvm {
+    child: Child,
+    _classes: tempfile::TempDir,
+}
+
+impl Drop for Jvm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Jvm {
+    fn start(flags: &[&str]) -> Jvm {
+        let classes = tempfile::tempdir().unwrap();
+        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/hotspot-src/HotspotFixture.java");
+        let ok = Command::new("javac")
+            .args(["--release", "11", "-d"])
+            .arg(classes.path())
+            .arg(source)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "javac failed");
+        let mut child = Command::new("java")
+            .args(flags)
+            .arg("-cp")
+            .arg(classes.path())
+            .args([CLASS, "60"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("ready"), "JVM did not warm up: {line:?}");
+        Jvm {
+            child,
+            _classes: classes,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The thread that used the most CPU: the workload's main Java thread.
+    fn busiest_thread(&self) -> i32 {
+        let task = format!("/proc/{}/task", self.pid());
+        std::fs::read_dir(task)
+            .unwrap()
+            .filter_map(|e| {
+                let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+                let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid()))
+                    .ok()?;
+                let after_comm = &stat[stat.rfind(')')? + 2..];
+                let utime: u64 = after_comm.split(' ').nth(11)?.parse().ok()?;
+                Some((utime, tid))
+            })
+            .max()
+            .unwrap()
+            .1
+    }
+}
+
+/// Stops `tid` (PTRACE_SEIZE + PTRACE_INTERRUPT: no signal reaches the JVM) and returns its
+/// (pc, fp).
+fn sample(tid: i32) -> (u64, u64) {
+    // SAFETY: plain ptrace calls on a thread of a child we own; `regs` is written by the
+    // kernel only while the thread is stopped.
+    unsafe {
+        assert_eq!(
+            libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0),
+            0,
+            "PTRACE_SEIZE"
+        );
+        assert_eq!(
+            libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0),
+            0,
+            "PTRACE_INTERRUPT"
+        );
+        let mut status = 0;
+        assert_eq!(libc::waitpid(tid, &mut status, libc::__WALL), tid);
+        let mut regs: libc::user_regs_struct = std::mem::zeroed();
+        assert_eq!(
+            libc::ptrace(libc::PTRACE_GETREGS, tid, 0, &mut regs as *mut _),
+            0,
+            "PTRACE_GETREGS"
+        );
+        libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0);
+        (regs.rip, regs.rbp)
+    }
+}
+
+/// `jcmd <pid> Compiler.perfmap` entries: (start, size, name).
+fn perf_map(pid: u32) -> Vec<(u64, u64, String)> {
+    let ok = Command::new("jcmd")
+        .arg(pid.to_string())
+        .arg("Compiler.perfmap")
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "jcmd failed");
+    let path = format!("/tmp/perf-{pid}.map");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, ' ');
+            let start = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+            let size = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+            Some((start, size, f.next()?.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn sampled_jit_pcs_resolve_to_the_hot_methods_and_agree_with_the_perf_map() {
+    let jvm = Jvm::start(&["-XX:+PreserveFramePointer"]);
+    // Let C2 replace the C1 code the warm-up left.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut hs = HotspotJvm::attach(Path::new("/proc"), jvm.pid()).unwrap();
+    let tid = jvm.busiest_thread();
+    let mut resolved = Vec::new();
+    for _ in 0..SAMPLES {
+        let (pc, _) = sample(tid);
+        hs.refresh_code_cache();
+        if let CodeAt::Java(frames) = hs.code_at(pc) {
+            resolved.push((pc, frames));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let workload = |name: &str| ["mix", "twist", "outer", "main"].contains(&name);
+    let in_workload = resolved
+        .iter()
+        .filter(|(_, f)| {
+            f.iter()
+                .all(|f| f.method.class == CLASS && workload(&f.method.name))
+        })
+        .count();
+    eprintln!("{in_workload} of {SAMPLES} JIT samples named in the workload");
+    assert!(
+        in_workload * 10 >= SAMPLES * 8,
+        "{in_workload} of {SAMPLES} samples named in the workload: {resolved:?}"
+    );
+    // The perf map names the nmethod, i.e. the outermost frame of each chain.
+    let map = perf_map(jvm.pid());
+    let mut checked = 0;
+    for (pc, frames) in &resolved {
+        let Some((_, _, name)) = map.iter().find(|(s, z, _)| (*s..s + z).contains(pc)) else {
+            continue;
+        };
+        let outer = frames.last().unwrap();
+        assert_eq!(outer.kind, FrameKind::Jit);
+        let expected = format!("{}.{}(", outer.method.class, outer.method.name);
+        assert!(
+            name.contains(&expected),
+            "perf map says {name:?} at {pc:#x}, we say {expected}"
+        );
+        checked += 1;
+    }
+    eprintln!("{checked} of {} agree with the perf map", resolved.len());
+    assert!(
+        checked * 2 >= resolved.len(),
+        "only {checked} of {} pcs in the perf map",
+        resolved.len()
+    );
+    let misses = hs.misses();
+    assert_eq!(misses.method_stale + misses.method_corrupt, 0, "{misses:?}");
+}
+
+/// Under -Xint every Java frame is interpreted: the pc is in the interpreter, and the
+/// frame's Method* and bcp sit at the fp-relative slots the layout gives (what the eBPF
+/// sampler will read).
+#[test]
+fn interpreted_frames_resolve_from_their_frame_slots() {
+    let jvm = Jvm::start(&["-Xint", "-XX:+PreserveFramePointer"]);
+    let mut hs = HotspotJvm::attach(Path::new("/proc"), jvm.pid()).unwrap();
+    let slots = hs.layout().interpreter_frame;
+    let mem = ProcessMemory { pid: jvm.pid() };
+    let tid = jvm.busiest_thread();
+    let mut in_interpreter = 0;
+    let mut named: HashMap<String, usize> = HashMap::new();
+    for _ in 0..SAMPLES {
+        let (pc, fp) = sample(tid);
+        if hs.code_at(pc) != CodeAt::Interpreter {
+            continue;
+        }
+        in_interpreter += 1;
+        let slot = |words: i64| fp.wrapping_add_signed(words * 8);
+        let (Ok(m), Ok(bcp)) = (
+            mem.read_u64(slot(slots.method_slot)),
+            mem.read_u64(slot(slots.bcp_slot)),
+        ) else {
+            continue;
+        };
+        if let Some(frame) = hs.interpreted_frame(m, bcp) {
+            if frame.bci.is_some() && frame.line.is_some() {
+                *named.entry(frame.method.short_name()).or_default() += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!(
+        "{in_interpreter} of {SAMPLES} pcs in the interpreter; named from frame slots: {named:?}"
+    );
+    assert!(
+        in_interpreter * 10 >= SAMPLES * 7,
+        "only {in_interpreter} of {SAMPLES} pcs in the interpreter"
+    );
+    let workload: usize = ["mix", "twist", "outer", "main"]
+        .iter()
+        .map(|m| named.get(&format!("{CLASS}.{m}")).copied().unwrap_or(0))
+        .sum();
+    assert!(
+        workload * 10 >= in_interpreter * 8,
+        "{workload} of {in_interpreter} interpreted samples named in the workload: {named:?}"
+    );
+}
