@@ -123,9 +123,7 @@ impl ProfileFormatArg {
 
 impl ProfileExportArgs {
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.profile_interval > 0.0 && self.profile_interval.is_finite()) {
-            return Err(format!("--profile-interval must be a positive number of seconds (got {})", self.profile_interval));
-        }
+        check_seconds("--profile-interval", self.profile_interval, MAX_DURATION_S, "30 days")?;
         if self.profile_keep == 0 {
             return Err("--profile-keep must be at least 1".into());
         }
@@ -145,8 +143,28 @@ pub struct ProfileArgs {
     /// Profile every process on the host.
     #[arg(short, long)]
     pub all: bool,
+    /// Also profile the processes the --pid processes start, and theirs (`record` always does).
+    /// The run still ends when the --pid processes have exited.
+    #[arg(long, requires = "pid")]
+    pub follow_children: bool,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// Longest `--duration`: beyond it a typo (`1e20`) is likelier than a plan.
+const MAX_DURATION_S: f64 = 30.0 * 86_400.0;
+/// Longest `--interval`: a cycle's counters must be read well before they could wrap.
+const MAX_INTERVAL_S: f64 = 3_600.0;
+
+/// `flag` holds a number of seconds in `(0, max_s]`.
+fn check_seconds(flag: &str, value: f64, max_s: f64, max_text: &str) -> Result<(), String> {
+    if !(value > 0.0 && value.is_finite()) {
+        return Err(format!("{flag} must be a positive number of seconds (got {value})"));
+    }
+    if value > max_s {
+        return Err(format!("{flag} must be at most {max_s} s ({max_text}; got {value})"));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args, Clone)]
@@ -204,13 +222,12 @@ pub struct CommonArgs {
 impl CommonArgs {
     /// Validates values clap cannot, with messages that say how to fix them.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.interval > 0.0 && self.interval.is_finite()) {
-            return Err(format!("--interval must be a positive number of seconds (got {})", self.interval));
-        }
+        check_seconds("--interval", self.interval, MAX_INTERVAL_S, "1 hour")?;
         if let Some(d) = self.duration {
-            if !(d > 0.0 && d.is_finite()) {
-                return Err(format!("--duration must be a positive number of seconds (got {d})"));
-            }
+            check_seconds("--duration", d, MAX_DURATION_S, "30 days")?;
+        }
+        if self.output.exists() && !self.output.is_dir() {
+            return Err(format!("--output {}: exists and is not a directory (it names the results directory)", self.output.display()));
         }
         if self.frequency == 0 || self.frequency > 10_000 {
             return Err(format!("--frequency must be between 1 and 10000 Hz (got {})", self.frequency));
@@ -265,5 +282,46 @@ impl CommonArgs {
             dram: self.energy.dram,
             psys: self.energy.psys,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validate(args: &[&str]) -> Result<(), String> {
+        let cli = Cli::try_parse_from(std::iter::once("joular-ebpf").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        cli.profile.common.validate()
+    }
+
+    #[test]
+    fn durations_and_intervals_are_bounded_and_name_their_flag() {
+        assert!(validate(&["--pid", "1", "--duration", "2592000", "--interval", "3600"]).is_ok());
+        for (args, flag) in [
+            (&["--duration", "1e20"][..], "--duration"),
+            (&["--duration", "NaN"], "--duration"),
+            (&["--duration", "0"], "--duration"),
+            (&["--duration=-1"], "--duration"),
+            (&["--interval", "1e19"], "--interval"),
+            (&["--interval", "inf"], "--interval"),
+            (&["--interval", "3600.5"], "--interval"),
+        ] {
+            let err = validate(args).unwrap_err();
+            assert!(err.starts_with(flag), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn output_must_be_a_directory() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let err = validate(&["--output", file.path().to_str().unwrap()]).unwrap_err();
+        assert!(err.starts_with("--output") && err.contains("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn follow_children_needs_pid() {
+        assert!(Cli::try_parse_from(["joular-ebpf", "--follow-children"]).is_err());
+        let cli = Cli::try_parse_from(["joular-ebpf", "--pid", "4", "--follow-children"]).unwrap();
+        assert!(cli.profile.follow_children);
     }
 }
