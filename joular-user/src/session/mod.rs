@@ -185,7 +185,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             energy.totals.forget_processes(&ended.pids);
             energy.totals.forget_threads(&ended.threads);
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if stop_reason.is_some() {
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
             stop_reason = Some("duration reached");
         } else if target.ended(&common.proc_root) {
             stop_reason = Some("target exited");

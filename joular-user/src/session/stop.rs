@@ -73,6 +73,11 @@ impl Stopper {
     ) -> i32 {
         if self.kill_at.is_none() && child.try_wait().is_none() {
             self.terminate(child);
+            errln!(
+                "joular-ebpf: SIGTERM sent to the command (PID {}); it is killed if it has not ended in {} s or at Ctrl-C",
+                child.pid(),
+                GRACE.as_secs()
+            );
         }
         let mut reap_by = None;
         loop {
