@@ -194,7 +194,8 @@ fn count(field: &str, value: u64) -> Result<(), String> {
 /// serde_json locates a bad value by line and column; name the field it belongs to as well
 /// (the last key before that column).
 fn json_error(path: &Path, text: &str, e: serde_json::Error) -> OutputError {
-    if e.classify() == serde_json::error::Category::Data {
+    // Out-of-range numbers (`1e999`) are syntax errors to serde_json.
+    if e.is_data() || e.is_syntax() {
         if let Some(key) = key_before(text, e.line(), e.column()) {
             return OutputError::Format {
                 path: path.to_owned(),
