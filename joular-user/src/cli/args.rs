@@ -226,8 +226,11 @@ impl CommonArgs {
         if let Some(d) = self.duration {
             check_seconds("--duration", d, MAX_DURATION_S, "30 days")?;
         }
-        if self.output.exists() && !self.output.is_dir() {
-            return Err(format!("--output {}: exists and is not a directory (it names the results directory)", self.output.display()));
+        // Checked before anything is loaded; the directory itself is created later.
+        if let Some(existing) = self.output.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists()) {
+            if !existing.is_dir() {
+                return Err(format!("--output {}: {} is not a directory", self.output.display(), existing.display()));
+            }
         }
         if self.frequency == 0 || self.frequency > 10_000 {
             return Err(format!("--frequency must be between 1 and 10000 Hz (got {})", self.frequency));
@@ -316,6 +319,10 @@ mod tests {
         let file = tempfile::NamedTempFile::new().unwrap();
         let err = validate(&["--output", file.path().to_str().unwrap()]).unwrap_err();
         assert!(err.starts_with("--output") && err.contains("not a directory"), "{err}");
+        let below = file.path().join("results");
+        let err = validate(&["--output", below.to_str().unwrap()]).unwrap_err();
+        assert_eq!(err, format!("--output {}: {} is not a directory", below.display(), file.path().display()));
+        assert!(validate(&["--output", "joularjx-result"]).is_ok());
     }
 
     #[test]

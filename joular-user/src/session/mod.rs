@@ -114,7 +114,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         evolution: !common.no_evolution && fleet.is_none(),
         runtime_call_trees: common.runtime_call_trees,
         top_n: common.top,
-    })?;
+    })
+    .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
     let mut profiles = match serve.and_then(|f| f.profiles.as_ref()) {
         Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
