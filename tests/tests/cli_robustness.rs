@@ -228,7 +228,11 @@ fn report_refuses_impossible_numbers_naming_file_and_field() {
     let (_, run) = summaries(&out_dir).into_values().next().unwrap();
     let raw = run.join("profile.json");
     let text = std::fs::read_to_string(&raw).unwrap();
-    assert_success(&profile(&["report", run.to_str().unwrap(), "--format", "table"], Duration::from_secs(30)));
+    // A closed stdout ends the table, not the command.
+    let mut child = Command::new(bin()).args(["report", run.to_str().unwrap(), "--format", "table,svg"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    let out = wait_bounded(child, Duration::from_secs(30));
+    assert_success(&out);
     let energy_at = text.find("\"stacks\":[{").expect("a stack") + text[text.find("\"stacks\":[{").unwrap()..].find("\"energy_uj\":").unwrap();
     let value_end = energy_at + text[energy_at..].find(',').unwrap();
     for bad in ["-3.5", "1e308"] {
