@@ -187,6 +187,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             energy.totals.forget_threads(&ended.threads);
         }
         if stop_reason.is_some() {
+            // A signal, the grace period or the command's end already decided.
         } else if deadline.is_some_and(|d| Instant::now() >= d) {
             stop_reason = Some("duration reached");
         } else if target.ended(&common.proc_root) {
