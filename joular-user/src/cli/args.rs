@@ -35,6 +35,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a command and profile it until it exits; exits with the command's exit code.
+    ///
+    /// Every process the command starts is profiled too, each with its own results. The first
+    /// Ctrl-C or SIGTERM is passed on as SIGTERM; a second one, or 10 s later, kills the command
+    /// and what it started.
     Record(RecordArgs),
     /// Whole-host daemon: profile every process, serve Prometheus metrics over HTTP and, with
     /// --profile-dir, write a host-wide energy profile (pprof, folded) per interval.
