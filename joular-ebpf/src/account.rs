@@ -55,7 +55,7 @@ fn targeted(tgid: u32) -> bool {
 }
 
 #[inline(always)]
-fn count_drop(kind: u32) {
+pub fn count_drop(kind: u32) {
     if let Some(n) = DROPS.get_ptr_mut(kind) {
         // SAFETY: per-CPU slot, only this CPU writes it.
         unsafe { *n += 1 };
@@ -185,6 +185,9 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
     let exits = if buffer == 0 { &EXITS_0 } else { &EXITS_1 };
     if exits.insert(&tid, &value, 0).is_err() {
         count_drop(DROP_EXITS_MAP_FULL);
+    }
+    if group_dead != 0 {
+        crate::follow::forget(tgid);
     }
     aya_log_ebpf::debug!(ctx, "exit tid {} tgid {} group_dead {}", tid, tgid, group_dead);
     Ok(0)

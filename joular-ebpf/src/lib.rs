@@ -11,7 +11,9 @@ pub const BUFFERS: u32 = 2;
 pub const CONFIG_ACTIVE_BUFFER: u32 = 0;
 /// 1 = profile every process (host mode), 0 = only TGIDs in `TARGETS`.
 pub const CONFIG_ALL_PROCESSES: u32 = 1;
-pub const CONFIG_LEN: u32 = 2;
+/// 1 = a process forked by a target becomes a target (`record`, `--follow-children`).
+pub const CONFIG_FOLLOW_CHILDREN: u32 = 2;
+pub const CONFIG_LEN: u32 = 3;
 
 /// Most CPUs the per-CPU time arrays hold (index = buffer * MAX_CPUS + cpu).
 pub const MAX_CPUS: u32 = 1024;
@@ -34,7 +36,9 @@ pub const DROP_KSTACK_COLLISION: u32 = 3;
 pub const DROP_KSTACK_FAILED: u32 = 4;
 pub const DROP_THREAD_CPU_MAP_FULL: u32 = 5;
 pub const DROP_EXITS_MAP_FULL: u32 = 6;
-pub const DROP_KINDS: u32 = 7;
+/// A child of a target that could not be followed (`TARGETS` full).
+pub const DROP_TARGETS_MAP_FULL: u32 = 7;
+pub const DROP_KINDS: u32 = 8;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -43,6 +47,7 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "kernel_stack_failed",
     "thread_cpu_map_full",
     "exits_map_full",
+    "targets_map_full",
 ];
 
 /// Key of the in-kernel sample aggregation: one count per distinct

@@ -3,6 +3,7 @@
 #![no_main]
 
 mod account;
+mod follow;
 mod maps;
 
 use aya_ebpf::{
@@ -35,6 +36,14 @@ pub fn joular_switch_tp(_ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn joular_exit(ctx: TracePointContext) -> u32 {
     match account::on_exit(&ctx) {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+/// Adds the children of targets to `TARGETS` (see `follow.rs`).
+#[tracepoint]
+pub fn joular_fork(ctx: TracePointContext) -> u32 {
+    match follow::on_new_task(&ctx) {
         Ok(r) | Err(r) => r,
     }
 }

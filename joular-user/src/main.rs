@@ -1,10 +1,12 @@
 //! `joular-ebpf`: parses the command line and hands over to the session or a subcommand.
 
+#[macro_use]
 mod cli;
 mod session;
 
 use clap::Parser;
 use cli::args::{Cli, Command};
+use cli::errors::{exit_code, one_line, UsageError};
 use session::target::{self, Target};
 
 fn main() {
@@ -13,8 +15,8 @@ fn main() {
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("joular-ebpf: error: {e:#}");
-            1
+            errln!("joular-ebpf: error: {}", one_line(&e));
+            exit_code(&e)
         }
     };
     std::process::exit(code);
@@ -40,12 +42,17 @@ fn profile_options(args: &cli::args::ProfileExportArgs, proc_root: &std::path::P
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
         Some(Command::Report(args)) => {
-            joular_user::output::report(&args)?;
+            if let Err(e) = joular_user::output::report(&args) {
+                // The table goes last: a closed stdout ends the printing, not the run.
+                if !is_broken_pipe(&e) {
+                    return Err(e.into());
+                }
+            }
             return Ok(0);
         }
         Some(Command::Serve(serve)) => {
-            serve.common.validate().map_err(anyhow::Error::msg)?;
-            serve.profiles.validate().map_err(anyhow::Error::msg)?;
+            serve.common.validate().map_err(UsageError)?;
+            serve.profiles.validate().map_err(UsageError)?;
             let fleet = session::FleetOptions {
                 listen: serve.listen,
                 top_methods: serve.top_methods,
@@ -57,23 +64,30 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             return rt.block_on(session::run(Target::All, &serve.common, Some(fleet)));
         }
         Some(Command::Record(r)) => {
-            r.common.validate().map_err(anyhow::Error::msg)?;
+            r.common.validate().map_err(UsageError)?;
             (Target::Command(target::GatedChild::spawn(&r.command)?), r.common)
         }
         None => {
             let p = cli.profile;
-            p.common.validate().map_err(anyhow::Error::msg)?;
+            p.common.validate().map_err(UsageError)?;
             let target = if p.all {
                 Target::All
             } else if !p.pid.is_empty() {
-                target::check_pids(&p.pid, &p.common.proc_root)?;
-                Target::Pids(p.pid)
+                let resolved = target::resolve_pids(&p.pid, &p.common.proc_root)?;
+                for note in &resolved.notes {
+                    errln!("joular-ebpf: note: {note}");
+                }
+                Target::Pids { pids: resolved.pids, follow_children: p.follow_children }
             } else {
-                anyhow::bail!("nothing to profile: give --pid PID, --all, or `record -- CMD` (see --help)");
+                return Err(UsageError("nothing to profile: give --pid PID, --all, or `record -- CMD` (see --help)".into()).into());
             };
             (target, p.common)
         }
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(session::run(target, &common, None))
+}
+
+fn is_broken_pipe(e: &joular_user::output::OutputError) -> bool {
+    matches!(e, joular_user::output::OutputError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
 }

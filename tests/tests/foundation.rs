@@ -115,7 +115,7 @@ fn record_runs_java_and_returns_its_exit_code() {
 #[test]
 fn clear_errors_for_bad_input() {
     let out = profile(&["--pid", "999999999", "--duration", "1"], Duration::from_secs(20));
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "bad input exits 2, as clap's own usage errors do");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("PID 999999999 not found"), "{err}");
     let out = profile(&["--duration", "1"], Duration::from_secs(20));

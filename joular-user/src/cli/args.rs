@@ -35,6 +35,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a command and profile it until it exits; exits with the command's exit code.
+    ///
+    /// Every process the command starts is profiled too, each with its own results. The first
+    /// Ctrl-C or SIGTERM is passed on as SIGTERM; a second one, or 10 s later, kills the command
+    /// and what it started.
     Record(RecordArgs),
     /// Whole-host daemon: profile every process, serve Prometheus metrics over HTTP and, with
     /// --profile-dir, write a host-wide energy profile (pprof, folded) per interval.
@@ -123,9 +127,7 @@ impl ProfileFormatArg {
 
 impl ProfileExportArgs {
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.profile_interval > 0.0 && self.profile_interval.is_finite()) {
-            return Err(format!("--profile-interval must be a positive number of seconds (got {})", self.profile_interval));
-        }
+        check_seconds("--profile-interval", self.profile_interval, MAX_DURATION_S, "30 days")?;
         if self.profile_keep == 0 {
             return Err("--profile-keep must be at least 1".into());
         }
@@ -145,8 +147,28 @@ pub struct ProfileArgs {
     /// Profile every process on the host.
     #[arg(short, long)]
     pub all: bool,
+    /// Also profile the processes the --pid processes start, and theirs (`record` always does).
+    /// The run still ends when the --pid processes have exited.
+    #[arg(long, requires = "pid")]
+    pub follow_children: bool,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// Longest `--duration`: beyond it a typo (`1e20`) is likelier than a plan.
+const MAX_DURATION_S: f64 = 30.0 * 86_400.0;
+/// Longest `--interval`: a cycle's counters must be read well before they could wrap.
+const MAX_INTERVAL_S: f64 = 3_600.0;
+
+/// `flag` holds a number of seconds in `(0, max_s]`.
+fn check_seconds(flag: &str, value: f64, max_s: f64, max_text: &str) -> Result<(), String> {
+    if !(value > 0.0 && value.is_finite()) {
+        return Err(format!("{flag} must be a positive number of seconds (got {value})"));
+    }
+    if value > max_s {
+        return Err(format!("{flag} must be at most {max_s} s ({max_text}; got {value})"));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args, Clone)]
@@ -204,12 +226,14 @@ pub struct CommonArgs {
 impl CommonArgs {
     /// Validates values clap cannot, with messages that say how to fix them.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.interval > 0.0 && self.interval.is_finite()) {
-            return Err(format!("--interval must be a positive number of seconds (got {})", self.interval));
-        }
+        check_seconds("--interval", self.interval, MAX_INTERVAL_S, "1 hour")?;
         if let Some(d) = self.duration {
-            if !(d > 0.0 && d.is_finite()) {
-                return Err(format!("--duration must be a positive number of seconds (got {d})"));
+            check_seconds("--duration", d, MAX_DURATION_S, "30 days")?;
+        }
+        // Checked before anything is loaded; the directory itself is created later.
+        if let Some(existing) = self.output.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists()) {
+            if !existing.is_dir() {
+                return Err(format!("--output {}: {} is not a directory", self.output.display(), existing.display()));
             }
         }
         if self.frequency == 0 || self.frequency > 10_000 {
@@ -265,5 +289,50 @@ impl CommonArgs {
             dram: self.energy.dram,
             psys: self.energy.psys,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validate(args: &[&str]) -> Result<(), String> {
+        let cli = Cli::try_parse_from(std::iter::once("joular-ebpf").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        cli.profile.common.validate()
+    }
+
+    #[test]
+    fn durations_and_intervals_are_bounded_and_name_their_flag() {
+        assert!(validate(&["--pid", "1", "--duration", "2592000", "--interval", "3600"]).is_ok());
+        for (args, flag) in [
+            (&["--duration", "1e20"][..], "--duration"),
+            (&["--duration", "NaN"], "--duration"),
+            (&["--duration", "0"], "--duration"),
+            (&["--duration=-1"], "--duration"),
+            (&["--interval", "1e19"], "--interval"),
+            (&["--interval", "inf"], "--interval"),
+            (&["--interval", "3600.5"], "--interval"),
+        ] {
+            let err = validate(args).unwrap_err();
+            assert!(err.starts_with(flag), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn output_must_be_a_directory() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let err = validate(&["--output", file.path().to_str().unwrap()]).unwrap_err();
+        assert!(err.starts_with("--output") && err.contains("not a directory"), "{err}");
+        let below = file.path().join("results");
+        let err = validate(&["--output", below.to_str().unwrap()]).unwrap_err();
+        assert_eq!(err, format!("--output {}: {} is not a directory", below.display(), file.path().display()));
+        assert!(validate(&["--output", "joularjx-result"]).is_ok());
+    }
+
+    #[test]
+    fn follow_children_needs_pid() {
+        assert!(Cli::try_parse_from(["joular-ebpf", "--follow-children"]).is_err());
+        let cli = Cli::try_parse_from(["joular-ebpf", "--pid", "4", "--follow-children"]).unwrap();
+        assert!(cli.profile.follow_children);
     }
 }

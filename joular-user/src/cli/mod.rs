@@ -1,1 +1,4 @@
+#[macro_use]
+pub mod term;
 pub mod args;
+pub mod errors;

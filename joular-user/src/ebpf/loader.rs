@@ -13,6 +13,7 @@ use aya::{
 };
 use joular_ebpf::{
     CpuTimeValue, ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ALL_PROCESSES,
+    CONFIG_FOLLOW_CHILDREN,
 };
 
 use super::{preflight, ProbeError};
@@ -24,6 +25,8 @@ pub struct ProbeOptions {
     pub frequency_hz: u64,
     /// Profile every process (host mode) instead of the TGIDs given to `add_target`.
     pub all_processes: bool,
+    /// Also profile every process the targets fork, and theirs (`record`, `--follow-children`).
+    pub follow_children: bool,
     /// Forward the kernel programs' aya-log debug messages to the `log` crate.
     pub ebpf_log: bool,
     /// Attach the scheduler programs (off: CPU time comes from /proc instead).
@@ -105,6 +108,10 @@ impl Probe {
         config
             .set(CONFIG_ALL_PROCESSES, u32::from(opts.all_processes), 0)
             .map_err(|e| ProbeError::Map("CONFIG", e))?;
+        if opts.follow_children {
+            config.set(CONFIG_FOLLOW_CHILDREN, 1, 0).map_err(|e| ProbeError::Map("CONFIG", e))?;
+            attach_fork(&mut ebpf)?;
+        }
 
         let scheduler_hook = if opts.scheduler {
             match attach_scheduler(&mut ebpf, btf.as_ref()) {
@@ -136,6 +143,12 @@ impl Probe {
     /// Starts profiling a process (all its threads, present and future).
     pub fn add_target(&mut self, tgid: u32) -> Result<(), ProbeError> {
         self.targets.insert(tgid, 1, 0).map_err(|e| ProbeError::Map("TARGETS", e))
+    }
+
+    /// The processes profiled now: those given to `add_target` and, when following children,
+    /// their descendants (the kernel removes each as it ends).
+    pub fn targets(&self) -> Vec<u32> {
+        self.targets.keys().filter_map(Result::ok).collect()
     }
 
     /// Forwards queued kernel log records (only with `ebpf_log`).
@@ -186,6 +199,13 @@ fn attach_exit(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
     let prog: &mut TracePoint = program(ebpf, "joular_exit")?;
     prog.load().map_err(|e| ProbeError::Program("joular_exit", e))?;
     prog.attach("sched", "sched_process_exit").map_err(|e| ProbeError::Program("joular_exit", e))?;
+    Ok(())
+}
+
+fn attach_fork(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
+    let prog: &mut TracePoint = program(ebpf, "joular_fork")?;
+    prog.load().map_err(|e| ProbeError::Program("joular_fork", e))?;
+    prog.attach("task", "task_newtask").map_err(|e| ProbeError::Program("joular_fork", e))?;
     Ok(())
 }
 

@@ -11,7 +11,8 @@ use crate::model::Stack;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub pid: u32,
-    /// Command name of the main thread (tid = pid) or, failing that, of the first thread seen.
+    /// The process's name: its leader's comm when the session read it, else the main thread's
+    /// (tid = pid), else the first thread's.
     pub comm: String,
     pub start_epoch_ms: u64,
     pub end_epoch_ms: u64,

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -100,9 +100,9 @@ pub fn write_raw_profile(
 }
 
 pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
-    let file = File::open(path).map_err(|e| OutputError::io(path, e))?;
+    let text = std::fs::read_to_string(path).map_err(|e| OutputError::io(path, e))?;
     let raw: RawProfileIn =
-        serde_json::from_reader(BufReader::new(file)).map_err(|e| OutputError::json(path, e))?;
+        serde_json::from_str(&text).map_err(|e| json_error(path, &text, e))?;
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(OutputError::Format {
             path: path.to_owned(),
@@ -112,6 +112,10 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
             ),
         });
     }
+    validate(&raw).map_err(|reason| OutputError::Format {
+        path: path.to_owned(),
+        reason,
+    })?;
     let frames: Vec<Frame> = raw
         .frames
         .into_iter()
@@ -142,6 +146,72 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
         summary: raw.summary,
         stacks,
     })
+}
+
+/// Above this a value is corrupt, not measured: a 1 kW socket takes 30 years to reach 1e18 µJ.
+const MAX_ENERGY_UJ: f64 = 1e18;
+/// Counts stay exact in the `f64` sums and shares they feed.
+const MAX_COUNT: u64 = 1 << 53;
+
+/// Every number the outputs add up or divide by: a hand-edited or corrupt profile must not
+/// render `inf` or negative percentages.
+fn validate(raw: &RawProfileIn) -> Result<(), String> {
+    let summary = &raw.summary;
+    energy("summary.energy_uj", summary.energy_uj)?;
+    energy("summary.socket_energy_uj", summary.socket_energy_uj)?;
+    energy("summary.unattributed_uj", summary.unattributed_uj)?;
+    if !(summary.duration_s.is_finite() && summary.duration_s >= 0.0) {
+        return Err(format!("summary.duration_s is {}: expected a finite, non-negative number of seconds", summary.duration_s));
+    }
+    count("summary.samples", summary.samples)?;
+    for (i, t) in summary.threads.iter().enumerate() {
+        energy(&format!("summary.threads[{i}].energy_uj"), t.energy_uj)?;
+        count(&format!("summary.threads[{i}].samples"), t.samples)?;
+    }
+    for (i, s) in raw.stacks.iter().enumerate() {
+        energy(&format!("stacks[{i}].energy_uj"), s.energy_uj)?;
+        count(&format!("stacks[{i}].samples"), s.samples)?;
+    }
+    Ok(())
+}
+
+fn energy(field: &str, value_uj: f64) -> Result<(), String> {
+    if value_uj.is_finite() && (0.0..=MAX_ENERGY_UJ).contains(&value_uj) {
+        Ok(())
+    } else {
+        Err(format!("{field} is {value_uj}: expected a finite, non-negative energy of at most {MAX_ENERGY_UJ:e} µJ"))
+    }
+}
+
+fn count(field: &str, value: u64) -> Result<(), String> {
+    if value <= MAX_COUNT {
+        Ok(())
+    } else {
+        Err(format!("{field} is {value}: expected a count of at most 2^53"))
+    }
+}
+
+/// serde_json locates a bad value by line and column; name the field it belongs to as well
+/// (the last key before that column).
+fn json_error(path: &Path, text: &str, e: serde_json::Error) -> OutputError {
+    // Out-of-range numbers (`1e999`) are syntax errors to serde_json.
+    if e.is_data() || e.is_syntax() {
+        if let Some(key) = key_before(text, e.line(), e.column()) {
+            return OutputError::Format {
+                path: path.to_owned(),
+                reason: format!("field `{key}`: {e}"),
+            };
+        }
+    }
+    OutputError::json(path, e)
+}
+
+fn key_before(text: &str, line: usize, column: usize) -> Option<&str> {
+    let line = text.lines().nth(line.checked_sub(1)?)?;
+    let upto = line.get(..column.min(line.len()))?;
+    let end = upto.rfind("\":")?;
+    let start = upto[..end].rfind('"')? + 1;
+    Some(&upto[start..end])
 }
 
 #[cfg(test)]
@@ -203,5 +273,36 @@ mod tests {
             read_raw_profile(&path),
             Err(OutputError::Format { .. })
         ));
+    }
+
+    fn profile_with(summary: &str, stacks: &str) -> Result<ProcessProfile, OutputError> {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(RAW_PROFILE_FILE);
+        let mut base = serde_json::to_value(RunSummary::default()).unwrap();
+        let patch: serde_json::Value = serde_json::from_str(summary).unwrap();
+        for (k, v) in patch.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{base},"frames":[{{"name":"f","short":"f","kind":"native"}}],"stacks":{stacks}}}"#)).unwrap();
+        read_raw_profile(&path)
+    }
+
+    #[test]
+    fn bad_numbers_are_refused_with_their_file_and_field() {
+        assert!(profile_with("{}", r#"[{"frames":[0],"energy_uj":2.5,"samples":3}]"#).is_ok());
+        for (summary, stacks, field) in [
+            ("{}", r#"[{"frames":[0],"energy_uj":-1,"samples":3}]"#, "stacks[0].energy_uj is -1"),
+            ("{}", r#"[{"frames":[0],"energy_uj":1e308,"samples":3}]"#, "stacks[0].energy_uj is 1"),
+            (r#"{"energy_uj":-5}"#, "[]", "summary.energy_uj is -5"),
+            (r#"{"socket_energy_uj":1e300}"#, "[]", "summary.socket_energy_uj"),
+            (r#"{"duration_s":-2}"#, "[]", "summary.duration_s is -2"),
+            (r#"{"threads":[{"tid":1,"comm":"a","energy_uj":-0.5,"on_cpu_ns":1,"samples":1}]}"#, "[]", "summary.threads[0].energy_uj"),
+            ("{}", r#"[{"frames":[0],"energy_uj":1,"samples":-3}]"#, "field `samples`"),
+            ("{}", r#"[{"frames":[0],"energy_uj":1e999,"samples":3}]"#, "field `energy_uj`"),
+        ] {
+            let err = profile_with(summary, stacks).unwrap_err().to_string();
+            assert!(err.contains(RAW_PROFILE_FILE) && err.contains(field), "{stacks} {summary}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
     }
 }

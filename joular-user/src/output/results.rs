@@ -54,6 +54,8 @@ struct Process {
     dir: Option<RunDir>,
     table: StackTable,
     threads: BTreeMap<u32, ThreadTotal>,
+    /// The process's own name when the cycle reports gave one (`processes[].comm`).
+    comm: String,
 }
 
 /// One cycle's energy and samples of one process, per method and call tree.
@@ -135,6 +137,7 @@ impl Results {
                     dir,
                     table: StackTable::default(),
                     threads: BTreeMap::new(),
+                    comm: String::new(),
                 },
             );
         }
@@ -266,6 +269,11 @@ impl Results {
                 }
             }
         }
+        for p in report.processes.iter().filter(|p| !p.comm.is_empty()) {
+            if let Some(process) = self.processes.get_mut(&p.pid) {
+                process.comm.clone_from(&p.comm);
+            }
+        }
         report.methods = method_reports;
 
         if !self.config.write_files {
@@ -312,11 +320,11 @@ impl Results {
     fn profile(&self, pid: u32, process: &Process) -> ProcessProfile {
         let stacks = process.table.totals();
         let threads: Vec<ThreadTotal> = process.threads.values().cloned().collect();
-        let comm = process
-            .threads
-            .get(&pid)
-            .or_else(|| process.threads.values().next())
-            .map(|t| t.comm.clone())
+        let comm = Some(&process.comm)
+            .filter(|c| !c.is_empty())
+            .or_else(|| process.threads.get(&pid).map(|t| &t.comm))
+            .or_else(|| process.threads.values().next().map(|t| &t.comm))
+            .cloned()
             .unwrap_or_default();
         ProcessProfile {
             summary: RunSummary {

@@ -21,7 +21,7 @@ impl EnergyStage {
     pub fn open(opts: &EnergyOptions) -> anyhow::Result<Self> {
         let topology = Topology::read(&opts.sysfs_root, &opts.proc_root)?;
         let (source, why) = open_source(opts, &topology)?;
-        eprintln!("joular-ebpf: {why}");
+        errln!("joular-ebpf: {why}");
         Ok(Self { topology, source, idle: IdleBaseline::new(opts.idle_power_w), totals: Totals::default(), pending: Vec::new(), failed_reads: 0 })
     }
 
@@ -50,7 +50,7 @@ impl EnergyStage {
             self.pending.clear();
             self.failed_reads += 1;
             if self.failed_reads == 1 || self.failed_reads.is_power_of_two() {
-                eprintln!("joular-ebpf: warning: energy not read this cycle ({} cycles so far), counted as 0: {e:#}", self.failed_reads);
+                errln!("joular-ebpf: warning: energy not read this cycle ({} cycles so far), counted as 0: {e:#}", self.failed_reads);
             }
         }
     }
@@ -69,7 +69,7 @@ impl EnergyStage {
                 Err(e) => {
                     self.pending.clear();
                     self.failed_reads += 1;
-                    eprintln!("joular-ebpf: warning: energy model failed this cycle, counted as 0: {e:#}");
+                    errln!("joular-ebpf: warning: energy model failed this cycle, counted as 0: {e:#}");
                 }
             }
         }

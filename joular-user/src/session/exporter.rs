@@ -17,7 +17,7 @@ pub struct Exporter {
 impl Exporter {
     pub async fn start(opts: &FleetOptions, proc_root: &Path) -> anyhow::Result<Self> {
         let server = MetricsServer::bind(opts.listen).await?;
-        eprintln!("joular-ebpf: serving Prometheus metrics on http://{}/metrics", server.local_addr());
+        errln!("joular-ebpf: serving Prometheus metrics on http://{}/metrics", server.local_addr());
         let registry = Arc::new(Mutex::new(MetricsRegistry::new(RegistryConfig {
             top_methods: opts.top_methods,
             retain_exited: opts.retain_exited,

@@ -9,6 +9,7 @@ mod jsonl;
 mod labels;
 pub mod profiles;
 mod retire;
+mod stop;
 mod summary;
 mod symbolize;
 pub mod target;
@@ -48,6 +49,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let opts = ProbeOptions {
         frequency_hz: common.frequency,
         all_processes: matches!(target, Target::All),
+        follow_children: target.follows_children(),
         ebpf_log: common.ebpf_log,
         scheduler: common.cpu_time == CpuTimeSource::Ebpf,
         proc_root: common.proc_root.clone(),
@@ -77,7 +79,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         None
     };
     let mut json = common.json.as_deref().map(JsonLines::create).transpose()?;
-    eprintln!(
+    errln!(
         "joular-ebpf: profiling {} at {} Hz, {} s cycles (CPU time from {}); Ctrl-C to stop",
         describe(&target),
         common.frequency,
@@ -91,6 +93,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
 
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigchld = signal(SignalKind::child())?;
+    let mut stopper = stop::Stopper::default();
+    let mut leader_names = target::LeaderNames::default();
     let interval = Duration::from_secs_f64(common.interval);
     let start = Instant::now();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
@@ -109,7 +114,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         evolution: !common.no_evolution && fleet.is_none(),
         runtime_call_trees: common.runtime_call_trees,
         top_n: common.top,
-    })?;
+    })
+    .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
     let mut profiles = match serve.and_then(|f| f.profiles.as_ref()) {
         Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
@@ -123,10 +129,16 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut stop_reason = None;
     while stop_reason.is_none() {
         let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
-        tokio::select! {
-            _ = tokio::time::sleep_until(wake) => {}
-            _ = sigint.recv() => stop_reason = Some("interrupted"),
-            _ = sigterm.recv() => stop_reason = Some("terminated"),
+        match wait_for(wake, stopper.kill_at(), &mut sigint, &mut sigterm, &mut sigchld).await {
+            Wake::Tick => {}
+            Wake::Signal(why) => match stopper.on_signal(&mut target, &probe, why) {
+                Some(reason) => stop_reason = Some(reason),
+                None => continue,
+            },
+            Wake::Grace => stop_reason = Some(stopper.on_grace_expired(&mut target, &probe)),
+            // Only `record`'s command is our child: stop as soon as it ends.
+            Wake::Child if target.ended(&common.proc_root) => stop_reason = Some("target exited"),
+            Wake::Child => continue,
         }
         next_tick += interval;
         let span = collector.flip(&mut probe)?;
@@ -139,6 +151,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
         if let Some(l) = labeler.as_mut() {
             l.fill(&mut report, &raw.exits);
+        } else {
+            leader_names.fill(&mut report, &common.proc_root);
         }
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
@@ -165,63 +179,91 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
                 match results.retire(pid) {
                     Ok(Some(files)) => log::info!("results of ended process {pid}: {}", files.dir.display()),
                     Ok(None) => {}
-                    Err(e) => eprintln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
+                    Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
                 }
             }
             summary.forget(&ended);
             energy.totals.forget_processes(&ended.pids);
             energy.totals.forget_threads(&ended.threads);
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if stop_reason.is_some() {
+            // A signal, the grace period or the command's end already decided.
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
             stop_reason = Some("duration reached");
         } else if target.ended(&common.proc_root) {
             stop_reason = Some("target exited");
         }
     }
-    eprintln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
+    errln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
     if energy.failed_reads > 0 {
-        eprintln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
+        errln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
     }
     if let Some(p) = profiles.as_mut() {
         // The last, partial interval: a daemon stopped for an upgrade loses nothing.
         p.flush(cycle::epoch_ms());
         let (written, failed) = p.counts();
-        eprintln!("joular-ebpf: {written} profile files written, {failed} failed");
+        errln!("joular-ebpf: {written} profile files written, {failed} failed");
     }
     let st = symbols.stats();
     if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 {
-        eprintln!(
+        errln!(
             "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",
             st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
         );
     }
-    print!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
-    let finished = results.finish()?;
-    println!("\n{}", finished.table);
+    // Written before anything is printed: the terminal may be gone (`| head`), the results not.
+    let finished = results.finish();
+    out!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
+    let finished = finished.with_context(|| format!("writing the results under --output {}", common.output.display()))?;
+    outln!("\n{}", finished.table);
     for out in &finished.outputs {
-        println!("results: {}", out.dir.display());
+        outln!("results: {}", out.dir.display());
         for f in out.files.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
-            println!("flame graph: {}", f.display());
+            outln!("flame graph: {}", f.display());
         }
     }
 
     Ok(match &mut target {
-        Target::Command(child) => {
-            if stop_reason != Some("target exited") {
-                // We were stopped first: pass the signal on and report how the command ended.
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.pid() as i32), nix::sys::signal::Signal::SIGTERM);
-            }
-            child.wait()?
-        }
+        Target::Command(child) => stopper.end_command(child, &probe, &mut sigint, &mut sigterm).await,
         _ => 0,
     })
 }
 
+/// What ended a wait of the session loop.
+enum Wake {
+    Tick,
+    Signal(&'static str),
+    /// The grace period `record`'s command was given after the first signal is over.
+    Grace,
+    /// SIGCHLD: `record`'s command may have ended.
+    Child,
+}
+
+async fn wait_for(
+    tick: Instant,
+    kill_at: Option<Instant>,
+    sigint: &mut tokio::signal::unix::Signal,
+    sigterm: &mut tokio::signal::unix::Signal,
+    sigchld: &mut tokio::signal::unix::Signal,
+) -> Wake {
+    tokio::select! {
+        _ = tokio::time::sleep_until(tick) => Wake::Tick,
+        _ = sigint.recv() => Wake::Signal("interrupted"),
+        _ = sigterm.recv() => Wake::Signal("terminated"),
+        _ = tokio::time::sleep_until(kill_at.unwrap_or(tick)), if kill_at.is_some() => Wake::Grace,
+        _ = sigchld.recv() => Wake::Child,
+    }
+}
+
 fn describe(target: &Target) -> String {
     match target {
-        Target::Pids(p) => format!("PID {}", p.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+        Target::Pids { pids, follow_children } => format!(
+            "PID {}{}",
+            pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+            if *follow_children { " and the processes they start" } else { "" }
+        ),
         Target::All => "every process".into(),
-        Target::Command(c) => format!("command (PID {})", c.pid()),
+        Target::Command(c) => format!("command (PID {}) and the processes it starts", c.pid()),
     }
 }
 
@@ -238,7 +280,7 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, estimated: bool, verbos
     let socket_uj: f64 = r.sockets.iter().map(|s| s.energy_uj).sum();
     let target_uj: f64 = r.processes.iter().map(|p| p.energy_uj).sum();
     let est = if estimated { " estimated" } else { "" };
-    eprintln!(
+    errln!(
         "[cycle {:>3}] {secs:.2} s  host {:.2} J ({:.1} W{est})  profiled {:.2} J ({:.1} W)  threads {:>4}  on-CPU {:.3} s  samples {:>5}  | {} | drops {drops}",
         r.cycle,
         socket_uj / 1e6,
@@ -253,7 +295,7 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, estimated: bool, verbos
     if verbose {
         for t in &r.threads {
             let proc = t.proc_on_cpu_ns.map(|p| format!("  /proc {:>8.3} ms", p as f64 / 1e6)).unwrap_or_default();
-            eprintln!(
+            errln!(
                 "    {:>7} {:>7} {:<16} on-CPU {:>8.3} ms{proc}  samples {:>4}  {:>8.3} J",
                 t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples, t.energy_uj / 1e6
             );

@@ -28,7 +28,7 @@ pub struct ProfileExport {
 impl ProfileExport {
     pub fn new(opts: &ProfileOptions, energy_source: &str, estimated: bool, now_epoch_ms: u64) -> anyhow::Result<Self> {
         let rotator = ProfileRotator::new(&opts.dir, &opts.host, opts.retention)?;
-        eprintln!(
+        errln!(
             "joular-ebpf: writing a {} s energy profile ({}) to {} (keeping {} intervals, {} MB at most)",
             opts.interval_s,
             opts.formats.iter().map(|f| f.extension()).collect::<Vec<_>>().join(", "),
@@ -70,13 +70,13 @@ impl ProfileExport {
             match written {
                 Ok(path) => {
                     if self.written == 0 {
-                        eprintln!("joular-ebpf: first profile written: {}", path.display());
+                        errln!("joular-ebpf: first profile written: {}", path.display());
                     }
                     self.written += 1;
                 }
                 Err(e) => {
                     self.failed += 1;
-                    eprintln!("joular-ebpf: warning: profile not written ({} failures so far): {e}", self.failed);
+                    errln!("joular-ebpf: warning: profile not written ({} failures so far): {e}", self.failed);
                 }
             }
         }

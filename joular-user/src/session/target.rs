@@ -1,16 +1,22 @@
 //! What is being profiled: existing PIDs, every process, or a command we start.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
+use joular_user::model::CycleReport;
+use nix::sys::signal::Signal;
+
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{ForkResult, Pid};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
+
+use crate::cli::errors::UsageError;
 
 pub enum Target {
-    Pids(Vec<u32>),
+    Pids { pids: Vec<u32>, follow_children: bool },
     All,
     Command(GatedChild),
 }
@@ -19,16 +25,25 @@ impl Target {
     /// TGIDs to put in the kernel's filter (empty in host mode).
     pub fn pids(&self) -> Vec<u32> {
         match self {
-            Target::Pids(p) => p.clone(),
+            Target::Pids { pids, .. } => pids.clone(),
             Target::All => Vec::new(),
             Target::Command(c) => vec![c.pid()],
+        }
+    }
+
+    /// Whether the processes the targets start are profiled too (always for `record`).
+    pub fn follows_children(&self) -> bool {
+        match self {
+            Target::Pids { follow_children, .. } => *follow_children,
+            Target::All => false,
+            Target::Command(_) => true,
         }
     }
 
     /// True once every targeted process is gone (never in host mode).
     pub fn ended(&mut self, proc_root: &Path) -> bool {
         match self {
-            Target::Pids(p) => p.iter().all(|&pid| !process_alive(proc_root, pid)),
+            Target::Pids { pids, .. } => pids.iter().all(|&pid| !process_alive(proc_root, pid)),
             Target::All => false,
             Target::Command(c) => c.try_wait().is_some(),
         }
@@ -44,14 +59,80 @@ fn process_alive(proc_root: &Path, pid: u32) -> bool {
     !matches!(state, Some("Z" | "X"))
 }
 
-/// Checks that every PID exists before anything is loaded.
-pub fn check_pids(pids: &[u32], proc_root: &Path) -> anyhow::Result<()> {
-    for pid in pids {
-        if !proc_root.join(pid.to_string()).join("stat").exists() {
-            bail!("PID {pid} not found: no such process (check `ps -p {pid}`; inside a container, use the host's PID)");
+/// `PF_KTHREAD` in the flags field of /proc/<pid>/stat.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// The processes to profile for `--pid`, and what the user should know about how they were found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ResolvedPids {
+    pub pids: Vec<u32>,
+    pub notes: Vec<String>,
+}
+
+/// Checks every `--pid` before anything is loaded: it must exist and not be a kernel thread
+/// (no user stack, no energy of its own to split); a thread ID stands for its process.
+pub fn resolve_pids(pids: &[u32], proc_root: &Path) -> Result<ResolvedPids, UsageError> {
+    let mut resolved = ResolvedPids { pids: Vec::new(), notes: Vec::new() };
+    for &pid in pids {
+        let dir = proc_root.join(pid.to_string());
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            return Err(UsageError(format!(
+                "--pid {pid}: PID {pid} not found: no such process (check `ps -p {pid}`; inside a container, use the host's PID)"
+            )));
+        };
+        if stat_flags(&stat).is_some_and(|f| f & PF_KTHREAD != 0) {
+            return Err(UsageError(format!(
+                "--pid {pid}: PID {pid} is a kernel thread ({}): it runs no user code to profile; give the PID of a user process",
+                stat_comm(&stat)
+            )));
+        }
+        let tgid = std::fs::read_to_string(dir.join("status")).ok().and_then(|s| status_tgid(&s)).unwrap_or(pid);
+        if tgid != pid {
+            resolved.notes.push(format!("--pid {pid} is a thread of process {tgid}: profiling process {tgid} (all its threads)"));
+        }
+        if !resolved.pids.contains(&tgid) {
+            resolved.pids.push(tgid);
         }
     }
-    Ok(())
+    Ok(resolved)
+}
+
+/// The command name between the parentheses of a stat line.
+fn stat_comm(stat: &str) -> &str {
+    match (stat.find('('), stat.rfind(')')) {
+        (Some(a), Some(b)) if a < b => &stat[a + 1..b],
+        _ => "",
+    }
+}
+
+/// Field 9 (`flags`) of a stat line: the 7th after the command name.
+fn stat_flags(stat: &str) -> Option<u64> {
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(6)?.parse().ok()
+}
+
+fn status_tgid(status: &str) -> Option<u32> {
+    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// Names each process of a cycle after its leader (/proc/<pid>/comm, what `ps` shows), not after
+/// whichever thread ran: a JVM's main thread mostly waits, and "G1 Service" is no process name.
+/// Read again each cycle (an `exec` renames the process); the last name read outlives the process.
+#[derive(Default)]
+pub struct LeaderNames {
+    last: HashMap<u32, String>,
+}
+
+impl LeaderNames {
+    pub fn fill(&mut self, report: &mut CycleReport, proc_root: &Path) {
+        for p in &mut report.processes {
+            if let Ok(comm) = std::fs::read_to_string(proc_root.join(format!("{}/comm", p.pid))) {
+                self.last.insert(p.pid, comm.trim_end().to_string());
+            }
+            if let Some(comm) = self.last.get(&p.pid).filter(|c| !c.is_empty()) {
+                p.comm.clone_from(comm);
+            }
+        }
+    }
 }
 
 /// A child started but held before `exec` until `release`, so its PID is in the kernel's
@@ -84,7 +165,7 @@ impl GatedChild {
                     unsafe { libc::_exit(126) }
                 }
                 let err = nix::unistd::execvp(&c_argv[0], &c_argv).unwrap_err();
-                eprintln!("joular-ebpf: cannot run `{program}`: {err} (is it installed and on PATH?)");
+                errln!("joular-ebpf: cannot run `{program}`: {err} (is it installed and on PATH?)");
                 // SAFETY: leave without running the parent's atexit handlers or destructors.
                 unsafe { libc::_exit(127) }
             }
@@ -97,6 +178,11 @@ impl GatedChild {
 
     pub fn pid(&self) -> u32 {
         self.pid.as_raw() as u32
+    }
+
+    /// Sends `signal` to the command (not to the processes it started).
+    pub fn signal(&self, signal: Signal) {
+        let _ = nix::sys::signal::kill(self.pid, signal);
     }
 
     /// Lets the child exec the command.
@@ -117,24 +203,24 @@ impl GatedChild {
         }
         self.status
     }
-
-    /// Waits for the child to end and returns its exit code.
-    pub fn wait(&mut self) -> anyhow::Result<i32> {
-        self.release();
-        while self.status.is_none() {
-            self.status = match waitpid(self.pid, None)? {
-                WaitStatus::Exited(_, code) => Some(code),
-                WaitStatus::Signaled(_, sig, _) => Some(128 + sig as i32),
-                _ => None,
-            };
-        }
-        Ok(self.status.unwrap_or_default())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl GatedChild {
+        fn wait(&mut self) -> Option<i32> {
+            self.release();
+            for _ in 0..500 {
+                if let Some(code) = self.try_wait() {
+                    return Some(code);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            None
+        }
+    }
 
     fn write_stat(root: &Path, pid: u32, state: &str) {
         std::fs::create_dir_all(root.join(pid.to_string())).unwrap();
@@ -149,9 +235,45 @@ mod tests {
         assert!(process_alive(dir.path(), 10));
         assert!(!process_alive(dir.path(), 11));
         assert!(!process_alive(dir.path(), 12));
-        assert!(!Target::Pids(vec![10, 11]).ended(dir.path()));
-        assert!(Target::Pids(vec![11, 12]).ended(dir.path()));
-        assert!(check_pids(&[12], dir.path()).unwrap_err().to_string().contains("PID 12 not found"));
+        let pids = |pids: Vec<u32>| Target::Pids { pids, follow_children: false };
+        assert!(!pids(vec![10, 11]).ended(dir.path()));
+        assert!(pids(vec![11, 12]).ended(dir.path()));
+        let err = resolve_pids(&[12], dir.path()).unwrap_err().to_string();
+        assert!(err.starts_with("--pid 12: PID 12 not found"), "{err}");
+    }
+
+    #[test]
+    fn pids_resolve_to_user_processes_and_threads_to_their_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc = |pid: u32, comm: &str, flags: u64, tgid: u32| {
+            std::fs::create_dir_all(dir.path().join(pid.to_string())).unwrap();
+            std::fs::write(dir.path().join(format!("{pid}/stat")), format!("{pid} ({comm}) S 0 0 0 0 -1 {flags} 0 0\n")).unwrap();
+            std::fs::write(dir.path().join(format!("{pid}/status")), format!("Name:\t{comm}\nTgid:\t{tgid}\nPid:\t{pid}\n")).unwrap();
+        };
+        proc(2, "kthreadd", 0x0020_8040, 2);
+        proc(100, "java", 0x0040_0100, 100);
+        proc(105, "G1 Service", 0x0040_0040, 100);
+        let err = resolve_pids(&[100, 2], dir.path()).unwrap_err().to_string();
+        assert!(err.starts_with("--pid 2: PID 2 is a kernel thread (kthreadd)"), "{err}");
+        let r = resolve_pids(&[105, 100], dir.path()).unwrap();
+        assert_eq!(r.pids, vec![100]);
+        assert_eq!(r.notes, vec!["--pid 105 is a thread of process 100: profiling process 100 (all its threads)".to_string()]);
+    }
+
+    #[test]
+    fn processes_are_named_after_their_leader_even_after_they_exit() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("100")).unwrap();
+        std::fs::write(dir.path().join("100/comm"), "java\n").unwrap();
+        let mut report = CycleReport::default();
+        report.processes.push(joular_user::model::ProcessReport { pid: 100, comm: "G1 Service".into(), ..Default::default() });
+        let mut names = LeaderNames::default();
+        names.fill(&mut report, dir.path());
+        assert_eq!(report.processes[0].comm, "java");
+        std::fs::remove_dir_all(dir.path().join("100")).unwrap();
+        report.processes[0].comm = "C2 CompilerThre".into();
+        names.fill(&mut report, dir.path());
+        assert_eq!(report.processes[0].comm, "java");
     }
 
     #[test]
@@ -159,13 +281,13 @@ mod tests {
         let mut c = GatedChild::spawn(&["sh".into(), "-c".into(), "exit 3".into()]).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(c.try_wait(), None, "the child ran before release");
-        assert_eq!(c.wait().unwrap(), 3);
+        assert_eq!(c.wait(), Some(3));
         let mut c = GatedChild::spawn(&["/nonexistent/cmd".into()]).unwrap();
-        assert_eq!(c.wait().unwrap(), 127);
+        assert_eq!(c.wait(), Some(127));
         // Dropping the gate unreleased (the profiler failed to start) ends the child
         // without running the command.
         let mut c = GatedChild::spawn(&["sh".into(), "-c".into(), "exit 0".into()]).unwrap();
         c.gate = None;
-        assert_eq!(c.wait().unwrap(), 126);
+        assert_eq!(c.wait(), Some(126));
     }
 }

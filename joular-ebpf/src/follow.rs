@@ -1,0 +1,44 @@
+//! Follows a target's process tree: a process forked by a target becomes a target before it
+//! runs, so `record -- sh -c "java ..."` profiles the JVM the shell starts.
+//!
+//! The hook is `task/task_newtask`, the fork tracepoint that carries `clone_flags`:
+//! `sched/sched_process_fork` fires for new threads too and its record cannot tell the two apart,
+//! and a thread's TID must never enter `TARGETS` (a JVM would fill it with its threads). It fires
+//! in `copy_process`, before the child is first woken, with the parent as `current`.
+
+use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::TracePointContext};
+use joular_ebpf::{CONFIG_FOLLOW_CHILDREN, DROP_TARGETS_MAP_FULL};
+
+use crate::account::count_drop;
+use crate::maps::{CONFIG, TARGETS};
+
+const CLONE_THREAD: u64 = 0x0001_0000;
+/// Offsets in the task_newtask record (see its `format`; unchanged since it was added in 3.14).
+const NEWTASK_PID_OFFSET: usize = 8;
+const NEWTASK_CLONE_FLAGS_OFFSET: usize = 32;
+
+pub fn on_new_task(ctx: &TracePointContext) -> Result<u32, u32> {
+    if CONFIG.get(CONFIG_FOLLOW_CHILDREN).is_none_or(|f| *f != 1) {
+        return Ok(0);
+    }
+    let clone_flags: u64 = unsafe { ctx.read_at(NEWTASK_CLONE_FLAGS_OFFSET) }.map_err(|_| 0u32)?;
+    if clone_flags & CLONE_THREAD != 0 {
+        return Ok(0);
+    }
+    let parent_tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if TARGETS.get_ptr(parent_tgid).is_none() {
+        return Ok(0);
+    }
+    let child: i32 = unsafe { ctx.read_at(NEWTASK_PID_OFFSET) }.map_err(|_| 0u32)?;
+    if TARGETS.insert(&(child as u32), &1u8, 0).is_err() {
+        count_drop(DROP_TARGETS_MAP_FULL);
+    }
+    Ok(0)
+}
+
+/// A process that ended leaves `TARGETS`, so the map holds live processes only and a recycled
+/// PID is not profiled by mistake.
+#[inline(always)]
+pub fn forget(tgid: u32) {
+    let _ = TARGETS.remove(&tgid);
+}
