@@ -50,6 +50,7 @@ fn frame(short: String, kind: FrameKind) -> Frame {
         name: Arc::from(name),
         short: Arc::from(short),
         kind,
+        line: None,
     }
 }
 

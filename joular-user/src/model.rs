@@ -52,13 +52,18 @@ pub struct RawSample {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FrameKind {
-    /// JIT-compiled Java method, resolved through the HotSpot perf map.
+    /// JIT-compiled Java method (its own compiled code).
     JavaJit,
-    /// A Java method inlined into its caller (perf maps cannot show these; kept for
-    /// sources that can).
+    /// A Java method inlined into a compiled caller: it has no frame of its own, the
+    /// compiler's debug info (HotSpot scopes) names it. Perf maps cannot show these.
     JavaInlined,
-    /// The interpreter or another code-cache stub (`Interpreter`, `StubRoutines`...).
-    Interpreted,
+    /// A Java method run by the interpreter, named from the `Method*` in its frame.
+    JavaInterpreted,
+    /// Other code-cache code: `StubRoutines::...`, adapters, and the `Interpreter` blob when
+    /// the method it runs is unknown (the perf-map path). Named `interpreted` before the
+    /// Java kinds were split, which old `profile.json` files still say.
+    #[serde(alias = "interpreted")]
+    Stub,
     /// Native user-space code (libjvm, libc, any ELF), or an unresolved user address.
     Native,
     /// Kernel code.
@@ -73,6 +78,17 @@ pub struct Frame {
     pub name: Arc<str>,
     pub short: Arc<str>,
     pub kind: FrameKind,
+    /// Source line, for Java frames whose bytecode index is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl FrameKind {
+    /// A Java method's frame (compiled, inlined or interpreted), as opposed to stubs,
+    /// native and kernel code.
+    pub fn is_java(self) -> bool {
+        matches!(self, FrameKind::JavaJit | FrameKind::JavaInlined | FrameKind::JavaInterpreted)
+    }
 }
 
 /// A symbolized call stack, ROOT FIRST (thread entry ... leaf), kernel frames after the
@@ -140,6 +156,8 @@ pub struct StackReport {
 pub struct FrameReport {
     pub name: String,
     pub kind: FrameKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]

@@ -24,6 +24,7 @@ pub fn bucket_stack(name: &str) -> Stack {
         name: name.clone(),
         short: name,
         kind: FrameKind::Native,
+        line: None,
     }])
 }
 
@@ -132,7 +133,7 @@ pub fn join_frames<'a>(frames: impl Iterator<Item = &'a Frame>, annotate: bool) 
                 FrameKind::JavaJit => "_[j]",
                 FrameKind::JavaInlined => "_[i]",
                 FrameKind::Kernel => "_[k]",
-                FrameKind::Interpreted | FrameKind::Native => "",
+                FrameKind::JavaInterpreted | FrameKind::Stub | FrameKind::Native => "",
             });
         }
     }
@@ -163,6 +164,7 @@ pub(crate) mod tests {
             name: Arc::from(format!("full {short}")),
             short: Arc::from(short),
             kind,
+            line: None,
         }
     }
 

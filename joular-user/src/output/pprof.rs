@@ -129,7 +129,7 @@ const MAPPING_SPAN: u64 = 1 << 40;
 
 fn mapping_id(kind: FrameKind) -> u64 {
     match kind {
-        FrameKind::JavaJit | FrameKind::JavaInlined | FrameKind::Interpreted => 1,
+        FrameKind::JavaJit | FrameKind::JavaInlined | FrameKind::JavaInterpreted | FrameKind::Stub => 1,
         FrameKind::Native => 2,
         FrameKind::Kernel => 3,
     }

@@ -23,6 +23,8 @@ struct FrameOut<'a> {
     name: &'a str,
     short: &'a str,
     kind: FrameKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -47,6 +49,8 @@ struct FrameIn {
     name: String,
     short: String,
     kind: FrameKind,
+    #[serde(default)]
+    line: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -77,6 +81,7 @@ pub fn write_raw_profile(
                             name: &frame.name,
                             short: &frame.short,
                             kind: frame.kind,
+                            line: frame.line,
                         });
                         frames.len() as u32 - 1
                     })
@@ -123,6 +128,7 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
             name: Arc::from(f.name),
             short: Arc::from(f.short),
             kind: f.kind,
+            line: f.line,
         })
         .collect();
     let mut stacks = Vec::with_capacity(raw.stacks.len());

@@ -215,6 +215,7 @@ impl Results {
                             .map(|f| FrameReport {
                                 name: f.name.to_string(),
                                 kind: f.kind,
+                                line: f.line,
                             })
                             .collect(),
                         samples: ts.samples,

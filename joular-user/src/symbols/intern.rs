@@ -32,6 +32,7 @@ impl Interner {
             name: name.clone(),
             short,
             kind,
+            line: None,
         });
         self.by_name.insert((kind, name), id);
         id

@@ -201,7 +201,7 @@ impl Symbolizer {
                         CodeKind::JavaMethod => {
                             self.interner.frame(FrameKind::JavaJit, symbol.name, &short_name(symbol.name))
                         }
-                        CodeKind::Stub => self.interner.frame(FrameKind::Interpreted, symbol.name, symbol.name),
+                        CodeKind::Stub => self.interner.frame(FrameKind::Stub, symbol.name, symbol.name),
                     };
                     process.jit.insert(ip, id);
                     ids[slot] = id;
@@ -253,7 +253,7 @@ impl Symbolizer {
     /// With frame pointers, a Java thread's stack unwinds down to native thread start;
     /// one whose root is Java code was cut (no -XX:+PreserveFramePointer).
     fn note_cut_stack(&mut self, pid: u32, user_leaf_first: &[FrameId]) {
-        let is_java = |kind| matches!(kind, FrameKind::JavaJit | FrameKind::Interpreted);
+        let is_java = |kind| matches!(kind, FrameKind::JavaJit | FrameKind::Stub);
         let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
             return;
         };

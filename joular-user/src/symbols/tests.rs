@@ -110,7 +110,7 @@ fn jit_frames_from_the_perf_map() {
         [
             (UNKNOWN, UNKNOWN, FrameKind::Native),
             (UNKNOWN_JIT, UNKNOWN_JIT, FrameKind::JavaJit),
-            ("Interpreter", "Interpreter", FrameKind::Interpreted),
+            ("Interpreter", "Interpreter", FrameKind::Stub),
             ("long com.acme.Foo.bar(int)", "com.acme.Foo.bar", FrameKind::JavaJit),
         ]
     );
