@@ -111,7 +111,15 @@ fn common_prefix(a: &PathGroup, b: &PathGroup) -> usize {
 mod tests {
     use super::*;
     use crate::model::{Frame, FrameKind};
-    use crate::output::aggregate::{path_groups, Buckets, Scope};
+    use crate::output::aggregate::{path_groups, Scope};
+    use crate::output::methods::StackRules;
+    use crate::output::paths::PathStyle;
+    use crate::output::thread_kind::ThreadKind;
+
+    const JVM: StackRules = StackRules {
+        jvm: true,
+        native_frames: false,
+    };
     use crate::output::methods::tests::{frame, java};
     use crate::output::profile::StackTotal;
     use quick_xml::events::Event;
@@ -127,6 +135,7 @@ mod tests {
 
     fn total(frames: &[Frame], energy_uj: f64) -> StackTotal {
         StackTotal {
+            thread: ThreadKind::Application,
             stack: Arc::from(frames.to_vec()),
             energy_uj,
             samples: 1,
@@ -147,7 +156,7 @@ mod tests {
             total(&[run(), java("com.acme.Other.f"), java("x.Y.z")], 30.0),
             total(&[run(), java("com.acme.Other.f"), java("x.Y.w")], 30.0),
         ];
-        let lines = visible_lines(&path_groups(&stacks, Scope::All, &Buckets::default()));
+        let lines = visible_lines(&path_groups(&stacks, Scope::All, JVM, PathStyle::Graph));
         assert_eq!(
             lines,
             [
@@ -195,7 +204,7 @@ mod tests {
         write_svg(
             &path,
             "Energy",
-            &path_groups(&stacks, Scope::All, &Buckets::default()),
+            &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph),
         )
         .unwrap();
         let texts = svg_texts(&path);

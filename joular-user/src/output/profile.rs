@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::aggregate::{method_totals, NamedTotal, Scope};
+use super::methods::{shows_jvm, StackRules};
+use super::thread_kind::{self, ThreadKind};
 use crate::model::Stack;
 
 /// `summary.json`, also the header of the raw profile.
@@ -35,6 +38,58 @@ pub struct RunSummary {
     /// Losses per map or cause, summed over cycles (machine-wide, as collected).
     pub drops: BTreeMap<String, u64>,
     pub threads: Vec<ThreadTotal>,
+    /// `--native-frames`: graphs and call trees keep every frame.
+    #[serde(default)]
+    pub native_frames: bool,
+    /// Present when the process is a JVM: the energy of its samples without a Java frame,
+    /// by thread kind (the JIT compiler's and the collector's share, which JFR does not show).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jvm: Option<JvmShares>,
+}
+
+/// A JVM's energy that no Java method stands for, by the kind of thread that spent it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JvmShares {
+    pub jit_compiler: Share,
+    pub gc: Share,
+    /// The JVM's other threads (VM Thread, Service Thread, signal and reference handling...).
+    pub jvm_other: Share,
+    /// Application threads' samples with no Java frame.
+    pub native: Share,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Share {
+    pub energy_uj: f64,
+    /// Of the process's energy.
+    pub percent: f64,
+    pub samples: u64,
+}
+
+impl JvmShares {
+    /// From the "all" view's method totals of a process whose energy is `process_uj`.
+    pub fn from_totals(totals: &[NamedTotal], process_uj: f64) -> Self {
+        let share = |name: &str| {
+            totals
+                .iter()
+                .find(|t| &*t.name == name)
+                .map_or_else(Share::default, |t| Share {
+                    energy_uj: t.energy_uj,
+                    percent: if process_uj > 0.0 {
+                        100.0 * t.energy_uj / process_uj
+                    } else {
+                        0.0
+                    },
+                    samples: t.samples,
+                })
+        };
+        Self {
+            jit_compiler: share(thread_kind::JIT_COMPILER),
+            gc: share(thread_kind::GC),
+            jvm_other: share(thread_kind::JVM_OTHER),
+            native: share(thread_kind::NATIVE),
+        }
+    }
 }
 
 impl RunSummary {
@@ -56,10 +111,11 @@ pub struct ThreadTotal {
     pub samples: u64,
 }
 
-/// Energy and samples of one distinct stack over the whole run.
+/// Energy and samples of one distinct stack, in one kind of thread, over the whole run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StackTotal {
     pub stack: Stack,
+    pub thread: ThreadKind,
     pub energy_uj: f64,
     pub samples: u64,
 }
@@ -68,4 +124,28 @@ pub struct StackTotal {
 pub struct ProcessProfile {
     pub summary: RunSummary,
     pub stacks: Vec<StackTotal>,
+}
+
+impl ProcessProfile {
+    /// How this process's stacks read: a JVM when the run found it one, or when its stacks
+    /// show HotSpot (a raw profile written before the run knew).
+    pub fn rules(&self) -> StackRules {
+        StackRules {
+            jvm: self.summary.jvm.is_some()
+                || self
+                    .stacks
+                    .iter()
+                    .any(|s| s.thread.is_jvm_internal() || shows_jvm(&s.stack)),
+            native_frames: self.summary.native_frames,
+        }
+    }
+
+    /// Recomputes what the summary derives from the stacks (the JVM shares).
+    pub fn complete(&mut self) {
+        let rules = self.rules();
+        self.summary.jvm = rules.jvm.then(|| {
+            let totals = method_totals(&self.stacks, Scope::All, rules);
+            JvmShares::from_totals(&totals, self.summary.energy_uj)
+        });
+    }
 }

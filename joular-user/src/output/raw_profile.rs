@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::profile::{ProcessProfile, RunSummary, StackTotal};
+use super::thread_kind::ThreadKind;
 use super::OutputError;
 use crate::model::{Frame, FrameKind, Stack};
 
@@ -31,8 +32,16 @@ struct FrameOut<'a> {
 struct RawStack {
     /// Indexes into `frames`, root first.
     frames: Vec<u32>,
+    /// The kind of thread the stack was sampled in; absent for application threads (and in
+    /// profiles written before thread kinds existed).
+    #[serde(default, skip_serializing_if = "is_application")]
+    thread: ThreadKind,
     energy_uj: f64,
     samples: u64,
+}
+
+fn is_application(kind: &ThreadKind) -> bool {
+    *kind == ThreadKind::Application
 }
 
 #[derive(Serialize)]
@@ -87,6 +96,7 @@ pub fn write_raw_profile(
                     })
                 })
                 .collect(),
+            thread: total.thread,
             energy_uj: total.energy_uj,
             samples: total.samples,
         })
@@ -144,6 +154,7 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
         })?);
         stacks.push(StackTotal {
             stack,
+            thread: raw_stack.thread,
             energy_uj: raw_stack.energy_uj,
             samples: raw_stack.samples,
         });
@@ -240,18 +251,28 @@ mod tests {
                 on_cpu_ns: 7,
                 samples: 2,
             }],
+            native_frames: true,
+            jvm: Some(crate::output::profile::JvmShares::default()),
             ..RunSummary::default()
         };
         let shared = java("com.acme.App.main");
         let stacks = vec![
             StackTotal {
                 stack: Arc::from(vec![shared.clone(), frame("ksys_read", FrameKind::Kernel)]),
+                thread: ThreadKind::Application,
                 energy_uj: 1.5,
                 samples: 1,
             },
             StackTotal {
-                stack: Arc::from(vec![shared]),
+                stack: Arc::from(vec![shared.clone()]),
+                thread: ThreadKind::Application,
                 energy_uj: 3.5,
+                samples: 1,
+            },
+            StackTotal {
+                stack: Arc::from(vec![Frame { line: Some(42), ..shared }]),
+                thread: ThreadKind::Gc,
+                energy_uj: 0.5,
                 samples: 1,
             },
         ];
@@ -261,9 +282,10 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text.matches("com.acme.App.main").count(),
-            2,
-            "frame stored once (name + short)"
+            4,
+            "frame stored once per line (name + short)"
         );
+        assert_eq!(text.matches(r#""thread":"gc""#).count(), 1, "{text}");
         let back = read_raw_profile(&path).unwrap();
         assert_eq!(back.summary, summary);
         assert_eq!(back.stacks, stacks);

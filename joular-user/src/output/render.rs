@@ -5,11 +5,12 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::aggregate::{by_energy, method_totals, path_groups, Buckets, Scope};
+use super::aggregate::{by_energy, method_totals, path_groups, Scope};
 use super::flamegraph::write_svg;
 use super::folded::write_folded;
 use super::joularjx::{Kind, Period, RunDir};
 use super::methods::MethodFilter;
+use super::paths::PathStyle;
 use super::pprof::write_pprof;
 use super::profile::ProcessProfile;
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
@@ -60,7 +61,7 @@ pub fn render_process(
         files: Vec::new(),
     };
     let stacks = &profile.stacks;
-    let buckets = Buckets::default();
+    let rules = profile.rules();
     let tree = if set.csv {
         Some(RunDir::create_at(dir.to_owned(), profile.summary.pid)?)
     } else {
@@ -72,15 +73,15 @@ pub fn render_process(
         if tree.is_none() && !(graphs && (set.folded || set.svg)) {
             continue;
         }
-        let groups = path_groups(stacks, scope, &buckets);
         if let Some(tree) = &tree {
             tree.write_total(
                 scope,
                 Kind::Methods,
-                method_totals(stacks, scope)
+                method_totals(stacks, scope, rules)
                     .iter()
                     .map(|m| (&*m.name, m.energy_uj)),
             )?;
+            let groups = path_groups(stacks, scope, rules, PathStyle::CallTree);
             let trees = by_energy(&groups)
                 .into_iter()
                 .map(|g| (g.tree(false), g.energy_uj));
@@ -92,9 +93,10 @@ pub fn render_process(
                 .files
                 .push(tree.file(scope, Period::Total, Kind::CallTrees));
         }
-        if !graphs {
+        if !graphs || !(set.folded || set.svg) {
             continue;
         }
+        let groups = path_groups(stacks, scope, rules, PathStyle::Graph);
         let view = scope.dir();
         if set.folded {
             let path = dir.join(format!("stacks-{view}.folded"));
@@ -105,8 +107,14 @@ pub fn render_process(
             let path = dir.join(format!("flamegraph-{view}.svg"));
             let title = match scope {
                 Scope::All => format!(
-                    "Energy of pid {} ({}), all frames",
-                    profile.summary.pid, profile.summary.comm
+                    "Energy of pid {} ({}), {}",
+                    profile.summary.pid,
+                    profile.summary.comm,
+                    if rules.jvm && !rules.native_frames {
+                        "from the first Java frame"
+                    } else {
+                        "all frames"
+                    }
                 ),
                 Scope::App(f) => format!(
                     "Energy of pid {}, app methods ({})",
@@ -120,7 +128,7 @@ pub fn render_process(
     }
     if set.pprof {
         let path = dir.join(PPROF_FILE);
-        write_pprof(&path, &profile.summary, stacks)?;
+        write_pprof(&path, &profile.summary, stacks, rules)?;
         written.files.push(path);
     }
     if set.summary {

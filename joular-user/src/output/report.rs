@@ -31,6 +31,10 @@ pub struct ReportArgs {
     /// Prefixes for the "app" view instead of the recorded `--filter` (`com.acme,org.foo`).
     #[arg(long)]
     pub filter: Option<String>,
+    /// Keep every frame of JVM stacks in graphs and call trees (as the run's own
+    /// `--native-frames`; the raw profile always holds them).
+    #[arg(long)]
+    pub native_frames: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -76,6 +80,8 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
         if let Some(filter) = &override_filter {
             profile.summary.filters = filter.prefixes().to_vec();
         }
+        profile.summary.native_frames |= args.native_frames;
+        profile.complete();
         let profile_dir = path.parent().unwrap_or(Path::new("."));
         let dir = match &args.output {
             Some(output) if paths.len() > 1 => {

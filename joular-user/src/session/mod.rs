@@ -114,6 +114,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         evolution: !common.no_evolution && fleet.is_none(),
         runtime_call_trees: common.runtime_call_trees,
         top_n: common.top,
+        native_frames: common.native_frames,
     })
     .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
