@@ -88,6 +88,13 @@ pub fn is_synthetic(name: &str) -> bool {
     SYNTHETIC.contains(&name)
 }
 
+/// A name JoularJX files may hold: a method (Java, or a native function outside JVMs), not a
+/// bucket nor a frame that stands for code nobody could name (`Interpreter`, `[unknown JIT
+/// code]`, `[unknown]`). What the others took is reported as `unattributed` instead.
+pub fn is_method_name(name: &str) -> bool {
+    !(is_synthetic(name) || name == INTERPRETER || (name.starts_with('[') && name.ends_with(']')))
+}
+
 pub fn is_bucket(stack: &[Frame]) -> bool {
     matches!(stack, [only] if only.short.as_ref() == NO_SAMPLES || only.short.as_ref() == NO_STACK)
 }
@@ -394,6 +401,27 @@ pub(crate) mod tests {
             frame("do_syscall_64", FrameKind::Kernel),
         ];
         assert_eq!(&*app_method(&stack, APP, OTHER, &filter), "do_work");
+    }
+
+    #[test]
+    fn placeholders_and_buckets_are_not_method_names() {
+        for name in [
+            "[GC]",
+            "(no samples)",
+            INTERPRETER,
+            "[unknown JIT code]",
+            "[unknown]",
+        ] {
+            assert!(!is_method_name(name), "{name}");
+        }
+        for name in [
+            "com.acme.App.main",
+            "write",
+            "std::vector<int>::push_back",
+            "a[b]c",
+        ] {
+            assert!(is_method_name(name), "{name}");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod report;
 mod results;
 mod table;
 pub mod thread_kind;
+mod timeline;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,8 @@ use std::path::{Path, PathBuf};
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use methods::MethodFilter;
-pub use profile::{JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal};
+pub use profile::{JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal, Unattributed};
+pub use timeline::{ThreadSeries, Timeline};
 pub use raw_profile::{read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{report, report_to, ReportArgs, ReportFormat};

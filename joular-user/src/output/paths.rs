@@ -13,7 +13,8 @@
 //! other processes always show every frame.
 
 use super::methods::{
-    all_method, app_method, bucket_frame, is_bucket, is_java_like, MethodFilter, StackRules,
+    all_method, app_method, bucket_frame, is_bucket, is_java_like, is_method_name, MethodFilter,
+    StackRules,
 };
 use super::thread_kind::ThreadKind;
 use crate::model::Frame;
@@ -57,7 +58,16 @@ pub fn all_path(
     }
     match (stack.iter().position(is_java_like), style) {
         (Some(first), PathStyle::CallTree) => {
-            stack[first..].iter().filter(|f| is_java_like(f)).collect()
+            // Frames nobody could name are not methods: a JoularJX tree leaves them out.
+            let named: Vec<&Frame> = stack[first..]
+                .iter()
+                .filter(|f| f.kind.is_java() && is_method_name(&f.short))
+                .collect();
+            if named.is_empty() {
+                stack[first..].iter().filter(|f| is_java_like(f)).collect()
+            } else {
+                named
+            }
         }
         (Some(first), PathStyle::Graph) => stack[first..].iter().collect(),
         (None, PathStyle::CallTree) => vec![bucket_frame(thread.bucket())],

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::aggregate::{method_totals, NamedTotal, Scope};
-use super::methods::{shows_jvm, StackRules};
+use super::methods::{is_method_name, shows_jvm, MethodFilter, StackRules};
 use super::thread_kind::{self, ThreadKind};
+use super::timeline::Timeline;
 use crate::model::Stack;
 
 /// `summary.json`, also the header of the raw profile.
@@ -45,6 +46,25 @@ pub struct RunSummary {
     /// by thread kind (the JIT compiler's and the collector's share, which JFR does not show).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jvm: Option<JvmShares>,
+    /// This process's energy that no method stands for, per view, by bucket (`(no samples)`,
+    /// `[GC]`, `(no app frame)`...) or unnamed frame (`Interpreter`, `[unknown JIT code]`):
+    /// what the JoularJX files leave out, so that their rows plus these make `energy_uj`.
+    /// (`unattributed_uj` above is the machine's energy no profiled thread took.)
+    #[serde(default)]
+    pub unattributed: Unattributed,
+    /// Losses and degradations other than map drops, summed over the run (energy reads that
+    /// failed, socket counters flagged, symbolization misses...).
+    #[serde(default)]
+    pub degraded: BTreeMap<String, u64>,
+}
+
+/// See `RunSummary::unattributed`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Unattributed {
+    pub all: BTreeMap<String, Share>,
+    /// Present with `--filter`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub app: BTreeMap<String, Share>,
 }
 
 /// A JVM's energy that no Java method stands for, by the kind of thread that spent it.
@@ -66,6 +86,29 @@ pub struct Share {
     pub samples: u64,
 }
 
+impl Share {
+    fn of(total: &NamedTotal, process_uj: f64) -> Self {
+        Share {
+            energy_uj: total.energy_uj,
+            percent: if process_uj > 0.0 {
+                100.0 * total.energy_uj / process_uj
+            } else {
+                0.0
+            },
+            samples: total.samples,
+        }
+    }
+}
+
+/// The totals that are not methods, by name.
+fn unattributed(totals: &[NamedTotal], process_uj: f64) -> BTreeMap<String, Share> {
+    totals
+        .iter()
+        .filter(|t| !is_method_name(&t.name))
+        .map(|t| (t.name.to_string(), Share::of(t, process_uj)))
+        .collect()
+}
+
 impl JvmShares {
     /// From the "all" view's method totals of a process whose energy is `process_uj`.
     pub fn from_totals(totals: &[NamedTotal], process_uj: f64) -> Self {
@@ -73,15 +116,7 @@ impl JvmShares {
             totals
                 .iter()
                 .find(|t| &*t.name == name)
-                .map_or_else(Share::default, |t| Share {
-                    energy_uj: t.energy_uj,
-                    percent: if process_uj > 0.0 {
-                        100.0 * t.energy_uj / process_uj
-                    } else {
-                        0.0
-                    },
-                    samples: t.samples,
-                })
+                .map_or_else(Share::default, |t| Share::of(t, process_uj))
         };
         Self {
             jit_compiler: share(thread_kind::JIT_COMPILER),
@@ -124,6 +159,8 @@ pub struct StackTotal {
 pub struct ProcessProfile {
     pub summary: RunSummary,
     pub stacks: Vec<StackTotal>,
+    /// Energy over time (empty in raw profiles written before it existed).
+    pub timeline: Timeline,
 }
 
 impl ProcessProfile {
@@ -140,12 +177,22 @@ impl ProcessProfile {
         }
     }
 
-    /// Recomputes what the summary derives from the stacks (the JVM shares).
+    /// Recomputes what the summary derives from the stacks: the JVM shares and the
+    /// unattributed energy of both views (the "app" view of `summary.filters`).
     pub fn complete(&mut self) {
         let rules = self.rules();
-        self.summary.jvm = rules.jvm.then(|| {
-            let totals = method_totals(&self.stacks, Scope::All, rules);
-            JvmShares::from_totals(&totals, self.summary.energy_uj)
-        });
+        let process_uj = self.summary.energy_uj;
+        let all = method_totals(&self.stacks, Scope::All, rules);
+        self.summary.jvm = rules.jvm.then(|| JvmShares::from_totals(&all, process_uj));
+        let filter = MethodFilter::new(self.summary.filters.iter().cloned());
+        self.summary.unattributed = Unattributed {
+            all: unattributed(&all, process_uj),
+            app: if filter.is_empty() {
+                BTreeMap::new()
+            } else {
+                let app = method_totals(&self.stacks, Scope::App(&filter), rules);
+                unattributed(&app, process_uj)
+            },
+        };
     }
 }

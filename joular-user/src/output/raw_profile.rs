@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::profile::{ProcessProfile, RunSummary, StackTotal};
 use super::thread_kind::ThreadKind;
+use super::timeline::{Timeline, MAX_BUCKETS};
 use super::OutputError;
 use crate::model::{Frame, FrameKind, Stack};
 
@@ -51,6 +52,7 @@ struct RawProfileOut<'a> {
     summary: &'a RunSummary,
     frames: Vec<FrameOut<'a>>,
     stacks: Vec<RawStack>,
+    timeline: &'a Timeline,
 }
 
 #[derive(Deserialize)]
@@ -69,13 +71,12 @@ struct RawProfileIn {
     summary: RunSummary,
     frames: Vec<FrameIn>,
     stacks: Vec<RawStack>,
+    #[serde(default)]
+    timeline: Timeline,
 }
 
-pub fn write_raw_profile(
-    path: &Path,
-    summary: &RunSummary,
-    stacks: &[StackTotal],
-) -> Result<(), OutputError> {
+pub fn write_raw_profile(path: &Path, profile: &ProcessProfile) -> Result<(), OutputError> {
+    let (summary, stacks) = (&profile.summary, &profile.stacks);
     let mut index: HashMap<&Frame, u32> = HashMap::new();
     let mut frames = Vec::new();
     let raw_stacks = stacks
@@ -107,6 +108,7 @@ pub fn write_raw_profile(
         summary,
         frames,
         stacks: raw_stacks,
+        timeline: &profile.timeline,
     };
     let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
     let mut writer = BufWriter::new(file);
@@ -162,6 +164,7 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
     Ok(ProcessProfile {
         summary: raw.summary,
         stacks,
+        timeline: raw.timeline,
     })
 }
 
@@ -188,6 +191,37 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
     for (i, s) in raw.stacks.iter().enumerate() {
         energy(&format!("stacks[{i}].energy_uj"), s.energy_uj)?;
         count(&format!("stacks[{i}].samples"), s.samples)?;
+    }
+    validate_timeline(&raw.timeline)
+}
+
+/// Charts divide by the timeline's widths and index its series together.
+fn validate_timeline(t: &Timeline) -> Result<(), String> {
+    let buckets = t.covered_s.len();
+    if buckets > MAX_BUCKETS {
+        return Err(format!("timeline has {buckets} buckets: expected at most {MAX_BUCKETS}"));
+    }
+    let lengths = [t.cycles.len(), t.end_epoch_s.len(), t.energy_uj.len()];
+    if lengths.iter().any(|&l| l != buckets)
+        || t.threads.iter().any(|s| s.energy_uj.len() != buckets)
+    {
+        return Err("timeline series differ in length".to_owned());
+    }
+    if !(t.bucket_s.is_finite() && t.bucket_s >= 0.0) {
+        return Err(format!("timeline.bucket_s is {}: expected a finite, non-negative number of seconds", t.bucket_s));
+    }
+    for (i, &s) in t.covered_s.iter().enumerate() {
+        if !(s.is_finite() && s >= 0.0) {
+            return Err(format!("timeline.covered_s[{i}] is {s}: expected a finite, non-negative number of seconds"));
+        }
+    }
+    for (i, &e) in t.energy_uj.iter().enumerate() {
+        energy(&format!("timeline.energy_uj[{i}]"), e)?;
+    }
+    for (n, series) in t.threads.iter().enumerate() {
+        for (i, &e) in series.energy_uj.iter().enumerate() {
+            energy(&format!("timeline.threads[{n}].energy_uj[{i}]"), e)?;
+        }
     }
     Ok(())
 }
@@ -278,7 +312,14 @@ mod tests {
         ];
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(RAW_PROFILE_FILE);
-        write_raw_profile(&path, &summary, &stacks).unwrap();
+        let mut timeline = Timeline::default();
+        timeline.add_cycle(0.0, 1.0, 1_700_000_001, [(10, "worker", 5.0)]);
+        let profile = ProcessProfile {
+            summary: summary.clone(),
+            stacks: stacks.clone(),
+            timeline,
+        };
+        write_raw_profile(&path, &profile).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text.matches("com.acme.App.main").count(),
@@ -287,8 +328,7 @@ mod tests {
         );
         assert_eq!(text.matches(r#""thread":"gc""#).count(), 1, "{text}");
         let back = read_raw_profile(&path).unwrap();
-        assert_eq!(back.summary, summary);
-        assert_eq!(back.stacks, stacks);
+        assert_eq!(back, profile);
     }
 
     #[test]
@@ -331,6 +371,27 @@ mod tests {
             let err = profile_with(summary, stacks).unwrap_err().to_string();
             assert!(err.contains(RAW_PROFILE_FILE) && err.contains(field), "{stacks} {summary}: {err}");
             assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+
+    #[test]
+    fn a_bad_timeline_is_refused_naming_its_field() {
+        let summary = serde_json::to_string(&RunSummary::default()).unwrap();
+        let with = |timeline: &str| {
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join(RAW_PROFILE_FILE);
+            std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[],"timeline":{timeline}}}"#)).unwrap();
+            read_raw_profile(&path).map(|p| p.timeline)
+        };
+        let good = r#"{"bucket_s":1,"covered_s":[1],"cycles":[1],"end_epoch_s":[9],"energy_uj":[3],"threads":[{"tid":1,"comm":"a","energy_uj":[3]}]}"#;
+        assert_eq!(with(good).unwrap().threads[0].total_uj(), 3.0);
+        for (timeline, want) in [
+            (good.replace("\"energy_uj\":[3],", "\"energy_uj\":[-3],"), "timeline.energy_uj[0] is -3"),
+            (good.replace("\"covered_s\":[1]", "\"covered_s\":[1,1]"), "differ in length"),
+            (good.replace("\"bucket_s\":1", "\"bucket_s\":-1"), "timeline.bucket_s is -1"),
+        ] {
+            let err = with(&timeline).unwrap_err().to_string();
+            assert!(err.contains(want), "{timeline}: {err}");
         }
     }
 }

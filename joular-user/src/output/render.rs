@@ -9,10 +9,10 @@ use super::aggregate::{by_energy, method_totals, path_groups, Scope};
 use super::flamegraph::write_svg;
 use super::folded::write_folded;
 use super::joularjx::{Kind, Period, RunDir};
-use super::methods::MethodFilter;
+use super::methods::{is_method_name, MethodFilter};
 use super::paths::PathStyle;
 use super::pprof::write_pprof;
-use super::profile::ProcessProfile;
+use super::profile::{ProcessProfile, StackTotal};
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
 
@@ -74,14 +74,22 @@ pub fn render_process(
             continue;
         }
         if let Some(tree) = &tree {
+            // JoularJX files hold methods only: samples whose method is a bucket or an unnamed
+            // frame are `unattributed` in summary.json, in both files.
             tree.write_total(
                 scope,
                 Kind::Methods,
                 method_totals(stacks, scope, rules)
                     .iter()
+                    .filter(|m| is_method_name(&m.name))
                     .map(|m| (&*m.name, m.energy_uj)),
             )?;
-            let groups = path_groups(stacks, scope, rules, PathStyle::CallTree);
+            let attributed: Vec<StackTotal> = stacks
+                .iter()
+                .filter(|s| is_method_name(&scope.method(&s.stack, s.thread, rules)))
+                .cloned()
+                .collect();
+            let groups = path_groups(&attributed, scope, rules, PathStyle::CallTree);
             let trees = by_energy(&groups)
                 .into_iter()
                 .map(|g| (g.tree(false), g.energy_uj));
@@ -140,7 +148,7 @@ pub fn render_process(
         out.flush().map_err(|e| OutputError::io(&path, e))?;
         written.files.push(path);
         let path = dir.join(RAW_PROFILE_FILE);
-        write_raw_profile(&path, &profile.summary, stacks)?;
+        write_raw_profile(&path, profile)?;
         written.files.push(path);
     }
     Ok(written)

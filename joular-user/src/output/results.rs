@@ -7,12 +7,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aggregate::{sort_totals, NamedTotal, Scope, StackTable};
 use super::joularjx::{Kind, RunDir};
-use super::methods::{bucket_stack, join_frames, MethodFilter, StackRules, NO_SAMPLES};
+use super::methods::{
+    bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
+};
 use super::paths::{all_path, PathStyle};
 use super::profile::{JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
 use super::thread_kind::ThreadKind;
+use super::timeline::Timeline;
 use super::OutputError;
 use crate::model::{CycleReport, FrameReport, MethodReport, Stack, StackReport, ThreadStack};
 
@@ -62,6 +65,7 @@ struct Process {
     comm: String,
     /// Seen to be a JVM (`methods` says how); never goes back.
     jvm: bool,
+    timeline: Timeline,
 }
 
 impl Process {
@@ -123,7 +127,11 @@ pub struct Results {
     socket_energy_uj: f64,
     unattributed_uj: f64,
     drops: BTreeMap<String, u64>,
+    degraded: BTreeMap<String, u64>,
 }
+
+/// `degraded` cause of cycles in which a socket's counter went backwards (counted 0 J).
+pub const FLAGGED_SOCKET_CYCLES: &str = "energy_counter_flagged_socket_cycles";
 
 impl Results {
     pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
@@ -141,6 +149,7 @@ impl Results {
             socket_energy_uj: 0.0,
             unattributed_uj: 0.0,
             drops: BTreeMap::new(),
+            degraded: BTreeMap::new(),
         })
     }
 
@@ -163,6 +172,7 @@ impl Results {
                     threads: BTreeMap::new(),
                     comm: String::new(),
                     jvm: false,
+                    timeline: Timeline::default(),
                 },
             );
         }
@@ -179,6 +189,7 @@ impl Results {
         stacks: &[ThreadStacks],
     ) -> Result<(), OutputError> {
         let duration_s = report.end_ns.saturating_sub(report.start_ns) as f64 / 1e9;
+        let offset_s = self.duration_s;
         self.cycles += 1;
         self.duration_s += duration_s;
         let end_epoch_ms = if report.end_epoch_ms > 0 {
@@ -190,6 +201,9 @@ impl Results {
         for socket in &report.sockets {
             self.socket_energy_uj += socket.energy_uj;
             self.unattributed_uj += socket.unattributed_uj;
+            if socket.flagged {
+                self.add_degraded(FLAGGED_SOCKET_CYCLES, 1);
+            }
         }
         for (cause, count) in &report.drops {
             *self.drops.entry(cause.clone()).or_default() += count;
@@ -289,6 +303,19 @@ impl Results {
                 process.comm.clone_from(&p.comm);
             }
         }
+        let mut threads_of: HashMap<u32, Vec<(u32, &str, f64)>> = HashMap::new();
+        for t in &report.threads {
+            threads_of
+                .entry(t.pid)
+                .or_default()
+                .push((t.tid, &t.comm, t.energy_uj));
+        }
+        for (pid, process) in &mut self.processes {
+            let threads = threads_of.remove(pid).unwrap_or_default();
+            process
+                .timeline
+                .add_cycle(offset_s, duration_s, end_epoch_ms / 1000, threads);
+        }
         report.methods = method_reports;
         self.write_cycle_files(sums, duration_s, end_epoch_ms)
     }
@@ -370,6 +397,13 @@ impl Results {
         Ok((charges, flipped))
     }
 
+    /// Counts a loss or degradation the session saw (`summary.json` `degraded`).
+    pub fn add_degraded(&mut self, cause: &str, count: u64) {
+        if count > 0 {
+            *self.degraded.entry(cause.to_owned()).or_default() += count;
+        }
+    }
+
     fn write_cycle_files(
         &self,
         sums: BTreeMap<u32, CycleSums>,
@@ -380,8 +414,9 @@ impl Results {
         for (pid, cycle) in sums {
             let process = &self.processes[&pid];
             let Some(dir) = &process.dir else { continue };
-            let all_methods = named(cycle.all_methods, |m| m);
-            let app_methods = named(cycle.app_methods, |m| m);
+            // JoularJX files hold methods only; the rest is `unattributed` in summary.json.
+            let all_methods = methods_only(named(cycle.all_methods, |m| m));
+            let app_methods = methods_only(named(cycle.app_methods, |m| m));
             let app = Scope::App(filter);
             dir.write_runtime(Scope::All, Kind::Methods, &all_methods, duration_s)?;
             dir.write_runtime(app, Kind::Methods, &app_methods, duration_s)?;
@@ -390,13 +425,18 @@ impl Results {
                 // Stacks that differ only in frames the tree leaves out share a row.
                 let mut trees: HashMap<Arc<str>, (f64, u64)> = HashMap::new();
                 for (id, (energy_uj, samples)) in cycle.all_trees {
-                    let total = &process.table.entry(id).total;
+                    let entry = process.table.entry(id);
+                    if !is_method_name(&entry.all_method) {
+                        continue;
+                    }
+                    let total = &entry.total;
                     let path = all_path(&total.stack, total.thread, rules, PathStyle::CallTree);
                     let tree: Arc<str> = Arc::from(join_frames(path.into_iter(), false));
                     add(trees.entry(tree).or_default(), energy_uj, samples);
                 }
                 let all_trees = named(trees, |t| t);
-                let app_trees = named(cycle.app_trees, |t| t);
+                // A stack whose app method is not a method has that name as its app tree.
+                let app_trees = methods_only(named(cycle.app_trees, |t| t));
                 dir.write_runtime(Scope::All, Kind::CallTrees, &all_trees, duration_s)?;
                 dir.write_runtime(app, Kind::CallTrees, &app_trees, duration_s)?;
             }
@@ -444,8 +484,11 @@ impl Results {
                 threads,
                 native_frames: self.config.native_frames,
                 jvm: process.jvm.then(JvmShares::default),
+                unattributed: Default::default(),
+                degraded: self.degraded.clone(),
             },
             stacks,
+            timeline: process.timeline.clone(),
         };
         profile.complete();
         profile
@@ -556,6 +599,11 @@ fn push_methods(
             samples: total.samples,
         });
     }
+}
+
+fn methods_only(mut totals: Vec<NamedTotal>) -> Vec<NamedTotal> {
+    totals.retain(|t| is_method_name(&t.name));
+    totals
 }
 
 fn now_epoch_ms() -> u64 {

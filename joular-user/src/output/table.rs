@@ -190,6 +190,7 @@ mod tests {
                     samples: 1,
                 })
                 .collect(),
+            ..ProcessProfile::default()
         }
     }
 

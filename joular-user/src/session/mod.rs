@@ -212,6 +212,16 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
         );
     }
+    for (cause, count) in [
+        ("energy_read_failures", energy.failed_reads),
+        ("jit_addresses_missing_from_perf_map", st.jit_misses),
+        ("perf_map_dump_failures", st.perf_map_dump_failures),
+        ("perf_map_malformed_lines", st.perf_map_bad_lines),
+        ("cut_java_stacks", st.cut_java_stacks),
+        ("unresolved_frames", st.unresolved_frames),
+    ] {
+        results.add_degraded(cause, count);
+    }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = results.finish();
     out!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
