@@ -221,6 +221,10 @@ pub struct CommonArgs {
     /// CSVs leave out. Default: Java call trees, as JoularJX and async-profiler show them.
     #[arg(long)]
     pub native_frames: bool,
+    /// Also write report.html per process: one self-contained page (tables, flame graph, power
+    /// over time, per-thread energy, call trees). `serve --results` always writes it.
+    #[arg(long)]
+    pub html: bool,
     #[command(flatten)]
     pub energy: EnergyArgs,
     /// Root of the /proc tree (for containers and tests).

@@ -11,6 +11,7 @@
 mod aggregate;
 mod flamegraph;
 mod folded;
+mod html;
 mod interval;
 mod joularjx;
 pub mod methods;

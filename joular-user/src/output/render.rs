@@ -6,7 +6,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::aggregate::{by_energy, method_totals, path_groups, Scope};
-use super::flamegraph::write_svg;
+use super::flamegraph::{render_svg, write_bytes};
+use super::html::{self, HtmlInput, HTML_FILE};
 use super::folded::write_folded;
 use super::joularjx::{Kind, Period, RunDir};
 use super::methods::{is_method_name, MethodFilter};
@@ -29,15 +30,19 @@ pub struct RenderSet {
     pub pprof: bool,
     /// `summary.json` and the raw profile.
     pub summary: bool,
+    /// `report.html`.
+    pub html: bool,
 }
 
 impl RenderSet {
+    /// Every file but the HTML report (`--html`).
     pub const ALL: Self = Self {
         csv: true,
         folded: true,
         svg: true,
         pprof: true,
         summary: true,
+        html: false,
     };
 }
 
@@ -49,8 +54,10 @@ pub struct OutputFiles {
 }
 
 /// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
+/// `source_dir` is where the run's own tree is (its evolution files feed the HTML report).
 pub fn render_process(
     dir: &Path,
+    source_dir: &Path,
     profile: &ProcessProfile,
     filter: &MethodFilter,
     set: RenderSet,
@@ -70,7 +77,8 @@ pub fn render_process(
     for scope in [Scope::All, Scope::App(filter)] {
         // JoularJX always has both trees; the app graphs mean nothing without a filter.
         let graphs = matches!(scope, Scope::All) || !filter.is_empty();
-        if tree.is_none() && !(graphs && (set.folded || set.svg)) {
+        let html_graph = set.html && matches!(scope, Scope::All);
+        if tree.is_none() && !(graphs && (set.folded || set.svg || html_graph)) {
             continue;
         }
         if let Some(tree) = &tree {
@@ -101,7 +109,7 @@ pub fn render_process(
                 .files
                 .push(tree.file(scope, Period::Total, Kind::CallTrees));
         }
-        if !graphs || !(set.folded || set.svg) {
+        if !graphs || !(set.folded || set.svg || html_graph) {
             continue;
         }
         let groups = path_groups(stacks, scope, rules, PathStyle::Graph);
@@ -111,8 +119,7 @@ pub fn render_process(
             write_folded(&path, &groups)?;
             written.files.push(path);
         }
-        if set.svg {
-            let path = dir.join(format!("flamegraph-{view}.svg"));
+        if set.svg || html_graph {
             let title = match scope {
                 Scope::All => format!(
                     "Energy of pid {} ({}), {}",
@@ -130,8 +137,27 @@ pub fn render_process(
                     f.prefixes().join(",")
                 ),
             };
-            write_svg(&path, &title, &groups)?;
-            written.files.push(path);
+            let path = dir.join(format!("flamegraph-{view}.svg"));
+            let svg = render_svg(&title, &groups).map_err(|e| OutputError::io(&path, e))?;
+            if set.svg {
+                write_bytes(&path, &svg)?;
+                written.files.push(path);
+            }
+            if html_graph {
+                let path = dir.join(HTML_FILE);
+                let page = html::render(&HtmlInput {
+                    profile,
+                    filter,
+                    flamegraph_svg: &svg,
+                    evolution_dir: Some(source_dir),
+                })
+                .map_err(|reason| OutputError::Format {
+                    path: path.clone(),
+                    reason,
+                })?;
+                write_bytes(&path, page.as_bytes())?;
+                written.files.push(path);
+            }
         }
     }
     if set.pprof {

@@ -51,6 +51,8 @@ pub enum ReportFormat {
     Pprof,
     /// `summary.json` and the raw profile.
     Summary,
+    /// `report.html`: one self-contained page with tables, the flame graph and charts.
+    Html,
     /// Everything.
     All,
 }
@@ -72,6 +74,7 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
         svg: has(ReportFormat::Svg),
         pprof: has(ReportFormat::Pprof),
         summary: has(ReportFormat::Summary),
+        html: has(ReportFormat::Html),
     };
     let mut profiles = Vec::with_capacity(paths.len());
     let mut outputs = Vec::new();
@@ -91,8 +94,8 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
             None => profile_dir.to_owned(),
         };
         let filter = MethodFilter::new(profile.summary.filters.iter().cloned());
-        if set.csv || set.folded || set.svg || set.pprof || set.summary {
-            outputs.push(render_process(&dir, &profile, &filter, set)?);
+        if set.csv || set.folded || set.svg || set.pprof || set.summary || set.html {
+            outputs.push(render_process(&dir, profile_dir, &profile, &filter, set)?);
         }
         profiles.push(profile);
     }

@@ -48,6 +48,8 @@ pub struct ResultsConfig {
     pub top_n: usize,
     /// `--native-frames`: graphs and call trees keep every frame.
     pub native_frames: bool,
+    /// Also write `report.html` for each process (`--html`, `serve --results`).
+    pub html: bool,
 }
 
 /// What `finish` wrote and the table to print.
@@ -505,7 +507,15 @@ impl Results {
             return Ok(None);
         };
         let profile = self.profile(pid, &process);
-        render_process(dir.path(), &profile, &self.config.filter, RenderSet::ALL).map(Some)
+        render_process(dir.path(), dir.path(), &profile, &self.config.filter, self.render_set())
+            .map(Some)
+    }
+
+    fn render_set(&self) -> RenderSet {
+        RenderSet {
+            html: self.config.html,
+            ..RenderSet::ALL
+        }
     }
 
     /// Pids this sink holds state for.
@@ -522,9 +532,10 @@ impl Results {
             if let Some(dir) = &process.dir {
                 outputs.push(render_process(
                     dir.path(),
+                    dir.path(),
                     profile,
                     &self.config.filter,
-                    RenderSet::ALL,
+                    self.render_set(),
                 )?);
             }
         }
@@ -614,4 +625,4 @@ fn now_epoch_ms() -> u64 {
 
 #[cfg(test)]
 #[path = "results_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -7,8 +7,8 @@ use crate::output::report::{report_to, ReportArgs, ReportFormat};
 use std::fs;
 use std::path::Path;
 
-const PID: u32 = 100;
-const START_MS: u64 = 1_700_000_000_000;
+pub(crate) const PID: u32 = 100;
+pub(crate) const START_MS: u64 = 1_700_000_000_000;
 
 fn stack(frames: &[Frame]) -> Stack {
     Arc::from(frames.to_vec())
@@ -53,7 +53,7 @@ fn at(frame: Frame, line: u32) -> Frame {
 /// Two cycles (1 s, then 2 s) of a JVM: JDK work above an app method, a syscall, a thread
 /// with energy but no samples, an idle thread, a thread with only JDK frames, a C2 compiler
 /// thread and a sample-less GC thread. Java stacks sit on HotSpot's thread start.
-fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
+pub(crate) fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
     let native = |name: &str| frame(name, FrameKind::Native);
     let entry = [
         native("[unknown]"),
@@ -129,7 +129,7 @@ fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
     ]
 }
 
-fn config(root: &Path) -> ResultsConfig {
+pub(crate) fn config(root: &Path) -> ResultsConfig {
     ResultsConfig {
         results_root: root.to_owned(),
         write_files: true,
@@ -142,10 +142,11 @@ fn config(root: &Path) -> ResultsConfig {
         runtime_call_trees: true,
         top_n: 10,
         native_frames: false,
+        html: false,
     }
 }
 
-fn run(root: &Path) -> (Results, Vec<CycleReport>) {
+pub(crate) fn run(root: &Path) -> (Results, Vec<CycleReport>) {
     let mut results = Results::new(config(root)).unwrap();
     let mut reports = Vec::new();
     for (mut report, stacks) in fixture() {
@@ -443,7 +444,7 @@ fn finish_writes_every_output_and_report_rerenders_them() {
 }
 
 /// `name,value` rows of a JoularJX CSV.
-fn csv_rows(path: &Path) -> Vec<(String, f64)> {
+pub(crate) fn csv_rows(path: &Path) -> Vec<(String, f64)> {
     fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .lines()

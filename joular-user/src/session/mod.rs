@@ -115,6 +115,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         runtime_call_trees: common.runtime_call_trees,
         top_n: common.top,
         native_frames: common.native_frames,
+        html: common.html || serve.is_some_and(|f| f.results),
     })
     .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
@@ -231,6 +232,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         outln!("results: {}", out.dir.display());
         for f in out.files.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
             outln!("flame graph: {}", f.display());
+        }
+        for f in out.files.iter().filter(|f| f.extension().is_some_and(|e| e == "html")) {
+            outln!("report: {}", f.display());
         }
     }
 
