@@ -202,7 +202,10 @@ mod tests {
                 1000.0,
             ),
         ];
-        let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph));
+        let svg = render_svg(
+            "Energy",
+            &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph),
+        );
         write_bytes(&path, &svg.unwrap()).unwrap();
         let texts = svg_texts(&path);
         let hot = texts

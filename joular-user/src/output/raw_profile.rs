@@ -118,8 +118,7 @@ pub fn write_raw_profile(path: &Path, profile: &ProcessProfile) -> Result<(), Ou
 
 pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
     let text = std::fs::read_to_string(path).map_err(|e| OutputError::io(path, e))?;
-    let raw: RawProfileIn =
-        serde_json::from_str(&text).map_err(|e| json_error(path, &text, e))?;
+    let raw: RawProfileIn = serde_json::from_str(&text).map_err(|e| json_error(path, &text, e))?;
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(OutputError::Format {
             path: path.to_owned(),
@@ -181,7 +180,10 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
     energy("summary.socket_energy_uj", summary.socket_energy_uj)?;
     energy("summary.unattributed_uj", summary.unattributed_uj)?;
     if !(summary.duration_s.is_finite() && summary.duration_s >= 0.0) {
-        return Err(format!("summary.duration_s is {}: expected a finite, non-negative number of seconds", summary.duration_s));
+        return Err(format!(
+            "summary.duration_s is {}: expected a finite, non-negative number of seconds",
+            summary.duration_s
+        ));
     }
     count("summary.samples", summary.samples)?;
     for (i, t) in summary.threads.iter().enumerate() {
@@ -199,7 +201,9 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
 fn validate_timeline(t: &Timeline) -> Result<(), String> {
     let buckets = t.covered_s.len();
     if buckets > MAX_BUCKETS {
-        return Err(format!("timeline has {buckets} buckets: expected at most {MAX_BUCKETS}"));
+        return Err(format!(
+            "timeline has {buckets} buckets: expected at most {MAX_BUCKETS}"
+        ));
     }
     let lengths = [t.cycles.len(), t.end_epoch_s.len(), t.energy_uj.len()];
     if lengths.iter().any(|&l| l != buckets)
@@ -208,11 +212,16 @@ fn validate_timeline(t: &Timeline) -> Result<(), String> {
         return Err("timeline series differ in length".to_owned());
     }
     if !(t.bucket_s.is_finite() && t.bucket_s >= 0.0) {
-        return Err(format!("timeline.bucket_s is {}: expected a finite, non-negative number of seconds", t.bucket_s));
+        return Err(format!(
+            "timeline.bucket_s is {}: expected a finite, non-negative number of seconds",
+            t.bucket_s
+        ));
     }
     for (i, &s) in t.covered_s.iter().enumerate() {
         if !(s.is_finite() && s >= 0.0) {
-            return Err(format!("timeline.covered_s[{i}] is {s}: expected a finite, non-negative number of seconds"));
+            return Err(format!(
+                "timeline.covered_s[{i}] is {s}: expected a finite, non-negative number of seconds"
+            ));
         }
     }
     for (i, &e) in t.energy_uj.iter().enumerate() {
@@ -238,7 +247,9 @@ fn count(field: &str, value: u64) -> Result<(), String> {
     if value <= MAX_COUNT {
         Ok(())
     } else {
-        Err(format!("{field} is {value}: expected a count of at most 2^53"))
+        Err(format!(
+            "{field} is {value}: expected a count of at most 2^53"
+        ))
     }
 }
 
@@ -304,7 +315,10 @@ mod tests {
                 samples: 1,
             },
             StackTotal {
-                stack: Arc::from(vec![Frame { line: Some(42), ..shared }]),
+                stack: Arc::from(vec![Frame {
+                    line: Some(42),
+                    ..shared
+                }]),
                 thread: ThreadKind::Gc,
                 energy_uj: 0.5,
                 samples: 1,
@@ -359,17 +373,44 @@ mod tests {
     fn bad_numbers_are_refused_with_their_file_and_field() {
         assert!(profile_with("{}", r#"[{"frames":[0],"energy_uj":2.5,"samples":3}]"#).is_ok());
         for (summary, stacks, field) in [
-            ("{}", r#"[{"frames":[0],"energy_uj":-1,"samples":3}]"#, "stacks[0].energy_uj is -1"),
-            ("{}", r#"[{"frames":[0],"energy_uj":1e308,"samples":3}]"#, "stacks[0].energy_uj is 1"),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":-1,"samples":3}]"#,
+                "stacks[0].energy_uj is -1",
+            ),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":1e308,"samples":3}]"#,
+                "stacks[0].energy_uj is 1",
+            ),
             (r#"{"energy_uj":-5}"#, "[]", "summary.energy_uj is -5"),
-            (r#"{"socket_energy_uj":1e300}"#, "[]", "summary.socket_energy_uj"),
+            (
+                r#"{"socket_energy_uj":1e300}"#,
+                "[]",
+                "summary.socket_energy_uj",
+            ),
             (r#"{"duration_s":-2}"#, "[]", "summary.duration_s is -2"),
-            (r#"{"threads":[{"tid":1,"comm":"a","energy_uj":-0.5,"on_cpu_ns":1,"samples":1}]}"#, "[]", "summary.threads[0].energy_uj"),
-            ("{}", r#"[{"frames":[0],"energy_uj":1,"samples":-3}]"#, "field `samples`"),
-            ("{}", r#"[{"frames":[0],"energy_uj":1e999,"samples":3}]"#, "field `energy_uj`"),
+            (
+                r#"{"threads":[{"tid":1,"comm":"a","energy_uj":-0.5,"on_cpu_ns":1,"samples":1}]}"#,
+                "[]",
+                "summary.threads[0].energy_uj",
+            ),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":1,"samples":-3}]"#,
+                "field `samples`",
+            ),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":1e999,"samples":3}]"#,
+                "field `energy_uj`",
+            ),
         ] {
             let err = profile_with(summary, stacks).unwrap_err().to_string();
-            assert!(err.contains(RAW_PROFILE_FILE) && err.contains(field), "{stacks} {summary}: {err}");
+            assert!(
+                err.contains(RAW_PROFILE_FILE) && err.contains(field),
+                "{stacks} {summary}: {err}"
+            );
             assert!(!err.contains('\n'), "one line: {err}");
         }
     }
@@ -386,9 +427,18 @@ mod tests {
         let good = r#"{"bucket_s":1,"covered_s":[1],"cycles":[1],"end_epoch_s":[9],"energy_uj":[3],"threads":[{"tid":1,"comm":"a","energy_uj":[3]}]}"#;
         assert_eq!(with(good).unwrap().threads[0].total_uj(), 3.0);
         for (timeline, want) in [
-            (good.replace("\"energy_uj\":[3],", "\"energy_uj\":[-3],"), "timeline.energy_uj[0] is -3"),
-            (good.replace("\"covered_s\":[1]", "\"covered_s\":[1,1]"), "differ in length"),
-            (good.replace("\"bucket_s\":1", "\"bucket_s\":-1"), "timeline.bucket_s is -1"),
+            (
+                good.replace("\"energy_uj\":[3],", "\"energy_uj\":[-3],"),
+                "timeline.energy_uj[0] is -3",
+            ),
+            (
+                good.replace("\"covered_s\":[1]", "\"covered_s\":[1,1]"),
+                "differ in length",
+            ),
+            (
+                good.replace("\"bucket_s\":1", "\"bucket_s\":-1"),
+                "timeline.bucket_s is -1",
+            ),
         ] {
             let err = with(&timeline).unwrap_err().to_string();
             assert!(err.contains(want), "{timeline}: {err}");

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::aggregate::{by_energy, method_totals, path_groups, Scope};
 use super::flamegraph::{render_svg, write_bytes};
-use super::html::{self, HtmlInput, HTML_FILE};
 use super::folded::write_folded;
+use super::html::{self, HtmlInput, HTML_FILE};
 use super::joularjx::{Kind, Period, RunDir};
 use super::methods::{is_method_name, MethodFilter};
 use super::paths::PathStyle;

@@ -507,8 +507,14 @@ impl Results {
             return Ok(None);
         };
         let profile = self.profile(pid, &process);
-        render_process(dir.path(), dir.path(), &profile, &self.config.filter, self.render_set())
-            .map(Some)
+        render_process(
+            dir.path(),
+            dir.path(),
+            &profile,
+            &self.config.filter,
+            self.render_set(),
+        )
+        .map(Some)
     }
 
     fn render_set(&self) -> RenderSet {

@@ -131,10 +131,18 @@ impl Timeline {
         }
     }
 
-    /// The bucket holding the cycle that ended at `epoch_s` (unix seconds, as in the evolution
-    /// files): the first bucket whose last cycle ended then or later.
-    pub fn bucket_of_epoch(&self, epoch_s: u64) -> Option<usize> {
-        self.end_epoch_s.iter().position(|&end| end >= epoch_s)
+    /// The bucket holding the `occurrence`-th (from 0) cycle that ended at `epoch_s` (unix
+    /// seconds, as the evolution files write it): the first bucket whose last cycle ended then
+    /// or later, or a later one that also ends in that second. Two cycles can end in the same
+    /// second (wall clock against cycle length); with one cycle per bucket they are told apart
+    /// by their order.
+    pub fn bucket_of_epoch(&self, epoch_s: u64, occurrence: usize) -> Option<usize> {
+        let first = self.end_epoch_s.iter().position(|&end| end >= epoch_s)?;
+        let same_second = self.end_epoch_s[first..]
+            .iter()
+            .take_while(|&&end| end == epoch_s)
+            .count();
+        Some(first + occurrence.min(same_second.saturating_sub(1)))
     }
 
     /// Average power of `energy_uj` over each bucket (0 for an empty bucket).
@@ -157,6 +165,18 @@ impl Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cycles_ending_in_the_same_second_are_told_apart_by_order() {
+        let mut t = Timeline::default();
+        for (n, end) in [100, 101, 101, 102].into_iter().enumerate() {
+            t.add_cycle(n as f64, 1.0, end, [(1, "main", 1.0)]);
+        }
+        assert_eq!(t.bucket_of_epoch(101, 0), Some(1));
+        assert_eq!(t.bucket_of_epoch(101, 1), Some(2));
+        assert_eq!(t.bucket_of_epoch(101, 5), Some(2), "never past that second");
+        assert_eq!(t.bucket_of_epoch(102, 1), Some(3));
+    }
 
     #[test]
     fn energy_is_kept_when_buckets_merge_and_memory_stays_bounded() {
@@ -187,7 +207,7 @@ mod tests {
             .iter()
             .all(|w| (w - 3e-6).abs() < 1e-12));
         // The cycle that ended at second 9 is in bucket 2 (cycles 8..12).
-        assert_eq!(t.bucket_of_epoch(1_700_000_009), Some(2));
-        assert_eq!(t.bucket_of_epoch(1_800_000_000), None);
+        assert_eq!(t.bucket_of_epoch(1_700_000_009, 0), Some(2));
+        assert_eq!(t.bucket_of_epoch(1_800_000_000, 0), None);
     }
 }

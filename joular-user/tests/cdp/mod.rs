@@ -97,7 +97,9 @@ impl Browser {
         self.to_browser.write_all(&bytes).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let value = self.receive(deadline).unwrap_or_else(|| panic!("no reply to {method}"));
+            let value = self
+                .receive(deadline)
+                .unwrap_or_else(|| panic!("no reply to {method}"));
             if value["id"] == json!(id) {
                 assert!(value.get("error").is_none(), "{method}: {value}");
                 return value["result"].clone();

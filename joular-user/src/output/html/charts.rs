@@ -49,10 +49,11 @@ fn legend_name(name: &str) -> String {
     }
 }
 
-fn y_max(values: impl Iterator<Item = f64>) -> f64 {
+/// Top of the y axis: room above the data for the legend's `series` lines (upper right).
+fn y_max(values: impl Iterator<Item = f64>, series: usize) -> f64 {
     let max = values.fold(0.0f64, f64::max);
     if max > 0.0 {
-        max * 1.08
+        max * (1.08 + 0.055 * series as f64)
     } else {
         1.0
     }
@@ -66,7 +67,14 @@ pub fn power_over_time(
 ) -> Result<String, String> {
     let x = timeline.midpoints_s();
     let x_max = (x.len() as f64 * timeline.bucket_s).max(1.0);
-    let top = y_max(total.values.iter().chain(methods.iter().flat_map(|m| &m.values)).copied());
+    let top = y_max(
+        total
+            .values
+            .iter()
+            .chain(methods.iter().flat_map(|m| &m.values))
+            .copied(),
+        methods.len() + 1,
+    );
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
@@ -94,7 +102,9 @@ pub fn power_over_time(
                 ))
                 .map_err(chart_error)?
                 .label(legend_name(&series.name))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
+                });
         }
         chart
             .draw_series(LineSeries::new(
@@ -125,9 +135,15 @@ pub fn stacked_threads(timeline: &Timeline, threads: &[Series]) -> Result<String
     let mut layers: Vec<Vec<f64>> = Vec::with_capacity(threads.len());
     for series in threads {
         let below = layers.last().cloned().unwrap_or_else(|| vec![0.0; x.len()]);
-        layers.push(below.iter().zip(&series.values).map(|(b, v)| b + v).collect());
+        layers.push(
+            below
+                .iter()
+                .zip(&series.values)
+                .map(|(b, v)| b + v)
+                .collect(),
+        );
     }
-    let top = y_max(layers.last().into_iter().flatten().copied());
+    let top = y_max(layers.last().into_iter().flatten().copied(), threads.len());
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
@@ -179,7 +195,12 @@ mod tests {
     fn timeline() -> Timeline {
         let mut t = Timeline::default();
         for n in 0..20u64 {
-            t.add_cycle(n as f64, 1.0, 1_700_000_000 + n, [(1, "main", 1e6), (2, "worker", 2e6)]);
+            t.add_cycle(
+                n as f64,
+                1.0,
+                1_700_000_000 + n,
+                [(1, "main", 1e6), (2, "worker", 2e6)],
+            );
         }
         t
     }
@@ -196,8 +217,14 @@ mod tests {
             values: vec![1.5; t.covered_s.len()],
         };
         let svg = power_over_time(&t, &total, std::slice::from_ref(&method)).unwrap();
-        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
-        assert!(svg.contains(">\nprocess\n<") && svg.contains("VeryVery.hot\n<"), "legends: {svg}");
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains(">\nprocess\n<") && svg.contains("VeryVery.hot\n<"),
+            "legends: {svg}"
+        );
         assert!(svg.contains("power (W)"));
         let threads: Vec<Series> = t
             .threads
@@ -208,8 +235,14 @@ mod tests {
             })
             .collect();
         let svg = stacked_threads(&t, &threads).unwrap();
-        assert!(svg.contains(">\nmain\n<") && svg.contains(">\nworker\n<"), "{svg}");
-        assert!(svg.matches("<polygon").count() >= 2, "one area per thread: {svg}");
+        assert!(
+            svg.contains(">\nmain\n<") && svg.contains(">\nworker\n<"),
+            "{svg}"
+        );
+        assert!(
+            svg.matches("<polygon").count() >= 2,
+            "one area per thread: {svg}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Per-method power over time, read back from the JoularJX evolution files (`unix seconds,watts`
 //! per cycle) and averaged into the timeline's buckets.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -13,7 +14,12 @@ use crate::output::timeline::Timeline;
 const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// The series of each of `methods` that has an evolution file in `run_dir`, in their order.
-pub fn method_series(run_dir: &Path, pid: u32, timeline: &Timeline, methods: &[&str]) -> Vec<Series> {
+pub fn method_series(
+    run_dir: &Path,
+    pid: u32,
+    timeline: &Timeline,
+    methods: &[&str],
+) -> Vec<Series> {
     methods
         .iter()
         .filter_map(|&method| {
@@ -31,15 +37,23 @@ pub fn method_series(run_dir: &Path, pid: u32, timeline: &Timeline, methods: &[&
 /// outside the timeline are skipped.
 fn bucket_rows(reader: impl BufRead, timeline: &Timeline) -> Vec<f64> {
     let mut sums = vec![0.0; timeline.covered_s.len()];
+    let mut seen: HashMap<u64, usize> = HashMap::new();
     for line in reader.lines().map_while(Result::ok) {
-        let Some((secs, watts)) = line.split_once(',') else { continue };
-        let (Ok(secs), Ok(watts)) = (secs.trim().parse::<u64>(), watts.trim().parse::<f64>()) else { continue };
+        let Some((secs, watts)) = line.split_once(',') else {
+            continue;
+        };
+        let (Ok(secs), Ok(watts)) = (secs.trim().parse::<u64>(), watts.trim().parse::<f64>())
+        else {
+            continue;
+        };
         if !(watts.is_finite() && watts >= 0.0) {
             continue;
         }
-        if let Some(bucket) = timeline.bucket_of_epoch(secs) {
+        let occurrence = seen.entry(secs).or_default();
+        if let Some(bucket) = timeline.bucket_of_epoch(secs, *occurrence) {
             sums[bucket] += watts;
         }
+        *occurrence += 1;
     }
     sums.iter()
         .zip(&timeline.cycles)
@@ -50,6 +64,18 @@ fn bucket_rows(reader: impl BufRead, timeline: &Timeline) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_cycles_ending_in_one_second_keep_their_own_rows() {
+        let mut t = Timeline::default();
+        for (n, end) in [101u64, 101, 102].into_iter().enumerate() {
+            t.add_cycle(n as f64, 1.0, end, [(1, "main", 1.0)]);
+        }
+        assert_eq!(
+            bucket_rows("101,1.0\n101,3.0\n102,5.0\n".as_bytes(), &t),
+            [1.0, 3.0, 5.0]
+        );
+    }
 
     #[test]
     fn rows_are_averaged_per_bucket_with_missing_cycles_at_zero() {

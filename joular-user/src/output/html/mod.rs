@@ -57,7 +57,12 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
     let all_methods = method_totals(&profile.stacks, Scope::All, rules);
     for scope in [Scope::All, Scope::App(input.filter)] {
         let (name, label, methods, unattributed) = match scope {
-            Scope::All => ("all", "all methods".to_owned(), all_methods.clone(), &summary.unattributed.all),
+            Scope::All => (
+                "all",
+                "all methods".to_owned(),
+                all_methods.clone(),
+                &summary.unattributed.all,
+            ),
             Scope::App(f) if !f.is_empty() => (
                 "app",
                 format!("app ({})", f.prefixes().join(", ")),
@@ -81,16 +86,22 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
         views.push(View {
             name,
             label,
-            methods: methods.into_iter().filter(|m| is_method_name(&m.name)).collect(),
+            methods: methods
+                .into_iter()
+                .filter(|m| is_method_name(&m.name))
+                .collect(),
             trees,
             unattributed,
         });
     }
     let power_chart = power_chart(input, &all_methods)?;
     let threads_chart = threads_chart(profile)?;
-    let flamegraph = std::str::from_utf8(input.flamegraph_svg).map_err(|e| format!("flame graph: {e}"))?;
+    let flamegraph =
+        std::str::from_utf8(input.flamegraph_svg).map_err(|e| format!("flame graph: {e}"))?;
     // The XML prolog and doctype are not HTML.
-    let flamegraph = flamegraph.find("<svg").map_or(flamegraph, |at| &flamegraph[at..]);
+    let flamegraph = flamegraph
+        .find("<svg")
+        .map_or(flamegraph, |at| &flamegraph[at..]);
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -321,7 +332,10 @@ fn power_chart(input: &HtmlInput, all: &[NamedTotal]) -> Result<(String, Option<
             });
             (methods, note)
         }
-        None => (Vec::new(), Some("No evolution files next to this profile: only the process is drawn.".to_owned())),
+        None => (
+            Vec::new(),
+            Some("No evolution files next to this profile: only the process is drawn.".to_owned()),
+        ),
     };
     Ok((charts::power_over_time(timeline, &total, &methods)?, note))
 }
@@ -330,7 +344,11 @@ fn power_chart(input: &HtmlInput, all: &[NamedTotal]) -> Result<(String, Option<
 fn threads_chart(profile: &ProcessProfile) -> Result<String, String> {
     let timeline = &profile.timeline;
     let mut threads: Vec<_> = timeline.threads.iter().collect();
-    threads.sort_by(|a, b| b.total_uj().total_cmp(&a.total_uj()).then(a.tid.cmp(&b.tid)));
+    threads.sort_by(|a, b| {
+        b.total_uj()
+            .total_cmp(&a.total_uj())
+            .then(a.tid.cmp(&b.tid))
+    });
     let mut series: Vec<Series> = threads
         .iter()
         .take(TOP_SERIES - 1)

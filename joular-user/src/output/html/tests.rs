@@ -7,8 +7,8 @@ use base64::Engine;
 
 use super::*;
 use crate::output::results::tests::{config, csv_rows, fixture, PID};
-use crate::output::results::ResultsConfig;
 use crate::output::results::Results;
+use crate::output::results::ResultsConfig;
 
 /// The fixture run with `--html`; returns the page and the run directory.
 fn page() -> (tempfile::TempDir, String, std::path::PathBuf) {
@@ -48,14 +48,26 @@ fn the_page_holds_every_method_with_its_csv_energy_and_the_buckets_apart() {
         for (method, joules) in csv {
             let uj = row_uj(&html, &format!("jr-methods-{view}"), &method)
                 .unwrap_or_else(|| panic!("{method} not in the {view} table"));
-            assert!((uj / 1e6 - joules).abs() <= 1e-4, "{view} {method}: {uj} µJ vs {joules} J");
+            assert!(
+                (uj / 1e6 - joules).abs() <= 1e-4,
+                "{view} {method}: {uj} µJ vs {joules} J"
+            );
         }
     }
     // Buckets are not methods: they are in their own table.
     assert!(row_uj(&html, "jr-methods-all", "[GC]").is_none());
-    assert_eq!(row_uj(&html, "jr-unattributed-all", "[GC]"), Some(300_000.0));
-    assert_eq!(row_uj(&html, "jr-unattributed-app", "(no app frame)"), Some(500_000.0));
-    assert!(html.contains("id=\"jr-estimated\""), "the fixture's model source is flagged");
+    assert_eq!(
+        row_uj(&html, "jr-unattributed-all", "[GC]"),
+        Some(300_000.0)
+    );
+    assert_eq!(
+        row_uj(&html, "jr-unattributed-app", "(no app frame)"),
+        Some(500_000.0)
+    );
+    assert!(
+        html.contains("id=\"jr-estimated\""),
+        "the fixture's model source is flagged"
+    );
     assert!(html.contains("JIT compiler 0.4000 J (5.6%)"));
 }
 
@@ -63,7 +75,10 @@ fn the_page_holds_every_method_with_its_csv_energy_and_the_buckets_apart() {
 fn the_flame_graph_is_the_only_inline_svg_and_nothing_is_fetched() {
     let (_tmp, html, _dir) = page();
     let first_svg = html.find("<svg").unwrap();
-    assert!(html[..first_svg].ends_with("id=\"jr-flamegraph\">"), "the flame graph comes first");
+    assert!(
+        html[..first_svg].ends_with("id=\"jr-flamegraph\">"),
+        "the flame graph comes first"
+    );
     let flamegraph = fs::read_to_string(_dir.join("flamegraph-all.svg")).unwrap();
     assert_eq!(
         html.matches("<svg").count(),
@@ -74,17 +89,25 @@ fn the_flame_graph_is_the_only_inline_svg_and_nothing_is_fetched() {
     assert!(!html.contains("<?xml"), "no XML prolog inside HTML");
     // Self-contained: every src is a data: URL, no stylesheet or script is linked.
     for (at, _) in html.match_indices(" src=\"") {
-        assert!(html[at..].starts_with(" src=\"data:image/svg+xml;base64,"), "{}", &html[at..at + 60]);
+        assert!(
+            html[at..].starts_with(" src=\"data:image/svg+xml;base64,"),
+            "{}",
+            &html[at..at + 60]
+        );
     }
     assert!(!html.contains("<link") && !html.contains("<script src"));
 }
 
 /// The SVG of the chart image `id`.
 fn chart(html: &str, id: &str) -> String {
-    let at = html.find(&format!("data-jr-chart=\"{id}\"")).unwrap_or_else(|| panic!("no {id} chart"));
+    let at = html
+        .find(&format!("data-jr-chart=\"{id}\""))
+        .unwrap_or_else(|| panic!("no {id} chart"));
     let data_at = html[at..].find("base64,").unwrap() + at + "base64,".len();
     let data = html[data_at..].split('"').next().unwrap();
-    let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
     String::from_utf8(bytes).unwrap()
 }
 
@@ -99,13 +122,23 @@ fn charts_plot_the_process_its_top_methods_and_its_threads() {
     let power = chart(&html, "power");
     assert!(power.starts_with("<svg"), "{power}");
     // The fixture's top methods have evolution files: each is a series.
-    for method in ["java.math.BigInteger.multiply", "com.acme.App.compute", "java.util.HashMap.get"] {
-        assert!(has_text(&power, method), "{method} missing from the power chart");
+    for method in [
+        "java.math.BigInteger.multiply",
+        "com.acme.App.compute",
+        "java.util.HashMap.get",
+    ] {
+        assert!(
+            has_text(&power, method),
+            "{method} missing from the power chart"
+        );
     }
     assert!(has_text(&power, "worker (process)"), "{power}");
     let threads = chart(&html, "threads");
     for thread in ["worker (101)", "C2 CompilerThre (105)", "GC Thread#0 (106)"] {
-        assert!(has_text(&threads, thread), "{thread} missing from the thread chart");
+        assert!(
+            has_text(&threads, thread),
+            "{thread} missing from the thread chart"
+        );
     }
 }
 
@@ -126,9 +159,15 @@ fn report_renders_html_from_the_raw_profile() {
     )
     .unwrap();
     let again = fs::read_to_string(out.join(HTML_FILE)).unwrap();
-    assert_eq!(row_uj(&again, "jr-methods-all", "java.math.BigInteger.multiply"), Some(4e6));
+    assert_eq!(
+        row_uj(&again, "jr-methods-all", "java.math.BigInteger.multiply"),
+        Some(4e6)
+    );
     // The evolution files are read from the profile's own directory.
-    assert!(has_text(&chart(&again, "power"), "java.math.BigInteger.multiply"));
+    assert!(has_text(
+        &chart(&again, "power"),
+        "java.math.BigInteger.multiply"
+    ));
     assert!(!out.join("all").exists(), "only the asked format");
 }
 
