@@ -177,3 +177,20 @@ fn dates_are_utc() {
     assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20");
     assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
 }
+
+/// `serve --results` (html on): a process that exits gets its report.html with its files.
+#[test]
+fn a_retired_process_gets_its_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut results = Results::new(ResultsConfig {
+        html: true,
+        ..config(tmp.path())
+    })
+    .unwrap();
+    for (mut report, stacks) in fixture() {
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let files = results.retire(PID).unwrap().expect("files of the process");
+    let html = fs::read_to_string(files.dir.join(HTML_FILE)).unwrap();
+    assert_eq!(row_uj(&html, "jr-methods-all", "java.math.BigInteger.multiply"), Some(4e6));
+}
