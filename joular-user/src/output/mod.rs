@@ -9,6 +9,7 @@
 //! - `report`: re-renders those outputs from a saved raw profile.
 
 mod aggregate;
+mod cycle_sums;
 mod flamegraph;
 mod folded;
 mod html;

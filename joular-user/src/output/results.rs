@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::aggregate::{sort_totals, NamedTotal, Scope, StackTable};
+use super::aggregate::{Scope, StackTable};
+use super::cycle_sums::{add, add_energy, methods_only, named, push_methods, Charge, CycleSums};
 use super::joularjx::{Kind, RunDir};
 use super::methods::{
     bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
@@ -17,7 +18,7 @@ use super::table::top_methods_table;
 use super::thread_kind::ThreadKind;
 use super::timeline::Timeline;
 use super::OutputError;
-use crate::model::{CycleReport, FrameReport, MethodReport, Stack, StackReport, ThreadStack};
+use crate::model::{CycleReport, FrameReport, Stack, StackReport, ThreadStack};
 
 /// The symbolized stacks of one thread in one cycle: `(pid, tid, stacks)`.
 pub type ThreadStacks = (u32, u32, Vec<ThreadStack>);
@@ -87,37 +88,9 @@ impl Process {
     }
 }
 
-/// One cycle's energy and samples of one process, per method and call tree.
-#[derive(Default)]
-struct CycleSums {
-    all_methods: HashMap<Arc<str>, (f64, u64)>,
-    app_methods: HashMap<Arc<str>, (f64, u64)>,
-    /// By stack id: call trees are joined only when runtime call trees are written.
-    all_trees: HashMap<usize, (f64, u64)>,
-    app_trees: HashMap<Arc<str>, (f64, u64)>,
-}
-
 /// Without a result tree, a process's run totals only feed the end table; past this many
 /// distinct stacks they start over, so a JVM running for weeks holds bounded memory.
 const MAX_STACKS_WITHOUT_FILES: usize = 1 << 16;
-
-fn add(sum: &mut (f64, u64), energy_uj: f64, samples: u64) {
-    sum.0 += energy_uj;
-    sum.1 += samples;
-}
-
-fn named<K>(sums: HashMap<K, (f64, u64)>, name: impl Fn(K) -> Arc<str>) -> Vec<NamedTotal> {
-    let mut totals: Vec<NamedTotal> = sums
-        .into_iter()
-        .map(|(k, (energy_uj, samples))| NamedTotal {
-            name: name(k),
-            energy_uj,
-            samples,
-        })
-        .collect();
-    sort_totals(&mut totals);
-    totals
-}
 
 pub struct Results {
     config: ResultsConfig,
@@ -242,7 +215,7 @@ impl Results {
                     charge.energy_uj
                 };
                 add_energy(
-                    process,
+                    &mut process.table,
                     cycle,
                     &mut thread_methods,
                     id,
@@ -550,77 +523,6 @@ impl Results {
             table: top_methods_table(&profiles, None, self.config.top_n),
         })
     }
-}
-
-/// One thread's share of a cycle: its energy and its stacks' ids with their samples.
-struct Charge {
-    pid: u32,
-    tid: u32,
-    /// Its row in `report.threads`.
-    slot: Option<usize>,
-    energy_uj: f64,
-    stacks: Vec<(usize, u64)>,
-}
-
-fn add_energy(
-    process: &mut Process,
-    cycle: &mut CycleSums,
-    thread_methods: &mut HashMap<Arc<str>, (f64, u64)>,
-    id: usize,
-    energy_uj: f64,
-    samples: u64,
-) {
-    process.table.add(id, energy_uj, samples);
-    let entry = process.table.entry(id);
-    add(
-        cycle
-            .all_methods
-            .entry(entry.all_method.clone())
-            .or_default(),
-        energy_uj,
-        samples,
-    );
-    add(
-        cycle
-            .app_methods
-            .entry(entry.app_method.clone())
-            .or_default(),
-        energy_uj,
-        samples,
-    );
-    add(cycle.all_trees.entry(id).or_default(), energy_uj, samples);
-    add(
-        cycle.app_trees.entry(entry.app_tree.clone()).or_default(),
-        energy_uj,
-        samples,
-    );
-    add(
-        thread_methods.entry(entry.all_method.clone()).or_default(),
-        energy_uj,
-        samples,
-    );
-}
-
-fn push_methods(
-    out: &mut Vec<MethodReport>,
-    pid: u32,
-    tid: u32,
-    methods: HashMap<Arc<str>, (f64, u64)>,
-) {
-    for total in named(methods, |m| m) {
-        out.push(MethodReport {
-            pid,
-            tid,
-            method: total.name.to_string(),
-            energy_uj: total.energy_uj,
-            samples: total.samples,
-        });
-    }
-}
-
-fn methods_only(mut totals: Vec<NamedTotal>) -> Vec<NamedTotal> {
-    totals.retain(|t| is_method_name(&t.name));
-    totals
 }
 
 fn now_epoch_ms() -> u64 {
