@@ -1,9 +1,11 @@
 //! End-of-run rendering for one hour of 1 s cycles, 200 threads, 50,000 distinct stacks.
 //!
 //! `cargo bench -p joular-user --bench render` prints the median of `Results::finish` (every
-//! end-of-run file: JoularJX totals, folded, two SVGs, pprof, summary, raw profile), a
-//! baseline measured in the same run (only writing the folded file from the same totals),
-//! their ratio, the per-cycle cost, and peak RSS (VmHWM). Targets: finish < 5 s, < 300 MB.
+//! end-of-run file: JoularJX totals, folded, two SVGs, pprof, summary, raw profile and, as with
+//! `--html`, report.html), a baseline measured in the same run (only writing the folded file
+//! from the same totals), their ratio, the per-cycle cost, peak RSS (VmHWM), and report.html
+//! alone (`report --format html` from the raw profile) with its size. Targets: finish < 5 s,
+//! < 300 MB, report.html < 10 MB.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -11,7 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use joular_user::model::{CycleReport, Frame, FrameKind, Stack, ThreadReport, ThreadStack};
-use joular_user::output::{MethodFilter, Results, ResultsConfig, ThreadStacks};
+use joular_user::output::{
+    MethodFilter, ReportArgs, ReportFormat, Results, ResultsConfig, ThreadStacks,
+};
 
 const CYCLES: u64 = 3600;
 const THREADS: u32 = 200;
@@ -129,6 +133,8 @@ fn config(dir: &std::path::Path, evolution: bool) -> ResultsConfig {
         evolution,
         runtime_call_trees: false,
         top_n: 20,
+        native_frames: false,
+        html: true,
     }
 }
 
@@ -209,6 +215,26 @@ fn main() {
     let baseline_s = median(baseline_times);
     let hwm = vm_hwm_mb();
 
+    let run_dir = results.finish().unwrap().outputs[0].dir.clone();
+    let html_bytes = std::fs::metadata(run_dir.join("report.html")).unwrap().len();
+    let mut html_times = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        joular_user::output::report_to(
+            &ReportArgs {
+                result_dir: run_dir.clone(),
+                output: Some(tmp.path().join("html")),
+                format: vec![ReportFormat::Html],
+                top: 20,
+                filter: None,
+                native_frames: false,
+            },
+            &mut Vec::new(),
+        )
+        .unwrap();
+        html_times.push(t.elapsed());
+    }
+
     println!("{}", table.lines().take(5).collect::<Vec<_>>().join("\n"));
     println!("input: {CYCLES} cycles x {THREADS} threads, {distinct} distinct stacks, {FRAME_POOL} frames");
     println!(
@@ -227,4 +253,9 @@ fn main() {
         finish_s / baseline_s
     );
     println!("peak RSS (VmHWM): {hwm_after_feed:.0} MB after the hour, {hwm:.0} MB after finish (target < 300 MB)");
+    println!(
+        "report.html: {:.2} MB (target < 10 MB); `report --format html` from the raw profile: median {:.3} s",
+        html_bytes as f64 / 1e6,
+        median(html_times)
+    );
 }

@@ -22,7 +22,7 @@ fn main() {
     std::process::exit(code);
 }
 
-fn profile_options(args: &cli::args::ProfileExportArgs, proc_root: &std::path::Path) -> Option<session::profiles::ProfileOptions> {
+fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::CommonArgs) -> Option<session::profiles::ProfileOptions> {
     let dir = args.profile_dir.clone()?;
     let mut formats = Vec::new();
     for f in args.profile_format.iter().map(|f| f.format()) {
@@ -35,7 +35,8 @@ fn profile_options(args: &cli::args::ProfileExportArgs, proc_root: &std::path::P
         interval_s: args.profile_interval,
         formats,
         retention: joular_user::fleet::Retention { keep_intervals: args.profile_keep, max_bytes: args.profile_max_mb << 20 },
-        host: args.host_name.clone().or_else(|| joular_user::fleet::rotate::hostname(proc_root)).unwrap_or_else(|| "unknown".into()),
+        host: args.host_name.clone().or_else(|| joular_user::fleet::rotate::hostname(&common.proc_root)).unwrap_or_else(|| "unknown".into()),
+        native_frames: common.native_frames,
     })
 }
 
@@ -58,7 +59,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 top_methods: serve.top_methods,
                 retain_exited: std::time::Duration::from_secs(serve.retain_exited),
                 results: serve.results,
-                profiles: profile_options(&serve.profiles, &serve.common.proc_root),
+                profiles: profile_options(&serve.profiles, &serve.common),
             };
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             return rt.block_on(session::run(Target::All, &serve.common, Some(fleet)));

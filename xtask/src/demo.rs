@@ -16,8 +16,7 @@ pub fn run(seconds: u32) -> anyhow::Result<()> {
     eprintln!("== profiling the demo workload for {seconds} s ==");
     status(
         Command::new(bin)
-            .arg("record")
-            .arg("--")
+            .args(["record", "--html", "--"])
             .args(["java", "-XX:+PreserveFramePointer", "-cp"])
             .arg(&java)
             .arg("EnergyDemo")

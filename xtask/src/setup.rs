@@ -1,6 +1,6 @@
 //! Makes sure the eBPF toolchain is present: the nightly's `rust-src`, and a `bpf-linker`
-//! built against the nightly's own LLVM (DESIGN.md §8: a bpf-linker on another LLVM emits
-//! objects rustc's bitcode does not match). Takes seconds when everything is there.
+//! built against the nightly's own LLVM (a bpf-linker on another LLVM emits objects rustc's
+//! bitcode does not match). Takes seconds when everything is there.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

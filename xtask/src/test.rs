@@ -8,8 +8,10 @@ use anyhow::bail;
 use crate::run::{build_profiler, compile_java, is_root, root, status};
 
 /// Debian packages the tests use: `go tool pprof` reads our pprof files, a real Prometheus
-/// scrapes the exporter, `setcap` gives the least-privilege test its file capabilities.
-const DEBIAN_PACKAGES: [(&str, &str); 3] = [("golang-go", "go"), ("prometheus", "prometheus"), ("libcap2-bin", "setcap")];
+/// scrapes the exporter, `setcap` gives the least-privilege test its file capabilities, a
+/// headless Chromium opens report.html.
+const DEBIAN_PACKAGES: [(&str, &str); 4] =
+    [("golang-go", "go"), ("prometheus", "prometheus"), ("libcap2-bin", "setcap"), ("chromium", "chromium")];
 
 pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     if !is_root() {

@@ -1,5 +1,6 @@
-//! Attribution (DESIGN §4): one cycle's counters in, joules out. Pure: no file, no map, no
-//! clock; everything it needs is passed in, so every rule is testable on fixtures.
+//! Attribution (docs/architecture.md, "The energy formulas"): one cycle's counters in, joules
+//! out. Pure: no file, no map, no clock; everything it needs is passed in, so every rule is
+//! testable on fixtures.
 //!
 //! Per socket `s` and cycle of length `d` (jcarbon's scheduler-time formula):
 //!

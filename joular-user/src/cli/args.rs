@@ -216,6 +216,15 @@ pub struct CommonArgs {
     /// save-call-trees-runtime-data does. Several MB per second on a busy JVM.
     #[arg(long)]
     pub runtime_call_trees: bool,
+    /// Keep every frame of JVM stacks in flame graphs, folded stacks, pprof and call trees:
+    /// HotSpot's thread start below the first Java frame, and the native frames call-tree
+    /// CSVs leave out. Default: Java call trees, as JoularJX and async-profiler show them.
+    #[arg(long)]
+    pub native_frames: bool,
+    /// Also write report.html per process: one self-contained page (tables, flame graph, power
+    /// over time, per-thread energy, call trees). `serve --results` always writes it.
+    #[arg(long)]
+    pub html: bool,
     #[command(flatten)]
     pub energy: EnergyArgs,
     /// Root of the /proc tree (for containers and tests).

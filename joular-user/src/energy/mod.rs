@@ -1,4 +1,4 @@
-//! Energy sources behind one trait (DESIGN §5): powercap → perf power PMU → MSR → TDP model,
+//! Energy sources behind one trait (docs/architecture.md, stage 3): powercap → perf power PMU → MSR → TDP model,
 //! the first that opens wins unless `--energy-source` names one. Each source reports energy
 //! per socket since its previous read; wraps and misbehaving counters are settled here
 //! ([`wrap`]), so attribution only ever sees non-negative joules.

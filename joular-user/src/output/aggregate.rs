@@ -7,8 +7,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::methods::{self, MethodFilter, NO_STACK};
+use super::methods::{self, MethodFilter, StackRules, NO_STACK};
+use super::paths::{all_path, app_path, PathStyle};
 use super::profile::StackTotal;
+use super::thread_kind::ThreadKind;
 use crate::model::{Frame, Stack};
 
 /// "all" or "app" (JoularJX's `all/` and `app/` trees).
@@ -34,44 +36,24 @@ impl Scope<'_> {
         }
     }
 
-    pub fn method(&self, stack: &Stack) -> Arc<str> {
+    pub fn method(&self, stack: &[Frame], thread: ThreadKind, rules: StackRules) -> Arc<str> {
         match self {
-            Scope::All => methods::all_method(stack),
-            Scope::App(filter) => methods::app_method(stack, filter),
+            Scope::All => methods::all_method(stack, thread, rules),
+            Scope::App(filter) => methods::app_method(stack, thread, rules, filter),
         }
     }
 
-    /// The frames this view shows for `stack`, root first: every frame for "all", the
-    /// filtered ones for "app"; a bucket frame when there are none.
-    pub fn path<'a>(&self, stack: &'a [Frame], buckets: &'a Buckets) -> Vec<&'a Frame> {
-        let frames: Vec<&Frame> = match self {
-            Scope::All => stack.iter().collect(),
-            Scope::App(filter) => stack.iter().filter(|f| filter.matches(f)).collect(),
-        };
-        if !frames.is_empty() {
-            frames
-        } else if stack.is_empty() {
-            vec![&buckets.no_stack]
-        } else if methods::is_bucket(stack) {
-            vec![&stack[0]]
-        } else {
-            vec![&buckets.no_app_frame]
-        }
-    }
-}
-
-/// Frames standing for paths a view has no frame for.
-pub struct Buckets {
-    no_stack: Frame,
-    no_app_frame: Frame,
-}
-
-impl Default for Buckets {
-    fn default() -> Self {
-        let frame = |name: &str| methods::bucket_stack(name)[0].clone();
-        Self {
-            no_stack: frame(NO_STACK),
-            no_app_frame: frame(methods::NO_APP_FRAME),
+    /// The frames this view shows for `stack`, root first (never empty).
+    pub fn path<'a>(
+        &self,
+        stack: &'a [Frame],
+        thread: ThreadKind,
+        rules: StackRules,
+        style: PathStyle,
+    ) -> Vec<&'a Frame> {
+        match self {
+            Scope::All => all_path(stack, thread, rules, style),
+            Scope::App(filter) => app_path(stack, thread, rules, filter),
         }
     }
 }
@@ -100,12 +82,13 @@ pub fn same_path(a: &[&Frame], b: &[&Frame]) -> bool {
 pub fn path_groups<'a>(
     stacks: &'a [StackTotal],
     scope: Scope,
-    buckets: &'a Buckets,
+    rules: StackRules,
+    style: PathStyle,
 ) -> Vec<PathGroup<'a>> {
     let mut paths: Vec<PathGroup<'a>> = stacks
         .iter()
         .map(|s| PathGroup {
-            frames: scope.path(&s.stack, buckets),
+            frames: scope.path(&s.stack, s.thread, rules, style),
             energy_uj: s.energy_uj,
             samples: s.samples,
         })
@@ -174,12 +157,14 @@ pub fn sort_totals(totals: &mut [NamedTotal]) {
     });
 }
 
-pub fn method_totals(stacks: &[StackTotal], scope: Scope) -> Vec<NamedTotal> {
-    sum_by(
-        stacks
-            .iter()
-            .map(|s| (scope.method(&s.stack), s.energy_uj, s.samples)),
-    )
+pub fn method_totals(stacks: &[StackTotal], scope: Scope, rules: StackRules) -> Vec<NamedTotal> {
+    sum_by(stacks.iter().map(|s| {
+        (
+            scope.method(&s.stack, s.thread, rules),
+            s.energy_uj,
+            s.samples,
+        )
+    }))
 }
 
 fn address(stack: &Stack) -> usize {
@@ -192,17 +177,19 @@ pub struct StackEntry {
     pub all_method: Arc<str>,
     pub app_method: Arc<str>,
     pub app_tree: Arc<str>,
+    /// The stack shows HotSpot (`methods::shows_jvm`).
+    pub shows_jvm: bool,
 }
 
-/// The distinct stacks of one process and their run totals.
+/// The distinct (stack, thread kind) pairs of one process and their run totals.
 #[derive(Default)]
 pub struct StackTable {
-    index: HashMap<Stack, usize>,
+    index: HashMap<(Stack, ThreadKind), usize>,
     /// Ids by address of the `Arc`s the table holds: symbolizers hand the same `Arc` for
     /// the same stack every cycle, and hashing whole stacks is the cost of a cycle. An
     /// address is only looked up while the table keeps its allocation alive, so it cannot
     /// have been reused for another stack.
-    by_address: HashMap<usize, usize>,
+    by_address: HashMap<(usize, ThreadKind), usize>,
     entries: Vec<StackEntry>,
     app_trees: HashMap<String, Arc<str>>,
 }
@@ -213,12 +200,19 @@ impl StackTable {
         self.entries.len()
     }
 
-    /// Id of `stack`, adding it on first sight; an empty stack becomes the `(no stack)` bucket.
-    pub fn intern(&mut self, stack: &Stack, filter: &MethodFilter) -> usize {
-        if let Some(&id) = self.by_address.get(&address(stack)) {
+    /// Id of `stack` sampled in a thread of kind `thread`, adding it on first sight; an empty
+    /// stack becomes the `(no stack)` bucket.
+    pub fn intern(
+        &mut self,
+        stack: &Stack,
+        thread: ThreadKind,
+        filter: &MethodFilter,
+        rules: StackRules,
+    ) -> usize {
+        if let Some(&id) = self.by_address.get(&(address(stack), thread)) {
             return id;
         }
-        if let Some(&id) = self.index.get(stack) {
+        if let Some(&id) = self.index.get(&(stack.clone(), thread)) {
             return id;
         }
         let stack = if stack.is_empty() {
@@ -226,11 +220,40 @@ impl StackTable {
         } else {
             stack.clone()
         };
-        if let Some(&id) = self.index.get(&stack) {
+        if let Some(&id) = self.index.get(&(stack.clone(), thread)) {
             return id;
         }
-        let tree = methods::app_call_tree(&stack, filter);
-        let app_tree = match self.app_trees.get(&tree) {
+        let id = self.entries.len();
+        let mut entry = StackEntry {
+            all_method: Arc::from(""),
+            app_method: Arc::from(""),
+            app_tree: Arc::from(""),
+            shows_jvm: methods::shows_jvm(&stack),
+            total: StackTotal {
+                stack: stack.clone(),
+                thread,
+                energy_uj: 0.0,
+                samples: 0,
+            },
+        };
+        self.label(&mut entry, filter, rules);
+        self.entries.push(entry);
+        self.by_address.insert((address(&stack), thread), id);
+        self.index.insert((stack, thread), id);
+        id
+    }
+
+    fn label(&mut self, entry: &mut StackEntry, filter: &MethodFilter, rules: StackRules) {
+        let (stack, thread) = (&entry.total.stack, entry.total.thread);
+        entry.all_method = methods::all_method(stack, thread, rules);
+        entry.app_method = methods::app_method(stack, thread, rules, filter);
+        let tree = methods::join_frames(
+            Scope::App(filter)
+                .path(stack, thread, rules, PathStyle::CallTree)
+                .into_iter(),
+            false,
+        );
+        entry.app_tree = match self.app_trees.get(&tree) {
             Some(tree) => tree.clone(),
             None => {
                 let interned: Arc<str> = Arc::from(tree.as_str());
@@ -238,20 +261,16 @@ impl StackTable {
                 interned
             }
         };
-        let id = self.entries.len();
-        self.entries.push(StackEntry {
-            all_method: methods::all_method(&stack),
-            app_method: methods::app_method(&stack, filter),
-            app_tree,
-            total: StackTotal {
-                stack: stack.clone(),
-                energy_uj: 0.0,
-                samples: 0,
-            },
-        });
-        self.by_address.insert(address(&stack), id);
-        self.index.insert(stack, id);
-        id
+    }
+
+    /// Recomputes every entry's methods after the process's rules changed (it turned out to
+    /// be a JVM).
+    pub fn relabel(&mut self, filter: &MethodFilter, rules: StackRules) {
+        let mut entries = std::mem::take(&mut self.entries);
+        for entry in &mut entries {
+            self.label(entry, filter, rules);
+        }
+        self.entries = entries;
     }
 
     pub fn add(&mut self, id: usize, energy_uj: f64, samples: u64) {
@@ -275,22 +294,46 @@ mod tests {
     use crate::model::FrameKind;
     use crate::output::methods::tests::{frame, java};
 
+    const JVM: StackRules = StackRules {
+        jvm: true,
+        native_frames: false,
+    };
+    const APP: ThreadKind = ThreadKind::Application;
+
     fn stack(frames: Vec<crate::model::Frame>) -> Stack {
         Arc::from(frames)
     }
 
+    fn total(
+        frames: Vec<crate::model::Frame>,
+        thread: ThreadKind,
+        energy_uj: f64,
+        samples: u64,
+    ) -> StackTotal {
+        StackTotal {
+            stack: stack(frames),
+            thread,
+            energy_uj,
+            samples,
+        }
+    }
+
     #[test]
-    fn interning_is_by_content_and_empty_stacks_share_a_bucket() {
+    fn interning_is_by_content_and_thread_kind_and_empty_stacks_share_a_bucket() {
         let filter = MethodFilter::parse("com.acme");
         let mut table = StackTable::default();
-        let a = table.intern(&stack(vec![java("com.acme.A.run")]), &filter);
-        let b = table.intern(&stack(vec![java("com.acme.A.run")]), &filter);
-        let empty1 = table.intern(&stack(vec![]), &filter);
-        let empty2 = table.intern(&stack(vec![]), &filter);
+        let a = table.intern(&stack(vec![java("com.acme.A.run")]), APP, &filter, JVM);
+        let b = table.intern(&stack(vec![java("com.acme.A.run")]), APP, &filter, JVM);
+        let empty1 = table.intern(&stack(vec![]), APP, &filter, JVM);
+        let empty2 = table.intern(&stack(vec![]), APP, &filter, JVM);
+        let gc_empty = table.intern(&stack(vec![]), ThreadKind::Gc, &filter, JVM);
         assert_eq!(a, b);
         assert_eq!(empty1, empty2);
         assert_ne!(a, empty1);
+        assert_ne!(empty1, gc_empty, "the same stack in another kind of thread");
         assert_eq!(&*table.entry(empty1).all_method, NO_STACK);
+        assert_eq!(&*table.entry(gc_empty).all_method, "[GC]");
+        assert!(table.entry(a).shows_jvm && !table.entry(empty1).shows_jvm);
         table.add(a, 2.5, 1);
         table.add(b, 1.5, 2);
         let totals = table.totals();
@@ -298,51 +341,73 @@ mod tests {
     }
 
     #[test]
+    fn relabel_applies_the_jvm_rules_to_stacks_seen_before() {
+        let filter = MethodFilter::parse("com.acme");
+        let mut table = StackTable::default();
+        let native = stack(vec![
+            frame("main", FrameKind::Native),
+            frame("os::init", FrameKind::Native),
+        ]);
+        let id = table.intern(&native, APP, &filter, StackRules::default());
+        assert_eq!(&*table.entry(id).all_method, "os::init");
+        table.relabel(&filter, JVM);
+        assert_eq!(&*table.entry(id).all_method, "[native]");
+        assert_eq!(&*table.entry(id).app_method, "[native]");
+        assert_eq!(&*table.entry(id).app_tree, "[native]");
+    }
+
+    #[test]
     fn totals_by_method_keep_every_joule_and_sort_by_energy() {
         let filter = MethodFilter::parse("com.acme");
         let stacks = vec![
-            StackTotal {
-                stack: stack(vec![
+            total(
+                vec![
                     java("com.acme.App.compute"),
                     java("java.math.BigInteger.multiply"),
-                ]),
-                energy_uj: 70.0,
-                samples: 7,
-            },
-            StackTotal {
-                stack: stack(vec![
+                ],
+                APP,
+                70.0,
+                7,
+            ),
+            total(
+                vec![
                     java("com.acme.App.compute"),
                     frame("memcpy", FrameKind::Native),
-                ]),
-                energy_uj: 20.0,
-                samples: 2,
-            },
-            StackTotal {
-                stack: stack(vec![java("java.lang.Thread.run")]),
-                energy_uj: 10.0,
-                samples: 1,
-            },
+                ],
+                APP,
+                20.0,
+                2,
+            ),
+            total(vec![java("java.lang.Thread.run")], APP, 10.0, 1),
+            total(
+                vec![frame("G1ParTask::work", FrameKind::Native)],
+                ThreadKind::Gc,
+                5.0,
+                1,
+            ),
         ];
-        let all = method_totals(&stacks, Scope::All);
-        let names: Vec<&str> = all.iter().map(|m| &*m.name).collect();
+        let all = method_totals(&stacks, Scope::All, JVM);
+        let names: Vec<(&str, f64)> = all.iter().map(|m| (&*m.name, m.energy_uj)).collect();
+        // memcpy is compute's own energy; the GC thread's work is [GC].
         assert_eq!(
             names,
             [
-                "java.math.BigInteger.multiply",
-                "memcpy",
-                "java.lang.Thread.run"
+                ("java.math.BigInteger.multiply", 70.0),
+                ("com.acme.App.compute", 20.0),
+                ("java.lang.Thread.run", 10.0),
+                ("[GC]", 5.0),
             ]
         );
-        let app = method_totals(&stacks, Scope::App(&filter));
+        let app = method_totals(&stacks, Scope::App(&filter), JVM);
         assert_eq!(&*app[0].name, "com.acme.App.compute");
         assert_eq!((app[0].energy_uj, app[0].samples), (90.0, 9));
         assert_eq!(&*app[1].name, methods::NO_APP_FRAME);
+        assert_eq!(&*app[2].name, "[GC]");
         for totals in [&all, &app] {
             let sum: f64 = totals.iter().map(|t| t.energy_uj).sum();
-            assert_eq!(sum, 100.0);
+            assert_eq!(sum, 105.0);
         }
-        let buckets = Buckets::default();
-        let app_paths = path_groups(&stacks, Scope::App(&filter), &buckets);
+        let app_paths = path_groups(&stacks, Scope::App(&filter), JVM, PathStyle::CallTree);
         let trees: Vec<(String, f64)> = app_paths
             .iter()
             .map(|g| (g.tree(false), g.energy_uj))
@@ -351,14 +416,30 @@ mod tests {
             trees,
             [
                 ("(no app frame)".to_owned(), 10.0),
+                ("[GC]".to_owned(), 5.0),
                 ("com.acme.App.compute".to_owned(), 90.0)
             ]
         );
-        let all_paths = path_groups(&stacks, Scope::All, &buckets);
-        assert_eq!(all_paths.len(), 3);
+        let all_trees = path_groups(&stacks, Scope::All, JVM, PathStyle::CallTree);
+        let trees: Vec<&str> = by_energy(&all_trees)
+            .iter()
+            .map(|g| g.frames.last().unwrap().short.as_ref())
+            .collect();
         assert_eq!(
-            by_energy(&all_paths)[0].tree(false),
-            "com.acme.App.compute;java.math.BigInteger.multiply"
+            trees,
+            [
+                "java.math.BigInteger.multiply",
+                "com.acme.App.compute",
+                "java.lang.Thread.run",
+                "[GC]"
+            ]
+        );
+        let graphs = path_groups(&stacks, Scope::All, JVM, PathStyle::Graph);
+        assert_eq!(graphs.len(), 4);
+        assert_eq!(
+            by_energy(&graphs)[1].tree(false),
+            "com.acme.App.compute;memcpy",
+            "graphs keep the native leaf"
         );
     }
 }

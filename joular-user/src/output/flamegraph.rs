@@ -2,7 +2,7 @@
 //! green, inlined aqua, kernel orange, native yellow/red.
 
 use std::fs::File;
-use std::io::BufWriter;
+use std::io::Write;
 use std::path::Path;
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
@@ -16,10 +16,14 @@ use super::OutputError;
 /// every frame it would draw is kept; a cut path's energy stays in its visible parent.
 const PRUNE_SHARE: f64 = 4e-5;
 
-/// Renders path groups (in path order, as `aggregate::path_groups` returns them: the cut
-/// below relies on shared prefixes being adjacent).
-pub fn write_svg(path: &Path, title: &str, groups: &[PathGroup]) -> Result<(), OutputError> {
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    let mut file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    file.write_all(bytes).map_err(|e| OutputError::io(path, e))
+}
+
+/// The SVG document of path groups (in path order, as `aggregate::path_groups` returns them:
+/// the cut below relies on shared prefixes being adjacent).
+pub fn render_svg(title: &str, groups: &[PathGroup]) -> std::io::Result<Vec<u8>> {
     let mut options = Options::default();
     options.title = title.to_owned();
     options.count_name = "µJ".to_owned();
@@ -29,18 +33,15 @@ pub fn write_svg(path: &Path, title: &str, groups: &[PathGroup]) -> Result<(), O
     // `visible_lines` sorts what it returns.
     options.no_sort = true;
     let lines = visible_lines(groups);
+    let mut svg = Vec::new();
     if lines.is_empty() {
         // inferno refuses empty input; an empty run still gets a (blank) graph.
         options.subtitle = Some("no energy was attributed".to_owned());
-        return flamegraph::from_lines(&mut options, ["(none) 1"], BufWriter::new(file))
-            .map_err(|e| OutputError::io(path, e));
+        flamegraph::from_lines(&mut options, ["(none) 1"], &mut svg)?;
+    } else {
+        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
     }
-    flamegraph::from_lines(
-        &mut options,
-        lines.iter().map(String::as_str),
-        BufWriter::new(file),
-    )
-    .map_err(|e| OutputError::io(path, e))
+    Ok(svg)
 }
 
 /// Annotated folded lines, sorted, with every path cut at its first frame narrower than
@@ -111,7 +112,15 @@ fn common_prefix(a: &PathGroup, b: &PathGroup) -> usize {
 mod tests {
     use super::*;
     use crate::model::{Frame, FrameKind};
-    use crate::output::aggregate::{path_groups, Buckets, Scope};
+    use crate::output::aggregate::{path_groups, Scope};
+    use crate::output::methods::StackRules;
+    use crate::output::paths::PathStyle;
+    use crate::output::thread_kind::ThreadKind;
+
+    const JVM: StackRules = StackRules {
+        jvm: true,
+        native_frames: false,
+    };
     use crate::output::methods::tests::{frame, java};
     use crate::output::profile::StackTotal;
     use quick_xml::events::Event;
@@ -127,6 +136,7 @@ mod tests {
 
     fn total(frames: &[Frame], energy_uj: f64) -> StackTotal {
         StackTotal {
+            thread: ThreadKind::Application,
             stack: Arc::from(frames.to_vec()),
             energy_uj,
             samples: 1,
@@ -147,7 +157,7 @@ mod tests {
             total(&[run(), java("com.acme.Other.f"), java("x.Y.z")], 30.0),
             total(&[run(), java("com.acme.Other.f"), java("x.Y.w")], 30.0),
         ];
-        let lines = visible_lines(&path_groups(&stacks, Scope::All, &Buckets::default()));
+        let lines = visible_lines(&path_groups(&stacks, Scope::All, JVM, PathStyle::Graph));
         assert_eq!(
             lines,
             [
@@ -192,12 +202,11 @@ mod tests {
                 1000.0,
             ),
         ];
-        write_svg(
-            &path,
+        let svg = render_svg(
             "Energy",
-            &path_groups(&stacks, Scope::All, &Buckets::default()),
-        )
-        .unwrap();
+            &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph),
+        );
+        write_bytes(&path, &svg.unwrap()).unwrap();
         let texts = svg_texts(&path);
         let hot = texts
             .iter()
@@ -214,7 +223,7 @@ mod tests {
     fn empty_input_still_makes_an_svg() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("e.svg");
-        write_svg(&path, "Energy", &[]).unwrap();
+        write_bytes(&path, &render_svg("Energy", &[]).unwrap()).unwrap();
         assert!(svg_texts(&path).iter().any(|t| t.contains("no energy")));
     }
 }

@@ -27,7 +27,15 @@ pub fn write_folded(path: &Path, groups: &[PathGroup]) -> Result<(), OutputError
 mod tests {
     use super::*;
     use crate::model::FrameKind;
-    use crate::output::aggregate::{path_groups, Buckets, Scope};
+    use crate::output::aggregate::{path_groups, Scope};
+    use crate::output::methods::StackRules;
+    use crate::output::paths::PathStyle;
+    use crate::output::thread_kind::ThreadKind;
+
+    const JVM: StackRules = StackRules {
+        jvm: true,
+        native_frames: false,
+    };
     use crate::output::methods::tests::{frame, java};
     use crate::output::methods::MethodFilter;
     use crate::output::profile::StackTotal;
@@ -37,6 +45,7 @@ mod tests {
     fn lines_are_root_first_in_whole_microjoules() {
         let stacks = vec![
             StackTotal {
+                thread: ThreadKind::Application,
                 stack: Arc::from(vec![
                     java("com.acme.App.main"),
                     frame("read", FrameKind::Native),
@@ -45,6 +54,7 @@ mod tests {
                 samples: 3,
             },
             StackTotal {
+                thread: ThreadKind::Application,
                 stack: Arc::from(vec![
                     java("com.acme.App.main"),
                     java("java.util.HashMap.get"),
@@ -53,16 +63,23 @@ mod tests {
                 samples: 1,
             },
         ];
-        let buckets = Buckets::default();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.folded");
-        write_folded(&path, &path_groups(&stacks, Scope::All, &buckets)).unwrap();
+        write_folded(
+            &path,
+            &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph),
+        )
+        .unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "com.acme.App.main;read 1235\n"
         );
         let filter = MethodFilter::parse("com.acme");
-        write_folded(&path, &path_groups(&stacks, Scope::App(&filter), &buckets)).unwrap();
+        write_folded(
+            &path,
+            &path_groups(&stacks, Scope::App(&filter), JVM, PathStyle::Graph),
+        )
+        .unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "com.acme.App.main 1235\n"

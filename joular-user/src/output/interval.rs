@@ -8,9 +8,13 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use super::methods::{bucket_stack, join_frames, push_frame_name, NO_SAMPLES};
+use super::methods::{
+    bucket_stack, join_frames, push_frame_name, shows_jvm, StackRules, NO_SAMPLES,
+};
+use super::paths::{all_path, PathStyle};
 use super::pprof::{build_labelled, source_comment, write_profile, LabelValue, LabelledStack};
 use super::results::ThreadStacks;
+use super::thread_kind::ThreadKind;
 use super::OutputError;
 use crate::model::{CycleReport, Stack};
 
@@ -18,9 +22,13 @@ use crate::model::{CycleReport, Stack};
 struct IntervalProcess {
     comm: String,
     container_id: Option<String>,
-    /// Energy (µJ) and samples per distinct stack.
-    stacks: HashMap<Stack, (f64, u64)>,
+    /// Seen to be a JVM in this interval (`methods::shows_jvm` or a HotSpot thread name).
+    jvm: bool,
+    /// Energy (µJ) and samples per distinct stack and thread kind.
+    stacks: HashMap<(Stack, ThreadKind), (f64, u64)>,
 }
+
+type SortedStacks<'a> = Vec<(&'a (Stack, ThreadKind), f64, u64)>;
 
 pub struct IntervalProfile {
     energy_source: String,
@@ -30,11 +38,20 @@ pub struct IntervalProfile {
     duration_s: f64,
     processes: BTreeMap<u32, IntervalProcess>,
     no_samples: Stack,
+    native_frames: bool,
 }
 
 impl IntervalProfile {
-    pub fn new(energy_source: &str, estimated: bool, host: &str, start_epoch_ms: u64) -> Self {
+    /// `native_frames`: keep every frame (`--native-frames`) instead of the Java view of JVMs.
+    pub fn new(
+        energy_source: &str,
+        estimated: bool,
+        host: &str,
+        start_epoch_ms: u64,
+        native_frames: bool,
+    ) -> Self {
         Self {
+            native_frames,
             energy_source: energy_source.to_owned(),
             estimated,
             host: host.to_owned(),
@@ -50,10 +67,10 @@ impl IntervalProfile {
     /// sum of the threads' energy.
     pub fn on_cycle(&mut self, report: &CycleReport, stacks: &[ThreadStacks]) {
         self.duration_s += report.end_ns.saturating_sub(report.start_ns) as f64 / 1e9;
-        let energy: HashMap<(u32, u32), f64> = report
+        let threads: HashMap<(u32, u32), (f64, &str)> = report
             .threads
             .iter()
-            .map(|t| ((t.pid, t.tid), t.energy_uj))
+            .map(|t| ((t.pid, t.tid), (t.energy_uj, t.comm.as_str())))
             .collect();
         let mut covered = HashSet::new();
         for (pid, tid, thread_stacks) in stacks {
@@ -62,10 +79,12 @@ impl IntervalProfile {
                 continue;
             }
             covered.insert((*pid, *tid));
-            let energy_uj = energy.get(&(*pid, *tid)).copied().unwrap_or(0.0);
+            let (energy_uj, comm) = threads.get(&(*pid, *tid)).copied().unwrap_or((0.0, ""));
             let process = self.processes.entry(*pid).or_default();
             for s in thread_stacks.iter().filter(|s| s.samples > 0) {
-                let sum = process.stacks.entry(s.stack.clone()).or_default();
+                let kind = ThreadKind::classify(comm, &s.stack);
+                process.jvm = process.jvm || kind.is_jvm_internal() || shows_jvm(&s.stack);
+                let sum = process.stacks.entry((s.stack.clone(), kind)).or_default();
                 sum.0 += energy_uj * s.samples as f64 / total_samples as f64;
                 sum.1 += s.samples;
             }
@@ -73,7 +92,10 @@ impl IntervalProfile {
         for t in &report.threads {
             if t.energy_uj > 0.0 && !covered.contains(&(t.pid, t.tid)) {
                 let process = self.processes.entry(t.pid).or_default();
-                process.stacks.entry(self.no_samples.clone()).or_default().0 += t.energy_uj;
+                let kind = ThreadKind::classify(&t.comm, &[]);
+                process.jvm = process.jvm || kind.is_jvm_internal();
+                let key = (self.no_samples.clone(), kind);
+                process.stacks.entry(key).or_default().0 += t.energy_uj;
             }
         }
         for p in &report.processes {
@@ -117,13 +139,20 @@ impl IntervalProfile {
     }
 
     /// Stacks of each process, highest energy first (ties in stack order), for stable files.
-    fn sorted(&self) -> impl Iterator<Item = (u32, &IntervalProcess, Vec<(&Stack, f64, u64)>)> {
+    fn sorted(&self) -> impl Iterator<Item = (u32, &IntervalProcess, SortedStacks<'_>)> {
         self.processes.iter().map(|(&pid, p)| {
-            let mut stacks: Vec<(&Stack, f64, u64)> =
+            let mut stacks: SortedStacks =
                 p.stacks.iter().map(|(s, &(e, n))| (s, e, n)).collect();
             stacks.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
             (pid, p, stacks)
         })
+    }
+
+    fn rules(&self, process: &IntervalProcess) -> StackRules {
+        StackRules {
+            jvm: process.jvm,
+            native_frames: self.native_frames,
+        }
     }
 
     /// gzip pprof, sample types `energy/microjoules` (default) and `samples/count`; every sample
@@ -131,7 +160,8 @@ impl IntervalProfile {
     pub fn write_pprof(&self, path: &Path) -> Result<(), OutputError> {
         let processes: Vec<_> = self.sorted().collect();
         let samples = processes.iter().flat_map(|(pid, p, stacks)| {
-            stacks.iter().map(move |&(stack, energy_uj, samples)| {
+            let rules = self.rules(p);
+            stacks.iter().map(move |&((stack, kind), energy_uj, samples)| {
                 let mut labels = vec![
                     ("pid", LabelValue::Num(i64::from(*pid))),
                     ("comm", LabelValue::Str(&p.comm)),
@@ -140,7 +170,7 @@ impl IntervalProfile {
                     labels.push(("container_id", LabelValue::Str(c)));
                 }
                 LabelledStack {
-                    stack,
+                    stack: all_path(stack, *kind, rules, PathStyle::Graph),
                     energy_uj,
                     samples,
                     labels,
@@ -164,12 +194,14 @@ impl IntervalProfile {
             let mut root = String::new();
             push_frame_name(&mut root, if process.comm.is_empty() { "?" } else { &process.comm });
             let root = format!("{root}-{pid}");
-            for (stack, energy_uj, _) in stacks {
+            let rules = self.rules(process);
+            for ((stack, kind), energy_uj, _) in stacks {
                 let energy_uj = energy_uj.round() as u64;
                 if energy_uj == 0 {
                     continue;
                 }
-                let frames = join_frames(stack.iter(), false);
+                let frames = all_path(stack, *kind, rules, PathStyle::Graph);
+                let frames = join_frames(frames.into_iter(), false);
                 let line = if frames.is_empty() {
                     format!("{root} {energy_uj}")
                 } else {
@@ -185,7 +217,7 @@ impl IntervalProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FrameKind, ProcessReport, ThreadReport, ThreadStack};
+    use crate::model::{Frame, FrameKind, ProcessReport, ThreadReport, ThreadStack};
     use crate::output::methods::tests::{frame, java};
     use crate::output::pprof::Profile;
     use prost::Message;
@@ -202,24 +234,51 @@ mod tests {
         }
     }
 
-    fn stacks() -> (Stack, Stack) {
+    fn thread_named(pid: u32, tid: u32, comm: &str, energy_uj: f64) -> ThreadReport {
+        ThreadReport {
+            comm: comm.into(),
+            ..thread(pid, tid, energy_uj)
+        }
+    }
+
+    /// The JVM's worker (under HotSpot's thread start), its GC thread, and a C program.
+    fn stacks() -> (Stack, Stack, Stack, Stack) {
+        let entry = [
+            frame("[unknown]", FrameKind::Native),
+            frame("thread_native_entry(Thread*)", FrameKind::Native),
+            frame("StubRoutines (1)", FrameKind::Stub),
+        ];
         let run = java("java.lang.Thread.run");
+        let java_stack = |leaf: Frame| -> Stack {
+            Arc::from(entry.iter().cloned().chain([run.clone(), leaf]).collect::<Vec<_>>())
+        };
         (
-            Arc::from(vec![run.clone(), java("com.acme.App.compute")]),
-            Arc::from(vec![run, frame("write", FrameKind::Native)]),
+            java_stack(java("com.acme.App.compute")),
+            java_stack(frame("write", FrameKind::Native)),
+            Arc::from(vec![
+                frame("[unknown]", FrameKind::Native),
+                frame("start_thread", FrameKind::Native),
+                frame("G1ParTask::work", FrameKind::Native),
+            ]),
+            Arc::from(vec![frame("main", FrameKind::Native), frame("write", FrameKind::Native)]),
         )
     }
 
-    /// JVM 10 (one thread 3:1 over two stacks, one thread with energy and no sample), a native
-    /// process 20 in a container, over two cycles.
-    fn fixture() -> IntervalProfile {
-        let (compute, write) = stacks();
-        let mut p = IntervalProfile::new("model", true, "node-1", 1_700_000_000_000);
+    /// JVM 10 (one thread 3:1 over two stacks, one thread with energy and no sample, a GC
+    /// thread), a native process 20 in a container, over two cycles.
+    fn fixture(native_frames: bool) -> IntervalProfile {
+        let (compute, write, gc, nginx) = stacks();
+        let mut p = IntervalProfile::new("model", true, "node-1", 1_700_000_000_000, native_frames);
         for cycle in 0..2u64 {
             let report = CycleReport {
                 start_ns: cycle * 1_000_000_000,
                 end_ns: (cycle + 1) * 1_000_000_000,
-                threads: vec![thread(10, 11, 400.0), thread(10, 12, 50.0), thread(20, 20, 100.0)],
+                threads: vec![
+                    thread(10, 11, 400.0),
+                    thread(10, 12, 50.0),
+                    thread_named(10, 13, "GC Thread#0", 30.0),
+                    thread(20, 20, 100.0),
+                ],
                 processes: vec![
                     ProcessReport {
                         pid: 10,
@@ -241,7 +300,8 @@ mod tests {
             };
             let thread_stacks: Vec<ThreadStacks> = vec![
                 (10, 11, vec![ts(&compute, 3), ts(&write, 1)]),
-                (20, 20, vec![ts(&write, 5)]),
+                (10, 13, vec![ts(&gc, 2)]),
+                (20, 20, vec![ts(&nginx, 5)]),
             ];
             p.on_cycle(&report, &thread_stacks);
         }
@@ -250,25 +310,34 @@ mod tests {
 
     #[test]
     fn interval_energy_is_the_threads_energy_split_by_samples() {
-        let p = fixture();
+        let p = fixture(false);
         assert_eq!(p.duration_s(), 2.0);
         // Every thread's energy, including the sampleless one, lands somewhere.
-        assert!((p.energy_uj() - 2.0 * 550.0).abs() < 1e-9);
+        assert!((p.energy_uj() - 2.0 * 580.0).abs() < 1e-9);
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.folded");
         p.write_folded(&path).unwrap();
+        // JVM stacks start at their first Java frame or their thread's bucket.
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "java-10;java.lang.Thread.run;com.acme.App.compute 600\n\
              java-10;java.lang.Thread.run;write 200\n\
              java-10;(no samples) 100\n\
-             nginx:x-20;java.lang.Thread.run;write 200\n"
+             java-10;[GC];G1ParTask::work 60\n\
+             nginx:x-20;main;write 200\n"
         );
+        fixture(true).write_folded(&path).unwrap();
+        let everything = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            everything.starts_with("java-10;[unknown];thread_native_entry(Thread*);StubRoutines (1);java.lang.Thread.run;com.acme.App.compute 600\n"),
+            "{everything}"
+        );
+        assert!(everything.contains("java-10;[unknown];start_thread;G1ParTask::work 60\n"), "{everything}");
     }
 
     #[test]
     fn pprof_samples_carry_process_labels() {
-        let p = fixture();
+        let p = fixture(false);
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.pprof.gz");
         p.write_pprof(&path).unwrap();
@@ -285,7 +354,7 @@ mod tests {
         for sample in &profile.sample {
             *per_pid.entry(label(sample, "pid").unwrap().num).or_default() += sample.value[0];
         }
-        assert_eq!(per_pid, BTreeMap::from([(10, 900), (20, 200)]));
+        assert_eq!(per_pid, BTreeMap::from([(10, 960), (20, 200)]));
         let nginx = profile
             .sample
             .iter()
@@ -303,7 +372,7 @@ mod tests {
     /// The real consumer: fails (does not skip) when `go` is missing.
     #[test]
     fn go_tool_pprof_reads_the_labels() {
-        let p = fixture();
+        let p = fixture(false);
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.pprof.gz");
         p.write_pprof(&path).unwrap();
@@ -321,7 +390,7 @@ mod tests {
 
     #[test]
     fn reset_starts_an_empty_interval() {
-        let mut p = fixture();
+        let mut p = fixture(false);
         p.reset(1_700_000_002_000);
         assert_eq!(p.energy_uj(), 0.0);
         assert_eq!(p.duration_s(), 0.0);

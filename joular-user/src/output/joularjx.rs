@@ -93,11 +93,7 @@ impl RunDir {
     }
 
     pub fn evolution_file(&self, scope: Scope, method: &str) -> PathBuf {
-        self.path.join(scope.dir()).join("evolution").join(format!(
-            "joularJX-{}-{}-evolution.csv",
-            self.pid,
-            file_safe(method)
-        ))
+        evolution_file(&self.path, self.pid, scope, method)
     }
 
     /// Writes run totals in joules; rows are `(name, µJ)`.
@@ -148,6 +144,14 @@ impl RunDir {
         }
         Ok(())
     }
+}
+
+/// Where a `<pid>-<epochms>` directory keeps `method`'s power over time.
+pub fn evolution_file(run_dir: &Path, pid: u32, scope: Scope, method: &str) -> PathBuf {
+    run_dir
+        .join(scope.dir())
+        .join("evolution")
+        .join(format!("joularJX-{pid}-{}-evolution.csv", file_safe(method)))
 }
 
 fn watts_per_uj(duration_s: f64) -> f64 {

@@ -1,12 +1,21 @@
 //! JoularJX's method rules on a symbolized stack (root first, kernel frames on top).
 //!
-//! "all": the sample's method is its topmost user-space frame (Java or native), so a
-//! syscall's energy goes to the code that made it; kernel frames still show in call trees.
-//! "app": the frame nearest the top whose `Class.method` starts with a `--filter` prefix, so
-//! JDK work is charged to the application method that called it.
+//! "all": in a JVM, the sample's method is its topmost Java frame, as JoularJX (which sees only
+//! Java frames) and JFR count it: native code a Java method calls (an intrinsic, JNI, a syscall)
+//! is that method's energy. A JVM sample with no Java frame at all goes to its thread's bucket
+//! (`[JIT compiler]`, `[GC]`, `[JVM other]`, `[native]`, see `thread_kind`). In any other process
+//! the method is the topmost user-space frame, so a syscall's energy goes to the code that made it.
+//! "app": the frame nearest the top whose `Class.method` starts with a `--filter` prefix, so JDK
+//! work is charged to the application method that called it.
+//!
+//! A process counts as a JVM once one of its stacks shows HotSpot (a Java or code-cache frame, or
+//! one of HotSpot's thread entry points) or one of its threads has a HotSpot thread name. Frames
+//! are the evidence that cannot be faked by naming a thread, and names cover the first cycles of
+//! a JVM whose threads have not yet reached Java code.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
+use super::thread_kind::{self, ThreadKind};
 use crate::model::{Frame, FrameKind, Stack};
 
 /// Method name of a thread that had energy but no sample in a cycle.
@@ -15,21 +24,95 @@ pub const NO_SAMPLES: &str = "(no samples)";
 pub const NO_STACK: &str = "(no stack)";
 /// "app" method name of samples with no frame matching the filter.
 pub const NO_APP_FRAME: &str = "(no app frame)";
+/// The frame HotSpot's perf map gives every interpreted method: a Java frame it cannot name.
+pub const INTERPRETER: &str = "Interpreter";
+
+/// Names that stand for energy no method of the program took: they are not methods.
+pub const SYNTHETIC: [&str; 7] = [
+    NO_SAMPLES,
+    NO_STACK,
+    NO_APP_FRAME,
+    thread_kind::JIT_COMPILER,
+    thread_kind::GC,
+    thread_kind::JVM_OTHER,
+    thread_kind::NATIVE,
+];
+
+/// HotSpot's thread entry points (native frames below every JVM thread's own code).
+const HOTSPOT_ENTRIES: [&str; 6] = [
+    "thread_native_entry(",
+    "JavaMain",
+    "ThreadJavaMain",
+    "JNI_CreateJavaVM",
+    "JavaCalls::",
+    "JavaThread::",
+];
+
+/// How one process's stacks read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackRules {
+    /// The process is a JVM: Java frames stand for methods.
+    pub jvm: bool,
+    /// Graphs and call trees keep every frame (`--native-frames`) instead of the Java view.
+    pub native_frames: bool,
+}
 
 /// A one-frame stack standing for a bucket (`(no samples)`, `(no stack)`): it flows through
 /// call trees, flame graphs and pprof like any stack, so totals agree across outputs.
 pub fn bucket_stack(name: &str) -> Stack {
+    Arc::from(vec![synthetic_frame(name)])
+}
+
+fn synthetic_frame(name: &str) -> Frame {
     let name: Arc<str> = Arc::from(name);
-    Arc::from(vec![Frame {
+    Frame {
         name: name.clone(),
         short: name,
         kind: FrameKind::Native,
         line: None,
-    }])
+    }
+}
+
+static SYNTHETIC_FRAMES: LazyLock<Vec<Frame>> =
+    LazyLock::new(|| SYNTHETIC.iter().map(|name| synthetic_frame(name)).collect());
+
+/// The shared frame of a synthetic name, for paths that have no frame of their own.
+pub fn bucket_frame(name: &str) -> &'static Frame {
+    SYNTHETIC_FRAMES
+        .iter()
+        .find(|f| &*f.short == name)
+        .unwrap_or_else(|| panic!("{name} is not a synthetic name"))
+}
+
+pub fn is_synthetic(name: &str) -> bool {
+    SYNTHETIC.contains(&name)
+}
+
+/// A name JoularJX files may hold: a method (Java, or a native function outside JVMs), not a
+/// bucket nor a frame that stands for code nobody could name (`Interpreter`, `[unknown JIT
+/// code]`, `[unknown]`). What the others took is reported as `unattributed` instead.
+pub fn is_method_name(name: &str) -> bool {
+    !(is_synthetic(name) || name == INTERPRETER || (name.starts_with('[') && name.ends_with(']')))
 }
 
 pub fn is_bucket(stack: &[Frame]) -> bool {
     matches!(stack, [only] if only.short.as_ref() == NO_SAMPLES || only.short.as_ref() == NO_STACK)
+}
+
+/// A frame that stands for a Java method: a named one, or the `Interpreter` blob of the
+/// perf-map path (a Java method it cannot name).
+pub fn is_java_like(frame: &Frame) -> bool {
+    frame.kind.is_java() || (frame.kind == FrameKind::Stub && &*frame.short == INTERPRETER)
+}
+
+/// The stack shows HotSpot: Java or code-cache frames, or a HotSpot thread entry point.
+pub fn shows_jvm(stack: &[Frame]) -> bool {
+    stack.iter().any(|f| {
+        f.kind.is_java()
+            || f.kind == FrameKind::Stub
+            || (f.kind == FrameKind::Native
+                && HOTSPOT_ENTRIES.iter().any(|e| f.short.starts_with(e)))
+    })
 }
 
 /// `--filter` prefixes (JoularJX `filter-method-names`: comma-separated, `startsWith`).
@@ -72,11 +155,8 @@ impl MethodFilter {
     }
 }
 
-/// The "all" method of a sample: topmost user frame, else the top kernel frame.
-pub fn all_method(stack: &[Frame]) -> Arc<str> {
-    if stack.is_empty() {
-        return Arc::from(NO_STACK);
-    }
+/// The topmost user frame, else the top kernel frame.
+pub fn top_user_frame(stack: &[Frame]) -> Arc<str> {
     stack
         .iter()
         .rev()
@@ -86,37 +166,41 @@ pub fn all_method(stack: &[Frame]) -> Arc<str> {
         .unwrap_or_else(|| Arc::from(NO_STACK))
 }
 
-/// The "app" method of a sample: the filtered frame nearest the top, or a bucket name.
-pub fn app_method(stack: &[Frame], filter: &MethodFilter) -> Arc<str> {
-    if let Some(frame) = stack.iter().rev().find(|f| filter.matches(f)) {
-        return frame.short.clone();
-    }
-    if stack.is_empty() {
-        return Arc::from(NO_STACK);
+/// The "all" method of a sample of a thread of kind `thread`.
+pub fn all_method(stack: &[Frame], thread: ThreadKind, rules: StackRules) -> Arc<str> {
+    if rules.jvm {
+        if let Some(frame) = stack.iter().rev().find(|f| is_java_like(f)) {
+            return frame.short.clone();
+        }
+        // Whatever a JVM thread of its own did without Java code is that thread's kind of work,
+        // even when its stack could not be read.
+        if thread.is_jvm_internal() || !(stack.is_empty() || is_bucket(stack)) {
+            return Arc::from(thread.bucket());
+        }
     }
     if is_bucket(stack) {
         return stack[0].short.clone();
     }
-    Arc::from(NO_APP_FRAME)
+    top_user_frame(stack)
 }
 
-/// The "app" call tree (JoularJX `StackTraceFilter`): only the filtered frames, root first,
-/// `;`-joined; a stack without any gets the same bucket name as its app method.
-pub fn app_call_tree(stack: &[Frame], filter: &MethodFilter) -> String {
-    let tree = join_frames(stack.iter().filter(|f| filter.matches(f)), false);
-    if tree.is_empty() {
-        app_method(stack, filter).to_string()
+/// The "app" method of a sample: the filtered frame nearest the top; else the "all" bucket
+/// when the sample has one (no Java frame, no stack, no samples), else `(no app frame)`.
+pub fn app_method(
+    stack: &[Frame],
+    thread: ThreadKind,
+    rules: StackRules,
+    filter: &MethodFilter,
+) -> Arc<str> {
+    if let Some(frame) = stack.iter().rev().find(|f| filter.matches(f)) {
+        return frame.short.clone();
+    }
+    let all = all_method(stack, thread, rules);
+    if is_synthetic(&all) {
+        all
     } else {
-        tree
+        Arc::from(NO_APP_FRAME)
     }
-}
-
-/// The "all" call tree: every frame's short name, root first, `;`-joined.
-pub fn call_tree(stack: &[Frame]) -> String {
-    if stack.is_empty() {
-        return NO_STACK.to_owned();
-    }
-    join_frames(stack.iter(), false)
 }
 
 /// `;`-joins short names; `annotate` adds inferno's Java-palette suffixes (`_[j]` JIT,
@@ -185,15 +269,108 @@ pub(crate) mod tests {
         ]
     }
 
+    const JVM: StackRules = StackRules {
+        jvm: true,
+        native_frames: false,
+    };
+    const OTHER: StackRules = StackRules {
+        jvm: false,
+        native_frames: false,
+    };
+    const APP: ThreadKind = ThreadKind::Application;
+
     #[test]
-    fn all_method_is_the_topmost_user_frame() {
-        assert_eq!(&*all_method(&bigint_stack()), "write");
+    fn in_a_jvm_all_method_is_the_topmost_java_frame() {
+        // The syscall and the JDK's native code are the calling Java method's energy.
+        assert_eq!(
+            &*all_method(&bigint_stack(), APP, JVM),
+            "java.math.BigInteger.multiply"
+        );
+        let intrinsic = vec![
+            java("java.lang.Thread.run"),
+            frame("java.math.BigInteger.oddModPow", FrameKind::JavaInlined),
+            frame("StubRoutines (2)", FrameKind::Stub),
+            frame("montgomery_multiply", FrameKind::Native),
+        ];
+        assert_eq!(
+            &*all_method(&intrinsic, APP, JVM),
+            "java.math.BigInteger.oddModPow"
+        );
+        let interpreted = vec![
+            frame("JavaCalls::call_helper", FrameKind::Native),
+            frame("StubRoutines (1)", FrameKind::Stub),
+            frame("com.acme.App.run", FrameKind::JavaInterpreted),
+            frame("libc_read", FrameKind::Native),
+        ];
+        assert_eq!(&*all_method(&interpreted, APP, JVM), "com.acme.App.run");
+        let perf_map = vec![
+            frame("StubRoutines (1)", FrameKind::Stub),
+            frame(INTERPRETER, FrameKind::Stub),
+            frame("memcpy", FrameKind::Native),
+        ];
+        assert_eq!(&*all_method(&perf_map, APP, JVM), INTERPRETER);
+    }
+
+    #[test]
+    fn jvm_samples_without_java_frames_go_to_their_thread_bucket() {
+        let compile = vec![
+            frame("thread_native_entry(Thread*)", FrameKind::Native),
+            frame("C2Compiler::compile_method", FrameKind::Native),
+            frame("clear_page_erms", FrameKind::Kernel),
+        ];
+        assert_eq!(
+            &*all_method(&compile, ThreadKind::JitCompiler, JVM),
+            "[JIT compiler]"
+        );
+        assert_eq!(&*all_method(&compile, ThreadKind::Gc, JVM), "[GC]");
+        assert_eq!(
+            &*all_method(&compile, ThreadKind::JvmOther, JVM),
+            "[JVM other]"
+        );
+        assert_eq!(&*all_method(&compile, APP, JVM), "[native]");
+        // Unreadable or sample-less: a JVM thread's bucket, an application thread's own name.
+        for synthetic in [bucket_stack(NO_SAMPLES), bucket_stack(NO_STACK)] {
+            assert_eq!(&*all_method(&synthetic, ThreadKind::Gc, JVM), "[GC]");
+            assert_eq!(&*all_method(&synthetic, APP, JVM), &*synthetic[0].short);
+        }
+        assert_eq!(
+            &*all_method(&[], ThreadKind::JitCompiler, JVM),
+            "[JIT compiler]"
+        );
+        assert_eq!(&*all_method(&[], APP, JVM), NO_STACK);
+    }
+
+    #[test]
+    fn in_other_processes_all_method_is_the_topmost_user_frame() {
+        assert_eq!(&*all_method(&bigint_stack(), APP, OTHER), "write");
         let kernel_only = vec![
             frame("do_idle", FrameKind::Kernel),
             frame("schedule", FrameKind::Kernel),
         ];
-        assert_eq!(&*all_method(&kernel_only), "schedule");
-        assert_eq!(&*all_method(&[]), NO_STACK);
+        assert_eq!(&*all_method(&kernel_only, APP, OTHER), "schedule");
+        assert_eq!(&*all_method(&[], APP, OTHER), NO_STACK);
+        // A thread name alone changes nothing outside a JVM.
+        assert_eq!(
+            &*all_method(&bigint_stack(), ThreadKind::Gc, OTHER),
+            "write"
+        );
+        assert_eq!(&*top_user_frame(&bigint_stack()), "write");
+    }
+
+    #[test]
+    fn hotspot_shows_in_its_frames() {
+        assert!(shows_jvm(&bigint_stack()));
+        assert!(shows_jvm(&[frame(
+            "thread_native_entry(Thread*)",
+            FrameKind::Native
+        )]));
+        assert!(shows_jvm(&[frame("StubRoutines (1)", FrameKind::Stub)]));
+        assert!(!shows_jvm(&[
+            frame("main", FrameKind::Native),
+            frame("write", FrameKind::Native)
+        ]));
+        // A kernel symbol with a HotSpot-like name is not HotSpot.
+        assert!(!shows_jvm(&[frame("JavaMain", FrameKind::Kernel)]));
     }
 
     #[test]
@@ -201,13 +378,19 @@ pub(crate) mod tests {
         let filter = MethodFilter::parse("com.acme, org.foo,");
         assert_eq!(filter.prefixes(), ["com.acme", "org.foo"]);
         assert_eq!(
-            &*app_method(&bigint_stack(), &filter),
+            &*app_method(&bigint_stack(), APP, JVM, &filter),
             "com.acme.App.compute"
         );
         let jdk_only = vec![java("java.lang.Thread.run"), java("java.util.HashMap.get")];
-        assert_eq!(&*app_method(&jdk_only, &filter), NO_APP_FRAME);
-        assert_eq!(&*app_method(&bucket_stack(NO_SAMPLES), &filter), NO_SAMPLES);
-        assert_eq!(&*app_method(&[], &filter), NO_STACK);
+        assert_eq!(&*app_method(&jdk_only, APP, JVM, &filter), NO_APP_FRAME);
+        assert_eq!(
+            &*app_method(&bucket_stack(NO_SAMPLES), APP, JVM, &filter),
+            NO_SAMPLES
+        );
+        assert_eq!(&*app_method(&[], APP, JVM, &filter), NO_STACK);
+        let gc = vec![frame("G1ParTask::work", FrameKind::Native)];
+        assert_eq!(&*app_method(&gc, ThreadKind::Gc, JVM, &filter), "[GC]");
+        assert_eq!(&*app_method(&gc, APP, OTHER, &filter), NO_APP_FRAME);
     }
 
     #[test]
@@ -217,24 +400,37 @@ pub(crate) mod tests {
             frame("do_work", FrameKind::Native),
             frame("do_syscall_64", FrameKind::Kernel),
         ];
-        assert_eq!(&*app_method(&stack, &filter), "do_work");
+        assert_eq!(&*app_method(&stack, APP, OTHER, &filter), "do_work");
     }
 
     #[test]
-    fn call_trees_are_root_first_and_app_trees_keep_only_app_frames() {
-        let filter = MethodFilter::parse("com.acme");
-        assert_eq!(
-            call_tree(&bigint_stack()),
-            "start_thread;java.lang.Thread.run;com.acme.App.main;com.acme.App.compute;java.math.BigInteger.multiply;write;ksys_write"
-        );
-        assert_eq!(
-            app_call_tree(&bigint_stack(), &filter),
-            "com.acme.App.main;com.acme.App.compute"
-        );
-        assert_eq!(
-            app_call_tree(&[java("java.lang.Object.wait")], &filter),
-            NO_APP_FRAME
-        );
+    fn placeholders_and_buckets_are_not_method_names() {
+        for name in [
+            "[GC]",
+            "(no samples)",
+            INTERPRETER,
+            "[unknown JIT code]",
+            "[unknown]",
+        ] {
+            assert!(!is_method_name(name), "{name}");
+        }
+        for name in [
+            "com.acme.App.main",
+            "write",
+            "std::vector<int>::push_back",
+            "a[b]c",
+        ] {
+            assert!(is_method_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn every_synthetic_name_has_a_frame() {
+        for name in SYNTHETIC {
+            assert_eq!(&*bucket_frame(name).short, name);
+            assert!(is_synthetic(name));
+        }
+        assert!(!is_synthetic("com.acme.App.main"));
     }
 
     #[test]
@@ -252,7 +448,10 @@ pub(crate) mod tests {
 
     #[test]
     fn separators_inside_names_are_replaced() {
-        let stack = vec![frame("std::map<int, int>::find;x", FrameKind::Native)];
-        assert_eq!(call_tree(&stack), "std::map<int  int>::find:x");
+        let stack = [frame("std::map<int, int>::find;x", FrameKind::Native)];
+        assert_eq!(
+            join_frames(stack.iter(), false),
+            "std::map<int  int>::find:x"
+        );
     }
 }

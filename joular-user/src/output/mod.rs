@@ -9,18 +9,24 @@
 //! - `report`: re-renders those outputs from a saved raw profile.
 
 mod aggregate;
+mod cycle_sums;
 mod flamegraph;
 mod folded;
+mod html;
 mod interval;
 mod joularjx;
 pub mod methods;
+mod paths;
 mod pprof;
+mod pprof_proto;
 mod profile;
 mod raw_profile;
 mod render;
 mod report;
 mod results;
 mod table;
+pub mod thread_kind;
+mod timeline;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -28,7 +34,8 @@ use std::path::{Path, PathBuf};
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use methods::MethodFilter;
-pub use profile::{ProcessProfile, RunSummary, StackTotal, ThreadTotal};
+pub use profile::{JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal, Unattributed};
+pub use timeline::{ThreadSeries, Timeline};
 pub use raw_profile::{read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{report, report_to, ReportArgs, ReportFormat};

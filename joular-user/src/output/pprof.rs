@@ -1,9 +1,11 @@
 //! pprof (`profile.proto`, gzip) weighted by energy: sample types `energy/microjoules` (the
 //! default) and `samples/count`, for `go tool pprof` and any pprof viewer.
 //!
-//! Frames are already symbolized, so each distinct frame is one location with one line;
-//! addresses are synthetic but unique inside one mapping per code kind (`[jit]`,
-//! `[native]`, `[kernel]`), which keeps pprof's location/mapping invariants.
+//! Frames are already symbolized, so each distinct frame (name and source line) is one location
+//! with one line; addresses are synthetic but unique inside one mapping per code kind (`[jit]`,
+//! `[native]`, `[kernel]`), which keeps pprof's location/mapping invariants. Java frames name
+//! their source file as javac lays sources out (`com/acme/Foo.java` for `com.acme.Foo$Inner`),
+//! so `go tool pprof -list` and Pyroscope put energy on source lines.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -14,113 +16,18 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
+pub use super::pprof_proto::*;
+use super::methods::StackRules;
+use super::paths::{all_path, PathStyle};
 use super::profile::{RunSummary, StackTotal};
 use super::OutputError;
 use crate::model::{Frame, FrameKind};
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Profile {
-    #[prost(message, repeated, tag = "1")]
-    pub sample_type: Vec<ValueType>,
-    #[prost(message, repeated, tag = "2")]
-    pub sample: Vec<Sample>,
-    #[prost(message, repeated, tag = "3")]
-    pub mapping: Vec<Mapping>,
-    #[prost(message, repeated, tag = "4")]
-    pub location: Vec<Location>,
-    #[prost(message, repeated, tag = "5")]
-    pub function: Vec<Function>,
-    #[prost(string, repeated, tag = "6")]
-    pub string_table: Vec<String>,
-    #[prost(int64, tag = "9")]
-    pub time_nanos: i64,
-    #[prost(int64, tag = "10")]
-    pub duration_nanos: i64,
-    #[prost(int64, repeated, tag = "13")]
-    pub comment: Vec<i64>,
-    #[prost(int64, tag = "14")]
-    pub default_sample_type: i64,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct ValueType {
-    #[prost(int64, tag = "1")]
-    pub r#type: i64,
-    #[prost(int64, tag = "2")]
-    pub unit: i64,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Sample {
-    /// Leaf first.
-    #[prost(uint64, repeated, tag = "1")]
-    pub location_id: Vec<u64>,
-    #[prost(int64, repeated, tag = "2")]
-    pub value: Vec<i64>,
-    #[prost(message, repeated, tag = "3")]
-    pub label: Vec<Label>,
-}
-
-/// A sample label: `str` (string-table index) or `num`, never both.
-#[derive(Clone, PartialEq, Message)]
-pub struct Label {
-    #[prost(int64, tag = "1")]
-    pub key: i64,
-    #[prost(int64, tag = "2")]
-    pub str: i64,
-    #[prost(int64, tag = "3")]
-    pub num: i64,
-}
 
 /// A sample's label value before interning.
 #[derive(Debug, Clone, Copy)]
 pub enum LabelValue<'a> {
     Str(&'a str),
     Num(i64),
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Mapping {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(uint64, tag = "2")]
-    pub memory_start: u64,
-    #[prost(uint64, tag = "3")]
-    pub memory_limit: u64,
-    #[prost(int64, tag = "5")]
-    pub filename: i64,
-    #[prost(bool, tag = "7")]
-    pub has_functions: bool,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Location {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    #[prost(uint64, tag = "2")]
-    pub mapping_id: u64,
-    #[prost(uint64, tag = "3")]
-    pub address: u64,
-    #[prost(message, repeated, tag = "4")]
-    pub line: Vec<Line>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Line {
-    #[prost(uint64, tag = "1")]
-    pub function_id: u64,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct Function {
-    #[prost(uint64, tag = "1")]
-    pub id: u64,
-    /// Short name (`com.acme.Foo.bar`), what views show.
-    #[prost(int64, tag = "2")]
-    pub name: i64,
-    /// Full name (`void com.acme.Foo.bar(int)`).
-    #[prost(int64, tag = "3")]
-    pub system_name: i64,
 }
 
 const MAPPINGS: [&str; 3] = ["[jit]", "[native]", "[kernel]"];
@@ -139,6 +46,7 @@ fn mapping_id(kind: FrameKind) -> u64 {
 struct Builder<'a> {
     profile: Profile,
     strings: HashMap<&'a str, i64>,
+    owned: HashMap<String, i64>,
     functions: HashMap<(&'a str, &'a str), u64>,
     locations: HashMap<&'a Frame, u64>,
     next_address: [u64; MAPPINGS.len()],
@@ -155,6 +63,17 @@ impl<'a> Builder<'a> {
         i
     }
 
+    /// A string built here (not borrowed from a frame), interned by value.
+    fn owned_string(&mut self, s: String) -> i64 {
+        if let Some(&i) = self.owned.get(&s) {
+            return i;
+        }
+        let i = self.profile.string_table.len() as i64;
+        self.profile.string_table.push(s.clone());
+        self.owned.insert(s, i);
+        i
+    }
+
     fn location(&mut self, frame: &'a Frame) -> u64 {
         if let Some(&id) = self.locations.get(frame) {
             return id;
@@ -165,10 +84,15 @@ impl<'a> Builder<'a> {
                 let id = self.profile.function.len() as u64 + 1;
                 let name = self.string(&frame.short);
                 let system_name = self.string(&frame.name);
+                let filename = match java_source_file(frame) {
+                    Some(file) => self.owned_string(file),
+                    None => 0,
+                };
                 self.profile.function.push(Function {
                     id,
                     name,
                     system_name,
+                    filename,
                 });
                 self.functions.insert((&frame.short, &frame.name), id);
                 id
@@ -182,7 +106,10 @@ impl<'a> Builder<'a> {
             id,
             mapping_id,
             address: mapping_id * MAPPING_SPAN + *slot,
-            line: vec![Line { function_id }],
+            line: vec![Line {
+                function_id,
+                line: frame.line.map_or(0, i64::from),
+            }],
         });
         self.locations.insert(frame, id);
         id
@@ -212,10 +139,10 @@ impl<'a> Builder<'a> {
         b
     }
 
-    /// One sample (stack root first); skipped when it carries neither energy nor samples.
+    /// One sample (frames root first); skipped when it carries neither energy nor samples.
     fn sample(
         &mut self,
-        stack: &'a [Frame],
+        stack: &[&'a Frame],
         energy_uj: f64,
         samples: u64,
         labels: &[(&'a str, LabelValue<'a>)],
@@ -224,7 +151,7 @@ impl<'a> Builder<'a> {
         if energy_uj == 0 && samples == 0 {
             return;
         }
-        let location_id = stack.iter().rev().map(|f| self.location(f)).collect();
+        let location_id = stack.iter().rev().map(|&f| self.location(f)).collect();
         let label = labels
             .iter()
             .map(|&(key, value)| {
@@ -281,10 +208,24 @@ pub fn source_comment(energy_source: &str, estimated: bool) -> String {
     }
 }
 
-pub fn build(summary: &RunSummary, stacks: &[StackTotal]) -> Profile {
+/// `com/acme/Foo.java` for a Java frame `com.acme.Foo$Inner.run`: where javac's layout puts the
+/// source of a top-level class. A guess (a file may hold other top-level classes), but the one
+/// every IDE and `-source_path` lookup makes.
+fn java_source_file(frame: &Frame) -> Option<String> {
+    if !frame.kind.is_java() {
+        return None;
+    }
+    let (class, _method) = frame.short.rsplit_once('.')?;
+    let outer = class.split('$').next().filter(|c| !c.is_empty())?;
+    Some(format!("{}.java", outer.replace('.', "/")))
+}
+
+/// One sample per stack, with the frames the graphs show (`paths::all_path`).
+pub fn build(summary: &RunSummary, stacks: &[StackTotal], rules: StackRules) -> Profile {
     let mut b = Builder::with_sample_types();
     for total in stacks {
-        b.sample(&total.stack, total.energy_uj, total.samples, &[]);
+        let frames = all_path(&total.stack, total.thread, rules, PathStyle::Graph);
+        b.sample(&frames, total.energy_uj, total.samples, &[]);
     }
     let comments = [
         format!("joular-ebpf pid {} ({})", summary.pid, summary.comm),
@@ -295,7 +236,8 @@ pub fn build(summary: &RunSummary, stacks: &[StackTotal]) -> Profile {
 
 /// One labelled sample of a multi-process profile.
 pub struct LabelledStack<'a> {
-    pub stack: &'a [Frame],
+    /// Root first.
+    pub stack: Vec<&'a Frame>,
     pub energy_uj: f64,
     pub samples: u64,
     pub labels: Vec<(&'a str, LabelValue<'a>)>,
@@ -311,7 +253,7 @@ pub fn build_labelled<'a>(
 ) -> Profile {
     let mut b = Builder::with_sample_types();
     for s in samples {
-        b.sample(s.stack, s.energy_uj, s.samples, &s.labels);
+        b.sample(&s.stack, s.energy_uj, s.samples, &s.labels);
     }
     b.finish(comments, start_epoch_ms, duration_s)
 }
@@ -330,18 +272,35 @@ pub fn write_pprof(
     path: &Path,
     summary: &RunSummary,
     stacks: &[StackTotal],
+    rules: StackRules,
 ) -> Result<(), OutputError> {
-    write_profile(path, &build(summary, stacks))
+    write_profile(path, &build(summary, stacks, rules))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Stack;
     use crate::output::methods::tests::{frame, java};
+    use crate::output::thread_kind::ThreadKind;
     use std::io::Read;
     use std::process::Command;
     use std::sync::Arc;
 
+    const JVM: StackRules = StackRules {
+        jvm: true,
+        native_frames: false,
+    };
+
+    fn at(frame: Frame, line: u32) -> Frame {
+        Frame {
+            line: Some(line),
+            ..frame
+        }
+    }
+
+    /// A JVM: `App.compute` (two hot lines, one calling an inlined JDK method, one a
+    /// syscall) under HotSpot's thread start, and a GC thread.
     fn fixture() -> (RunSummary, Vec<StackTotal>) {
         let summary = RunSummary {
             pid: 4242,
@@ -352,27 +311,46 @@ mod tests {
             estimated: true,
             ..RunSummary::default()
         };
-        let run = java("java.lang.Thread.run");
+        let entry = [
+            frame("[unknown]", FrameKind::Native),
+            frame("thread_native_entry(Thread*)", FrameKind::Native),
+            frame("JavaCalls::call_helper(...)", FrameKind::Native),
+            frame("StubRoutines (1)", FrameKind::Stub),
+        ];
+        let run = at(frame("java.lang.Thread.run", FrameKind::JavaInterpreted), 840);
         let compute = java("com.acme.App.compute");
+        let with = |tail: Vec<Frame>| -> Stack {
+            Arc::from(entry.iter().cloned().chain([run.clone()]).chain(tail).collect::<Vec<_>>())
+        };
         let stacks = vec![
             StackTotal {
-                stack: Arc::from(vec![
-                    run.clone(),
-                    compute.clone(),
-                    java("java.math.BigInteger.multiply"),
+                stack: with(vec![
+                    at(compute.clone(), 12),
+                    at(frame("java.math.BigInteger.multiply", FrameKind::JavaInlined), 1500),
                 ]),
+                thread: ThreadKind::Application,
                 energy_uj: 900_000.0,
                 samples: 90,
             },
             StackTotal {
-                stack: Arc::from(vec![
-                    run,
-                    compute,
+                stack: with(vec![
+                    at(compute, 17),
                     frame("write", FrameKind::Native),
                     frame("ksys_write", FrameKind::Kernel),
                 ]),
+                thread: ThreadKind::Application,
                 energy_uj: 100_000.0,
                 samples: 10,
+            },
+            StackTotal {
+                stack: Arc::from(vec![
+                    entry[0].clone(),
+                    entry[1].clone(),
+                    frame("G1ParTask::work(unsigned int)", FrameKind::Native),
+                ]),
+                thread: ThreadKind::Gc,
+                energy_uj: 50_000.0,
+                samples: 5,
             },
         ];
         (summary, stacks)
@@ -391,7 +369,7 @@ mod tests {
         let (summary, stacks) = fixture();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("p.pb.gz");
-        write_pprof(&path, &summary, &stacks).unwrap();
+        write_pprof(&path, &summary, &stacks, JVM).unwrap();
         let p = decode(&path);
         let s = |i: i64| p.string_table[i as usize].as_str();
         assert_eq!(s(0), "");
@@ -402,15 +380,35 @@ mod tests {
             .collect();
         assert_eq!(types, [("energy", "microjoules"), ("samples", "count")]);
         assert_eq!(s(p.default_sample_type), "energy");
-        // Shared frames are one location and one function each.
-        assert_eq!(p.location.len(), 5);
-        assert_eq!(p.function.len(), 5);
+        let function = |loc: &Location| &p.function[loc.line[0].function_id as usize - 1];
+        let mut names: Vec<&str> = p.function.iter().map(|f| s(f.name)).collect();
+        names.sort_unstable();
+        // HotSpot's entry into Java is gone; the GC thread is rooted at its bucket.
+        assert_eq!(
+            names,
+            [
+                "G1ParTask::work(unsigned int)",
+                "[GC]",
+                "com.acme.App.compute",
+                "java.lang.Thread.run",
+                "java.math.BigInteger.multiply",
+                "ksys_write",
+                "write",
+            ]
+        );
+        // One location per (frame, line): compute at lines 12 and 17 share a function.
+        assert_eq!(p.location.len(), 8);
         let total: i64 = p.sample.iter().map(|x| x.value[0]).sum();
-        assert_eq!(total, 1_000_000);
+        assert_eq!(total, 1_050_000);
         let leaf = &p.location[p.sample[0].location_id[0] as usize - 1];
-        let leaf_fn = &p.function[leaf.line[0].function_id as usize - 1];
-        assert_eq!(s(leaf_fn.name), "java.math.BigInteger.multiply");
-        assert_eq!(s(leaf_fn.system_name), "full java.math.BigInteger.multiply");
+        assert_eq!(s(function(leaf).name), "java.math.BigInteger.multiply");
+        assert_eq!(leaf.line[0].line, 1500);
+        assert_eq!(s(function(leaf).filename), "java/math/BigInteger.java");
+        let root = &p.location[*p.sample[0].location_id.last().unwrap() as usize - 1];
+        assert_eq!(s(function(root).name), "java.lang.Thread.run");
+        let gc_root = &p.location[*p.sample[2].location_id.last().unwrap() as usize - 1];
+        assert_eq!(s(function(gc_root).name), "[GC]");
+        assert_eq!(function(gc_root).filename, 0, "no file for native frames");
         for loc in &p.location {
             let m = &p.mapping[loc.mapping_id as usize - 1];
             assert!(m.memory_start <= loc.address && loc.address < m.memory_limit);
@@ -418,12 +416,42 @@ mod tests {
         let kernel = p
             .location
             .iter()
-            .find(|l| s(p.function[l.line[0].function_id as usize - 1].name) == "ksys_write")
+            .find(|l| s(function(l).name) == "ksys_write")
             .unwrap();
         assert_eq!(
             s(p.mapping[kernel.mapping_id as usize - 1].filename),
             "[kernel]"
         );
+        // --native-frames keeps HotSpot's entry frames.
+        let everything = build(&summary, &stacks, StackRules { native_frames: true, ..JVM });
+        let names: Vec<&str> = everything.function.iter().map(|f| everything.string_table[f.name as usize].as_str()).collect();
+        assert!(names.contains(&"thread_native_entry(Thread*)") && !names.contains(&"[GC]"), "{names:?}");
+    }
+
+    #[test]
+    fn java_source_files_follow_the_class() {
+        let file = |short: &str, kind| java_source_file(&frame(short, kind));
+        assert_eq!(file("com.acme.Foo$Inner.run", FrameKind::JavaJit).as_deref(), Some("com/acme/Foo.java"));
+        assert_eq!(file("Main.lambda$main$0", FrameKind::JavaInterpreted).as_deref(), Some("Main.java"));
+        assert_eq!(file("write", FrameKind::Native), None);
+        assert_eq!(file("noclass", FrameKind::JavaJit), None);
+    }
+
+    fn go_pprof(args: &[&str], path: &Path, home: &Path) -> String {
+        let out = Command::new("go")
+            .arg("tool")
+            .arg("pprof")
+            .args(args)
+            .arg(path)
+            .env("HOME", home)
+            .output()
+            .expect("`go` must be installed (apt-get install golang-go) for this test");
+        assert!(
+            out.status.success(),
+            "go tool pprof {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     }
 
     /// The real consumer: fails (does not skip) when `go` is missing.
@@ -432,21 +460,8 @@ mod tests {
         let (summary, stacks) = fixture();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("p.pb.gz");
-        write_pprof(&path, &summary, &stacks).unwrap();
-        let run = |flag: &str| {
-            let out = Command::new("go")
-                .args(["tool", "pprof", flag, path.to_str().unwrap()])
-                .env("HOME", tmp.path())
-                .output()
-                .expect("`go` must be installed (apt-get install golang-go) for this test");
-            assert!(
-                out.status.success(),
-                "go tool pprof {flag}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        };
-        let raw = run("-raw");
+        write_pprof(&path, &summary, &stacks, JVM).unwrap();
+        let raw = go_pprof(&["-raw"], &path, tmp.path());
         assert!(
             raw.contains("energy/microjoules") && raw.contains("samples/count"),
             "{raw}"
@@ -455,11 +470,49 @@ mod tests {
             raw.contains("900000") && raw.contains("com.acme.App.compute"),
             "{raw}"
         );
-        let top = run("-top");
+        let top = go_pprof(&["-top"], &path, tmp.path());
         let hot = top
             .lines()
             .find(|l| l.contains("java.math.BigInteger.multiply"))
             .expect(&top);
-        assert!(hot.contains("90.00%"), "{top}");
+        assert!(hot.contains("85.71%"), "{top}");
+    }
+
+    /// `go tool pprof -list` puts each hot loop's energy on its own source line.
+    #[test]
+    fn go_tool_pprof_lists_energy_by_source_line() {
+        let (summary, stacks) = fixture();
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("p.pb.gz");
+        write_pprof(&path, &summary, &stacks, JVM).unwrap();
+        let sources = tmp.path().join("src");
+        std::fs::create_dir_all(sources.join("com/acme")).unwrap();
+        let mut app = String::new();
+        for n in 1..=20 {
+            app.push_str(&match n {
+                12 => "        for (int i = 0; i < n; i++) big = big.multiply(x); // HOT-A\n".to_owned(),
+                17 => "        for (int i = 0; i < n; i++) out.write(buf); // HOT-B\n".to_owned(),
+                n => format!("        // line {n}\n"),
+            });
+        }
+        std::fs::write(sources.join("com/acme/App.java"), app).unwrap();
+        let listing = go_pprof(
+            &["-list", "com.acme.App.compute", "-source_path", sources.to_str().unwrap()],
+            &path,
+            tmp.path(),
+        );
+        let line = |marker: &str| {
+            listing
+                .lines()
+                .find(|l| l.contains(marker))
+                .unwrap_or_else(|| panic!("{marker} not listed:\n{listing}"))
+                .to_owned()
+        };
+        // Cumulative energy of each line (µJ): 900,000 under line 12, 100,000 under line 17.
+        let hot_a = line("HOT-A");
+        let hot_b = line("HOT-B");
+        assert!(hot_a.contains("900000") && hot_a.trim_start().contains("12:"), "{listing}");
+        assert!(hot_b.contains("100000") && hot_b.trim_start().contains("17:"), "{listing}");
+        assert!(listing.contains("com/acme/App.java"), "{listing}");
     }
 }

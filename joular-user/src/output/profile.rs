@@ -5,6 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::aggregate::{method_totals, NamedTotal, Scope};
+use super::methods::{is_method_name, shows_jvm, MethodFilter, StackRules};
+use super::thread_kind::{self, ThreadKind};
+use super::timeline::Timeline;
 use crate::model::Stack;
 
 /// `summary.json`, also the header of the raw profile.
@@ -35,6 +39,92 @@ pub struct RunSummary {
     /// Losses per map or cause, summed over cycles (machine-wide, as collected).
     pub drops: BTreeMap<String, u64>,
     pub threads: Vec<ThreadTotal>,
+    /// `--native-frames`: graphs and call trees keep every frame.
+    #[serde(default)]
+    pub native_frames: bool,
+    /// Present when the process is a JVM: the energy of its samples without a Java frame,
+    /// by thread kind (the JIT compiler's and the collector's share, which JFR does not show).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jvm: Option<JvmShares>,
+    /// This process's energy that no method stands for, per view, by bucket (`(no samples)`,
+    /// `[GC]`, `(no app frame)`...) or unnamed frame (`Interpreter`, `[unknown JIT code]`):
+    /// what the JoularJX files leave out, so that their rows plus these make `energy_uj`.
+    /// (`unattributed_uj` above is the machine's energy no profiled thread took.)
+    #[serde(default)]
+    pub unattributed: Unattributed,
+    /// Losses and degradations other than map drops, summed over the run (energy reads that
+    /// failed, socket counters flagged, symbolization misses...).
+    #[serde(default)]
+    pub degraded: BTreeMap<String, u64>,
+}
+
+/// See `RunSummary::unattributed`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Unattributed {
+    pub all: BTreeMap<String, Share>,
+    /// Present with `--filter`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub app: BTreeMap<String, Share>,
+}
+
+/// A JVM's energy that no Java method stands for, by the kind of thread that spent it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JvmShares {
+    pub jit_compiler: Share,
+    pub gc: Share,
+    /// The JVM's other threads (VM Thread, Service Thread, signal and reference handling...).
+    pub jvm_other: Share,
+    /// Application threads' samples with no Java frame.
+    pub native: Share,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Share {
+    pub energy_uj: f64,
+    /// Of the process's energy.
+    pub percent: f64,
+    pub samples: u64,
+}
+
+impl Share {
+    fn of(total: &NamedTotal, process_uj: f64) -> Self {
+        Share {
+            energy_uj: total.energy_uj,
+            percent: if process_uj > 0.0 {
+                100.0 * total.energy_uj / process_uj
+            } else {
+                0.0
+            },
+            samples: total.samples,
+        }
+    }
+}
+
+/// The totals that are not methods, by name.
+fn unattributed(totals: &[NamedTotal], process_uj: f64) -> BTreeMap<String, Share> {
+    totals
+        .iter()
+        .filter(|t| !is_method_name(&t.name))
+        .map(|t| (t.name.to_string(), Share::of(t, process_uj)))
+        .collect()
+}
+
+impl JvmShares {
+    /// From the "all" view's method totals of a process whose energy is `process_uj`.
+    pub fn from_totals(totals: &[NamedTotal], process_uj: f64) -> Self {
+        let share = |name: &str| {
+            totals
+                .iter()
+                .find(|t| &*t.name == name)
+                .map_or_else(Share::default, |t| Share::of(t, process_uj))
+        };
+        Self {
+            jit_compiler: share(thread_kind::JIT_COMPILER),
+            gc: share(thread_kind::GC),
+            jvm_other: share(thread_kind::JVM_OTHER),
+            native: share(thread_kind::NATIVE),
+        }
+    }
 }
 
 impl RunSummary {
@@ -56,10 +146,11 @@ pub struct ThreadTotal {
     pub samples: u64,
 }
 
-/// Energy and samples of one distinct stack over the whole run.
+/// Energy and samples of one distinct stack, in one kind of thread, over the whole run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StackTotal {
     pub stack: Stack,
+    pub thread: ThreadKind,
     pub energy_uj: f64,
     pub samples: u64,
 }
@@ -68,4 +159,40 @@ pub struct StackTotal {
 pub struct ProcessProfile {
     pub summary: RunSummary,
     pub stacks: Vec<StackTotal>,
+    /// Energy over time (empty in raw profiles written before it existed).
+    pub timeline: Timeline,
+}
+
+impl ProcessProfile {
+    /// How this process's stacks read: a JVM when the run found it one, or when its stacks
+    /// show HotSpot (a raw profile written before the run knew).
+    pub fn rules(&self) -> StackRules {
+        StackRules {
+            jvm: self.summary.jvm.is_some()
+                || self
+                    .stacks
+                    .iter()
+                    .any(|s| s.thread.is_jvm_internal() || shows_jvm(&s.stack)),
+            native_frames: self.summary.native_frames,
+        }
+    }
+
+    /// Recomputes what the summary derives from the stacks: the JVM shares and the
+    /// unattributed energy of both views (the "app" view of `summary.filters`).
+    pub fn complete(&mut self) {
+        let rules = self.rules();
+        let process_uj = self.summary.energy_uj;
+        let all = method_totals(&self.stacks, Scope::All, rules);
+        self.summary.jvm = rules.jvm.then(|| JvmShares::from_totals(&all, process_uj));
+        let filter = MethodFilter::new(self.summary.filters.iter().cloned());
+        self.summary.unattributed = Unattributed {
+            all: unattributed(&all, process_uj),
+            app: if filter.is_empty() {
+                BTreeMap::new()
+            } else {
+                let app = method_totals(&self.stacks, Scope::App(&filter), rules);
+                unattributed(&app, process_uj)
+            },
+        };
+    }
 }

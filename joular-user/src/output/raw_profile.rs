@@ -11,6 +11,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::profile::{ProcessProfile, RunSummary, StackTotal};
+use super::thread_kind::ThreadKind;
+use super::timeline::{Timeline, MAX_BUCKETS};
 use super::OutputError;
 use crate::model::{Frame, FrameKind, Stack};
 
@@ -31,8 +33,16 @@ struct FrameOut<'a> {
 struct RawStack {
     /// Indexes into `frames`, root first.
     frames: Vec<u32>,
+    /// The kind of thread the stack was sampled in; absent for application threads (and in
+    /// profiles written before thread kinds existed).
+    #[serde(default, skip_serializing_if = "is_application")]
+    thread: ThreadKind,
     energy_uj: f64,
     samples: u64,
+}
+
+fn is_application(kind: &ThreadKind) -> bool {
+    *kind == ThreadKind::Application
 }
 
 #[derive(Serialize)]
@@ -42,6 +52,7 @@ struct RawProfileOut<'a> {
     summary: &'a RunSummary,
     frames: Vec<FrameOut<'a>>,
     stacks: Vec<RawStack>,
+    timeline: &'a Timeline,
 }
 
 #[derive(Deserialize)]
@@ -60,13 +71,12 @@ struct RawProfileIn {
     summary: RunSummary,
     frames: Vec<FrameIn>,
     stacks: Vec<RawStack>,
+    #[serde(default)]
+    timeline: Timeline,
 }
 
-pub fn write_raw_profile(
-    path: &Path,
-    summary: &RunSummary,
-    stacks: &[StackTotal],
-) -> Result<(), OutputError> {
+pub fn write_raw_profile(path: &Path, profile: &ProcessProfile) -> Result<(), OutputError> {
+    let (summary, stacks) = (&profile.summary, &profile.stacks);
     let mut index: HashMap<&Frame, u32> = HashMap::new();
     let mut frames = Vec::new();
     let raw_stacks = stacks
@@ -87,6 +97,7 @@ pub fn write_raw_profile(
                     })
                 })
                 .collect(),
+            thread: total.thread,
             energy_uj: total.energy_uj,
             samples: total.samples,
         })
@@ -97,6 +108,7 @@ pub fn write_raw_profile(
         summary,
         frames,
         stacks: raw_stacks,
+        timeline: &profile.timeline,
     };
     let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
     let mut writer = BufWriter::new(file);
@@ -106,8 +118,7 @@ pub fn write_raw_profile(
 
 pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
     let text = std::fs::read_to_string(path).map_err(|e| OutputError::io(path, e))?;
-    let raw: RawProfileIn =
-        serde_json::from_str(&text).map_err(|e| json_error(path, &text, e))?;
+    let raw: RawProfileIn = serde_json::from_str(&text).map_err(|e| json_error(path, &text, e))?;
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(OutputError::Format {
             path: path.to_owned(),
@@ -144,6 +155,7 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
         })?);
         stacks.push(StackTotal {
             stack,
+            thread: raw_stack.thread,
             energy_uj: raw_stack.energy_uj,
             samples: raw_stack.samples,
         });
@@ -151,6 +163,7 @@ pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
     Ok(ProcessProfile {
         summary: raw.summary,
         stacks,
+        timeline: raw.timeline,
     })
 }
 
@@ -167,7 +180,10 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
     energy("summary.socket_energy_uj", summary.socket_energy_uj)?;
     energy("summary.unattributed_uj", summary.unattributed_uj)?;
     if !(summary.duration_s.is_finite() && summary.duration_s >= 0.0) {
-        return Err(format!("summary.duration_s is {}: expected a finite, non-negative number of seconds", summary.duration_s));
+        return Err(format!(
+            "summary.duration_s is {}: expected a finite, non-negative number of seconds",
+            summary.duration_s
+        ));
     }
     count("summary.samples", summary.samples)?;
     for (i, t) in summary.threads.iter().enumerate() {
@@ -177,6 +193,44 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
     for (i, s) in raw.stacks.iter().enumerate() {
         energy(&format!("stacks[{i}].energy_uj"), s.energy_uj)?;
         count(&format!("stacks[{i}].samples"), s.samples)?;
+    }
+    validate_timeline(&raw.timeline)
+}
+
+/// Charts divide by the timeline's widths and index its series together.
+fn validate_timeline(t: &Timeline) -> Result<(), String> {
+    let buckets = t.covered_s.len();
+    if buckets > MAX_BUCKETS {
+        return Err(format!(
+            "timeline has {buckets} buckets: expected at most {MAX_BUCKETS}"
+        ));
+    }
+    let lengths = [t.cycles.len(), t.end_epoch_s.len(), t.energy_uj.len()];
+    if lengths.iter().any(|&l| l != buckets)
+        || t.threads.iter().any(|s| s.energy_uj.len() != buckets)
+    {
+        return Err("timeline series differ in length".to_owned());
+    }
+    if !(t.bucket_s.is_finite() && t.bucket_s >= 0.0) {
+        return Err(format!(
+            "timeline.bucket_s is {}: expected a finite, non-negative number of seconds",
+            t.bucket_s
+        ));
+    }
+    for (i, &s) in t.covered_s.iter().enumerate() {
+        if !(s.is_finite() && s >= 0.0) {
+            return Err(format!(
+                "timeline.covered_s[{i}] is {s}: expected a finite, non-negative number of seconds"
+            ));
+        }
+    }
+    for (i, &e) in t.energy_uj.iter().enumerate() {
+        energy(&format!("timeline.energy_uj[{i}]"), e)?;
+    }
+    for (n, series) in t.threads.iter().enumerate() {
+        for (i, &e) in series.energy_uj.iter().enumerate() {
+            energy(&format!("timeline.threads[{n}].energy_uj[{i}]"), e)?;
+        }
     }
     Ok(())
 }
@@ -193,7 +247,9 @@ fn count(field: &str, value: u64) -> Result<(), String> {
     if value <= MAX_COUNT {
         Ok(())
     } else {
-        Err(format!("{field} is {value}: expected a count of at most 2^53"))
+        Err(format!(
+            "{field} is {value}: expected a count of at most 2^53"
+        ))
     }
 }
 
@@ -240,33 +296,53 @@ mod tests {
                 on_cpu_ns: 7,
                 samples: 2,
             }],
+            native_frames: true,
+            jvm: Some(crate::output::profile::JvmShares::default()),
             ..RunSummary::default()
         };
         let shared = java("com.acme.App.main");
         let stacks = vec![
             StackTotal {
                 stack: Arc::from(vec![shared.clone(), frame("ksys_read", FrameKind::Kernel)]),
+                thread: ThreadKind::Application,
                 energy_uj: 1.5,
                 samples: 1,
             },
             StackTotal {
-                stack: Arc::from(vec![shared]),
+                stack: Arc::from(vec![shared.clone()]),
+                thread: ThreadKind::Application,
                 energy_uj: 3.5,
+                samples: 1,
+            },
+            StackTotal {
+                stack: Arc::from(vec![Frame {
+                    line: Some(42),
+                    ..shared
+                }]),
+                thread: ThreadKind::Gc,
+                energy_uj: 0.5,
                 samples: 1,
             },
         ];
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(RAW_PROFILE_FILE);
-        write_raw_profile(&path, &summary, &stacks).unwrap();
+        let mut timeline = Timeline::default();
+        timeline.add_cycle(0.0, 1.0, 1_700_000_001, [(10, "worker", 5.0)]);
+        let profile = ProcessProfile {
+            summary: summary.clone(),
+            stacks: stacks.clone(),
+            timeline,
+        };
+        write_raw_profile(&path, &profile).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text.matches("com.acme.App.main").count(),
-            2,
-            "frame stored once (name + short)"
+            4,
+            "frame stored once per line (name + short)"
         );
+        assert_eq!(text.matches(r#""thread":"gc""#).count(), 1, "{text}");
         let back = read_raw_profile(&path).unwrap();
-        assert_eq!(back.summary, summary);
-        assert_eq!(back.stacks, stacks);
+        assert_eq!(back, profile);
     }
 
     #[test]
@@ -297,18 +373,75 @@ mod tests {
     fn bad_numbers_are_refused_with_their_file_and_field() {
         assert!(profile_with("{}", r#"[{"frames":[0],"energy_uj":2.5,"samples":3}]"#).is_ok());
         for (summary, stacks, field) in [
-            ("{}", r#"[{"frames":[0],"energy_uj":-1,"samples":3}]"#, "stacks[0].energy_uj is -1"),
-            ("{}", r#"[{"frames":[0],"energy_uj":1e308,"samples":3}]"#, "stacks[0].energy_uj is 1"),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":-1,"samples":3}]"#,
+                "stacks[0].energy_uj is -1",
+            ),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":1e308,"samples":3}]"#,
+                "stacks[0].energy_uj is 1",
+            ),
             (r#"{"energy_uj":-5}"#, "[]", "summary.energy_uj is -5"),
-            (r#"{"socket_energy_uj":1e300}"#, "[]", "summary.socket_energy_uj"),
+            (
+                r#"{"socket_energy_uj":1e300}"#,
+                "[]",
+                "summary.socket_energy_uj",
+            ),
             (r#"{"duration_s":-2}"#, "[]", "summary.duration_s is -2"),
-            (r#"{"threads":[{"tid":1,"comm":"a","energy_uj":-0.5,"on_cpu_ns":1,"samples":1}]}"#, "[]", "summary.threads[0].energy_uj"),
-            ("{}", r#"[{"frames":[0],"energy_uj":1,"samples":-3}]"#, "field `samples`"),
-            ("{}", r#"[{"frames":[0],"energy_uj":1e999,"samples":3}]"#, "field `energy_uj`"),
+            (
+                r#"{"threads":[{"tid":1,"comm":"a","energy_uj":-0.5,"on_cpu_ns":1,"samples":1}]}"#,
+                "[]",
+                "summary.threads[0].energy_uj",
+            ),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":1,"samples":-3}]"#,
+                "field `samples`",
+            ),
+            (
+                "{}",
+                r#"[{"frames":[0],"energy_uj":1e999,"samples":3}]"#,
+                "field `energy_uj`",
+            ),
         ] {
             let err = profile_with(summary, stacks).unwrap_err().to_string();
-            assert!(err.contains(RAW_PROFILE_FILE) && err.contains(field), "{stacks} {summary}: {err}");
+            assert!(
+                err.contains(RAW_PROFILE_FILE) && err.contains(field),
+                "{stacks} {summary}: {err}"
+            );
             assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+
+    #[test]
+    fn a_bad_timeline_is_refused_naming_its_field() {
+        let summary = serde_json::to_string(&RunSummary::default()).unwrap();
+        let with = |timeline: &str| {
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join(RAW_PROFILE_FILE);
+            std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[],"timeline":{timeline}}}"#)).unwrap();
+            read_raw_profile(&path).map(|p| p.timeline)
+        };
+        let good = r#"{"bucket_s":1,"covered_s":[1],"cycles":[1],"end_epoch_s":[9],"energy_uj":[3],"threads":[{"tid":1,"comm":"a","energy_uj":[3]}]}"#;
+        assert_eq!(with(good).unwrap().threads[0].total_uj(), 3.0);
+        for (timeline, want) in [
+            (
+                good.replace("\"energy_uj\":[3],", "\"energy_uj\":[-3],"),
+                "timeline.energy_uj[0] is -3",
+            ),
+            (
+                good.replace("\"covered_s\":[1]", "\"covered_s\":[1,1]"),
+                "differ in length",
+            ),
+            (
+                good.replace("\"bucket_s\":1", "\"bucket_s\":-1"),
+                "timeline.bucket_s is -1",
+            ),
+        ] {
+            let err = with(&timeline).unwrap_err().to_string();
+            assert!(err.contains(want), "{timeline}: {err}");
         }
     }
 }

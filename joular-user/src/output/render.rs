@@ -5,13 +5,15 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::aggregate::{by_energy, method_totals, path_groups, Buckets, Scope};
-use super::flamegraph::write_svg;
+use super::aggregate::{by_energy, method_totals, path_groups, Scope};
+use super::flamegraph::{render_svg, write_bytes};
 use super::folded::write_folded;
+use super::html::{self, HtmlInput, HTML_FILE};
 use super::joularjx::{Kind, Period, RunDir};
-use super::methods::MethodFilter;
+use super::methods::{is_method_name, MethodFilter};
+use super::paths::PathStyle;
 use super::pprof::write_pprof;
-use super::profile::ProcessProfile;
+use super::profile::{ProcessProfile, StackTotal};
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
 
@@ -28,15 +30,19 @@ pub struct RenderSet {
     pub pprof: bool,
     /// `summary.json` and the raw profile.
     pub summary: bool,
+    /// `report.html`.
+    pub html: bool,
 }
 
 impl RenderSet {
+    /// Every file but the HTML report (`--html`).
     pub const ALL: Self = Self {
         csv: true,
         folded: true,
         svg: true,
         pprof: true,
         summary: true,
+        html: false,
     };
 }
 
@@ -48,8 +54,10 @@ pub struct OutputFiles {
 }
 
 /// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
+/// `source_dir` is where the run's own tree is (its evolution files feed the HTML report).
 pub fn render_process(
     dir: &Path,
+    source_dir: &Path,
     profile: &ProcessProfile,
     filter: &MethodFilter,
     set: RenderSet,
@@ -60,7 +68,7 @@ pub fn render_process(
         files: Vec::new(),
     };
     let stacks = &profile.stacks;
-    let buckets = Buckets::default();
+    let rules = profile.rules();
     let tree = if set.csv {
         Some(RunDir::create_at(dir.to_owned(), profile.summary.pid)?)
     } else {
@@ -69,18 +77,27 @@ pub fn render_process(
     for scope in [Scope::All, Scope::App(filter)] {
         // JoularJX always has both trees; the app graphs mean nothing without a filter.
         let graphs = matches!(scope, Scope::All) || !filter.is_empty();
-        if tree.is_none() && !(graphs && (set.folded || set.svg)) {
+        let html_graph = set.html && matches!(scope, Scope::All);
+        if tree.is_none() && !(graphs && (set.folded || set.svg || html_graph)) {
             continue;
         }
-        let groups = path_groups(stacks, scope, &buckets);
         if let Some(tree) = &tree {
+            // JoularJX files hold methods only: samples whose method is a bucket or an unnamed
+            // frame are `unattributed` in summary.json, in both files.
             tree.write_total(
                 scope,
                 Kind::Methods,
-                method_totals(stacks, scope)
+                method_totals(stacks, scope, rules)
                     .iter()
+                    .filter(|m| is_method_name(&m.name))
                     .map(|m| (&*m.name, m.energy_uj)),
             )?;
+            let attributed: Vec<StackTotal> = stacks
+                .iter()
+                .filter(|s| is_method_name(&scope.method(&s.stack, s.thread, rules)))
+                .cloned()
+                .collect();
+            let groups = path_groups(&attributed, scope, rules, PathStyle::CallTree);
             let trees = by_energy(&groups)
                 .into_iter()
                 .map(|g| (g.tree(false), g.energy_uj));
@@ -92,21 +109,27 @@ pub fn render_process(
                 .files
                 .push(tree.file(scope, Period::Total, Kind::CallTrees));
         }
-        if !graphs {
+        if !graphs || !(set.folded || set.svg || html_graph) {
             continue;
         }
+        let groups = path_groups(stacks, scope, rules, PathStyle::Graph);
         let view = scope.dir();
         if set.folded {
             let path = dir.join(format!("stacks-{view}.folded"));
             write_folded(&path, &groups)?;
             written.files.push(path);
         }
-        if set.svg {
-            let path = dir.join(format!("flamegraph-{view}.svg"));
+        if set.svg || html_graph {
             let title = match scope {
                 Scope::All => format!(
-                    "Energy of pid {} ({}), all frames",
-                    profile.summary.pid, profile.summary.comm
+                    "Energy of pid {} ({}), {}",
+                    profile.summary.pid,
+                    profile.summary.comm,
+                    if rules.jvm && !rules.native_frames {
+                        "from the first Java frame"
+                    } else {
+                        "all frames"
+                    }
                 ),
                 Scope::App(f) => format!(
                     "Energy of pid {}, app methods ({})",
@@ -114,13 +137,32 @@ pub fn render_process(
                     f.prefixes().join(",")
                 ),
             };
-            write_svg(&path, &title, &groups)?;
-            written.files.push(path);
+            let path = dir.join(format!("flamegraph-{view}.svg"));
+            let svg = render_svg(&title, &groups).map_err(|e| OutputError::io(&path, e))?;
+            if set.svg {
+                write_bytes(&path, &svg)?;
+                written.files.push(path);
+            }
+            if html_graph {
+                let path = dir.join(HTML_FILE);
+                let page = html::render(&HtmlInput {
+                    profile,
+                    filter,
+                    flamegraph_svg: &svg,
+                    evolution_dir: Some(source_dir),
+                })
+                .map_err(|reason| OutputError::Format {
+                    path: path.clone(),
+                    reason,
+                })?;
+                write_bytes(&path, page.as_bytes())?;
+                written.files.push(path);
+            }
         }
     }
     if set.pprof {
         let path = dir.join(PPROF_FILE);
-        write_pprof(&path, &profile.summary, stacks)?;
+        write_pprof(&path, &profile.summary, stacks, rules)?;
         written.files.push(path);
     }
     if set.summary {
@@ -132,7 +174,7 @@ pub fn render_process(
         out.flush().map_err(|e| OutputError::io(&path, e))?;
         written.files.push(path);
         let path = dir.join(RAW_PROFILE_FILE);
-        write_raw_profile(&path, &profile.summary, stacks)?;
+        write_raw_profile(&path, profile)?;
         written.files.push(path);
     }
     Ok(written)

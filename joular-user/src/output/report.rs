@@ -31,6 +31,10 @@ pub struct ReportArgs {
     /// Prefixes for the "app" view instead of the recorded `--filter` (`com.acme,org.foo`).
     #[arg(long)]
     pub filter: Option<String>,
+    /// Keep every frame of JVM stacks in graphs and call trees (as the run's own
+    /// `--native-frames`; the raw profile always holds them).
+    #[arg(long)]
+    pub native_frames: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -47,6 +51,8 @@ pub enum ReportFormat {
     Pprof,
     /// `summary.json` and the raw profile.
     Summary,
+    /// `report.html`: one self-contained page with tables, the flame graph and charts.
+    Html,
     /// Everything.
     All,
 }
@@ -68,6 +74,7 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
         svg: has(ReportFormat::Svg),
         pprof: has(ReportFormat::Pprof),
         summary: has(ReportFormat::Summary),
+        html: has(ReportFormat::Html),
     };
     let mut profiles = Vec::with_capacity(paths.len());
     let mut outputs = Vec::new();
@@ -76,6 +83,8 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
         if let Some(filter) = &override_filter {
             profile.summary.filters = filter.prefixes().to_vec();
         }
+        profile.summary.native_frames |= args.native_frames;
+        profile.complete();
         let profile_dir = path.parent().unwrap_or(Path::new("."));
         let dir = match &args.output {
             Some(output) if paths.len() > 1 => {
@@ -85,8 +94,8 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
             None => profile_dir.to_owned(),
         };
         let filter = MethodFilter::new(profile.summary.filters.iter().cloned());
-        if set.csv || set.folded || set.svg || set.pprof || set.summary {
-            outputs.push(render_process(&dir, &profile, &filter, set)?);
+        if set.csv || set.folded || set.svg || set.pprof || set.summary || set.html {
+            outputs.push(render_process(&dir, profile_dir, &profile, &filter, set)?);
         }
         profiles.push(profile);
     }

@@ -5,14 +5,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::aggregate::{sort_totals, NamedTotal, Scope, StackTable};
+use super::aggregate::{Scope, StackTable};
+use super::cycle_sums::{add, add_energy, methods_only, named, push_methods, Charge, CycleSums};
 use super::joularjx::{Kind, RunDir};
-use super::methods::{bucket_stack, call_tree, MethodFilter, NO_SAMPLES};
-use super::profile::{ProcessProfile, RunSummary, ThreadTotal};
+use super::methods::{
+    bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
+};
+use super::paths::{all_path, PathStyle};
+use super::profile::{JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
+use super::thread_kind::ThreadKind;
+use super::timeline::Timeline;
 use super::OutputError;
-use crate::model::{CycleReport, FrameReport, MethodReport, Stack, StackReport, ThreadStack};
+use crate::model::{CycleReport, FrameReport, Stack, StackReport, ThreadStack};
 
 /// The symbolized stacks of one thread in one cycle: `(pid, tid, stacks)`.
 pub type ThreadStacks = (u32, u32, Vec<ThreadStack>);
@@ -41,6 +47,10 @@ pub struct ResultsConfig {
     pub runtime_call_trees: bool,
     /// Rows of the end-of-run table.
     pub top_n: usize,
+    /// `--native-frames`: graphs and call trees keep every frame.
+    pub native_frames: bool,
+    /// Also write `report.html` for each process (`--html`, `serve --results`).
+    pub html: bool,
 }
 
 /// What `finish` wrote and the table to print.
@@ -56,38 +66,31 @@ struct Process {
     threads: BTreeMap<u32, ThreadTotal>,
     /// The process's own name when the cycle reports gave one (`processes[].comm`).
     comm: String,
+    /// Seen to be a JVM (`methods` says how); never goes back.
+    jvm: bool,
+    timeline: Timeline,
 }
 
-/// One cycle's energy and samples of one process, per method and call tree.
-#[derive(Default)]
-struct CycleSums {
-    all_methods: HashMap<Arc<str>, (f64, u64)>,
-    app_methods: HashMap<Arc<str>, (f64, u64)>,
-    all_trees: HashMap<usize, (f64, u64)>,
-    app_trees: HashMap<Arc<str>, (f64, u64)>,
+impl Process {
+    fn rules(&self, native_frames: bool) -> StackRules {
+        StackRules {
+            jvm: self.jvm,
+            native_frames,
+        }
+    }
+
+    /// A thread's name: this cycle's, else the last one seen.
+    fn comm<'a>(&'a self, tid: u32, reported: Option<&'a str>) -> &'a str {
+        reported
+            .filter(|c| !c.is_empty())
+            .or_else(|| self.threads.get(&tid).map(|t| t.comm.as_str()))
+            .unwrap_or("")
+    }
 }
 
 /// Without a result tree, a process's run totals only feed the end table; past this many
 /// distinct stacks they start over, so a JVM running for weeks holds bounded memory.
 const MAX_STACKS_WITHOUT_FILES: usize = 1 << 16;
-
-fn add(sum: &mut (f64, u64), energy_uj: f64, samples: u64) {
-    sum.0 += energy_uj;
-    sum.1 += samples;
-}
-
-fn named<K>(sums: HashMap<K, (f64, u64)>, name: impl Fn(K) -> Arc<str>) -> Vec<NamedTotal> {
-    let mut totals: Vec<NamedTotal> = sums
-        .into_iter()
-        .map(|(k, (energy_uj, samples))| NamedTotal {
-            name: name(k),
-            energy_uj,
-            samples,
-        })
-        .collect();
-    sort_totals(&mut totals);
-    totals
-}
 
 pub struct Results {
     config: ResultsConfig,
@@ -99,7 +102,11 @@ pub struct Results {
     socket_energy_uj: f64,
     unattributed_uj: f64,
     drops: BTreeMap<String, u64>,
+    degraded: BTreeMap<String, u64>,
 }
+
+/// `degraded` cause of cycles in which a socket's counter went backwards (counted 0 J).
+pub const FLAGGED_SOCKET_CYCLES: &str = "energy_counter_flagged_socket_cycles";
 
 impl Results {
     pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
@@ -117,6 +124,7 @@ impl Results {
             socket_energy_uj: 0.0,
             unattributed_uj: 0.0,
             drops: BTreeMap::new(),
+            degraded: BTreeMap::new(),
         })
     }
 
@@ -138,6 +146,8 @@ impl Results {
                     table: StackTable::default(),
                     threads: BTreeMap::new(),
                     comm: String::new(),
+                    jvm: false,
+                    timeline: Timeline::default(),
                 },
             );
         }
@@ -145,14 +155,16 @@ impl Results {
     }
 
     /// Splits each thread's energy over its stacks by sample share (a thread with energy
-    /// but no sample goes to `(no samples)`), fills `report.methods` ("all" rule) and, if
-    /// configured, `report.threads[].stacks`, and writes the runtime and evolution files.
+    /// but no sample goes to `(no samples)`, or to its bucket for the JVM's own threads),
+    /// fills `report.methods` ("all" rule) and, if configured, `report.threads[].stacks`, and
+    /// writes the runtime and evolution files.
     pub fn on_cycle(
         &mut self,
         report: &mut CycleReport,
         stacks: &[ThreadStacks],
     ) -> Result<(), OutputError> {
         let duration_s = report.end_ns.saturating_sub(report.start_ns) as f64 / 1e9;
+        let offset_s = self.duration_s;
         self.cycles += 1;
         self.duration_s += duration_s;
         let end_epoch_ms = if report.end_epoch_ms > 0 {
@@ -164,52 +176,58 @@ impl Results {
         for socket in &report.sockets {
             self.socket_energy_uj += socket.energy_uj;
             self.unattributed_uj += socket.unattributed_uj;
+            if socket.flagged {
+                self.add_degraded(FLAGGED_SOCKET_CYCLES, 1);
+            }
         }
         for (cause, count) in &report.drops {
             *self.drops.entry(cause.clone()).or_default() += count;
         }
+        if !self.config.write_files {
+            for process in self.processes.values_mut() {
+                if process.table.len() > MAX_STACKS_WITHOUT_FILES {
+                    process.table = StackTable::default();
+                }
+            }
+        }
 
-        let index: HashMap<(u32, u32), usize> = report
-            .threads
-            .iter()
-            .enumerate()
-            .map(|(i, t)| ((t.pid, t.tid), i))
-            .collect();
-        let mut covered = vec![false; report.threads.len()];
+        let (charges, flipped) = self.intern_cycle(report, stacks)?;
+        let filter = self.config.filter.clone();
+        let native_frames = self.config.native_frames;
+        for pid in flipped {
+            let process = self.processes.get_mut(&pid).expect("interned above");
+            process.jvm = true;
+            process.table.relabel(&filter, process.rules(native_frames));
+        }
+
         let mut sums: BTreeMap<u32, CycleSums> = BTreeMap::new();
         let mut method_reports = Vec::new();
-        let report_stacks = self.config.report_stacks;
-
-        for (pid, tid, thread_stacks) in stacks {
-            let slot = index.get(&(*pid, *tid)).copied();
-            let energy_uj = slot.map_or(0.0, |i| report.threads[i].energy_uj);
-            let total_samples: u64 = thread_stacks.iter().map(|s| s.samples).sum();
-            if total_samples == 0 {
-                // Left to the uncovered-thread pass below, which buckets it as no samples.
-                continue;
-            }
-            if let Some(i) = slot {
-                covered[i] = true;
-            }
+        for charge in charges {
+            let process = self.processes.get_mut(&charge.pid).expect("interned above");
+            let cycle = sums.entry(charge.pid).or_default();
             let mut thread_methods: HashMap<Arc<str>, (f64, u64)> = HashMap::new();
             let mut stack_reports = Vec::new();
-            let filter = self.config.filter.clone();
-            let process = self.process(*pid)?;
-            let cycle = sums.entry(*pid).or_default();
-            for ts in thread_stacks.iter().filter(|s| s.samples > 0) {
-                let stack_energy_uj = energy_uj * ts.samples as f64 / total_samples as f64;
-                let id = process.table.intern(&ts.stack, &filter);
-                charge(
-                    process,
+            let total_samples: u64 = charge.stacks.iter().map(|&(_, n)| n).sum();
+            for &(id, samples) in &charge.stacks {
+                let stack_energy_uj = if total_samples > 0 {
+                    charge.energy_uj * samples as f64 / total_samples as f64
+                } else {
+                    charge.energy_uj
+                };
+                add_energy(
+                    &mut process.table,
                     cycle,
                     &mut thread_methods,
                     id,
                     stack_energy_uj,
-                    ts.samples,
+                    samples,
                 );
-                if report_stacks && slot.is_some() {
+                if self.config.report_stacks && charge.slot.is_some() && total_samples > 0 {
                     stack_reports.push(StackReport {
-                        frames: ts
+                        frames: process
+                            .table
+                            .entry(id)
+                            .total
                             .stack
                             .iter()
                             .map(|f| FrameReport {
@@ -218,40 +236,25 @@ impl Results {
                                 line: f.line,
                             })
                             .collect(),
-                        samples: ts.samples,
+                        samples,
                         energy_uj: stack_energy_uj,
                     });
                 }
             }
-            let thread = process.threads.entry(*tid).or_insert_with(|| ThreadTotal {
-                tid: *tid,
-                ..ThreadTotal::default()
-            });
-            thread.samples += total_samples;
-            if let Some(i) = slot {
-                report.threads[i].stacks = stack_reports;
+            if total_samples > 0 {
+                process
+                    .threads
+                    .entry(charge.tid)
+                    .or_insert_with(|| ThreadTotal {
+                        tid: charge.tid,
+                        ..ThreadTotal::default()
+                    })
+                    .samples += total_samples;
+                if let Some(i) = charge.slot {
+                    report.threads[i].stacks = stack_reports;
+                }
             }
-            push_methods(&mut method_reports, *pid, *tid, thread_methods);
-        }
-
-        for (i, thread) in report.threads.iter().enumerate() {
-            if covered[i] || thread.energy_uj <= 0.0 {
-                continue;
-            }
-            let no_samples = self.no_samples.clone();
-            let filter = self.config.filter.clone();
-            let process = self.process(thread.pid)?;
-            let id = process.table.intern(&no_samples, &filter);
-            let mut thread_methods = HashMap::new();
-            charge(
-                process,
-                sums.entry(thread.pid).or_default(),
-                &mut thread_methods,
-                id,
-                thread.energy_uj,
-                0,
-            );
-            push_methods(&mut method_reports, thread.pid, thread.tid, thread_methods);
+            push_methods(&mut method_reports, charge.pid, charge.tid, thread_methods);
         }
 
         for thread in &report.threads {
@@ -275,30 +278,140 @@ impl Results {
                 process.comm.clone_from(&p.comm);
             }
         }
-        report.methods = method_reports;
-
-        if !self.config.write_files {
-            for process in self.processes.values_mut() {
-                if process.table.len() > MAX_STACKS_WITHOUT_FILES {
-                    process.table = StackTable::default();
-                }
-            }
+        let mut threads_of: HashMap<u32, Vec<(u32, &str, f64)>> = HashMap::new();
+        for t in &report.threads {
+            threads_of
+                .entry(t.pid)
+                .or_default()
+                .push((t.tid, &t.comm, t.energy_uj));
         }
+        for (pid, process) in &mut self.processes {
+            let threads = threads_of.remove(pid).unwrap_or_default();
+            process
+                .timeline
+                .add_cycle(offset_s, duration_s, end_epoch_ms / 1000, threads);
+        }
+        report.methods = method_reports;
+        self.write_cycle_files(sums, duration_s, end_epoch_ms)
+    }
+
+    /// Interns every stack of the cycle (and the `(no samples)` stack of each thread with
+    /// energy but no sample), so that a process found to be a JVM in this cycle is one
+    /// before any of the cycle's energy is charged. Returns what to charge and those
+    /// processes.
+    fn intern_cycle(
+        &mut self,
+        report: &CycleReport,
+        stacks: &[ThreadStacks],
+    ) -> Result<(Vec<Charge>, Vec<u32>), OutputError> {
+        let index: HashMap<(u32, u32), usize> = report
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| ((t.pid, t.tid), i))
+            .collect();
+        let mut covered = vec![false; report.threads.len()];
+        let mut charges = Vec::with_capacity(stacks.len());
+        let mut flipped = Vec::new();
+        let filter = self.config.filter.clone();
+        let native_frames = self.config.native_frames;
+        let no_samples = self.no_samples.clone();
+        let intern = |process: &mut Process, stack: &Stack, comm: &str| {
+            let kind = ThreadKind::classify(comm, stack);
+            let rules = process.rules(native_frames);
+            let id = process.table.intern(stack, kind, &filter, rules);
+            let shows = kind.is_jvm_internal() || process.table.entry(id).shows_jvm;
+            (id, shows && !process.jvm)
+        };
+        for (pid, tid, thread_stacks) in stacks {
+            if thread_stacks.iter().all(|s| s.samples == 0) {
+                // Left to the uncovered-thread pass below, which buckets it as no samples.
+                continue;
+            }
+            let slot = index.get(&(*pid, *tid)).copied();
+            if let Some(i) = slot {
+                covered[i] = true;
+            }
+            let reported = slot.map(|i| report.threads[i].comm.as_str());
+            let process = self.process(*pid)?;
+            let comm = process.comm(*tid, reported).to_owned();
+            let mut ids = Vec::with_capacity(thread_stacks.len());
+            for ts in thread_stacks.iter().filter(|s| s.samples > 0) {
+                let (id, now_jvm) = intern(process, &ts.stack, &comm);
+                if now_jvm && !flipped.contains(pid) {
+                    flipped.push(*pid);
+                }
+                ids.push((id, ts.samples));
+            }
+            charges.push(Charge {
+                pid: *pid,
+                tid: *tid,
+                slot,
+                energy_uj: slot.map_or(0.0, |i| report.threads[i].energy_uj),
+                stacks: ids,
+            });
+        }
+        for (i, thread) in report.threads.iter().enumerate() {
+            if covered[i] || thread.energy_uj <= 0.0 {
+                continue;
+            }
+            let process = self.process(thread.pid)?;
+            let comm = process.comm(thread.tid, Some(&thread.comm)).to_owned();
+            let (id, now_jvm) = intern(process, &no_samples, &comm);
+            if now_jvm && !flipped.contains(&thread.pid) {
+                flipped.push(thread.pid);
+            }
+            charges.push(Charge {
+                pid: thread.pid,
+                tid: thread.tid,
+                slot: None,
+                energy_uj: thread.energy_uj,
+                stacks: vec![(id, 0)],
+            });
+        }
+        Ok((charges, flipped))
+    }
+
+    /// Counts a loss or degradation the session saw (`summary.json` `degraded`).
+    pub fn add_degraded(&mut self, cause: &str, count: u64) {
+        if count > 0 {
+            *self.degraded.entry(cause.to_owned()).or_default() += count;
+        }
+    }
+
+    fn write_cycle_files(
+        &self,
+        sums: BTreeMap<u32, CycleSums>,
+        duration_s: f64,
+        end_epoch_ms: u64,
+    ) -> Result<(), OutputError> {
         let filter = &self.config.filter;
         for (pid, cycle) in sums {
             let process = &self.processes[&pid];
             let Some(dir) = &process.dir else { continue };
-            let table = &process.table;
-            let all_methods = named(cycle.all_methods, |m| m);
-            let app_methods = named(cycle.app_methods, |m| m);
+            // JoularJX files hold methods only; the rest is `unattributed` in summary.json.
+            let all_methods = methods_only(named(cycle.all_methods, |m| m));
+            let app_methods = methods_only(named(cycle.app_methods, |m| m));
             let app = Scope::App(filter);
             dir.write_runtime(Scope::All, Kind::Methods, &all_methods, duration_s)?;
             dir.write_runtime(app, Kind::Methods, &app_methods, duration_s)?;
             if self.config.runtime_call_trees {
-                let all_trees = named(cycle.all_trees, |id| {
-                    Arc::from(call_tree(&table.entry(id).total.stack))
-                });
-                let app_trees = named(cycle.app_trees, |t| t);
+                let rules = process.rules(self.config.native_frames);
+                // Stacks that differ only in frames the tree leaves out share a row.
+                let mut trees: HashMap<Arc<str>, (f64, u64)> = HashMap::new();
+                for (id, (energy_uj, samples)) in cycle.all_trees {
+                    let entry = process.table.entry(id);
+                    if !is_method_name(&entry.all_method) {
+                        continue;
+                    }
+                    let total = &entry.total;
+                    let path = all_path(&total.stack, total.thread, rules, PathStyle::CallTree);
+                    let tree: Arc<str> = Arc::from(join_frames(path.into_iter(), false));
+                    add(trees.entry(tree).or_default(), energy_uj, samples);
+                }
+                let all_trees = named(trees, |t| t);
+                // A stack whose app method is not a method has that name as its app tree.
+                let app_trees = methods_only(named(cycle.app_trees, |t| t));
                 dir.write_runtime(Scope::All, Kind::CallTrees, &all_trees, duration_s)?;
                 dir.write_runtime(app, Kind::CallTrees, &app_trees, duration_s)?;
             }
@@ -327,7 +440,7 @@ impl Results {
             .or_else(|| process.threads.values().next().map(|t| &t.comm))
             .cloned()
             .unwrap_or_default();
-        ProcessProfile {
+        let mut profile = ProcessProfile {
             summary: RunSummary {
                 pid,
                 comm,
@@ -344,9 +457,16 @@ impl Results {
                 unattributed_uj: self.unattributed_uj,
                 drops: self.drops.clone(),
                 threads,
+                native_frames: self.config.native_frames,
+                jvm: process.jvm.then(JvmShares::default),
+                unattributed: Default::default(),
+                degraded: self.degraded.clone(),
             },
             stacks,
-        }
+            timeline: process.timeline.clone(),
+        };
+        profile.complete();
+        profile
     }
 
     /// Ends a process that has exited: writes its end-of-run files now (when the tree is
@@ -360,7 +480,21 @@ impl Results {
             return Ok(None);
         };
         let profile = self.profile(pid, &process);
-        render_process(dir.path(), &profile, &self.config.filter, RenderSet::ALL).map(Some)
+        render_process(
+            dir.path(),
+            dir.path(),
+            &profile,
+            &self.config.filter,
+            self.render_set(),
+        )
+        .map(Some)
+    }
+
+    fn render_set(&self) -> RenderSet {
+        RenderSet {
+            html: self.config.html,
+            ..RenderSet::ALL
+        }
     }
 
     /// Pids this sink holds state for.
@@ -377,9 +511,10 @@ impl Results {
             if let Some(dir) = &process.dir {
                 outputs.push(render_process(
                     dir.path(),
+                    dir.path(),
                     profile,
                     &self.config.filter,
-                    RenderSet::ALL,
+                    self.render_set(),
                 )?);
             }
         }
@@ -390,62 +525,6 @@ impl Results {
     }
 }
 
-fn charge(
-    process: &mut Process,
-    cycle: &mut CycleSums,
-    thread_methods: &mut HashMap<Arc<str>, (f64, u64)>,
-    id: usize,
-    energy_uj: f64,
-    samples: u64,
-) {
-    process.table.add(id, energy_uj, samples);
-    let entry = process.table.entry(id);
-    add(
-        cycle
-            .all_methods
-            .entry(entry.all_method.clone())
-            .or_default(),
-        energy_uj,
-        samples,
-    );
-    add(
-        cycle
-            .app_methods
-            .entry(entry.app_method.clone())
-            .or_default(),
-        energy_uj,
-        samples,
-    );
-    add(cycle.all_trees.entry(id).or_default(), energy_uj, samples);
-    add(
-        cycle.app_trees.entry(entry.app_tree.clone()).or_default(),
-        energy_uj,
-        samples,
-    );
-    add(
-        thread_methods.entry(entry.all_method.clone()).or_default(),
-        energy_uj,
-        samples,
-    );
-}
-
-fn push_methods(
-    out: &mut Vec<MethodReport>,
-    pid: u32,
-    tid: u32,
-    methods: HashMap<Arc<str>, (f64, u64)>,
-) {
-    for total in named(methods, |m| m) {
-        out.push(MethodReport {
-            pid,
-            tid,
-            method: total.name.to_string(),
-            energy_uj: total.energy_uj,
-            samples: total.samples,
-        });
-    }
-}
-
 fn now_epoch_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -453,343 +532,5 @@ fn now_epoch_ms() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{Frame, FrameKind, SocketReport, ThreadReport};
-    use crate::output::methods::tests::{frame, java};
-    use crate::output::report::{report_to, ReportArgs, ReportFormat};
-    use std::fs;
-    use std::path::Path;
-
-    const PID: u32 = 100;
-    const START_MS: u64 = 1_700_000_000_000;
-
-    fn stack(frames: &[Frame]) -> Stack {
-        Arc::from(frames.to_vec())
-    }
-
-    fn thread(tid: u32, comm: &str, energy_uj: f64) -> ThreadReport {
-        ThreadReport {
-            pid: PID,
-            tid,
-            comm: comm.into(),
-            on_cpu_ns: 1000,
-            energy_uj,
-            ..ThreadReport::default()
-        }
-    }
-
-    fn cycle(n: u64, start_s: u64, end_s: u64, threads: Vec<ThreadReport>) -> CycleReport {
-        CycleReport {
-            cycle: n,
-            start_ns: start_s * 1_000_000_000,
-            end_ns: end_s * 1_000_000_000,
-            end_epoch_ms: START_MS + end_s * 1000,
-            threads,
-            drops: [("samples".to_owned(), n)].into(),
-            sockets: vec![SocketReport {
-                socket: 0,
-                energy_uj: 10e6,
-                unattributed_uj: 2e6,
-                ..SocketReport::default()
-            }],
-            ..CycleReport::default()
-        }
-    }
-
-    /// Two cycles (1 s, then 2 s): JDK work above an app method, a syscall, a thread with
-    /// energy but no samples, an idle thread, and a thread with only JDK frames.
-    fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
-        let run = java("java.lang.Thread.run");
-        let compute = java("com.acme.App.compute");
-        let multiply = stack(&[
-            run.clone(),
-            compute.clone(),
-            java("java.math.BigInteger.multiply"),
-        ]);
-        let write = stack(&[
-            run.clone(),
-            compute,
-            frame("write", FrameKind::Native),
-            frame("ksys_write", FrameKind::Kernel),
-        ]);
-        let jdk = stack(&[run, java("java.util.HashMap.get")]);
-        let ts = |stack: &Stack, samples| ThreadStack {
-            stack: stack.clone(),
-            samples,
-        };
-        vec![
-            (
-                cycle(
-                    1,
-                    0,
-                    1,
-                    vec![
-                        thread(101, "worker", 3e6),
-                        thread(102, "gc", 1e6),
-                        thread(103, "idle", 0.0),
-                    ],
-                ),
-                vec![
-                    (PID, 101, vec![ts(&multiply, 2), ts(&write, 1)]),
-                    (PID, 102, vec![]),
-                ],
-            ),
-            (
-                cycle(
-                    2,
-                    1,
-                    3,
-                    vec![thread(101, "worker", 2e6), thread(104, "jdk", 0.5e6)],
-                ),
-                vec![
-                    (PID, 101, vec![ts(&multiply, 1)]),
-                    (PID, 104, vec![ts(&jdk, 1)]),
-                ],
-            ),
-        ]
-    }
-
-    fn config(root: &Path) -> ResultsConfig {
-        ResultsConfig {
-            results_root: root.to_owned(),
-            write_files: true,
-            filter: MethodFilter::parse("com.acme"),
-            start_epoch_ms: START_MS,
-            energy_source: "model".into(),
-            estimated: true,
-            report_stacks: true,
-            evolution: true,
-            runtime_call_trees: true,
-            top_n: 10,
-        }
-    }
-
-    fn run(root: &Path) -> (Results, Vec<CycleReport>) {
-        let mut results = Results::new(config(root)).unwrap();
-        let mut reports = Vec::new();
-        for (mut report, stacks) in fixture() {
-            results.on_cycle(&mut report, &stacks).unwrap();
-            reports.push(report);
-        }
-        (results, reports)
-    }
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-6 * b.abs().max(1.0)
-    }
-
-    #[test]
-    fn methods_of_each_thread_sum_to_the_thread_and_nothing_is_lost() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (results, reports) = run(tmp.path());
-        let mut cycles_uj = 0.0;
-        for report in &reports {
-            for t in &report.threads {
-                let methods: f64 = report
-                    .methods
-                    .iter()
-                    .filter(|m| m.tid == t.tid)
-                    .map(|m| m.energy_uj)
-                    .sum();
-                assert!(
-                    close(methods, t.energy_uj),
-                    "tid {} methods {methods} thread {}",
-                    t.tid,
-                    t.energy_uj
-                );
-                cycles_uj += t.energy_uj;
-                if !t.stacks.is_empty() {
-                    let stacks: f64 = t.stacks.iter().map(|s| s.energy_uj).sum();
-                    assert!(close(stacks, t.energy_uj));
-                }
-            }
-        }
-        let gc = reports[0].methods.iter().find(|m| m.tid == 102).unwrap();
-        assert_eq!((gc.method.as_str(), gc.samples), (NO_SAMPLES, 0));
-        let worker = &reports[0].threads[0];
-        assert_eq!(worker.stacks.len(), 2);
-        assert_eq!(
-            worker.stacks[0].frames[0].name, "full java.lang.Thread.run",
-            "root first"
-        );
-
-        let profiles = results.profiles();
-        let summary = &profiles[0].summary;
-        assert!(
-            close(summary.energy_uj, cycles_uj),
-            "{} vs {cycles_uj}",
-            summary.energy_uj
-        );
-        assert!(close(
-            profiles[0].stacks.iter().map(|s| s.energy_uj).sum(),
-            cycles_uj
-        ));
-        assert_eq!(
-            (summary.cycles, summary.duration_s, summary.samples),
-            (2, 3.0, 5)
-        );
-        assert_eq!(
-            (summary.socket_energy_uj, summary.unattributed_uj),
-            (20e6, 4e6)
-        );
-        assert_eq!(summary.drops["samples"], 3);
-        assert_eq!(
-            summary.comm, "worker",
-            "no tid == pid thread: first thread's comm"
-        );
-        let threads_uj: f64 = summary.threads.iter().map(|t| t.energy_uj).sum();
-        assert!(close(threads_uj, cycles_uj));
-    }
-
-    #[test]
-    fn without_files_the_cycle_reports_are_the_same_and_nothing_is_written() {
-        let with = tempfile::tempdir().unwrap();
-        let without = tempfile::tempdir().unwrap();
-        let root = without.path().join("never-created");
-        let (_, expected) = run(with.path());
-        let mut results = Results::new(ResultsConfig {
-            write_files: false,
-            ..config(&root)
-        })
-        .unwrap();
-        for ((mut report, stacks), want) in fixture().into_iter().zip(&expected) {
-            results.on_cycle(&mut report, &stacks).unwrap();
-            let methods = |r: &CycleReport| -> Vec<(u32, String, u64)> {
-                r.methods
-                    .iter()
-                    .map(|m| (m.tid, m.method.clone(), m.samples))
-                    .collect()
-            };
-            assert_eq!(methods(&report), methods(want));
-        }
-        let finished = results.finish().unwrap();
-        assert!(finished.outputs.is_empty());
-        assert!(finished.table.contains("java.math.BigInteger.multiply"));
-        assert!(!root.exists(), "no file may be written");
-    }
-
-    #[test]
-    fn retire_writes_the_process_files_and_forgets_it() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (mut results, _) = run(tmp.path());
-        let files = results.retire(PID).unwrap().expect("files of the process");
-        assert!(files.dir.join("summary.json").is_file());
-        assert!(files.dir.join("flamegraph-all.svg").is_file());
-        assert_eq!(results.pids().count(), 0);
-        assert!(results.retire(PID).unwrap().is_none(), "already retired");
-        assert!(results.finish().unwrap().outputs.is_empty());
-    }
-
-    /// Compares every file under `tests/data/golden/<pid>-<ms>` with the run's tree, both ways.
-    #[test]
-    fn joularjx_csv_tree_matches_the_golden_files() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (results, _) = run(tmp.path());
-        results.finish().unwrap();
-        let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden");
-        let run_dir = format!("{PID}-{START_MS}");
-        let csvs = |root: &Path| {
-            let mut files = Vec::new();
-            let mut dirs = vec![root.to_owned()];
-            while let Some(dir) = dirs.pop() {
-                for entry in fs::read_dir(&dir).unwrap() {
-                    let path = entry.unwrap().path();
-                    if path.is_dir() {
-                        dirs.push(path);
-                    } else if path.extension().is_some_and(|e| e == "csv") {
-                        files.push(path.strip_prefix(root).unwrap().to_owned());
-                    }
-                }
-            }
-            files.sort();
-            files
-        };
-        let expected = csvs(&golden.join(&run_dir));
-        assert!(expected.len() >= 14, "golden tree missing: {expected:?}");
-        assert_eq!(csvs(&tmp.path().join(&run_dir)), expected);
-        for file in expected {
-            let got = fs::read_to_string(tmp.path().join(&run_dir).join(&file)).unwrap();
-            let want = fs::read_to_string(golden.join(&run_dir).join(&file)).unwrap();
-            assert_eq!(got, want, "{}", file.display());
-        }
-    }
-
-    #[test]
-    fn finish_writes_every_output_and_report_rerenders_them() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (results, _) = run(tmp.path());
-        let finished = results.finish().unwrap();
-        assert!(
-            finished.table.contains("java.math.BigInteger.multiply"),
-            "{}",
-            finished.table
-        );
-        assert!(
-            finished.table.contains("(app: com.acme)"),
-            "{}",
-            finished.table
-        );
-        let dir = &finished.outputs[0].dir;
-        for name in [
-            "stacks-all.folded",
-            "stacks-app.folded",
-            "flamegraph-all.svg",
-            "flamegraph-app.svg",
-            "profile.pb.gz",
-            "summary.json",
-            "profile.json",
-        ] {
-            assert!(dir.join(name).is_file(), "{name} missing");
-        }
-        let folded = fs::read_to_string(dir.join("stacks-app.folded")).unwrap();
-        assert_eq!(
-            folded,
-            "(no app frame) 500000\n(no samples) 1000000\ncom.acme.App.compute 5000000\n"
-        );
-        let summary: RunSummary =
-            serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-        assert_eq!(
-            (summary.energy_source.as_str(), summary.estimated),
-            ("model", true)
-        );
-
-        let out = tmp.path().join("rerendered");
-        let args = ReportArgs {
-            result_dir: tmp.path().to_owned(),
-            output: Some(out.clone()),
-            format: vec![ReportFormat::Table, ReportFormat::Svg, ReportFormat::Pprof],
-            top: 5,
-            filter: Some("java.math".into()),
-        };
-        let mut table = Vec::new();
-        let outputs = report_to(&args, &mut table).unwrap();
-        let table = String::from_utf8(table).unwrap();
-        assert!(table.contains("(app: java.math)"), "{table}");
-        let app_first = table
-            .lines()
-            .skip_while(|l| !l.contains("(app:"))
-            .nth(2)
-            .unwrap();
-        assert!(
-            app_first.contains("java.math.BigInteger.multiply"),
-            "{table}"
-        );
-        assert_eq!(outputs[0].dir, out);
-        assert!(out.join("flamegraph-app.svg").is_file() && out.join("profile.pb.gz").is_file());
-        assert!(!out.join("profile.json").exists(), "only the asked formats");
-        assert!(matches!(
-            report_to(
-                &ReportArgs {
-                    result_dir: out.clone(),
-                    output: None,
-                    format: vec![ReportFormat::Table],
-                    top: 1,
-                    filter: None
-                },
-                &mut Vec::new()
-            ),
-            Err(OutputError::NoProfile(_))
-        ));
-    }
-}
+#[path = "results_tests.rs"]
+pub(crate) mod tests;

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::aggregate::{method_totals, Scope};
 use super::methods::MethodFilter;
-use super::profile::ProcessProfile;
+use super::profile::{ProcessProfile, Share};
 
 /// Longest method name shown; longer ones keep their end (the method, not the package).
 const MAX_NAME_CHARS: usize = 90;
@@ -34,6 +34,7 @@ pub fn top_methods_table(
         })
         .collect();
     render(&mut out, "all", profiles, top_n, |_| Some(Scope::All));
+    jvm_shares(&mut out, profiles);
     if filters.iter().any(|f| !f.is_empty()) {
         let mut prefixes: Vec<&str> = filters
             .iter()
@@ -67,7 +68,7 @@ fn render<'a>(
         let Some(scope) = scope_of(i) else { continue };
         total_j += profile.summary.energy_uj / 1e6;
         rows.extend(
-            method_totals(&profile.stacks, scope)
+            method_totals(&profile.stacks, scope, profile.rules())
                 .into_iter()
                 .map(|m| Row {
                     pid: profile.summary.pid,
@@ -130,6 +131,31 @@ fn render<'a>(
     }
 }
 
+/// The JIT compiler's and the collector's share of each JVM (JFR leaves them out).
+fn jvm_shares(out: &mut String, profiles: &[ProcessProfile]) {
+    for profile in profiles {
+        let Some(jvm) = &profile.summary.jvm else {
+            continue;
+        };
+        let pid = if profiles.len() > 1 {
+            format!("pid {}: ", profile.summary.pid)
+        } else {
+            String::new()
+        };
+        let share = |name: &str, s: &Share| {
+            format!("{name} {:.3} J ({:.1}%)", s.energy_uj / 1e6, s.percent)
+        };
+        let _ = writeln!(
+            out,
+            "{pid}JVM outside Java code: {}, {}, {}, {}",
+            share("JIT compiler", &jvm.jit_compiler),
+            share("GC", &jvm.gc),
+            share("other JVM threads", &jvm.jvm_other),
+            share("native without a Java caller", &jvm.native),
+        );
+    }
+}
+
 fn shorten(name: &str) -> String {
     let chars = name.chars().count();
     if chars <= MAX_NAME_CHARS {
@@ -158,11 +184,13 @@ mod tests {
             stacks: methods
                 .iter()
                 .map(|(name, energy_uj)| StackTotal {
+                    thread: crate::output::thread_kind::ThreadKind::Application,
                     stack: Arc::from(vec![java("com.acme.Main.main"), java(name)]),
                     energy_uj: *energy_uj,
                     samples: 1,
                 })
                 .collect(),
+            ..ProcessProfile::default()
         }
     }
 

@@ -114,6 +114,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         evolution: !common.no_evolution && fleet.is_none(),
         runtime_call_trees: common.runtime_call_trees,
         top_n: common.top,
+        native_frames: common.native_frames,
+        html: common.html || serve.is_some_and(|f| f.results),
     })
     .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
@@ -211,6 +213,16 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
         );
     }
+    for (cause, count) in [
+        ("energy_read_failures", energy.failed_reads),
+        ("jit_addresses_missing_from_perf_map", st.jit_misses),
+        ("perf_map_dump_failures", st.perf_map_dump_failures),
+        ("perf_map_malformed_lines", st.perf_map_bad_lines),
+        ("cut_java_stacks", st.cut_java_stacks),
+        ("unresolved_frames", st.unresolved_frames),
+    ] {
+        results.add_degraded(cause, count);
+    }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = results.finish();
     out!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
@@ -220,6 +232,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         outln!("results: {}", out.dir.display());
         for f in out.files.iter().filter(|f| f.extension().is_some_and(|e| e == "svg")) {
             outln!("flame graph: {}", f.display());
+        }
+        for f in out.files.iter().filter(|f| f.extension().is_some_and(|e| e == "html")) {
+            outln!("report: {}", f.display());
         }
     }
 

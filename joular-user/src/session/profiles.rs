@@ -14,6 +14,8 @@ pub struct ProfileOptions {
     pub formats: Vec<ProfileFormat>,
     pub retention: Retention,
     pub host: String,
+    /// `--native-frames`.
+    pub native_frames: bool,
 }
 
 pub struct ProfileExport {
@@ -38,7 +40,7 @@ impl ProfileExport {
         );
         Ok(Self {
             rotator,
-            profile: IntervalProfile::new(energy_source, estimated, &opts.host, now_epoch_ms),
+            profile: IntervalProfile::new(energy_source, estimated, &opts.host, now_epoch_ms, opts.native_frames),
             interval_s: opts.interval_s,
             formats: opts.formats.clone(),
             written: 0,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use joular_user::attribution::Totals;
 use joular_user::model::{CycleReport, Stack};
-use joular_user::output::methods::all_method;
+use joular_user::output::methods::top_user_frame;
 
 use joular_user::output::ThreadStacks;
 
@@ -125,7 +125,7 @@ impl Summary {
             let mut mine: Vec<(&Stack, u64)> = Vec::new();
             for ((stid, stack), n) in &self.stacks {
                 if stid == *tid {
-                    *leaves.entry(all_method(stack)).or_default() += n;
+                    *leaves.entry(top_user_frame(stack)).or_default() += n;
                     mine.push((stack, *n));
                 }
             }

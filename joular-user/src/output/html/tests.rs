@@ -1,0 +1,196 @@
+//! `report.html` of the results fixture, read as text (the browser test is in
+//! `tests/html_report.rs`).
+
+use std::fs;
+
+use base64::Engine;
+
+use super::*;
+use crate::output::results::tests::{config, csv_rows, fixture, PID};
+use crate::output::results::Results;
+use crate::output::results::ResultsConfig;
+
+/// The fixture run with `--html`; returns the page and the run directory.
+fn page() -> (tempfile::TempDir, String, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut results = Results::new(ResultsConfig {
+        html: true,
+        ..config(tmp.path())
+    })
+    .unwrap();
+    for (mut report, stacks) in fixture() {
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let finished = results.finish().unwrap();
+    let dir = finished.outputs[0].dir.clone();
+    assert!(finished.outputs[0].files.contains(&dir.join(HTML_FILE)));
+    let html = fs::read_to_string(dir.join(HTML_FILE)).unwrap();
+    (tmp, html, dir)
+}
+
+/// `data-uj` of the row whose method cell is `name`, in the table with id `table`.
+fn row_uj(html: &str, table: &str, name: &str) -> Option<f64> {
+    let table_at = html.find(&format!("id=\"{table}\""))?;
+    let body = &html[table_at..html[table_at..].find("</table>")? + table_at];
+    let cell = body.find(&format!("<td class=\"jr-name\">{name}</td>"))?;
+    let row = body[..cell].rfind("<tr data-uj=\"")? + "<tr data-uj=\"".len();
+    body[row..].split('"').next()?.parse().ok()
+}
+
+#[test]
+fn the_page_holds_every_method_with_its_csv_energy_and_the_buckets_apart() {
+    let (_tmp, html, dir) = page();
+    for (view, infix) in [("all", "all"), ("app", "filtered")] {
+        let csv = csv_rows(&dir.join(format!(
+            "{view}/total/methods/joularJX-{PID}-{infix}-methods-energy.csv"
+        )));
+        assert!(!csv.is_empty());
+        for (method, joules) in csv {
+            let uj = row_uj(&html, &format!("jr-methods-{view}"), &method)
+                .unwrap_or_else(|| panic!("{method} not in the {view} table"));
+            assert!(
+                (uj / 1e6 - joules).abs() <= 1e-4,
+                "{view} {method}: {uj} µJ vs {joules} J"
+            );
+        }
+    }
+    // Buckets are not methods: they are in their own table.
+    assert!(row_uj(&html, "jr-methods-all", "[GC]").is_none());
+    assert_eq!(
+        row_uj(&html, "jr-unattributed-all", "[GC]"),
+        Some(300_000.0)
+    );
+    assert_eq!(
+        row_uj(&html, "jr-unattributed-app", "(no app frame)"),
+        Some(500_000.0)
+    );
+    assert!(
+        html.contains("id=\"jr-estimated\""),
+        "the fixture's model source is flagged"
+    );
+    assert!(html.contains("JIT compiler 0.4000 J (5.6%)"));
+}
+
+#[test]
+fn the_flame_graph_is_the_only_inline_svg_and_nothing_is_fetched() {
+    let (_tmp, html, _dir) = page();
+    let first_svg = html.find("<svg").unwrap();
+    assert!(
+        html[..first_svg].ends_with("id=\"jr-flamegraph\">"),
+        "the flame graph comes first"
+    );
+    let flamegraph = fs::read_to_string(_dir.join("flamegraph-all.svg")).unwrap();
+    assert_eq!(
+        html.matches("<svg").count(),
+        flamegraph.matches("<svg").count(),
+        "charts are images"
+    );
+    assert!(html[first_svg..].contains("id=\"frames\""));
+    assert!(!html.contains("<?xml"), "no XML prolog inside HTML");
+    // Self-contained: every src is a data: URL, no stylesheet or script is linked.
+    for (at, _) in html.match_indices(" src=\"") {
+        assert!(
+            html[at..].starts_with(" src=\"data:image/svg+xml;base64,"),
+            "{}",
+            &html[at..at + 60]
+        );
+    }
+    assert!(!html.contains("<link") && !html.contains("<script src"));
+}
+
+/// The SVG of the chart image `id`.
+fn chart(html: &str, id: &str) -> String {
+    let at = html
+        .find(&format!("data-jr-chart=\"{id}\""))
+        .unwrap_or_else(|| panic!("no {id} chart"));
+    let data_at = html[at..].find("base64,").unwrap() + at + "base64,".len();
+    let data = html[data_at..].split('"').next().unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+/// plotters writes each text on its own line.
+fn has_text(svg: &str, text: &str) -> bool {
+    svg.contains(&format!(">\n{text}\n</text>"))
+}
+
+#[test]
+fn charts_plot_the_process_its_top_methods_and_its_threads() {
+    let (_tmp, html, _) = page();
+    let power = chart(&html, "power");
+    assert!(power.starts_with("<svg"), "{power}");
+    // The fixture's top methods have evolution files: each is a series.
+    for method in [
+        "java.math.BigInteger.multiply",
+        "com.acme.App.compute",
+        "java.util.HashMap.get",
+    ] {
+        assert!(
+            has_text(&power, method),
+            "{method} missing from the power chart"
+        );
+    }
+    assert!(has_text(&power, "worker (process)"), "{power}");
+    let threads = chart(&html, "threads");
+    for thread in ["worker (101)", "C2 CompilerThre (105)", "GC Thread#0 (106)"] {
+        assert!(
+            has_text(&threads, thread),
+            "{thread} missing from the thread chart"
+        );
+    }
+}
+
+#[test]
+fn report_renders_html_from_the_raw_profile() {
+    let (tmp, _, dir) = page();
+    let out = tmp.path().join("rerendered");
+    crate::output::report::report_to(
+        &crate::output::report::ReportArgs {
+            result_dir: dir.clone(),
+            output: Some(out.clone()),
+            format: vec![crate::output::report::ReportFormat::Html],
+            top: 5,
+            filter: None,
+            native_frames: false,
+        },
+        &mut Vec::new(),
+    )
+    .unwrap();
+    let again = fs::read_to_string(out.join(HTML_FILE)).unwrap();
+    assert_eq!(
+        row_uj(&again, "jr-methods-all", "java.math.BigInteger.multiply"),
+        Some(4e6)
+    );
+    // The evolution files are read from the profile's own directory.
+    assert!(has_text(
+        &chart(&again, "power"),
+        "java.math.BigInteger.multiply"
+    ));
+    assert!(!out.join("all").exists(), "only the asked format");
+}
+
+#[test]
+fn dates_are_utc() {
+    assert_eq!(utc(0), "1970-01-01 00:00:00");
+    assert_eq!(utc(1_700_000_000_000), "2023-11-14 22:13:20");
+    assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00");
+}
+
+/// `serve --results` (html on): a process that exits gets its report.html with its files.
+#[test]
+fn a_retired_process_gets_its_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut results = Results::new(ResultsConfig {
+        html: true,
+        ..config(tmp.path())
+    })
+    .unwrap();
+    for (mut report, stacks) in fixture() {
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let files = results.retire(PID).unwrap().expect("files of the process");
+    let html = fs::read_to_string(files.dir.join(HTML_FILE)).unwrap();
+    assert_eq!(row_uj(&html, "jr-methods-all", "java.math.BigInteger.multiply"), Some(4e6));
+}
