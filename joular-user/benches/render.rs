@@ -129,6 +129,7 @@ fn config(dir: &std::path::Path, evolution: bool) -> ResultsConfig {
         evolution,
         runtime_call_trees: false,
         top_n: 20,
+        modes: joular_user::safe_write::Modes::for_caller(),
     }
 }
 

@@ -22,7 +22,7 @@ fn main() {
     std::process::exit(code);
 }
 
-fn profile_options(args: &cli::args::ProfileExportArgs, proc_root: &std::path::Path) -> Option<session::profiles::ProfileOptions> {
+fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::CommonArgs) -> Option<session::profiles::ProfileOptions> {
     let dir = args.profile_dir.clone()?;
     let mut formats = Vec::new();
     for f in args.profile_format.iter().map(|f| f.format()) {
@@ -32,16 +32,18 @@ fn profile_options(args: &cli::args::ProfileExportArgs, proc_root: &std::path::P
     }
     Some(session::profiles::ProfileOptions {
         dir,
+        modes: common.modes(),
         interval_s: args.profile_interval,
         formats,
         retention: joular_user::fleet::Retention { keep_intervals: args.profile_keep, max_bytes: args.profile_max_mb << 20 },
-        host: args.host_name.clone().or_else(|| joular_user::fleet::rotate::hostname(proc_root)).unwrap_or_else(|| "unknown".into()),
+        host: args.host_name.clone().or_else(|| joular_user::fleet::rotate::hostname(&common.proc_root)).unwrap_or_else(|| "unknown".into()),
     })
 }
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
         Some(Command::Report(args)) => {
+            cli::args::validate_report(&args).map_err(UsageError)?;
             if let Err(e) = joular_user::output::report(&args) {
                 // The table goes last: a closed stdout ends the printing, not the run.
                 if !is_broken_pipe(&e) {
@@ -51,14 +53,14 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             return Ok(0);
         }
         Some(Command::Serve(serve)) => {
-            serve.common.validate().map_err(UsageError)?;
+            serve.common.validate_for(serve.results).map_err(UsageError)?;
             serve.profiles.validate().map_err(UsageError)?;
             let fleet = session::FleetOptions {
                 listen: serve.listen,
                 top_methods: serve.top_methods,
                 retain_exited: std::time::Duration::from_secs(serve.retain_exited),
                 results: serve.results,
-                profiles: profile_options(&serve.profiles, &serve.common.proc_root),
+                profiles: profile_options(&serve.profiles, &serve.common),
             };
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             return rt.block_on(session::run(Target::All, &serve.common, Some(fleet)));

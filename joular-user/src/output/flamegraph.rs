@@ -1,14 +1,13 @@
 //! SVG flame graphs (inferno) weighted by energy, with inferno's Java palette: JIT frames
 //! green, inlined aqua, kernel orange, native yellow/red.
 
-use std::fs::File;
-use std::io::BufWriter;
-use std::path::Path;
+use std::io::{BufWriter, Write};
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 
 use super::aggregate::PathGroup;
 use super::OutputError;
+use crate::safe_write::OutDir;
 
 /// Frames narrower than this share of the total are cut before inferno sees them: inferno
 /// does not draw frames under 0.1 px of 1200 (≈ 8e-5), and handing it every one of 50,000
@@ -18,8 +17,10 @@ const PRUNE_SHARE: f64 = 4e-5;
 
 /// Renders path groups (in path order, as `aggregate::path_groups` returns them: the cut
 /// below relies on shared prefixes being adjacent).
-pub fn write_svg(path: &Path, title: &str, groups: &[PathGroup]) -> Result<(), OutputError> {
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+pub fn write_svg(dir: &OutDir, name: &str, title: &str, groups: &[PathGroup]) -> Result<(), OutputError> {
+    let path = &dir.join(name);
+    let mut file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
+    let mut out = BufWriter::new(&mut file);
     let mut options = Options::default();
     options.title = title.to_owned();
     options.count_name = "µJ".to_owned();
@@ -32,15 +33,19 @@ pub fn write_svg(path: &Path, title: &str, groups: &[PathGroup]) -> Result<(), O
     if lines.is_empty() {
         // inferno refuses empty input; an empty run still gets a (blank) graph.
         options.subtitle = Some("no energy was attributed".to_owned());
-        return flamegraph::from_lines(&mut options, ["(none) 1"], BufWriter::new(file))
-            .map_err(|e| OutputError::io(path, e));
+        flamegraph::from_lines(&mut options, ["(none) 1"], &mut out)
+            .map_err(|e| OutputError::io(path, e))?;
+    } else {
+        flamegraph::from_lines(
+            &mut options,
+            lines.iter().map(String::as_str),
+            &mut out,
+        )
+        .map_err(|e| OutputError::io(path, e))?;
     }
-    flamegraph::from_lines(
-        &mut options,
-        lines.iter().map(String::as_str),
-        BufWriter::new(file),
-    )
-    .map_err(|e| OutputError::io(path, e))
+    out.flush().map_err(|e| OutputError::io(path, e))?;
+    drop(out);
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
 /// Annotated folded lines, sorted, with every path cut at its first frame narrower than
@@ -114,7 +119,9 @@ mod tests {
     use crate::output::aggregate::{path_groups, Buckets, Scope};
     use crate::output::methods::tests::{frame, java};
     use crate::output::profile::StackTotal;
+    use crate::safe_write::test_dir;
     use quick_xml::events::Event;
+    use std::path::Path;
     use std::sync::Arc;
 
     fn run() -> Frame {
@@ -193,7 +200,8 @@ mod tests {
             ),
         ];
         write_svg(
-            &path,
+            &test_dir(tmp.path()),
+            "f.svg",
             "Energy",
             &path_groups(&stacks, Scope::All, &Buckets::default()),
         )
@@ -214,7 +222,7 @@ mod tests {
     fn empty_input_still_makes_an_svg() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("e.svg");
-        write_svg(&path, "Energy", &[]).unwrap();
+        write_svg(&test_dir(tmp.path()), "e.svg", "Energy", &[]).unwrap();
         assert!(svg_texts(&path).iter().any(|t| t.contains("no energy")));
     }
 }

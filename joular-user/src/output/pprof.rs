@@ -6,9 +6,7 @@
 //! `[native]`, `[kernel]`), which keeps pprof's location/mapping invariants.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Write;
-use std::path::Path;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -17,6 +15,7 @@ use prost::Message;
 use super::profile::{RunSummary, StackTotal};
 use super::OutputError;
 use crate::model::{Frame, FrameKind};
+use crate::safe_write::OutDir;
 
 #[derive(Clone, PartialEq, Message)]
 pub struct Profile {
@@ -317,28 +316,33 @@ pub fn build_labelled<'a>(
 }
 
 /// gzip-compressed, as `go tool pprof`, Pyroscope and Parca read it.
-pub fn write_profile(path: &Path, profile: &Profile) -> Result<(), OutputError> {
+pub fn write_profile(dir: &OutDir, name: &str, profile: &Profile) -> Result<(), OutputError> {
+    let path = &dir.join(name);
     let bytes = profile.encode_to_vec();
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    let file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
     let mut gz = GzEncoder::new(file, Compression::fast());
     gz.write_all(&bytes).map_err(|e| OutputError::io(path, e))?;
-    gz.finish().map_err(|e| OutputError::io(path, e))?;
-    Ok(())
+    let file = gz.finish().map_err(|e| OutputError::io(path, e))?;
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
 pub fn write_pprof(
-    path: &Path,
+    dir: &OutDir,
+    name: &str,
     summary: &RunSummary,
     stacks: &[StackTotal],
 ) -> Result<(), OutputError> {
-    write_profile(path, &build(summary, stacks))
+    write_profile(dir, name, &build(summary, stacks))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::output::methods::tests::{frame, java};
+    use crate::safe_write::test_dir;
+    use std::fs::File;
     use std::io::Read;
+    use std::path::Path;
     use std::process::Command;
     use std::sync::Arc;
 
@@ -391,7 +395,7 @@ mod tests {
         let (summary, stacks) = fixture();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("p.pb.gz");
-        write_pprof(&path, &summary, &stacks).unwrap();
+        write_pprof(&test_dir(tmp.path()), "p.pb.gz", &summary, &stacks).unwrap();
         let p = decode(&path);
         let s = |i: i64| p.string_table[i as usize].as_str();
         assert_eq!(s(0), "");
@@ -432,7 +436,7 @@ mod tests {
         let (summary, stacks) = fixture();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("p.pb.gz");
-        write_pprof(&path, &summary, &stacks).unwrap();
+        write_pprof(&test_dir(tmp.path()), "p.pb.gz", &summary, &stacks).unwrap();
         let run = |flag: &str| {
             let out = Command::new("go")
                 .args(["tool", "pprof", flag, path.to_str().unwrap()])

@@ -3,8 +3,7 @@
 //! index. `joular-ebpf report` re-renders every output from it without running again.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::profile::{ProcessProfile, RunSummary, StackTotal};
 use super::OutputError;
 use crate::model::{Frame, FrameKind, Stack};
+use crate::safe_write::OutDir;
 
 pub const RAW_PROFILE_FILE: &str = "profile.json";
 const FORMAT: &str = "joular-ebpf-raw-profile";
@@ -63,7 +63,8 @@ struct RawProfileIn {
 }
 
 pub fn write_raw_profile(
-    path: &Path,
+    dir: &OutDir,
+    name: &str,
     summary: &RunSummary,
     stacks: &[StackTotal],
 ) -> Result<(), OutputError> {
@@ -98,16 +99,32 @@ pub fn write_raw_profile(
         frames,
         stacks: raw_stacks,
     };
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    let path = &dir.join(name);
+    let file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
     let mut writer = BufWriter::new(file);
     serde_json::to_writer(&mut writer, &out).map_err(|e| OutputError::json(path, e))?;
-    writer.flush().map_err(|e| OutputError::io(path, e))
+    let file = writer.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
-pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
-    let text = std::fs::read_to_string(path).map_err(|e| OutputError::io(path, e))?;
+/// A raw profile is a few MB for a long run; past this it is not one of ours.
+const MAX_RAW_PROFILE_BYTES: u64 = 1 << 30;
+
+/// Reads `name` in `dir` (a regular file, not followed if a symlink, at most 1 GiB).
+pub fn read_raw_profile(dir: &OutDir, name: &str) -> Result<ProcessProfile, OutputError> {
+    let path = &dir.join(name);
+    let bytes = dir.read(name, MAX_RAW_PROFILE_BYTES).map_err(|e| OutputError::io(path, e))?;
+    let text = String::from_utf8(bytes).map_err(|e| OutputError::Format {
+        path: path.clone(),
+        reason: format!("not UTF-8 ({e})"),
+    })?;
+    parse_raw_profile(&text, path)
+}
+
+/// Parses and checks a raw profile's text; `path` only names it in errors.
+pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, OutputError> {
     let raw: RawProfileIn =
-        serde_json::from_str(&text).map_err(|e| json_error(path, &text, e))?;
+        serde_json::from_str(text).map_err(|e| json_error(path, text, e))?;
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(OutputError::Format {
             path: path.to_owned(),
@@ -225,6 +242,7 @@ mod tests {
     use super::*;
     use crate::output::methods::tests::{frame, java};
     use crate::output::profile::ThreadTotal;
+    use crate::safe_write::test_dir;
 
     #[test]
     fn round_trip_keeps_stacks_and_summary() {
@@ -257,14 +275,14 @@ mod tests {
         ];
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(RAW_PROFILE_FILE);
-        write_raw_profile(&path, &summary, &stacks).unwrap();
+        write_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE, &summary, &stacks).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text.matches("com.acme.App.main").count(),
             2,
             "frame stored once (name + short)"
         );
-        let back = read_raw_profile(&path).unwrap();
+        let back = read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE).unwrap();
         assert_eq!(back.summary, summary);
         assert_eq!(back.stacks, stacks);
     }
@@ -276,7 +294,7 @@ mod tests {
         let summary = serde_json::to_string(&RunSummary::default()).unwrap();
         std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[{{"frames":[0],"energy_uj":1,"samples":1}}]}}"#)).unwrap();
         assert!(matches!(
-            read_raw_profile(&path),
+            read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE),
             Err(OutputError::Format { .. })
         ));
     }
@@ -290,7 +308,7 @@ mod tests {
             base[k] = v.clone();
         }
         std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{base},"frames":[{{"name":"f","short":"f","kind":"native"}}],"stacks":{stacks}}}"#)).unwrap();
-        read_raw_profile(&path)
+        read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE)
     }
 
     #[test]

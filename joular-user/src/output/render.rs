@@ -1,9 +1,8 @@
 //! End-of-run files of one process, from its `ProcessProfile` (at the end of a run and in
 //! `joular-ebpf report`).
 
-use std::fs::{self, File};
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::aggregate::{by_energy, method_totals, path_groups, Buckets, Scope};
 use super::flamegraph::write_svg;
@@ -14,6 +13,7 @@ use super::pprof::write_pprof;
 use super::profile::ProcessProfile;
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
+use crate::safe_write::OutDir;
 
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const PPROF_FILE: &str = "profile.pb.gz";
@@ -49,20 +49,20 @@ pub struct OutputFiles {
 
 /// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
 pub fn render_process(
-    dir: &Path,
+    dir: &OutDir,
     profile: &ProcessProfile,
     filter: &MethodFilter,
     set: RenderSet,
 ) -> Result<OutputFiles, OutputError> {
-    fs::create_dir_all(dir).map_err(|e| OutputError::io(dir, e))?;
     let mut written = OutputFiles {
-        dir: dir.to_owned(),
+        dir: dir.path().to_owned(),
         files: Vec::new(),
     };
     let stacks = &profile.stacks;
     let buckets = Buckets::default();
     let tree = if set.csv {
-        Some(RunDir::create_at(dir.to_owned(), profile.summary.pid)?)
+        let own = dir.try_clone().map_err(|e| OutputError::io(dir.path(), e))?;
+        Some(RunDir::create_at(own, profile.summary.pid)?)
     } else {
         None
     };
@@ -97,12 +97,12 @@ pub fn render_process(
         }
         let view = scope.dir();
         if set.folded {
-            let path = dir.join(format!("stacks-{view}.folded"));
-            write_folded(&path, &groups)?;
-            written.files.push(path);
+            let name = format!("stacks-{view}.folded");
+            write_folded(dir, &name, &groups)?;
+            written.files.push(dir.join(name));
         }
         if set.svg {
-            let path = dir.join(format!("flamegraph-{view}.svg"));
+            let name = format!("flamegraph-{view}.svg");
             let title = match scope {
                 Scope::All => format!(
                     "Energy of pid {} ({}), all frames",
@@ -114,26 +114,26 @@ pub fn render_process(
                     f.prefixes().join(",")
                 ),
             };
-            write_svg(&path, &title, &groups)?;
-            written.files.push(path);
+            write_svg(dir, &name, &title, &groups)?;
+            written.files.push(dir.join(name));
         }
     }
     if set.pprof {
-        let path = dir.join(PPROF_FILE);
-        write_pprof(&path, &profile.summary, stacks)?;
-        written.files.push(path);
+        write_pprof(dir, PPROF_FILE, &profile.summary, stacks)?;
+        written.files.push(dir.join(PPROF_FILE));
     }
     if set.summary {
         let path = dir.join(SUMMARY_FILE);
-        let file = File::create(&path).map_err(|e| OutputError::io(&path, e))?;
+        let file = dir.replace(SUMMARY_FILE).map_err(|e| OutputError::io(&path, e))?;
         let mut out = BufWriter::new(file);
         serde_json::to_writer_pretty(&mut out, &profile.summary)
             .map_err(|e| OutputError::json(&path, e))?;
         out.flush().map_err(|e| OutputError::io(&path, e))?;
+        let file = out.into_inner().map_err(|e| OutputError::io(&path, e.into_error()))?;
+        file.commit().map_err(|e| OutputError::io(&path, e))?;
         written.files.push(path);
-        let path = dir.join(RAW_PROFILE_FILE);
-        write_raw_profile(&path, &profile.summary, stacks)?;
-        written.files.push(path);
+        write_raw_profile(dir, RAW_PROFILE_FILE, &profile.summary, stacks)?;
+        written.files.push(dir.join(RAW_PROFILE_FILE));
     }
     Ok(written)
 }

@@ -13,6 +13,7 @@ use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
 use super::OutputError;
 use crate::model::{CycleReport, FrameReport, MethodReport, Stack, StackReport, ThreadStack};
+use crate::safe_write::{Modes, OutDir};
 
 /// The symbolized stacks of one thread in one cycle: `(pid, tid, stacks)`.
 pub type ThreadStacks = (u32, u32, Vec<ThreadStack>);
@@ -41,6 +42,8 @@ pub struct ResultsConfig {
     pub runtime_call_trees: bool,
     /// Rows of the end-of-run table.
     pub top_n: usize,
+    /// Permissions of the files and directories written.
+    pub modes: Modes,
 }
 
 /// What `finish` wrote and the table to print.
@@ -91,6 +94,8 @@ fn named<K>(sums: HashMap<K, (f64, u64)>, name: impl Fn(K) -> Arc<str>) -> Vec<N
 
 pub struct Results {
     config: ResultsConfig,
+    /// The results root, held open from the start (`None` when no file is written).
+    root: Option<OutDir>,
     no_samples: Stack,
     processes: BTreeMap<u32, Process>,
     cycles: u64,
@@ -103,11 +108,16 @@ pub struct Results {
 
 impl Results {
     pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
-        if config.write_files {
-            std::fs::create_dir_all(&config.results_root)
-                .map_err(|e| OutputError::io(&config.results_root, e))?;
-        }
+        let root = if config.write_files {
+            Some(
+                OutDir::create_all(&config.results_root, config.modes)
+                    .map_err(|e| OutputError::io(&config.results_root, e))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
+            root,
             end_epoch_ms: config.start_epoch_ms,
             config,
             no_samples: bucket_stack(NO_SAMPLES),
@@ -122,14 +132,9 @@ impl Results {
 
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
-            let dir = if self.config.write_files {
-                Some(RunDir::create(
-                    &self.config.results_root,
-                    pid,
-                    self.config.start_epoch_ms,
-                )?)
-            } else {
-                None
+            let dir = match &self.root {
+                Some(root) => Some(RunDir::create(root, pid, self.config.start_epoch_ms)?),
+                None => None,
             };
             self.processes.insert(
                 pid,
@@ -360,7 +365,7 @@ impl Results {
             return Ok(None);
         };
         let profile = self.profile(pid, &process);
-        render_process(dir.path(), &profile, &self.config.filter, RenderSet::ALL).map(Some)
+        render_process(dir.out_dir(), &profile, &self.config.filter, RenderSet::ALL).map(Some)
     }
 
     /// Pids this sink holds state for.
@@ -376,7 +381,7 @@ impl Results {
         for (profile, process) in profiles.iter().zip(self.processes.values()) {
             if let Some(dir) = &process.dir {
                 outputs.push(render_process(
-                    dir.path(),
+                    dir.out_dir(),
                     profile,
                     &self.config.filter,
                     RenderSet::ALL,
@@ -562,6 +567,7 @@ mod tests {
             evolution: true,
             runtime_call_trees: true,
             top_n: 10,
+            modes: Modes::for_caller(),
         }
     }
 
@@ -761,6 +767,7 @@ mod tests {
             format: vec![ReportFormat::Table, ReportFormat::Svg, ReportFormat::Pprof],
             top: 5,
             filter: Some("java.math".into()),
+            output_mode: None,
         };
         let mut table = Vec::new();
         let outputs = report_to(&args, &mut table).unwrap();
@@ -785,7 +792,8 @@ mod tests {
                     output: None,
                     format: vec![ReportFormat::Table],
                     top: 1,
-                    filter: None
+                    filter: None,
+                    output_mode: None,
                 },
                 &mut Vec::new()
             ),

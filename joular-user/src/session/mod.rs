@@ -78,7 +78,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     } else {
         None
     };
-    let mut json = common.json.as_deref().map(JsonLines::create).transpose()?;
+    let mut json = common.json.as_deref().map(|p| JsonLines::create(p, common.modes())).transpose()?;
     errln!(
         "joular-ebpf: profiling {} at {} Hz, {} s cycles (CPU time from {}); Ctrl-C to stop",
         describe(&target),
@@ -114,6 +114,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         evolution: !common.no_evolution && fleet.is_none(),
         runtime_call_trees: common.runtime_call_trees,
         top_n: common.top,
+        modes: common.modes(),
     })
     .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
