@@ -10,7 +10,14 @@ use cli::errors::{exit_code, one_line, UsageError};
 use session::target::{self, Target};
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        // Log lines carry target-controlled text (paths, names, replies): escaped as on stdout.
+        .format(|buf, record| {
+            use std::io::Write as _;
+            let text = record.args().to_string();
+            writeln!(buf, "[{} {:<5} {}] {}", buf.timestamp(), record.level(), record.target(), cli::term::terminal_safe(&text))
+        })
+        .init();
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(code) => code,

@@ -29,7 +29,7 @@ pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use methods::MethodFilter;
 pub use profile::{ProcessProfile, RunSummary, StackTotal, ThreadTotal};
-pub use raw_profile::{read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
+pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{report, report_to, ReportArgs, ReportFormat};
 pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};

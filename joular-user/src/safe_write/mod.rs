@@ -32,7 +32,7 @@ use nix::sys::stat::{fchmod, fstatat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 pub use walk::PathError;
-use walk::{check_name, file_type, make_dir, open_path, walk, Last};
+use walk::{check_name, file_type, make_dir, open_path, walk, Last, Purpose};
 
 /// Permissions of what is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,13 +98,13 @@ pub fn check_dir(flag: &str, path: &Path) -> Result<(), String> {
 
 /// [`check_dir`] with the advice given when the path is refused.
 pub fn check_dir_or(what: &str, path: &Path, fix: &str) -> Result<(), String> {
-    walk(path, Last::Dir, None).map(drop).map_err(|e| message(what, path, &e, fix))
+    walk(path, Last::Dir, None, Purpose::Write).map(drop).map_err(|e| message(what, path, &e, fix))
 }
 
 /// Start-up check of a file flag (`--json`): its directory must exist.
 pub fn check_file(flag: &str, path: &Path) -> Result<(), String> {
     let fix = format!("remove it, or choose another {flag} in a directory of your own");
-    walk(path, Last::File, None).map(drop).map_err(|e| message(flag, path, &e, &fix))
+    walk(path, Last::File, None, Purpose::Write).map(drop).map_err(|e| message(flag, path, &e, &fix))
 }
 
 fn message(what: &str, path: &Path, e: &PathError, fix: &str) -> String {
@@ -138,13 +138,24 @@ impl OutDir {
     /// Opens the directory at `path`, creating what is missing (see the module doc for the
     /// rules on existing components).
     pub fn create_all(path: &Path, modes: Modes) -> io::Result<Self> {
-        let walked = walk(path, Last::Dir, Some(modes))?;
+        let walked = walk(path, Last::Dir, Some(modes), Purpose::Write)?;
         Ok(Self { fd: walked.dir, path: path.to_owned(), modes })
     }
 
-    /// Opens an existing directory, with the same rules.
+    /// Opens an existing directory to write in, with the same rules.
     pub fn open(path: &Path, modes: Modes) -> io::Result<Self> {
-        let walked = walk(path, Last::Dir, None)?;
+        Self::open_for(path, modes, Purpose::Write)
+    }
+
+    /// Opens an existing directory to read from (`report`'s input): another user's directory
+    /// in a sticky one is fine, a symlink of theirs on the way still is not. What is written
+    /// into it later was checked at start-up as a place to write.
+    pub fn open_to_read(path: &Path, modes: Modes) -> io::Result<Self> {
+        Self::open_for(path, modes, Purpose::Read)
+    }
+
+    fn open_for(path: &Path, modes: Modes, purpose: Purpose) -> io::Result<Self> {
+        let walked = walk(path, Last::Dir, None, purpose)?;
         if !walked.complete {
             return Err(PathError::Missing { component: path.to_owned() }.into());
         }
@@ -413,7 +424,7 @@ impl Drop for AtomicFile<'_> {
 /// Creates `path` as a new file written as it goes ([`OutDir::create_stream`]); its directory
 /// must exist, and is reached with the rules of [`OutDir::create_all`].
 pub fn create_stream(path: &Path, modes: Modes) -> io::Result<File> {
-    let walked = walk(path, Last::File, None)?;
+    let walked = walk(path, Last::File, None, Purpose::Write)?;
     let name = walked.name.ok_or_else(|| io::Error::from(PathError::IsADirectory { component: path.to_owned() }))?;
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     OutDir { fd: walked.dir, path: parent.to_owned(), modes }.create_stream(&name)

@@ -153,6 +153,14 @@ fn in_a_sticky_world_writable_directory_only_our_own_components_are_used() {
     std::os::unix::fs::chown(&jsonl, Some(NOBODY), Some(NOBODY)).unwrap();
     assert!(check_file("--json", &jsonl).unwrap_err().contains("is owned by uid 65534"));
 
+    // Reading from it is fine (report's input); a symlink of theirs still is not followed.
+    fs::write(planted.join("profile.json"), "{}").unwrap();
+    assert_eq!(OutDir::open_to_read(&planted, Modes::for_caller()).unwrap().read("profile.json", 10).unwrap(), b"{}");
+    assert!(OutDir::open(&planted, Modes::for_caller()).is_err());
+    nobody_symlink(&planted, &tmp.path().join("link"));
+    assert!(OutDir::open_to_read(&tmp.path().join("link"), Modes::for_caller()).is_err());
+    fs::remove_file(planted.join("profile.json")).unwrap();
+
     // What we create there ourselves is fine, and so is the same planted directory elsewhere.
     assert!(check_dir("--output", &tmp.path().join("fresh/deeper")).is_ok());
     let fresh = OutDir::create_all(&tmp.path().join("fresh/deeper"), Modes::for_caller()).unwrap();

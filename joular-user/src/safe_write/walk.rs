@@ -73,10 +73,18 @@ pub(crate) struct Walked {
     pub complete: bool,
 }
 
+/// Why a path is walked: to write below it (every rule), or only to read from it (another
+/// user's directory in `/tmp` may be read; their symlinks are still not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    Write,
+    Read,
+}
+
 /// Walks `path` (relative to the current directory when not absolute). With `create`, missing
 /// directories are made with its modes ([`Last::Dir`] only); without, the walk stops at the
 /// first missing one. For [`Last::File`] every directory must exist and the file may not.
-pub(crate) fn walk(path: &Path, last: Last, create: Option<Modes>) -> Result<Walked, PathError> {
+pub(crate) fn walk(path: &Path, last: Last, create: Option<Modes>, purpose: Purpose) -> Result<Walked, PathError> {
     let io_at = |component: &Path| {
         let component = component.to_owned();
         move |source: io::Error| PathError::Io { component, source }
@@ -122,7 +130,13 @@ pub(crate) fn walk(path: &Path, last: Last, create: Option<Modes>) -> Result<Wal
         attempts = 0;
         let st = stat(&fd).map_err(io_at(&here))?;
         let trusted = st.st_uid == 0 || st.st_uid == caller;
-        if sticky_world_writable(&parent) && !trusted {
+        if file_type(&st) == SFlag::S_IFLNK && !trusted {
+            return Err(PathError::Refused {
+                component: here,
+                reason: format!("is a symlink owned by uid {} (only root's and your own are followed)", st.st_uid),
+            });
+        }
+        if purpose == Purpose::Write && sticky_world_writable(&parent) && !trusted {
             return Err(PathError::Refused {
                 component: here,
                 reason: format!(
@@ -134,12 +148,6 @@ pub(crate) fn walk(path: &Path, last: Last, create: Option<Modes>) -> Result<Wal
         }
         match file_type(&st) {
             SFlag::S_IFLNK => {
-                if !trusted {
-                    return Err(PathError::Refused {
-                        component: here,
-                        reason: format!("is a symlink owned by uid {} (only root's and your own are followed)", st.st_uid),
-                    });
-                }
                 symlinks += 1;
                 if symlinks > MAX_SYMLINKS {
                     return Err(PathError::Refused { component: here, reason: "has too many levels of symlinks".into() });
