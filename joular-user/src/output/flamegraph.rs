@@ -219,6 +219,17 @@ mod tests {
     }
 
     #[test]
+    fn stacks_rooted_at_a_hash_frame_are_drawn() {
+        // Found by the raw_profile fuzz target: every folded line started with `#`, inferno
+        // read them all as comments and refused the input, so the run's results failed.
+        let tmp = tempfile::tempdir().unwrap();
+        let stacks = vec![total(&[frame("# nknown]", FrameKind::Native), compute()], 500.0)];
+        write_svg(&test_dir(tmp.path()), "h.svg", "Energy", &path_groups(&stacks, Scope::All, &Buckets::default())).unwrap();
+        let texts = svg_texts(&tmp.path().join("h.svg"));
+        assert!(texts.iter().any(|t| t.starts_with("_# nknown]")), "{texts:?}");
+    }
+
+    #[test]
     fn empty_input_still_makes_an_svg() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("e.svg");
