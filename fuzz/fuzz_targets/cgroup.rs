@@ -14,7 +14,7 @@ const PID: u32 = 4242;
 fn proc_root() -> &'static tempfile::TempDir {
     static ROOT: OnceLock<tempfile::TempDir> = OnceLock::new();
     ROOT.get_or_init(|| {
-        let root = tempfile::tempdir().expect("scratch directory");
+        let root = joular_fuzz::scratch_dir();
         std::fs::create_dir(root.path().join(PID.to_string())).expect("fake pid directory");
         root
     })

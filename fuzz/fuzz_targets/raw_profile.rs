@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 
 fn scratch() -> &'static tempfile::TempDir {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("scratch directory"))
+    DIR.get_or_init(|| joular_fuzz::scratch_dir())
 }
 
 fuzz_target!(|data: &[u8]| {
