@@ -9,8 +9,8 @@
 //! flags [dram] [psys]
 //! ```
 //!
-//! Tokens are split on single spaces and may hold any other byte; a token that would leave the
-//! scratch tree (`/`, `.`, `..`) makes the line be ignored.
+//! Tokens are split on single spaces and may hold any other byte; a directory token that is not
+//! one file name (`/`, `.`, `..`, over 255 bytes) makes the line be ignored.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
@@ -33,8 +33,10 @@ pub struct FakeMachine {
     pub psys: bool,
 }
 
+/// A single file name the scratch tree can hold (what a sysfs directory could be called).
 fn safe_name(token: &[u8]) -> bool {
-    !token.is_empty() && token != b"." && token != b".." && !token.contains(&b'/') && !token.contains(&0)
+    let fits = !token.is_empty() && token.len() <= 255;
+    fits && token != b"." && token != b".." && !token.contains(&b'/') && !token.contains(&0)
 }
 
 fn parse_num<T: std::str::FromStr>(token: &[u8]) -> Option<T> {
