@@ -135,6 +135,7 @@ fn config(dir: &std::path::Path, evolution: bool) -> ResultsConfig {
         top_n: 20,
         native_frames: false,
         html: true,
+        modes: joular_user::safe_write::Modes::for_caller(),
     }
 }
 
@@ -228,6 +229,7 @@ fn main() {
                 top: 20,
                 filter: None,
                 native_frames: false,
+                output_mode: None,
             },
             &mut Vec::new(),
         )

@@ -1,7 +1,8 @@
 //! joular-ebpf user space. Data flows one way:
 //! `ebpf` (load/attach) → `collect` (drain maps per cycle) → `attribution` (pure: counters in,
 //! joules out) ← `energy` (sources behind one trait); `symbols` turns raw addresses into frames;
-//! `output` sinks consume only the attributed, symbolized `model`.
+//! `output` sinks consume only the attributed, symbolized `model`, and write through
+//! `safe_write` (directory descriptors, never a path another user could redirect).
 
 pub mod attribution;
 pub mod collect;
@@ -11,4 +12,5 @@ pub mod fleet;
 pub mod model;
 pub mod output;
 pub mod procstat;
+pub mod safe_write;
 pub mod symbols;

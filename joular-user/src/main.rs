@@ -10,7 +10,14 @@ use cli::errors::{exit_code, one_line, UsageError};
 use session::target::{self, Target};
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        // Log lines carry target-controlled text (paths, names, replies): escaped as on stdout.
+        .format(|buf, record| {
+            use std::io::Write as _;
+            let text = record.args().to_string();
+            writeln!(buf, "[{} {:<5} {}] {}", buf.timestamp(), record.level(), record.target(), cli::term::terminal_safe(&text))
+        })
+        .init();
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(code) => code,
@@ -32,6 +39,7 @@ fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::Comm
     }
     Some(session::profiles::ProfileOptions {
         dir,
+        modes: common.modes(),
         interval_s: args.profile_interval,
         formats,
         retention: joular_user::fleet::Retention { keep_intervals: args.profile_keep, max_bytes: args.profile_max_mb << 20 },
@@ -43,6 +51,7 @@ fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::Comm
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
         Some(Command::Report(args)) => {
+            cli::args::validate_report(&args).map_err(UsageError)?;
             if let Err(e) = joular_user::output::report(&args) {
                 // The table goes last: a closed stdout ends the printing, not the run.
                 if !is_broken_pipe(&e) {
@@ -52,7 +61,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             return Ok(0);
         }
         Some(Command::Serve(serve)) => {
-            serve.common.validate().map_err(UsageError)?;
+            serve.common.validate_for(serve.results).map_err(UsageError)?;
             serve.profiles.validate().map_err(UsageError)?;
             let fleet = session::FleetOptions {
                 listen: serve.listen,

@@ -60,6 +60,7 @@ fn run(dir: &std::path::Path) -> std::path::PathBuf {
         top_n: 10,
         native_frames: false,
         html: true,
+        modes: joular_user::safe_write::Modes::for_caller(),
     })
     .unwrap();
     for n in 0..3u64 {

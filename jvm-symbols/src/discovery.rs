@@ -7,12 +7,11 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::identity::Identity;
-use crate::maps::parse_maps;
+use crate::maps::{parse_maps, MAX_MAPS_BYTES};
 use crate::safe_open::{open_readable, read_bounded};
 
-/// Bounds on what is read of a process's /proc files. They are the kernel's, but their size is
-/// the target's doing (a huge environment, thousands of mappings).
-const MAX_MAPS_BYTES: u64 = 64 << 20;
+/// Bounds on what is read of a process's /proc files (maps: [`MAX_MAPS_BYTES`]). They are the
+/// kernel's, but their size is the target's doing (a huge environment, thousands of mappings).
 const MAX_STATUS_BYTES: u64 = 64 << 10;
 const MAX_ARGS_BYTES: u64 = 1 << 20;
 /// A JDK's `release` file is a dozen lines; the target chooses what sits at that path.

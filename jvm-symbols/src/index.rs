@@ -193,7 +193,8 @@ impl PerfMapIndex {
         let offset = addr.checked_sub(self.base)?;
         let bucket = (offset >> self.bucket_shift) as usize;
         // Segments starting at or before `addr` number between the bucket's two bounds.
-        let after = match self.bucket_first.get(bucket + 1) {
+        // `bucket + 1` overflows only past every bucket (an entry at 0, `addr` = u64::MAX).
+        let after = match bucket.checked_add(1).and_then(|next| self.bucket_first.get(next)) {
             Some(&hi) => {
                 let lo = self.bucket_first[bucket] as usize;
                 lo + self.seg_starts[lo..hi as usize].partition_point(|&start| start <= addr)
@@ -248,6 +249,16 @@ mod tests {
         assert_eq!(name_at(&idx, 0x205), Some("b"));
         assert_eq!(name_at(&idx, 0x210), None);
         assert_eq!(idx.lookup(0x205).unwrap().start, 0x200);
+    }
+
+    #[test]
+    fn the_highest_address_is_looked_up_without_overflow() {
+        // Found by the perf_map fuzz target: one entry at address 0 (no bucket shift), then
+        // a lookup of u64::MAX indexed past the buckets.
+        let idx = index("0x0 0x10 zero\n");
+        assert_eq!(name_at(&idx, u64::MAX), None);
+        assert_eq!(name_at(&idx, 0xf), Some("zero"));
+        assert_eq!(name_at(&index(""), u64::MAX), None);
     }
 
     #[test]

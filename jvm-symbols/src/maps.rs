@@ -3,6 +3,10 @@
 
 use std::io::BufRead;
 
+/// What a reader takes of `/proc/<pid>/maps` at most: the kernel writes it, but its length is
+/// the process's doing (a mapping per page if it likes).
+pub const MAX_MAPS_BYTES: u64 = 64 << 20;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
     pub start: u64,
@@ -24,12 +28,13 @@ impl Mapping {
 }
 
 /// Parses a maps file; unparsable lines are skipped (the kernel writes this file, so a
-/// bad line can only mean a format this parser does not know yet).
+/// bad line can only mean a format this parser does not know yet). Paths are the process's
+/// and may be any bytes: they are read lossily, so one that is not UTF-8 hides nothing after it.
 pub fn parse_maps(reader: impl BufRead) -> Vec<Mapping> {
     reader
-        .lines()
+        .split(b'\n')
         .map_while(Result::ok)
-        .filter_map(|line| parse_maps_line(&line))
+        .filter_map(|line| parse_maps_line(&String::from_utf8_lossy(&line)))
         .collect()
 }
 
@@ -66,6 +71,18 @@ mod tests {
 7ffd5a1f0000-7ffd5a1f2000 r-xp 00000000 00:00 0                          [vdso]
 garbage
 ";
+
+    #[test]
+    fn a_path_that_is_not_utf8_hides_no_later_mapping() {
+        // Found by the proc_maps fuzz target: `lines()` stopped at the first invalid byte, so
+        // a JVM that mapped such a file before libjvm.so was not recognised as a JVM.
+        let maps = b"7f00000000-7f00001000 r-xp 00000000 fe:00 1 /opt/\xff\xfe/libweird.so\n\
+7f1b24851000-7f1b255a4000 r-xp 00251000 fe:00 315160 /usr/lib/jvm/lib/server/libjvm.so\n";
+        let maps = parse_maps(&maps[..]);
+        assert_eq!(maps.len(), 2);
+        assert_eq!(maps[0].path.as_deref(), Some("/opt/\u{fffd}\u{fffd}/libweird.so"));
+        assert_eq!(maps[1].path.as_deref(), Some("/usr/lib/jvm/lib/server/libjvm.so"));
+    }
 
     #[test]
     fn parses_code_cache_and_libraries() {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod attack;
+
 pub fn bin() -> PathBuf {
     let p = PathBuf::from(std::env::var_os("JOULAR_BIN").expect("JOULAR_BIN is not set: run these tests with `cargo xtask test`"));
     assert!(p.exists(), "JOULAR_BIN={} does not exist: run `cargo xtask test`", p.display());

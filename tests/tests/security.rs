@@ -11,56 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use joular_tests::attack::{as_nobody, open_dir, tag, Sysctl, NOBODY};
 use joular_tests::*;
 
-const NOBODY: u32 = 65534;
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
-
-/// Sets a sysctl for the test's lifetime and restores it even when the test fails.
-struct Sysctl {
-    name: &'static str,
-    old: String,
-}
-
-impl Sysctl {
-    fn set(name: &'static str, value: u8) -> Self {
-        let path = Path::new("/proc/sys").join(name.replace('.', "/"));
-        let old = std::fs::read_to_string(&path).unwrap().trim().to_string();
-        std::fs::write(&path, value.to_string()).unwrap();
-        Sysctl { name, old }
-    }
-}
-
-impl Drop for Sysctl {
-    fn drop(&mut self) {
-        let _ = std::fs::write(Path::new("/proc/sys").join(self.name.replace('.', "/")), &self.old);
-    }
-}
-
-/// A unique tag for this run's paths and processes.
-fn tag() -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-    format!("{}-{}", std::process::id(), now.as_nanos())
-}
-
-/// Runs a shell command as `nobody` (the attacker).
-fn as_nobody(script: &str) {
-    let st = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c", script])
-        .status()
-        .unwrap();
-    assert!(st.success(), "attacker step failed: {script}");
-}
-
-/// A directory `nobody` can use: 0755, optionally owned by nobody.
-fn open_dir(owned_by_nobody: bool) -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("joular-sec-").tempdir_in("/var/tmp").unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    if owned_by_nobody {
-        std::os::unix::fs::chown(dir.path(), Some(NOBODY), Some(NOBODY)).unwrap();
-    }
-    dir
-}
 
 /// The MethodSplit fixture's class, where a JVM of any user can load it.
 fn classes() -> tempfile::TempDir {

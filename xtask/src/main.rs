@@ -1,7 +1,8 @@
-//! `cargo xtask setup | demo | test | bench`: everything a fresh machine needs, in one place.
+//! `cargo xtask setup | demo | test | bench | fuzz`: everything a fresh machine needs, in one place.
 
 mod bench;
 mod demo;
+mod fuzz;
 mod host_bench;
 mod hotspot_fixture;
 mod run;
@@ -49,6 +50,15 @@ enum Task {
         #[arg(long, conflicts_with_all = ["overhead_only", "host_only"])]
         soak_only: bool,
     },
+    /// Run every cargo-fuzz target (fuzz/) for SECONDS each; prints the coverage reached and
+    /// fails on any crash. Installs nightly and cargo-fuzz if missing.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Only the targets whose name contains this.
+        target: Option<String>,
+    },
     /// Record a HotSpot introspection fixture (tables, nmethods, scopes) from a live JVM.
     DumpHotspotFixture {
         /// The `java` launcher of the JDK to record.
@@ -74,6 +84,7 @@ fn main() -> anyhow::Result<()> {
             soak_only,
             soak_s: if soak_only { soak.or(Some(600.0)) } else { soak },
         }),
+        Task::Fuzz { seconds, target } => fuzz::run(seconds, target.as_deref()),
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),
     }

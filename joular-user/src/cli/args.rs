@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use joular_user::energy::{EnergyOptions, SourceKind};
+use joular_user::output::{ReportArgs, ReportFormat};
+use joular_user::safe_write::{self, parse_output_mode, Modes};
 
 const ABOUT: &str = "Energy profiler for Java (and any process), built on eBPF: joules per \
 method, thread, process and call path, with no Java agent.";
@@ -134,7 +136,25 @@ impl ProfileExportArgs {
         if self.profile_max_mb == 0 {
             return Err("--profile-max-mb must be at least 1".into());
         }
+        if let Some(dir) = &self.profile_dir {
+            safe_write::check_dir("--profile-dir", dir)?;
+        }
         Ok(())
+    }
+}
+
+/// `report`: where it writes (its `--output`, else the result directory itself) is checked like
+/// `--output`; a table alone writes nothing.
+pub fn validate_report(args: &ReportArgs) -> Result<(), String> {
+    let writes = args.format.iter().any(|f| *f != ReportFormat::Table);
+    match &args.output {
+        Some(output) if writes => safe_write::check_dir("--output", output),
+        None if writes => safe_write::check_dir_or(
+            "report",
+            &args.result_dir,
+            "render it elsewhere with --output DIR",
+        ),
+        _ => Ok(()),
     }
 }
 
@@ -201,9 +221,15 @@ pub struct CommonArgs {
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
     /// Results directory: a JoularJX tree per process (`<pid>-<epochms>/{all,app}/...`), flame
-    /// graphs, pprof, folded stacks, summary.json.
+    /// graphs, pprof, folded stacks, summary.json. Symlinks on the way are followed only when
+    /// root or you own them.
     #[arg(short, long, default_value = "joularjx-result", value_name = "DIR")]
     pub output: PathBuf,
+    /// Permissions of every file written (results, --json, --profile-dir), in octal, e.g. 0644;
+    /// directories get `x` where `r` is (0755). Default: 0600 files and 0700 directories when
+    /// running as root (results name every process profiled), the umask otherwise.
+    #[arg(long, value_name = "MODE", value_parser = parse_output_mode)]
+    pub output_mode: Option<u32>,
     /// Application packages/classes (comma-separated prefixes, e.g. `com.acme,org.foo`) for the
     /// "app" view: each sample is charged to the nearest frame from the top that matches, so
     /// JDK work an app method causes is charged to it.
@@ -235,20 +261,33 @@ pub struct CommonArgs {
 impl CommonArgs {
     /// Validates values clap cannot, with messages that say how to fix them.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_for(true)
+    }
+
+    /// [`CommonArgs::validate`]; `--output` is checked only when the result tree is written
+    /// (`serve` writes it only with `--results`).
+    pub fn validate_for(&self, writes_tree: bool) -> Result<(), String> {
         check_seconds("--interval", self.interval, MAX_INTERVAL_S, "1 hour")?;
         if let Some(d) = self.duration {
             check_seconds("--duration", d, MAX_DURATION_S, "30 days")?;
         }
-        // Checked before anything is loaded; the directory itself is created later.
-        if let Some(existing) = self.output.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists()) {
-            if !existing.is_dir() {
-                return Err(format!("--output {}: {} is not a directory", self.output.display(), existing.display()));
-            }
-        }
         if self.frequency == 0 || self.frequency > 10_000 {
             return Err(format!("--frequency must be between 1 and 10000 Hz (got {})", self.frequency));
         }
+        // Checked before anything is loaded, with the rules the run itself applies when it
+        // creates them (a path planted later is refused then, the same way).
+        if writes_tree {
+            safe_write::check_dir("--output", &self.output)?;
+        }
+        if let Some(json) = &self.json {
+            safe_write::check_file("--json", json)?;
+        }
         Ok(())
+    }
+
+    /// Permissions of what the run writes.
+    pub fn modes(&self) -> Modes {
+        Modes::from_flag(self.output_mode)
     }
 }
 
@@ -336,6 +375,45 @@ mod tests {
         let err = validate(&["--output", below.to_str().unwrap()]).unwrap_err();
         assert_eq!(err, format!("--output {}: {} is not a directory", below.display(), file.path().display()));
         assert!(validate(&["--output", "joularjx-result"]).is_ok());
+    }
+
+    #[test]
+    fn output_mode_is_octal_and_refused_with_its_flag() {
+        let cli = Cli::try_parse_from(["joular-ebpf", "--pid", "1", "--output-mode", "0644"]).unwrap();
+        assert_eq!(cli.profile.common.output_mode, Some(0o644));
+        assert_eq!(cli.profile.common.modes(), Modes::exact(0o644));
+        let err = Cli::try_parse_from(["joular-ebpf", "--pid", "1", "--output-mode", "4755"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--output-mode") && err.to_string().contains("beyond 0777"), "{err}");
+        let cli = Cli::try_parse_from(["joular-ebpf", "report", "r", "--output-mode", "640"]).unwrap();
+        assert!(matches!(cli.command, Some(Command::Report(ReportArgs { output_mode: Some(0o640), .. }))));
+    }
+
+    #[test]
+    fn json_needs_an_existing_directory_and_a_file_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no/cycles.jsonl");
+        let err = validate(&["--json", missing.to_str().unwrap()]).unwrap_err();
+        assert!(err.starts_with("--json") && err.contains("does not exist"), "{err}");
+        let err = validate(&["--json", dir.path().to_str().unwrap()]).unwrap_err();
+        assert!(err.contains("is a directory"), "{err}");
+        assert!(validate(&["--json", dir.path().join("c.jsonl").to_str().unwrap()]).is_ok());
+    }
+
+    #[test]
+    fn report_checks_where_it_writes() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let args = |extra: &[&str]| match Cli::try_parse_from(["joular-ebpf", "report"].iter().copied().chain(extra.iter().copied())).unwrap().command {
+            Some(Command::Report(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        let f = file.path().to_str().unwrap();
+        let err = validate_report(&args(&[f, "--format", "svg"])).unwrap_err();
+        assert!(err.starts_with("report") && err.contains("not a directory"), "{err}");
+        let below = file.path().join("x");
+        let err = validate_report(&args(&["r", "--output", below.to_str().unwrap()])).unwrap_err();
+        assert!(err.starts_with("--output"), "{err}");
+        assert!(validate_report(&args(&[f, "--format", "table"])).is_ok(), "a table writes nothing");
     }
 
     #[test]

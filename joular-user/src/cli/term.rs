@@ -2,7 +2,12 @@
 //! or stderr (`joular-ebpf ... | head`) fails with EPIPE, and `println!`/`eprintln!` would panic
 //! on it before the results are written. These write what they can: the first failed write
 //! ends that stream's printing, quietly, for the rest of the run.
+//!
+//! Much of what is printed comes from the profiled processes (thread and process names, Java
+//! method names, paths inside a container), so control characters other than newline and tab are
+//! shown escaped: a target cannot send escape sequences to the operator's terminal.
 
+use std::borrow::Cow;
 use std::fmt::Arguments;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,9 +27,28 @@ fn write(w: &mut dyn Write, closed: &AtomicBool, args: Arguments) {
     if closed.load(Ordering::Relaxed) {
         return;
     }
-    if w.write_fmt(args).and_then(|()| w.flush()).is_err() {
+    let text = std::fmt::format(args);
+    if w.write_all(terminal_safe(&text).as_bytes()).and_then(|()| w.flush()).is_err() {
         closed.store(true, Ordering::Relaxed);
     }
+}
+
+/// `text` with every control character but newline and tab (C0, DEL and C1, so ESC and CSI) and
+/// every bidirectional override written as `\u{..}`.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `print!` that stops quietly when stdout is gone.
@@ -56,6 +80,17 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn escape_sequences_from_targets_never_reach_the_terminal() {
+        let mut out = Vec::new();
+        let closed = AtomicBool::new(false);
+        let comm = "\x1b]0;pwned\x07\u{9b}2J\r";
+        write(&mut out, &closed, format_args!("thread {comm}\tx\n{}\n", "evil\u{202e}gnp.exe"));
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text, "thread \\u{1b}]0;pwned\\u{7}\\u{9b}2J\\u{d}\tx\nevil\\u{202e}gnp.exe\n");
+        assert!(matches!(terminal_safe("plain\ttext\n"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -46,13 +46,14 @@ impl ProcFs {
     }
 }
 
-/// A process's /proc file, at most 64 KiB of it: the kernel writes them, but their length is the
-/// process's doing (cgroup paths, names).
+/// A process's /proc file, at most 64 KiB of it: the kernel writes them, but their length and
+/// bytes are the process's doing (cgroup paths, names). Not UTF-8 is read lossily: a name of
+/// invalid bytes (`prctl(PR_SET_NAME)` takes any) must not make a live process look gone.
 fn read_bounded(path: &std::path::Path) -> Option<String> {
     use std::io::Read;
-    let mut text = String::new();
-    fs::File::open(path).ok()?.take(64 << 10).read_to_string(&mut text).ok()?;
-    Some(text)
+    let mut bytes = Vec::new();
+    fs::File::open(path).ok()?.take(64 << 10).read_to_end(&mut bytes).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 impl ProcessTable for ProcFs {
@@ -81,7 +82,7 @@ impl ProcessTable for ProcFs {
 
 /// `(comm, starttime)` from a `stat` line. comm may hold spaces and parentheses, so it ends at the
 /// last `)`.
-fn parse_stat(text: &str) -> Option<(String, u64)> {
+pub fn parse_stat(text: &str) -> Option<(String, u64)> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_owned();
@@ -93,7 +94,7 @@ fn parse_stat(text: &str) -> Option<(String, u64)> {
 /// The cgroup path that names the process's workload, from `/proc/<pid>/cgroup` lines
 /// `hierarchy:controllers:path`: the unified (v2) line when there is one, else v1's `name=systemd`, else
 /// `cpu`, else the first line.
-fn cgroup_path(text: &str) -> Option<&str> {
+pub fn cgroup_path(text: &str) -> Option<&str> {
     let lines: Vec<(&str, &str)> = text
         .lines()
         .filter_map(|line| {
@@ -200,6 +201,23 @@ mod tests {
         assert_eq!(labels.container_id, None);
         assert_eq!(proc_fs.labels(8), None);
         assert_eq!(proc_fs.start_ticks(8), None);
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_neither_hides_the_process_nor_its_container() {
+        let root = tempfile::tempdir().unwrap();
+        fake_process(root.path(), 9, "x", 77, "", None);
+        let dir = root.path().join("9");
+        let mut stat = stat_line(9, "x", 77).into_bytes();
+        stat.splice(3..4, *b"\xff\x1b");
+        fs::write(dir.join("stat"), stat).unwrap();
+        fs::write(dir.join("cgroup"), [&b"0::/docker/"[..], ID.as_bytes(), b"/\xfe\n"].concat()).unwrap();
+        let proc_fs = ProcFs::new(root.path());
+        let labels = proc_fs.labels(9).expect("a live process");
+        assert_eq!((labels.comm.as_str(), labels.start_ticks), ("\u{fffd}\u{1b}", 77));
+        assert_eq!(labels.container_id.as_deref(), Some(ID), "a sub-cgroup of odd bytes under the container's");
+        assert_eq!(labels.cgroup, Some(format!("/docker/{ID}/\u{fffd}")));
+        assert_eq!(proc_fs.start_ticks(9), Some(77));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::FleetError;
+use crate::safe_write::{Modes, OutDir};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProfileFormat {
@@ -38,16 +39,17 @@ pub struct Retention {
 
 /// Names files `<dir>/<end_epoch_ms>-<host>.pprof.gz` / `.folded` and removes old ones. Only files of
 /// that form and of this host are ever removed, so a directory shared by hosts (or holding anything
-/// else) is safe.
+/// else) is safe. The directory is held open from the start ([`OutDir`]): files are created, renamed
+/// and removed in it by name, never through a path another user could redirect.
 #[derive(Debug)]
 pub struct ProfileRotator {
-    dir: PathBuf,
+    dir: OutDir,
     host: String,
     retention: Retention,
 }
 
 struct ProfileFile {
-    path: PathBuf,
+    name: std::ffi::OsString,
     epoch_ms: u64,
     format: ProfileFormat,
     bytes: u64,
@@ -60,12 +62,11 @@ impl ProfileRotator {
         dir: impl Into<PathBuf>,
         host: &str,
         retention: Retention,
+        modes: Modes,
     ) -> Result<Self, FleetError> {
-        let dir = dir.into();
-        fs::create_dir_all(&dir).map_err(|source| FleetError::ProfileDir {
-            path: dir.clone(),
-            source,
-        })?;
+        let path = dir.into();
+        let dir = OutDir::create_all(&path, modes)
+            .map_err(|source| FleetError::ProfileDir { path, source })?;
         let host: String = host
             .chars()
             .map(|c| {
@@ -88,70 +89,59 @@ impl ProfileRotator {
         })
     }
 
-    pub fn path_for(&self, end_epoch_ms: u64, format: ProfileFormat) -> PathBuf {
-        self.dir.join(format!(
-            "{end_epoch_ms}-{}.{}",
-            self.host,
-            format.extension()
-        ))
+    fn name_for(&self, end_epoch_ms: u64, format: ProfileFormat) -> String {
+        format!("{end_epoch_ms}-{}.{}", self.host, format.extension())
     }
 
-    /// Writes one interval's profile, then applies the retention. `write` fills a hidden temporary file
-    /// in the same directory, which is renamed into place, so a backend watching the directory never
-    /// reads half a file. Returns the final path.
+    pub fn path_for(&self, end_epoch_ms: u64, format: ProfileFormat) -> PathBuf {
+        self.dir.join(self.name_for(end_epoch_ms, format))
+    }
+
+    /// Writes one interval's profile, then applies the retention. `write` gets the directory and the
+    /// file name, and writes it whole through [`OutDir::replace`] (a hidden temporary file renamed
+    /// into place, so a backend watching the directory never reads half a file). Returns the final
+    /// path.
     pub fn write<E>(
         &self,
         end_epoch_ms: u64,
         format: ProfileFormat,
-        write: impl FnOnce(&Path) -> Result<(), E>,
+        write: impl FnOnce(&OutDir, &str) -> Result<(), E>,
     ) -> Result<PathBuf, FleetError>
     where
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let path = self.path_for(end_epoch_ms, format);
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = self.dir.join(format!(".{name}.tmp"));
-        let placed = write(&tmp)
-            .map_err(Into::into)
-            .and_then(|()| fs::rename(&tmp, &path).map_err(Into::into));
-        if let Err(source) = placed {
-            // The temporary file may not exist (the writer failed before creating it).
-            let _ = fs::remove_file(&tmp);
-            return Err(FleetError::ProfileWrite { path, source });
+        let name = self.name_for(end_epoch_ms, format);
+        let path = self.dir.join(&name);
+        if let Err(e) = write(&self.dir, &name) {
+            return Err(FleetError::ProfileWrite { path, source: e.into() });
         }
-        self.prune(&path)?;
+        self.prune(&name)?;
         Ok(path)
     }
 
-    fn prune(&self, just_written: &Path) -> Result<(), FleetError> {
+    fn prune(&self, just_written: &str) -> Result<(), FleetError> {
         let dir_error = |source| FleetError::ProfileDir {
-            path: self.dir.clone(),
+            path: self.dir.path().to_owned(),
             source,
         };
         let mut files = Vec::new();
-        for entry in fs::read_dir(&self.dir).map_err(dir_error)? {
-            let entry = entry.map_err(dir_error)?;
-            let Some((epoch_ms, format)) = self.parse_name(&entry.file_name().to_string_lossy())
-            else {
+        for entry in self.dir.entries().map_err(dir_error)? {
+            let Some((epoch_ms, format)) = self.parse_name(&entry.name.to_string_lossy()) else {
                 continue;
             };
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_file() {
+            if entry.is_file {
                 files.push(ProfileFile {
-                    path: entry.path(),
+                    name: entry.name,
                     epoch_ms,
                     format,
-                    bytes: meta.len(),
+                    bytes: entry.size_bytes,
                 });
             }
         }
         files.sort_by(|a, b| {
             b.epoch_ms
                 .cmp(&a.epoch_ms)
-                .then_with(|| a.path.cmp(&b.path))
+                .then_with(|| a.name.cmp(&b.name))
         });
 
         let mut kept_bytes = 0u64;
@@ -165,16 +155,13 @@ impl ProfileRotator {
             let fits = kept_bytes.saturating_add(file.bytes) <= self.retention.max_bytes;
             // Once one file exceeds the byte budget every older one goes too: oldest first.
             over_budget |= !fits;
-            let keep = file.path == just_written
+            let keep = file.name == just_written
                 || (!over_budget && kept_per_format[slot] < self.retention.keep_intervals);
             if keep {
                 kept_bytes = kept_bytes.saturating_add(file.bytes);
                 kept_per_format[slot] += 1;
             } else {
-                match fs::remove_file(&file.path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(dir_error(e)),
-                    _ => {}
-                }
+                self.dir.remove(&file.name).map_err(dir_error)?;
             }
         }
         Ok(())
@@ -215,8 +202,15 @@ mod tests {
                 keep_intervals,
                 max_bytes,
             },
+            Modes::for_caller(),
         )
         .unwrap()
+    }
+
+    fn write_all(dir: &OutDir, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let mut file = dir.replace(name)?;
+        io::Write::write_all(&mut file, bytes)?;
+        file.commit()
     }
 
     fn write_bytes(
@@ -225,7 +219,7 @@ mod tests {
         format: ProfileFormat,
         bytes: usize,
     ) -> PathBuf {
-        r.write(epoch_ms, format, |p: &Path| fs::write(p, vec![b'x'; bytes]))
+        r.write(epoch_ms, format, |d: &OutDir, name: &str| write_all(d, name, &vec![b'x'; bytes]))
             .unwrap()
     }
 
@@ -258,6 +252,7 @@ mod tests {
                 keep_intervals: 1,
                 max_bytes: 1,
             },
+            Modes::for_caller(),
         )
         .unwrap();
         assert_eq!(
@@ -271,6 +266,7 @@ mod tests {
                 keep_intervals: 1,
                 max_bytes: 1,
             },
+            Modes::for_caller(),
         )
         .unwrap();
         assert_eq!(
@@ -342,8 +338,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let r = rotator(dir.path(), 3, 1 << 20);
         let err = r
-            .write(7, ProfileFormat::Pprof, |p: &Path| {
-                fs::write(p, b"half")?;
+            .write(7, ProfileFormat::Pprof, |d: &OutDir, name: &str| {
+                let mut file = d.replace(name)?;
+                io::Write::write_all(&mut file, b"half")?;
                 Err(io::Error::other("disk full"))
             })
             .unwrap_err();

@@ -1,14 +1,13 @@
 //! SVG flame graphs (inferno) weighted by energy, with inferno's Java palette: JIT frames
 //! green, inlined aqua, kernel orange, native yellow/red.
 
-use std::fs::File;
 use std::io::Write;
-use std::path::Path;
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 
 use super::aggregate::PathGroup;
 use super::OutputError;
+use crate::safe_write::OutDir;
 
 /// Frames narrower than this share of the total are cut before inferno sees them: inferno
 /// does not draw frames under 0.1 px of 1200 (≈ 8e-5), and handing it every one of 50,000
@@ -16,9 +15,12 @@ use super::OutputError;
 /// every frame it would draw is kept; a cut path's energy stays in its visible parent.
 const PRUNE_SHARE: f64 = 4e-5;
 
-pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
-    let mut file = File::create(path).map_err(|e| OutputError::io(path, e))?;
-    file.write_all(bytes).map_err(|e| OutputError::io(path, e))
+/// Writes a whole file (the SVG, `report.html`) in `dir`, replacing what was at `name`.
+pub fn write_bytes(dir: &OutDir, name: &str, bytes: &[u8]) -> Result<(), OutputError> {
+    let path = &dir.join(name);
+    let mut file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
+    file.write_all(bytes).map_err(|e| OutputError::io(path, e))?;
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
 /// The SVG document of path groups (in path order, as `aggregate::path_groups` returns them:
@@ -123,7 +125,9 @@ mod tests {
     };
     use crate::output::methods::tests::{frame, java};
     use crate::output::profile::StackTotal;
+    use crate::safe_write::test_dir;
     use quick_xml::events::Event;
+    use std::path::Path;
     use std::sync::Arc;
 
     fn run() -> Frame {
@@ -186,7 +190,6 @@ mod tests {
     #[test]
     fn svg_is_valid_xml_naming_the_hot_method() {
         let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("f.svg");
         let stacks = vec![
             total(
                 &[run(), compute(), java("java.math.BigInteger.multiply")],
@@ -206,8 +209,8 @@ mod tests {
             "Energy",
             &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph),
         );
-        write_bytes(&path, &svg.unwrap()).unwrap();
-        let texts = svg_texts(&path);
+        write_bytes(&test_dir(tmp.path()), "f.svg", &svg.unwrap()).unwrap();
+        let texts = svg_texts(&tmp.path().join("f.svg"));
         let hot = texts
             .iter()
             .find(|t| t.starts_with("java.math.BigInteger.multiply"))
@@ -220,10 +223,24 @@ mod tests {
     }
 
     #[test]
+    fn stacks_rooted_at_a_hash_frame_are_drawn() {
+        // Found by the raw_profile fuzz target: every folded line started with `#`, inferno
+        // read them all as comments and refused the input, so the run's results failed.
+        let tmp = tempfile::tempdir().unwrap();
+        let stacks = vec![total(&[frame("# nknown]", FrameKind::Native), compute()], 500.0)];
+        // Every frame kept, so the graph is rooted at the `#` frame.
+        let all_frames = StackRules { jvm: true, native_frames: true };
+        let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph)).unwrap();
+        write_bytes(&test_dir(tmp.path()), "h.svg", &svg).unwrap();
+        let texts = svg_texts(&tmp.path().join("h.svg"));
+        assert!(texts.iter().any(|t| t.starts_with("_# nknown]")), "{texts:?}");
+    }
+
+    #[test]
     fn empty_input_still_makes_an_svg() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("e.svg");
-        write_bytes(&path, &render_svg("Energy", &[]).unwrap()).unwrap();
+        write_bytes(&test_dir(tmp.path()), "e.svg", &render_svg("Energy", &[]).unwrap()).unwrap();
         assert!(svg_texts(&path).iter().any(|t| t.contains("no energy")));
     }
 }

@@ -1,17 +1,17 @@
 //! Energy-weighted folded stacks (`root;...;leaf value`, value in whole µJ), the input of
 //! flamegraph.pl, inferno and speedscope.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
 
 use super::aggregate::PathGroup;
 use super::OutputError;
+use crate::safe_write::OutDir;
 
 /// Streams one line per path group (in path order); paths whose energy rounds to 0 µJ are
 /// left out because folded counts are integers and a zero-width frame only adds noise.
-pub fn write_folded(path: &Path, groups: &[PathGroup]) -> Result<(), OutputError> {
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+pub fn write_folded(dir: &OutDir, name: &str, groups: &[PathGroup]) -> Result<(), OutputError> {
+    let path = &dir.join(name);
+    let file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
     let mut out = BufWriter::new(file);
     for group in groups {
         let energy_uj = group.energy_uj.round() as u64;
@@ -20,7 +20,8 @@ pub fn write_folded(path: &Path, groups: &[PathGroup]) -> Result<(), OutputError
                 .map_err(|e| OutputError::io(path, e))?;
         }
     }
-    out.flush().map_err(|e| OutputError::io(path, e))
+    let file = out.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
 #[cfg(test)]
@@ -40,6 +41,7 @@ mod tests {
     use crate::output::methods::MethodFilter;
     use crate::output::profile::StackTotal;
     use std::sync::Arc;
+    use crate::safe_write::test_dir;
 
     #[test]
     fn lines_are_root_first_in_whole_microjoules() {
@@ -65,21 +67,14 @@ mod tests {
         ];
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.folded");
-        write_folded(
-            &path,
-            &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph),
-        )
-        .unwrap();
+        let dir = test_dir(tmp.path());
+        write_folded(&dir, "x.folded", &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph)).unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "com.acme.App.main;read 1235\n"
         );
         let filter = MethodFilter::parse("com.acme");
-        write_folded(
-            &path,
-            &path_groups(&stacks, Scope::App(&filter), JVM, PathStyle::Graph),
-        )
-        .unwrap();
+        write_folded(&dir, "x.folded", &path_groups(&stacks, Scope::App(&filter), JVM, PathStyle::Graph)).unwrap();
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
             "com.acme.App.main 1235\n"

@@ -4,9 +4,7 @@
 //! interval, whatever the daemon's uptime.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
 
 use super::methods::{
     bucket_stack, join_frames, push_frame_name, shows_jvm, StackRules, NO_SAMPLES,
@@ -17,6 +15,7 @@ use super::results::ThreadStacks;
 use super::thread_kind::ThreadKind;
 use super::OutputError;
 use crate::model::{CycleReport, Stack};
+use crate::safe_write::OutDir;
 
 #[derive(Default)]
 struct IntervalProcess {
@@ -157,7 +156,7 @@ impl IntervalProfile {
 
     /// gzip pprof, sample types `energy/microjoules` (default) and `samples/count`; every sample
     /// labelled `pid` (number), `comm` and, for containers, `container_id`.
-    pub fn write_pprof(&self, path: &Path) -> Result<(), OutputError> {
+    pub fn write_pprof(&self, dir: &OutDir, name: &str) -> Result<(), OutputError> {
         let processes: Vec<_> = self.sorted().collect();
         let samples = processes.iter().flat_map(|(pid, p, stacks)| {
             let rules = self.rules(p);
@@ -182,13 +181,14 @@ impl IntervalProfile {
             source_comment(&self.energy_source, self.estimated),
         ];
         let profile = build_labelled(samples, &comments, self.start_epoch_ms, self.duration_s);
-        write_profile(path, &profile)
+        write_profile(dir, name, &profile)
     }
 
     /// Folded stacks in whole µJ, each rooted at a `<comm>-<pid>` frame (as `stackcollapse-perf
     /// --pid` does); stacks under 0.5 µJ are left out.
-    pub fn write_folded(&self, path: &Path) -> Result<(), OutputError> {
-        let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    pub fn write_folded(&self, dir: &OutDir, name: &str) -> Result<(), OutputError> {
+        let path = &dir.join(name);
+        let file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
         let mut out = BufWriter::new(file);
         for (pid, process, stacks) in self.sorted() {
             let mut root = String::new();
@@ -210,7 +210,8 @@ impl IntervalProfile {
                 writeln!(out, "{line}").map_err(|e| OutputError::io(path, e))?;
             }
         }
-        out.flush().map_err(|e| OutputError::io(path, e))
+        let file = out.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
+        file.commit().map_err(|e| OutputError::io(path, e))
     }
 }
 
@@ -218,6 +219,8 @@ impl IntervalProfile {
 mod tests {
     use super::*;
     use crate::model::{Frame, FrameKind, ProcessReport, ThreadReport, ThreadStack};
+    use crate::safe_write::test_dir;
+    use std::fs::File;
     use crate::output::methods::tests::{frame, java};
     use crate::output::pprof::Profile;
     use prost::Message;
@@ -316,7 +319,7 @@ mod tests {
         assert!((p.energy_uj() - 2.0 * 580.0).abs() < 1e-9);
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.folded");
-        p.write_folded(&path).unwrap();
+        p.write_folded(&test_dir(tmp.path()), "x.folded").unwrap();
         // JVM stacks start at their first Java frame or their thread's bucket.
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
@@ -326,7 +329,7 @@ mod tests {
              java-10;[GC];G1ParTask::work 60\n\
              nginx:x-20;main;write 200\n"
         );
-        fixture(true).write_folded(&path).unwrap();
+        fixture(true).write_folded(&test_dir(tmp.path()), "x.folded").unwrap();
         let everything = std::fs::read_to_string(&path).unwrap();
         assert!(
             everything.starts_with("java-10;[unknown];thread_native_entry(Thread*);StubRoutines (1);java.lang.Thread.run;com.acme.App.compute 600\n"),
@@ -340,7 +343,7 @@ mod tests {
         let p = fixture(false);
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.pprof.gz");
-        p.write_pprof(&path).unwrap();
+        p.write_pprof(&test_dir(tmp.path()), "x.pprof.gz").unwrap();
         let mut bytes = Vec::new();
         flate2::read::GzDecoder::new(File::open(&path).unwrap())
             .read_to_end(&mut bytes)
@@ -375,7 +378,7 @@ mod tests {
         let p = fixture(false);
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.pprof.gz");
-        p.write_pprof(&path).unwrap();
+        p.write_pprof(&test_dir(tmp.path()), "x.pprof.gz").unwrap();
         let out = std::process::Command::new("go")
             .args(["tool", "pprof", "-tags", path.to_str().unwrap()])
             .env("HOME", tmp.path())
@@ -396,7 +399,7 @@ mod tests {
         assert_eq!(p.duration_s(), 0.0);
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("x.folded");
-        p.write_folded(&path).unwrap();
+        p.write_folded(&test_dir(tmp.path()), "x.folded").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
     }
 }

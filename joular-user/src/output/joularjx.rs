@@ -12,12 +12,12 @@
 //! Rows are JoularJX's `%s,%.4f`. Runtime files are rewritten each cycle, as JoularJX does
 //! with `overwrite-runtime-data=true`: a per-cycle file would grow the tree without bound.
 
-use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::aggregate::{NamedTotal, Scope};
 use super::OutputError;
+use crate::safe_write::OutDir;
 
 /// Name of the directory that holds one `<pid>-<epochms>` directory per process.
 pub const RESULT_DIR_NAME: &str = "joularjx-result";
@@ -37,42 +37,54 @@ pub enum Kind {
     CallTrees,
 }
 
-/// One process's `<pid>-<epochms>` directory.
-#[derive(Debug, Clone)]
+const SUBDIRS: [&str; 5] = [
+    "runtime/methods",
+    "runtime/calltrees",
+    "total/methods",
+    "total/calltrees",
+    "evolution",
+];
+
+/// One process's `<pid>-<epochms>` directory, held open: files go into the directory that was
+/// created, whatever happens to its name during the run.
+#[derive(Debug)]
 pub struct RunDir {
-    path: PathBuf,
+    dir: OutDir,
     pid: u32,
 }
 
 impl RunDir {
-    /// `results_root` is the `joularjx-result` directory itself.
-    pub fn create(results_root: &Path, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
-        Self::create_at(results_root.join(format!("{pid}-{start_epoch_ms}")), pid)
+    /// Creates `<pid>-<start_epoch_ms>` in the `joularjx-result` directory.
+    pub fn create(results_root: &OutDir, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
+        let name = format!("{pid}-{start_epoch_ms}");
+        let dir = results_root
+            .subdir(&name)
+            .map_err(|e| OutputError::io(&results_root.join(&name), e))?;
+        Self::create_at(dir, pid)
     }
 
-    /// The tree at `path` itself (`report --output DIR`).
-    pub fn create_at(path: PathBuf, pid: u32) -> Result<Self, OutputError> {
-        let dir = Self { path, pid };
+    /// The tree in `dir` itself (`report --output DIR`).
+    pub fn create_at(dir: OutDir, pid: u32) -> Result<Self, OutputError> {
         for scope in ["all", "app"] {
-            for sub in [
-                "runtime/methods",
-                "runtime/calltrees",
-                "total/methods",
-                "total/calltrees",
-                "evolution",
-            ] {
-                let path = dir.path.join(scope).join(sub);
-                fs::create_dir_all(&path).map_err(|e| OutputError::io(&path, e))?;
+            for sub in SUBDIRS {
+                let rel = format!("{scope}/{sub}");
+                dir.create_subdirs(&rel)
+                    .map_err(|e| OutputError::io(&dir.join(&rel), e))?;
             }
         }
-        Ok(dir)
+        Ok(Self { dir, pid })
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 
-    pub fn file(&self, scope: Scope, period: Period, kind: Kind) -> PathBuf {
+    pub fn out_dir(&self) -> &OutDir {
+        &self.dir
+    }
+
+    /// `(directory below the run directory, file name)` of a CSV.
+    fn location(&self, scope: Scope, period: Period, kind: Kind) -> (String, String) {
         let (period_dir, suffix) = match period {
             Period::Runtime => ("runtime", "power"),
             Period::Total => ("total", "energy"),
@@ -81,19 +93,34 @@ impl RunDir {
             Kind::Methods => ("methods", "methods"),
             Kind::CallTrees => ("calltrees", "call-trees"),
         };
-        self.path
-            .join(scope.dir())
-            .join(period_dir)
-            .join(kind_dir)
-            .join(format!(
+        (
+            format!("{}/{period_dir}/{kind_dir}", scope.dir()),
+            format!(
                 "joularJX-{}-{}-{kind_name}-{suffix}.csv",
                 self.pid,
                 scope.file_infix()
-            ))
+            ),
+        )
     }
 
+    pub fn file(&self, scope: Scope, period: Period, kind: Kind) -> PathBuf {
+        let (dir, name) = self.location(scope, period, kind);
+        self.path().join(dir).join(name)
+    }
+
+    fn evolution_name(&self, method: &str) -> String {
+        evolution_name(self.pid, method)
+    }
+
+    #[cfg(test)]
     pub fn evolution_file(&self, scope: Scope, method: &str) -> PathBuf {
-        evolution_file(&self.path, self.pid, scope, method)
+        self.path().join(scope.dir()).join("evolution").join(self.evolution_name(method))
+    }
+
+    fn subdir(&self, rel: &str) -> Result<OutDir, OutputError> {
+        self.dir
+            .open_subdir(rel)
+            .map_err(|e| OutputError::io(&self.path().join(rel), e))
     }
 
     /// Writes run totals in joules; rows are `(name, µJ)`.
@@ -103,10 +130,12 @@ impl RunDir {
         kind: Kind,
         rows: impl IntoIterator<Item = (N, f64)>,
     ) -> Result<(), OutputError> {
-        write_rows(&self.file(scope, Period::Total, kind), rows, 1e-6)
+        let (dir, name) = self.location(scope, Period::Total, kind);
+        write_rows(&self.subdir(&dir)?, &name, rows, 1e-6)
     }
 
-    /// Replaces the runtime file with this cycle's power in watts.
+    /// Replaces the runtime file with this cycle's power in watts; a reader polling it never
+    /// sees a half-written one (the file is renamed into place).
     pub fn write_runtime(
         &self,
         scope: Scope,
@@ -114,12 +143,9 @@ impl RunDir {
         totals: &[NamedTotal],
         duration_s: f64,
     ) -> Result<(), OutputError> {
-        let path = self.file(scope, Period::Runtime, kind);
-        let tmp = path.with_extension("csv.tmp");
+        let (dir, name) = self.location(scope, Period::Runtime, kind);
         let rows = totals.iter().map(|t| (&*t.name, t.energy_uj));
-        write_rows(&tmp, rows, watts_per_uj(duration_s))?;
-        // A reader polling the runtime file never sees a half-written one.
-        fs::rename(&tmp, &path).map_err(|e| OutputError::io(&path, e))
+        write_rows(&self.subdir(&dir)?, &name, rows, watts_per_uj(duration_s))
     }
 
     /// Appends one `unix seconds,watts` row per method active in this cycle.
@@ -131,13 +157,11 @@ impl RunDir {
         duration_s: f64,
     ) -> Result<(), OutputError> {
         let per_uj = watts_per_uj(duration_s);
+        let dir = self.subdir(&format!("{}/evolution", scope.dir()))?;
         for method in methods {
-            let path = self.evolution_file(scope, &method.name);
-            let mut file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| OutputError::io(&path, e))?;
+            let name = self.evolution_name(&method.name);
+            let path = dir.join(&name);
+            let mut file = dir.append(&name).map_err(|e| OutputError::io(&path, e))?;
             // One write call per row keeps appends whole.
             file.write_all(format!("{end_epoch_s},{:.4}\n", method.energy_uj * per_uj).as_bytes())
                 .map_err(|e| OutputError::io(&path, e))?;
@@ -147,11 +171,9 @@ impl RunDir {
 }
 
 /// Where a `<pid>-<epochms>` directory keeps `method`'s power over time.
-pub fn evolution_file(run_dir: &Path, pid: u32, scope: Scope, method: &str) -> PathBuf {
-    run_dir
-        .join(scope.dir())
-        .join("evolution")
-        .join(format!("joularJX-{pid}-{}-evolution.csv", file_safe(method)))
+/// The evolution file of `method` (relative to its scope's `evolution/` directory).
+pub fn evolution_name(pid: u32, method: &str) -> String {
+    format!("joularJX-{pid}-{}-evolution.csv", file_safe(method))
 }
 
 fn watts_per_uj(duration_s: f64) -> f64 {
@@ -163,17 +185,20 @@ fn watts_per_uj(duration_s: f64) -> f64 {
 }
 
 fn write_rows<N: AsRef<str>>(
-    path: &Path,
+    dir: &OutDir,
+    file_name: &str,
     rows: impl IntoIterator<Item = (N, f64)>,
     scale: f64,
 ) -> Result<(), OutputError> {
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    let path = &dir.join(file_name);
+    let file = dir.replace(file_name).map_err(|e| OutputError::io(path, e))?;
     let mut out = BufWriter::new(file);
     for (name, energy_uj) in rows {
         write_row(&mut out, name.as_ref(), energy_uj * scale)
             .map_err(|e| OutputError::io(path, e))?;
     }
-    out.flush().map_err(|e| OutputError::io(path, e))
+    let file = out.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
 /// JoularJX's `%s,%.4f`; a comma or newline in a name would break the row.
@@ -217,7 +242,13 @@ fn file_safe(method: &str) -> String {
 mod tests {
     use super::*;
     use crate::output::methods::MethodFilter;
+    use crate::safe_write::Modes;
+    use std::fs;
     use std::sync::Arc;
+
+    fn root(tmp: &Path) -> OutDir {
+        OutDir::create_all(tmp, Modes::for_caller()).unwrap()
+    }
 
     fn total(name: &str, energy_uj: f64) -> NamedTotal {
         NamedTotal {
@@ -230,7 +261,7 @@ mod tests {
     #[test]
     fn file_names_follow_joularjx() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDir::create(tmp.path(), 42, 1700000000000).unwrap();
+        let dir = RunDir::create(&root(tmp.path()), 42, 1700000000000).unwrap();
         let filter = MethodFilter::parse("com.acme");
         let rel = |p: PathBuf| {
             p.strip_prefix(tmp.path())
@@ -257,7 +288,7 @@ mod tests {
     #[test]
     fn totals_are_joules_runtime_and_evolution_are_watts() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDir::create(tmp.path(), 7, 1).unwrap();
+        let dir = RunDir::create(&root(tmp.path()), 7, 1).unwrap();
         let rows = [total("com.acme.A.f", 2_500_000.0), total("x,y", 500_000.0)];
         dir.write_total(
             Scope::All,

@@ -225,8 +225,13 @@ pub fn join_frames<'a>(frames: impl Iterator<Item = &'a Frame>, annotate: bool) 
 }
 
 /// Frame names go into `;`-separated paths and `name,value` rows: a `;` inside a name
-/// (rare, some C++ templates) would split a frame, a `,` or newline would break a row.
+/// (rare, some C++ templates) would split a frame, a `,` or newline would break a row. A name
+/// starting with `#` (a JVM class name may) gets a `_` first: folded readers, inferno included,
+/// take a line starting with `#` for a comment, so a stack rooted there would vanish.
 pub fn push_frame_name(out: &mut String, name: &str) {
+    if name.trim_start().starts_with('#') {
+        out.push('_');
+    }
     if name.contains([';', ',', '\n', '\r']) {
         out.extend(name.chars().map(|c| match c {
             ';' => ':',
@@ -453,5 +458,11 @@ pub(crate) mod tests {
             join_frames(stack.iter(), false),
             "std::map<int  int>::find:x"
         );
+    }
+
+    #[test]
+    fn a_name_starting_with_a_hash_cannot_comment_its_line_out() {
+        let stack = vec![frame("#Evil.run", FrameKind::JavaJit), frame(" #x", FrameKind::Native)];
+        assert_eq!(join_frames(stack.iter(), false), "_#Evil.run;_ #x");
     }
 }

@@ -36,7 +36,7 @@ pub use joularjx::RESULT_DIR_NAME;
 pub use methods::MethodFilter;
 pub use profile::{JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal, Unattributed};
 pub use timeline::{ThreadSeries, Timeline};
-pub use raw_profile::{read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
+pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{report, report_to, ReportArgs, ReportFormat};
 pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};

@@ -8,9 +8,7 @@
 //! so `go tool pprof -list` and Pyroscope put energy on source lines.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Write;
-use std::path::Path;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -22,6 +20,7 @@ use super::paths::{all_path, PathStyle};
 use super::profile::{RunSummary, StackTotal};
 use super::OutputError;
 use crate::model::{Frame, FrameKind};
+use crate::safe_write::OutDir;
 
 /// A sample's label value before interning.
 #[derive(Debug, Clone, Copy)]
@@ -259,22 +258,24 @@ pub fn build_labelled<'a>(
 }
 
 /// gzip-compressed, as `go tool pprof`, Pyroscope and Parca read it.
-pub fn write_profile(path: &Path, profile: &Profile) -> Result<(), OutputError> {
+pub fn write_profile(dir: &OutDir, name: &str, profile: &Profile) -> Result<(), OutputError> {
+    let path = &dir.join(name);
     let bytes = profile.encode_to_vec();
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    let file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
     let mut gz = GzEncoder::new(file, Compression::fast());
     gz.write_all(&bytes).map_err(|e| OutputError::io(path, e))?;
-    gz.finish().map_err(|e| OutputError::io(path, e))?;
-    Ok(())
+    let file = gz.finish().map_err(|e| OutputError::io(path, e))?;
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
 pub fn write_pprof(
-    path: &Path,
+    dir: &OutDir,
+    name: &str,
     summary: &RunSummary,
     stacks: &[StackTotal],
     rules: StackRules,
 ) -> Result<(), OutputError> {
-    write_profile(path, &build(summary, stacks, rules))
+    write_profile(dir, name, &build(summary, stacks, rules))
 }
 
 #[cfg(test)]
@@ -283,7 +284,10 @@ mod tests {
     use crate::model::Stack;
     use crate::output::methods::tests::{frame, java};
     use crate::output::thread_kind::ThreadKind;
+    use crate::safe_write::test_dir;
+    use std::fs::File;
     use std::io::Read;
+    use std::path::Path;
     use std::process::Command;
     use std::sync::Arc;
 
@@ -369,7 +373,7 @@ mod tests {
         let (summary, stacks) = fixture();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("p.pb.gz");
-        write_pprof(&path, &summary, &stacks, JVM).unwrap();
+        write_pprof(&test_dir(tmp.path()), "p.pb.gz", &summary, &stacks, JVM).unwrap();
         let p = decode(&path);
         let s = |i: i64| p.string_table[i as usize].as_str();
         assert_eq!(s(0), "");
@@ -460,7 +464,7 @@ mod tests {
         let (summary, stacks) = fixture();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("p.pb.gz");
-        write_pprof(&path, &summary, &stacks, JVM).unwrap();
+        write_pprof(&test_dir(tmp.path()), "p.pb.gz", &summary, &stacks, JVM).unwrap();
         let raw = go_pprof(&["-raw"], &path, tmp.path());
         assert!(
             raw.contains("energy/microjoules") && raw.contains("samples/count"),
@@ -484,7 +488,7 @@ mod tests {
         let (summary, stacks) = fixture();
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("p.pb.gz");
-        write_pprof(&path, &summary, &stacks, JVM).unwrap();
+        write_pprof(&test_dir(tmp.path()), "p.pb.gz", &summary, &stacks, JVM).unwrap();
         let sources = tmp.path().join("src");
         std::fs::create_dir_all(sources.join("com/acme")).unwrap();
         let mut app = String::new();

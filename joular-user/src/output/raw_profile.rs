@@ -3,8 +3,7 @@
 //! index. `joular-ebpf report` re-renders every output from it without running again.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::BufWriter;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,6 +14,7 @@ use super::thread_kind::ThreadKind;
 use super::timeline::{Timeline, MAX_BUCKETS};
 use super::OutputError;
 use crate::model::{Frame, FrameKind, Stack};
+use crate::safe_write::OutDir;
 
 pub const RAW_PROFILE_FILE: &str = "profile.json";
 const FORMAT: &str = "joular-ebpf-raw-profile";
@@ -75,7 +75,7 @@ struct RawProfileIn {
     timeline: Timeline,
 }
 
-pub fn write_raw_profile(path: &Path, profile: &ProcessProfile) -> Result<(), OutputError> {
+pub fn write_raw_profile(dir: &OutDir, name: &str, profile: &ProcessProfile) -> Result<(), OutputError> {
     let (summary, stacks) = (&profile.summary, &profile.stacks);
     let mut index: HashMap<&Frame, u32> = HashMap::new();
     let mut frames = Vec::new();
@@ -110,15 +110,32 @@ pub fn write_raw_profile(path: &Path, profile: &ProcessProfile) -> Result<(), Ou
         stacks: raw_stacks,
         timeline: &profile.timeline,
     };
-    let file = File::create(path).map_err(|e| OutputError::io(path, e))?;
+    let path = &dir.join(name);
+    let file = dir.replace(name).map_err(|e| OutputError::io(path, e))?;
     let mut writer = BufWriter::new(file);
     serde_json::to_writer(&mut writer, &out).map_err(|e| OutputError::json(path, e))?;
-    writer.flush().map_err(|e| OutputError::io(path, e))
+    let file = writer.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
+    file.commit().map_err(|e| OutputError::io(path, e))
 }
 
-pub fn read_raw_profile(path: &Path) -> Result<ProcessProfile, OutputError> {
-    let text = std::fs::read_to_string(path).map_err(|e| OutputError::io(path, e))?;
-    let raw: RawProfileIn = serde_json::from_str(&text).map_err(|e| json_error(path, &text, e))?;
+/// A raw profile is a few MB for a long run; past this it is not one of ours.
+const MAX_RAW_PROFILE_BYTES: u64 = 1 << 30;
+
+/// Reads `name` in `dir` (a regular file, not followed if a symlink, at most 1 GiB).
+pub fn read_raw_profile(dir: &OutDir, name: &str) -> Result<ProcessProfile, OutputError> {
+    let path = &dir.join(name);
+    let bytes = dir.read(name, MAX_RAW_PROFILE_BYTES).map_err(|e| OutputError::io(path, e))?;
+    let text = String::from_utf8(bytes).map_err(|e| OutputError::Format {
+        path: path.clone(),
+        reason: format!("not UTF-8 ({e})"),
+    })?;
+    parse_raw_profile(&text, path)
+}
+
+/// Parses and checks a raw profile's text; `path` only names it in errors.
+pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, OutputError> {
+    let raw: RawProfileIn =
+        serde_json::from_str(text).map_err(|e| json_error(path, text, e))?;
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(OutputError::Format {
             path: path.to_owned(),
@@ -281,6 +298,7 @@ mod tests {
     use super::*;
     use crate::output::methods::tests::{frame, java};
     use crate::output::profile::ThreadTotal;
+    use crate::safe_write::test_dir;
 
     #[test]
     fn round_trip_keeps_stacks_and_summary() {
@@ -333,7 +351,7 @@ mod tests {
             stacks: stacks.clone(),
             timeline,
         };
-        write_raw_profile(&path, &profile).unwrap();
+        write_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE, &profile).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(
             text.matches("com.acme.App.main").count(),
@@ -341,7 +359,7 @@ mod tests {
             "frame stored once per line (name + short)"
         );
         assert_eq!(text.matches(r#""thread":"gc""#).count(), 1, "{text}");
-        let back = read_raw_profile(&path).unwrap();
+        let back = read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE).unwrap();
         assert_eq!(back, profile);
     }
 
@@ -352,7 +370,7 @@ mod tests {
         let summary = serde_json::to_string(&RunSummary::default()).unwrap();
         std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[{{"frames":[0],"energy_uj":1,"samples":1}}]}}"#)).unwrap();
         assert!(matches!(
-            read_raw_profile(&path),
+            read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE),
             Err(OutputError::Format { .. })
         ));
     }
@@ -366,7 +384,7 @@ mod tests {
             base[k] = v.clone();
         }
         std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{base},"frames":[{{"name":"f","short":"f","kind":"native"}}],"stacks":{stacks}}}"#)).unwrap();
-        read_raw_profile(&path)
+        read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE)
     }
 
     #[test]
@@ -419,10 +437,8 @@ mod tests {
     fn a_bad_timeline_is_refused_naming_its_field() {
         let summary = serde_json::to_string(&RunSummary::default()).unwrap();
         let with = |timeline: &str| {
-            let tmp = tempfile::tempdir().unwrap();
-            let path = tmp.path().join(RAW_PROFILE_FILE);
-            std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[],"timeline":{timeline}}}"#)).unwrap();
-            read_raw_profile(&path).map(|p| p.timeline)
+            let text = format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[],"timeline":{timeline}}}"#);
+            parse_raw_profile(&text, Path::new(RAW_PROFILE_FILE)).map(|p| p.timeline)
         };
         let good = r#"{"bucket_s":1,"covered_s":[1],"cycles":[1],"end_epoch_s":[9],"energy_uj":[3],"threads":[{"tid":1,"comm":"a","energy_uj":[3]}]}"#;
         assert_eq!(with(good).unwrap().threads[0].total_uj(), 3.0);

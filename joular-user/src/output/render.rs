@@ -1,9 +1,8 @@
 //! End-of-run files of one process, from its `ProcessProfile` (at the end of a run and in
 //! `joular-ebpf report`).
 
-use std::fs::{self, File};
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::aggregate::{by_energy, method_totals, path_groups, Scope};
 use super::flamegraph::{render_svg, write_bytes};
@@ -16,6 +15,7 @@ use super::pprof::write_pprof;
 use super::profile::{ProcessProfile, StackTotal};
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
+use crate::safe_write::OutDir;
 
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const PPROF_FILE: &str = "profile.pb.gz";
@@ -56,21 +56,21 @@ pub struct OutputFiles {
 /// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
 /// `source_dir` is where the run's own tree is (its evolution files feed the HTML report).
 pub fn render_process(
-    dir: &Path,
-    source_dir: &Path,
+    dir: &OutDir,
+    source_dir: &OutDir,
     profile: &ProcessProfile,
     filter: &MethodFilter,
     set: RenderSet,
 ) -> Result<OutputFiles, OutputError> {
-    fs::create_dir_all(dir).map_err(|e| OutputError::io(dir, e))?;
     let mut written = OutputFiles {
-        dir: dir.to_owned(),
+        dir: dir.path().to_owned(),
         files: Vec::new(),
     };
     let stacks = &profile.stacks;
     let rules = profile.rules();
     let tree = if set.csv {
-        Some(RunDir::create_at(dir.to_owned(), profile.summary.pid)?)
+        let own = dir.try_clone().map_err(|e| OutputError::io(dir.path(), e))?;
+        Some(RunDir::create_at(own, profile.summary.pid)?)
     } else {
         None
     };
@@ -115,9 +115,9 @@ pub fn render_process(
         let groups = path_groups(stacks, scope, rules, PathStyle::Graph);
         let view = scope.dir();
         if set.folded {
-            let path = dir.join(format!("stacks-{view}.folded"));
-            write_folded(&path, &groups)?;
-            written.files.push(path);
+            let name = format!("stacks-{view}.folded");
+            write_folded(dir, &name, &groups)?;
+            written.files.push(dir.join(name));
         }
         if set.svg || html_graph {
             let title = match scope {
@@ -137,11 +137,11 @@ pub fn render_process(
                     f.prefixes().join(",")
                 ),
             };
-            let path = dir.join(format!("flamegraph-{view}.svg"));
-            let svg = render_svg(&title, &groups).map_err(|e| OutputError::io(&path, e))?;
+            let name = format!("flamegraph-{view}.svg");
+            let svg = render_svg(&title, &groups).map_err(|e| OutputError::io(&dir.join(&name), e))?;
             if set.svg {
-                write_bytes(&path, &svg)?;
-                written.files.push(path);
+                write_bytes(dir, &name, &svg)?;
+                written.files.push(dir.join(name));
             }
             if html_graph {
                 let path = dir.join(HTML_FILE);
@@ -155,27 +155,27 @@ pub fn render_process(
                     path: path.clone(),
                     reason,
                 })?;
-                write_bytes(&path, page.as_bytes())?;
+                write_bytes(dir, HTML_FILE, page.as_bytes())?;
                 written.files.push(path);
             }
         }
     }
     if set.pprof {
-        let path = dir.join(PPROF_FILE);
-        write_pprof(&path, &profile.summary, stacks, rules)?;
-        written.files.push(path);
+        write_pprof(dir, PPROF_FILE, &profile.summary, stacks, rules)?;
+        written.files.push(dir.join(PPROF_FILE));
     }
     if set.summary {
         let path = dir.join(SUMMARY_FILE);
-        let file = File::create(&path).map_err(|e| OutputError::io(&path, e))?;
+        let file = dir.replace(SUMMARY_FILE).map_err(|e| OutputError::io(&path, e))?;
         let mut out = BufWriter::new(file);
         serde_json::to_writer_pretty(&mut out, &profile.summary)
             .map_err(|e| OutputError::json(&path, e))?;
         out.flush().map_err(|e| OutputError::io(&path, e))?;
+        let file = out.into_inner().map_err(|e| OutputError::io(&path, e.into_error()))?;
+        file.commit().map_err(|e| OutputError::io(&path, e))?;
         written.files.push(path);
-        let path = dir.join(RAW_PROFILE_FILE);
-        write_raw_profile(&path, profile)?;
-        written.files.push(path);
+        write_raw_profile(dir, RAW_PROFILE_FILE, profile)?;
+        written.files.push(dir.join(RAW_PROFILE_FILE));
     }
     Ok(written)
 }

@@ -8,6 +8,7 @@ use super::raw_profile::{read_raw_profile, RAW_PROFILE_FILE};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
 use super::OutputError;
+use crate::safe_write::{parse_output_mode, Modes, OutDir};
 
 /// Arguments of the `report` subcommand.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,6 +36,10 @@ pub struct ReportArgs {
     /// `--native-frames`; the raw profile always holds them).
     #[arg(long)]
     pub native_frames: bool,
+    /// Permissions of the files written, in octal (directories get `x` where `r` is); default
+    /// 0600 files and 0700 directories as root, the umask otherwise.
+    #[arg(long, value_name = "MODE", value_parser = parse_output_mode)]
+    pub output_mode: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,7 +69,8 @@ pub fn report(args: &ReportArgs) -> Result<Vec<OutputFiles>, OutputError> {
 
 /// `report` with the table written to `out`.
 pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFiles>, OutputError> {
-    let paths = find_profiles(&args.result_dir)?;
+    let modes = Modes::from_flag(args.output_mode);
+    let profile_dirs = find_profiles(&args.result_dir, modes)?;
     let override_filter = args.filter.as_deref().map(MethodFilter::parse);
     let has =
         |f: ReportFormat| args.format.contains(&f) || args.format.contains(&ReportFormat::All);
@@ -76,26 +82,34 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
         summary: has(ReportFormat::Summary),
         html: has(ReportFormat::Html),
     };
-    let mut profiles = Vec::with_capacity(paths.len());
+    let renders = set.csv || set.folded || set.svg || set.pprof || set.summary || set.html;
+    let output = match &args.output {
+        Some(output) if renders => {
+            Some(OutDir::create_all(output, modes).map_err(|e| OutputError::io(output, e))?)
+        }
+        _ => None,
+    };
+    let mut profiles = Vec::with_capacity(profile_dirs.len());
     let mut outputs = Vec::new();
-    for path in &paths {
-        let mut profile = read_raw_profile(path)?;
+    for profile_dir in &profile_dirs {
+        let mut profile = read_raw_profile(profile_dir, RAW_PROFILE_FILE)?;
         if let Some(filter) = &override_filter {
             profile.summary.filters = filter.prefixes().to_vec();
         }
         profile.summary.native_frames |= args.native_frames;
         profile.complete();
-        let profile_dir = path.parent().unwrap_or(Path::new("."));
-        let dir = match &args.output {
-            Some(output) if paths.len() > 1 => {
-                output.join(profile_dir.file_name().unwrap_or_default())
-            }
-            Some(output) => output.clone(),
-            None => profile_dir.to_owned(),
-        };
         let filter = MethodFilter::new(profile.summary.filters.iter().cloned());
-        if set.csv || set.folded || set.svg || set.pprof || set.summary || set.html {
-            outputs.push(render_process(&dir, profile_dir, &profile, &filter, set)?);
+        if renders {
+            let opened = match &output {
+                Some(output) if profile_dirs.len() > 1 => {
+                    let name = profile_dir.path().file_name().unwrap_or_default().to_string_lossy();
+                    output.subdir(&name).map_err(|e| OutputError::io(&output.join(&*name), e))
+                }
+                Some(output) => output.try_clone().map_err(|e| OutputError::io(output.path(), e)),
+                None => profile_dir.try_clone().map_err(|e| OutputError::io(profile_dir.path(), e)),
+            };
+            // The profile's own directory holds its evolution files (for report.html's charts).
+            outputs.push(render_process(&opened?, profile_dir, &profile, &filter, set)?);
         }
         profiles.push(profile);
     }
@@ -107,21 +121,28 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
     Ok(outputs)
 }
 
-/// The raw profile in `dir`, or those one level below it (a `joularjx-result` directory).
-fn find_profiles(dir: &Path) -> Result<Vec<PathBuf>, OutputError> {
-    let direct = dir.join(RAW_PROFILE_FILE);
-    if direct.is_file() {
-        return Ok(vec![direct]);
+/// The directory holding the raw profile (`dir` itself), or those one level below it that hold
+/// one (a `joularjx-result` directory), sorted; symlinks are not followed below `dir`.
+fn find_profiles(dir: &Path, modes: Modes) -> Result<Vec<OutDir>, OutputError> {
+    let root = OutDir::open_to_read(dir, modes).map_err(|e| OutputError::io(dir, e))?;
+    if root.has_file(RAW_PROFILE_FILE) {
+        return Ok(vec![root]);
     }
-    let entries = std::fs::read_dir(dir).map_err(|e| OutputError::io(dir, e))?;
-    let mut found: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path().join(RAW_PROFILE_FILE))
-        .filter(|p| p.is_file())
+    let mut names: Vec<String> = root
+        .entries()
+        .map_err(|e| OutputError::io(dir, e))?
+        .into_iter()
+        .filter(|e| !e.is_file)
+        .filter_map(|e| e.name.into_string().ok())
+        .collect();
+    names.sort();
+    let found: Vec<OutDir> = names
+        .iter()
+        .filter_map(|name| root.open_subdir(name).ok())
+        .filter(|sub| sub.has_file(RAW_PROFILE_FILE))
         .collect();
     if found.is_empty() {
         return Err(OutputError::NoProfile(dir.to_owned()));
     }
-    found.sort();
     Ok(found)
 }

@@ -19,6 +19,7 @@ use super::thread_kind::ThreadKind;
 use super::timeline::Timeline;
 use super::OutputError;
 use crate::model::{CycleReport, FrameReport, Stack, StackReport, ThreadStack};
+use crate::safe_write::{Modes, OutDir};
 
 /// The symbolized stacks of one thread in one cycle: `(pid, tid, stacks)`.
 pub type ThreadStacks = (u32, u32, Vec<ThreadStack>);
@@ -51,6 +52,8 @@ pub struct ResultsConfig {
     pub native_frames: bool,
     /// Also write `report.html` for each process (`--html`, `serve --results`).
     pub html: bool,
+    /// Permissions of the files and directories written.
+    pub modes: Modes,
 }
 
 /// What `finish` wrote and the table to print.
@@ -94,6 +97,8 @@ const MAX_STACKS_WITHOUT_FILES: usize = 1 << 16;
 
 pub struct Results {
     config: ResultsConfig,
+    /// The results root, held open from the start (`None` when no file is written).
+    root: Option<OutDir>,
     no_samples: Stack,
     processes: BTreeMap<u32, Process>,
     cycles: u64,
@@ -110,11 +115,16 @@ pub const FLAGGED_SOCKET_CYCLES: &str = "energy_counter_flagged_socket_cycles";
 
 impl Results {
     pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
-        if config.write_files {
-            std::fs::create_dir_all(&config.results_root)
-                .map_err(|e| OutputError::io(&config.results_root, e))?;
-        }
+        let root = if config.write_files {
+            Some(
+                OutDir::create_all(&config.results_root, config.modes)
+                    .map_err(|e| OutputError::io(&config.results_root, e))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
+            root,
             end_epoch_ms: config.start_epoch_ms,
             config,
             no_samples: bucket_stack(NO_SAMPLES),
@@ -130,14 +140,9 @@ impl Results {
 
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
-            let dir = if self.config.write_files {
-                Some(RunDir::create(
-                    &self.config.results_root,
-                    pid,
-                    self.config.start_epoch_ms,
-                )?)
-            } else {
-                None
+            let dir = match &self.root {
+                Some(root) => Some(RunDir::create(root, pid, self.config.start_epoch_ms)?),
+                None => None,
             };
             self.processes.insert(
                 pid,
@@ -481,8 +486,8 @@ impl Results {
         };
         let profile = self.profile(pid, &process);
         render_process(
-            dir.path(),
-            dir.path(),
+            dir.out_dir(),
+            dir.out_dir(),
             &profile,
             &self.config.filter,
             self.render_set(),
@@ -510,8 +515,8 @@ impl Results {
         for (profile, process) in profiles.iter().zip(self.processes.values()) {
             if let Some(dir) = &process.dir {
                 outputs.push(render_process(
-                    dir.path(),
-                    dir.path(),
+                    dir.out_dir(),
+                    dir.out_dir(),
                     profile,
                     &self.config.filter,
                     self.render_set(),

@@ -143,6 +143,7 @@ pub(crate) fn config(root: &Path) -> ResultsConfig {
         top_n: 10,
         native_frames: false,
         html: false,
+        modes: Modes::for_caller(),
     }
 }
 
@@ -410,6 +411,7 @@ fn finish_writes_every_output_and_report_rerenders_them() {
         top: 5,
         filter: Some("java.math".into()),
         native_frames: false,
+        output_mode: None,
     };
     let mut table = Vec::new();
     let outputs = report_to(&args, &mut table).unwrap();
@@ -436,6 +438,7 @@ fn finish_writes_every_output_and_report_rerenders_them() {
                 top: 1,
                 filter: None,
                 native_frames: false,
+                output_mode: None,
             },
             &mut Vec::new()
         ),
@@ -631,6 +634,7 @@ fn native_frames_keep_every_frame_and_report_honours_the_flag() {
             top: 5,
             filter: None,
             native_frames: true,
+            output_mode: None,
         },
         &mut Vec::new(),
     )

@@ -1,4 +1,6 @@
 //! `--json FILE`: one `CycleReport` per line, flushed every cycle so a crash loses at most one.
+//! The file is a new one put in place of whatever was at that name (never opened through a
+//! symlink or truncated in place: see `safe_write`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -6,14 +8,15 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use joular_user::model::CycleReport;
+use joular_user::safe_write::{self, Modes};
 
 pub struct JsonLines {
     out: BufWriter<File>,
 }
 
 impl JsonLines {
-    pub fn create(path: &Path) -> anyhow::Result<Self> {
-        let f = File::create(path).with_context(|| format!("cannot create --json file {}", path.display()))?;
+    pub fn create(path: &Path, modes: Modes) -> anyhow::Result<Self> {
+        let f = safe_write::create_stream(path, modes).with_context(|| format!("cannot create --json file {}", path.display()))?;
         Ok(Self { out: BufWriter::new(f) })
     }
 

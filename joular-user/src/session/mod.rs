@@ -78,7 +78,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     } else {
         None
     };
-    let mut json = common.json.as_deref().map(JsonLines::create).transpose()?;
+    let mut json = common.json.as_deref().map(|p| JsonLines::create(p, common.modes())).transpose()?;
     errln!(
         "joular-ebpf: profiling {} at {} Hz, {} s cycles (CPU time from {}); Ctrl-C to stop",
         describe(&target),
@@ -116,6 +116,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         top_n: common.top,
         native_frames: common.native_frames,
         html: common.html || serve.is_some_and(|f| f.results),
+        modes: common.modes(),
     })
     .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));

@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use joular_user::fleet::{ProfileFormat, ProfileRotator, Retention};
 use joular_user::model::CycleReport;
 use joular_user::output::{IntervalProfile, ThreadStacks};
+use joular_user::safe_write::Modes;
 
 pub struct ProfileOptions {
     pub dir: PathBuf,
+    pub modes: Modes,
     pub interval_s: f64,
     pub formats: Vec<ProfileFormat>,
     pub retention: Retention,
@@ -29,7 +31,7 @@ pub struct ProfileExport {
 
 impl ProfileExport {
     pub fn new(opts: &ProfileOptions, energy_source: &str, estimated: bool, now_epoch_ms: u64) -> anyhow::Result<Self> {
-        let rotator = ProfileRotator::new(&opts.dir, &opts.host, opts.retention)?;
+        let rotator = ProfileRotator::new(&opts.dir, &opts.host, opts.retention, opts.modes)?;
         errln!(
             "joular-ebpf: writing a {} s energy profile ({}) to {} (keeping {} intervals, {} MB at most)",
             opts.interval_s,
@@ -65,9 +67,9 @@ impl ProfileExport {
         }
         for &format in &self.formats {
             let profile = &self.profile;
-            let written = self.rotator.write(end_epoch_ms, format, |tmp| match format {
-                ProfileFormat::Pprof => profile.write_pprof(tmp),
-                ProfileFormat::Folded => profile.write_folded(tmp),
+            let written = self.rotator.write(end_epoch_ms, format, |dir, name| match format {
+                ProfileFormat::Pprof => profile.write_pprof(dir, name),
+                ProfileFormat::Folded => profile.write_folded(dir, name),
             });
             match written {
                 Ok(path) => {

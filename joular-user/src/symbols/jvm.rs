@@ -2,7 +2,7 @@
 //! mappings), and when the map was last dumped.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -73,7 +73,7 @@ impl JvmState {
     fn reread_code_cache(&mut self) {
         let path = self.info.proc_dir.join("maps");
         if let Ok(file) = File::open(&path) {
-            self.code_cache = jvm_symbols::parse_maps(BufReader::new(file))
+            self.code_cache = jvm_symbols::parse_maps(BufReader::new(file.take(jvm_symbols::maps::MAX_MAPS_BYTES)))
                 .into_iter()
                 .filter(Mapping::is_anonymous_code)
                 .collect();

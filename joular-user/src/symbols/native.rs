@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn user_symbols_still_resolve_after_the_cache_is_rebuilt() {
         let mut r = NativeResolver::new();
-        let addr = marker_function_for_native_lookup as usize as u64;
+        let addr = marker_function_for_native_lookup as *const () as usize as u64;
         let pid = std::process::id();
         let name = |r: &NativeResolver| r.user(pid, &[addr])[0].clone().unwrap_or_default();
         assert!(name(&r).contains("marker_function_for_native_lookup"), "{}", name(&r));

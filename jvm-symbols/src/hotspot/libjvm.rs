@@ -12,7 +12,7 @@ use object::read::elf::{ElfFile64, ProgramHeader};
 use object::{Endianness, Object, ObjectSymbol, ReadCache, ReadRef};
 
 use super::error::HotspotError;
-use crate::maps::{parse_maps, Mapping};
+use crate::maps::{parse_maps, Mapping, MAX_MAPS_BYTES};
 
 /// The exported symbols that describe the four tables: each table's base pointer, the
 /// stride of its entries and the offset of every entry field.
@@ -174,8 +174,6 @@ pub fn locate_tables(
     Ok((lib, symbols))
 }
 
-/// /proc/<pid>/maps is the kernel's, but its length is the target's doing.
-const MAX_MAPS_BYTES: u64 = 64 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -2,32 +2,35 @@
 //! per cycle) and averaged into the timeline's buckets.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::io::BufRead;
 
 use super::charts::Series;
 use crate::output::aggregate::Scope;
-use crate::output::joularjx::evolution_file;
+use crate::output::joularjx::evolution_name;
 use crate::output::timeline::Timeline;
+use crate::safe_write::OutDir;
 
 /// An evolution file holds one short row per cycle: a month of 1 s cycles is ~50 MB.
 const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// The series of each of `methods` that has an evolution file in `run_dir`, in their order.
+/// The files are read through the run's directory, as everything it writes (`safe_write`).
 pub fn method_series(
-    run_dir: &Path,
+    run_dir: &OutDir,
     pid: u32,
     timeline: &Timeline,
     methods: &[&str],
 ) -> Vec<Series> {
+    let Ok(evolution) = run_dir.open_subdir(&format!("{}/evolution", Scope::All.dir())) else {
+        return Vec::new();
+    };
     methods
         .iter()
         .filter_map(|&method| {
-            let path = evolution_file(run_dir, pid, Scope::All, method);
-            let file = std::fs::File::open(path).ok()?;
+            let bytes = evolution.read(&evolution_name(pid, method), MAX_FILE_BYTES).ok()?;
             Some(Series {
                 name: method.to_owned(),
-                values: bucket_rows(BufReader::new(file.take(MAX_FILE_BYTES)), timeline),
+                values: bucket_rows(bytes.as_slice(), timeline),
             })
         })
         .collect()

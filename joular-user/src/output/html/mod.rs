@@ -11,7 +11,7 @@
 mod charts;
 mod evolution;
 
-use std::path::Path;
+use crate::safe_write::OutDir;
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
@@ -37,7 +37,7 @@ pub struct HtmlInput<'a> {
     /// inferno's SVG of the "all" view.
     pub flamegraph_svg: &'a [u8],
     /// The `<pid>-<epochms>` directory whose `all/evolution` files hold per-method power.
-    pub evolution_dir: Option<&'a Path>,
+    pub evolution_dir: Option<&'a OutDir>,
 }
 
 /// One view's rows.

@@ -154,6 +154,7 @@ fn report_renders_html_from_the_raw_profile() {
             top: 5,
             filter: None,
             native_frames: false,
+            output_mode: None,
         },
         &mut Vec::new(),
     )
