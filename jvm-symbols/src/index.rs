@@ -217,27 +217,38 @@ impl PerfMapIndex {
     pub fn cap_bytes(&self) -> u64 {
         self.reservation.cap_bytes()
     }
+
+    /// A partial index stopped because its pool was full, not at its own cap.
+    pub fn limited_by_pool(&self) -> bool {
+        self.not_indexed > 0 && self.reservation.refused_by_pool()
+    }
 }
 
 fn span_bytes(spans: usize) -> u64 {
     (spans * std::mem::size_of::<Span>()) as u64
 }
 
-/// Grows `v` so `additional` more elements fit, half its size at a time (or just enough, if a
-/// half is refused), paying `res` first. False when even that is refused.
+/// Grows `v` so `additional` more elements fit, paying `res` first: by half its size, or if
+/// that is refused by a quarter, an eighth... down to just what is needed. False when even
+/// that is refused. Near the cap this takes a few reallocations, not one per element.
 pub(crate) fn reserve_within<T>(v: &mut Vec<T>, additional: usize, res: &mut Reservation) -> bool {
     if v.capacity() - v.len() >= additional {
         return true;
     }
     let needed = v.len() + additional;
     let size = std::mem::size_of::<T>();
-    for new_capacity in [needed.max(v.capacity() + v.capacity() / 2).max(256), needed] {
+    let mut step = (v.capacity() / 2).max(256);
+    loop {
+        let new_capacity = needed.max(v.capacity() + step);
         if res.grow(((new_capacity - v.capacity()) * size) as u64) {
             v.reserve_exact(new_capacity - v.len());
             return true;
         }
+        if new_capacity == needed {
+            return false;
+        }
+        step /= 2;
     }
-    false
 }
 
 /// The index while its file is read: entries in file order.

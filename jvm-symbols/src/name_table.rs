@@ -97,18 +97,24 @@ fn name_of<'a>(text: &'a str, ends: &[u32], id: u32) -> &'a str {
     &text[start..ends[id] as usize]
 }
 
+/// As [`crate::index::reserve_within`], for the text.
 fn reserve_text(text: &mut String, additional: usize, res: &mut Reservation) -> bool {
     if text.capacity() - text.len() >= additional {
         return true;
     }
     let needed = text.len() + additional;
-    for new_capacity in [needed.max(text.capacity() + text.capacity() / 2).max(4096), needed] {
+    let mut step = (text.capacity() / 2).max(4096);
+    loop {
+        let new_capacity = needed.max(text.capacity() + step);
         if res.grow((new_capacity - text.capacity()) as u64) {
             text.reserve_exact(new_capacity - text.len());
             return true;
         }
+        if new_capacity == needed {
+            return false;
+        }
+        step /= 2;
     }
-    false
 }
 
 #[cfg(test)]
