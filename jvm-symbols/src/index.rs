@@ -218,9 +218,10 @@ impl PerfMapIndex {
         self.reservation.cap_bytes()
     }
 
-    /// A partial index stopped because its pool was full, not at its own cap.
-    pub fn limited_by_pool(&self) -> bool {
-        self.not_indexed > 0 && self.reservation.refused_by_pool()
+    /// The most memory the index held while it was read (sort and hash tables included):
+    /// for a partial index, what it was allowed.
+    pub fn peak_bytes(&self) -> u64 {
+        self.reservation.peak_bytes()
     }
 }
 

@@ -15,8 +15,10 @@ pub(crate) struct NameTable {
     text: String,
     /// End of each name in `text`: name `i` is `text[ends[i - 1]..ends[i]]`.
     ends: Vec<u32>,
-    /// Name ids by the hash of their text; only while the map is being read.
+    /// Name ids by the hash of their text, and each name's hash (so growing the table
+    /// rehashes no text); only while the map is being read.
     dedup: HashTable<u32>,
+    hashes: Vec<u64>,
     /// Seeded per process: a target cannot choose names that all collide.
     hasher: RandomState,
 }
@@ -34,6 +36,7 @@ impl NameTable {
         let end = u32::try_from(self.text.len() + name.len()).ok()?;
         if !reserve_text(&mut self.text, name.len(), res)
             || !crate::index::reserve_within(&mut self.ends, 1, res)
+            || !crate::index::reserve_within(&mut self.hashes, 1, res)
             || !self.reserve_dedup(res)
         {
             return None;
@@ -41,8 +44,9 @@ impl NameTable {
         let id = self.ends.len() as u32;
         self.text.push_str(&name);
         self.ends.push(end);
-        let (text, ends, hasher) = (&self.text, &self.ends, &self.hasher);
-        self.dedup.insert_unique(hash, id, |&id| hasher.hash_one(name_of(text, ends, id).as_bytes()));
+        self.hashes.push(hash);
+        let hashes = &self.hashes;
+        self.dedup.insert_unique(hash, id, |&id| hashes[id as usize]);
         Some(id)
     }
 
@@ -57,13 +61,14 @@ impl NameTable {
     /// Reading is over: the dedup table goes, the buffers shrink to fit.
     pub(crate) fn finish(&mut self) {
         self.dedup = HashTable::new();
+        self.hashes = Vec::new();
         self.text.shrink_to_fit();
         self.ends.shrink_to_fit();
     }
 
     /// Heap bytes held (capacities, not lengths).
     pub(crate) fn bytes(&self) -> u64 {
-        (self.text.capacity() + self.ends.capacity() * 4 + self.dedup.allocation_size()) as u64
+        (self.text.capacity() + self.ends.capacity() * 4 + self.hashes.capacity() * 8 + self.dedup.allocation_size()) as u64
     }
 
     /// A full table doubles: pay for the new one while the old one is still held.
@@ -76,8 +81,8 @@ impl NameTable {
         if !res.grow(estimate) {
             return false;
         }
-        let (text, ends, hasher) = (&self.text, &self.ends, &self.hasher);
-        self.dedup.reserve(next - self.dedup.len(), |&id| hasher.hash_one(name_of(text, ends, id).as_bytes()));
+        let hashes = &self.hashes;
+        self.dedup.reserve(next - self.dedup.len(), |&id| hashes[id as usize]);
         // Should hashbrown's layout ever differ from the estimate, what it took is still paid.
         let actual = self.dedup.allocation_size() as u64;
         actual <= estimate || res.grow(actual - estimate)

@@ -53,19 +53,19 @@ pub struct Reservation {
     pool: Option<Arc<MemoryPool>>,
     cap_bytes: u64,
     held_bytes: u64,
-    /// The last refusal came from the pool, not from the cap.
-    refused_by_pool: bool,
+    /// The most ever held.
+    peak_bytes: u64,
 }
 
 impl Reservation {
     /// Up to `cap_bytes`, and only while `pool` has room.
     pub fn new(pool: Arc<MemoryPool>, cap_bytes: u64) -> Self {
-        Reservation { pool: Some(pool), cap_bytes, held_bytes: 0, refused_by_pool: false }
+        Reservation { pool: Some(pool), cap_bytes, held_bytes: 0, peak_bytes: 0 }
     }
 
     /// No pool: bounded by `cap_bytes` alone.
     pub fn capped(cap_bytes: u64) -> Self {
-        Reservation { pool: None, cap_bytes, held_bytes: 0, refused_by_pool: false }
+        Reservation { pool: None, cap_bytes, held_bytes: 0, peak_bytes: 0 }
     }
 
     pub fn unlimited() -> Self {
@@ -80,25 +80,23 @@ impl Reservation {
         self.cap_bytes
     }
 
-    /// Whether the last request refused was refused by the pool (others held the memory),
-    /// rather than by this reservation's own cap.
-    pub fn refused_by_pool(&self) -> bool {
-        self.refused_by_pool
+    /// The most this reservation ever held: for a partial index, what it was allowed.
+    pub fn peak_bytes(&self) -> u64 {
+        self.peak_bytes
     }
 
     /// Takes `bytes` more; false (and nothing taken) past the cap or the pool's limit.
     pub fn grow(&mut self, bytes: u64) -> bool {
         let Some(total) = self.held_bytes.checked_add(bytes).filter(|&t| t <= self.cap_bytes) else {
-            self.refused_by_pool = false;
             return false;
         };
         if let Some(pool) = &self.pool {
             if !pool.take(bytes) {
-                self.refused_by_pool = true;
                 return false;
             }
         }
         self.held_bytes = total;
+        self.peak_bytes = self.peak_bytes.max(total);
         true
     }
 
@@ -137,12 +135,10 @@ mod tests {
         assert!(a.grow(60));
         assert!(!a.grow(30), "over its own cap");
         assert!(!b.grow(50), "over the pool's limit");
-        assert!(b.refused_by_pool());
-        assert!(!b.grow(90) && !b.refused_by_pool(), "over its own cap");
         assert!(b.grow(40));
         assert_eq!(pool.used_bytes(), 100);
         a.shrink_to(10);
-        assert_eq!((a.held_bytes(), pool.used_bytes()), (10, 50));
+        assert_eq!((a.held_bytes(), a.peak_bytes(), pool.used_bytes()), (10, 60, 50));
         drop(b);
         assert_eq!(pool.used_bytes(), 10);
         pool.set_limit(5);

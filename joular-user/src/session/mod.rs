@@ -49,6 +49,7 @@ pub struct FleetOptions {
 
 /// Runs a session to its end; returns the process exit code.
 pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOptions>) -> anyhow::Result<i32> {
+    keep_large_allocations_mapped();
     // Bind first: a taken port is reported before anything is loaded.
     let exporter = match &fleet {
         Some(f) => Some(exporter::Exporter::start(f, &common.proc_root)?),
@@ -245,6 +246,18 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         Target::Command(child) => stopper.end_command(child, &probe, &mut sigint, &mut sigterm).await,
         _ => 0,
     })
+}
+
+/// glibc's malloc gives a freed block back to the system only if it was mmapped, and raises its
+/// mmap threshold each time such a block is freed (up to 32 MiB): after one perf-map index is
+/// freed, the next ones would come from the heap, where freeing them leaves the RSS behind. A
+/// fixed threshold keeps every large block mmapped, so the RSS follows what symbols hold.
+fn keep_large_allocations_mapped() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: sets one allocator tunable; no allocation is in flight on another thread yet.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
 }
 
 /// What ended a wait of the session loop.

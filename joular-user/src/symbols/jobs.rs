@@ -48,9 +48,10 @@ impl Symbolizer {
         }
     }
 
-    /// Starts the dumps the prepared stacks need and waits, until `deadline`, for the jobs of
-    /// the JVMs they are about. True when a map or a JVM's flags changed: the cycle's stacks
-    /// are then symbolized with them. A deadline that passes first is counted.
+    /// Starts the jobs the prepared stacks need (a JVM's first, a dump for a miss) and waits,
+    /// until `deadline`, for the jobs of the JVMs they are about. True when a map or a JVM's
+    /// flags changed: the cycle's stacks are then symbolized with them. A deadline that passes
+    /// first is counted.
     pub fn settle(&mut self, deadline: Instant) -> bool {
         let mut waiting: Vec<u32> = self
             .processes
@@ -67,8 +68,9 @@ impl Symbolizer {
                 let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
                     return false;
                 };
-                // A job that did not dump (it began before the miss was seen) gives way to a dump.
-                if !jvm.in_flight() && jvm.dump_due(&self.jobs) && !jvm.dumped_since(self.cycle_started) {
+                // A JVM's first job, or a dump for the miss when the job before did not dump.
+                let first = !jvm.ever_started();
+                if !jvm.in_flight() && (first || (jvm.dump_due(&self.jobs) && !jvm.dumped_since(self.cycle_started))) {
                     jvm.start(&self.jobs, caps.get(&pid).copied().unwrap_or(0));
                 }
                 jvm.in_flight()
@@ -83,15 +85,6 @@ impl Symbolizer {
             std::thread::sleep(SETTLE_POLL);
         }
         changed
-    }
-
-    /// A JVM just discovered: its first job (flags, dump, map) starts now, with its share of
-    /// the budget among the JVMs known; the cycle's stacks wait for it.
-    pub(super) fn start_first_job(&mut self, pid: u32) {
-        let cap = self.current_caps().get(&pid).copied().unwrap_or(0);
-        if let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) {
-            jvm.start(&self.jobs, cap);
-        }
     }
 
     /// Each JVM's share of the budget as it stands.

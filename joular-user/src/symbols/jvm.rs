@@ -53,7 +53,8 @@ pub struct JvmState {
     dump_backoff: Duration,
     /// Set after an error that retrying cannot fix (attach disabled, no SIGQUIT handler).
     dump_impossible: bool,
-    flags_asked: bool,
+    /// A job was started (the first one asks for the flags if they are still unknown).
+    started: bool,
     /// The next load reads the file even if unchanged (more memory is allowed now).
     reread: bool,
     /// Size of the map file last read (kept when its index is dropped).
@@ -113,7 +114,7 @@ impl JvmState {
             last_dump: None,
             dump_backoff: Duration::ZERO,
             dump_impossible: false,
-            flags_asked: false,
+            started: false,
             reread: false,
             map_file_bytes: None,
             job: None,
@@ -139,6 +140,11 @@ impl JvmState {
         self.job.is_some()
     }
 
+    /// Whether any job was started for this JVM yet.
+    pub fn ever_started(&self) -> bool {
+        self.started
+    }
+
     /// A dump is asked for and allowed now.
     pub fn dump_due(&self, settings: &JobSettings) -> bool {
         settings.attach_timeout.is_some()
@@ -147,19 +153,19 @@ impl JvmState {
             && self.last_dump.is_none_or(|at| at.elapsed() >= settings.min_dump_interval.max(self.dump_backoff))
     }
 
-    /// The memory this JVM's map would take whole, with room to grow: an index takes at most
-    /// about its file's size (16 bytes an entry and its name, against 40 bytes of addresses and
-    /// the name on a HotSpot line), plus the name table's transient hash table. `None` before
-    /// the file was first seen.
+    /// The memory this JVM's map would take whole, with room to grow: the index itself takes at
+    /// most about its file's size (16 bytes an entry and its name, against 40 bytes of addresses
+    /// and the name on a HotSpot line), and while it is read, vectors growing by half and the
+    /// names' hash table take as much again. `None` before the file was first read.
     pub fn map_demand_bytes(&self) -> Option<u64> {
         let file_bytes = self.map_file_bytes?;
-        Some(file_bytes + file_bytes / 2 + MIN_MAP_DEMAND_BYTES)
+        Some(2 * file_bytes + MIN_MAP_DEMAND_BYTES)
     }
 
     /// Fits the map to `cap_bytes`, this JVM's share of the budget now: a map over it is
-    /// dropped (to be read again within the cap); a partial one is read again when its share
-    /// grew, or when it was cut short by others that have since made room. True when the map
-    /// was dropped.
+    /// dropped (to be read again within the cap); a partial one is read again when it could
+    /// now get a quarter more memory than it was allowed (its share grew, or others made room).
+    /// True when the map was dropped.
     pub fn fit_map(&mut self, settings: &JobSettings, cap_bytes: u64) -> bool {
         let index = self.map.index();
         if index.bytes() > cap_bytes {
@@ -167,11 +173,9 @@ impl JvmState {
             return true;
         }
         if index.not_indexed() > 0 {
-            let read_under = index.cap_bytes().min(cap_bytes);
             let room = settings.pool.limit_bytes().saturating_sub(settings.pool.used_bytes());
-            let share_grew = cap_bytes > index.cap_bytes().saturating_add(index.cap_bytes() / 4);
-            let room_made = index.limited_by_pool() && room >= read_under.saturating_sub(index.bytes()) / 2;
-            self.reread |= share_grew || room_made;
+            let allowed_now = cap_bytes.min(room + index.bytes());
+            self.reread |= allowed_now > index.peak_bytes().saturating_add(index.peak_bytes() / 4);
         }
         false
     }
@@ -183,10 +187,9 @@ impl JvmState {
         if self.job.is_some() {
             return;
         }
+        let first = !std::mem::replace(&mut self.started, true);
         let plan = Plan {
-            flags: settings.attach_timeout.is_some()
-                && !std::mem::replace(&mut self.flags_asked, true)
-                && self.info.preserve_frame_pointer == FlagState::Unknown,
+            flags: first && settings.attach_timeout.is_some() && self.info.preserve_frame_pointer == FlagState::Unknown,
             dump: self.dump_due(settings),
             reread: std::mem::take(&mut self.reread),
             cap_bytes,
@@ -371,7 +374,7 @@ mod tests {
         assert!(jvm.map.index().bytes() <= 100_000 && partial > 1000, "{} bytes, {partial} entries", jvm.map.index().bytes());
         assert_eq!(pool.used_bytes(), jvm.map.index().bytes());
         let file_bytes = map_of(20_000).len() as u64;
-        assert_eq!(jvm.map_demand_bytes(), Some(file_bytes + file_bytes / 2 + MIN_MAP_DEMAND_BYTES));
+        assert_eq!(jvm.map_demand_bytes(), Some(2 * file_bytes + MIN_MAP_DEMAND_BYTES));
 
         assert!(jvm.fit_map(&s, 50_000), "over a smaller share: dropped");
         assert_eq!(pool.used_bytes(), 0);
@@ -409,7 +412,7 @@ mod tests {
         assert!(other.grow(950_000));
         jvm.start(&s, 500_000);
         wait(&mut jvm);
-        assert!(jvm.map.index().limited_by_pool() && jvm.map.index().bytes() < 50_000);
+        assert!(jvm.map.index().not_indexed() > 0 && jvm.map.index().bytes() < 50_000);
         assert!(!jvm.fit_map(&s, 500_000));
         jvm.start(&s, 500_000);
         assert!(!wait(&mut jvm).reloaded, "the pool is still full: not read again");

@@ -190,9 +190,10 @@ impl Symbolizer {
         let mut process = ProcessState::default();
         match JvmState::discover(&self.opts.proc_root, pid) {
             Ok(Some(jvm)) => {
+                // Its first job (flags, dump, map) starts in `settle` (or the next
+                // `begin_cycle`), once every JVM of the cycle is known to share the budget.
                 process.jvm = Some(jvm);
                 self.processes.insert(pid, process);
-                self.start_first_job(pid);
                 self.note_frame_pointers(pid);
                 return;
             }
