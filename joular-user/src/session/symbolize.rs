@@ -140,7 +140,8 @@ pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadl
     }
     symbolizer.settle(deadline);
     // Interned stacks share one Arc, so the pointer identifies the stack.
-    let mut by_thread: HashMap<(u32, u32), HashMap<*const [Frame], (Stack, u64)>> = HashMap::new();
+    type ByStack = HashMap<*const [Frame], (Stack, u64)>;
+    let mut by_thread: HashMap<(u32, u32), ByStack> = HashMap::new();
     for s in samples {
         let stack = symbolizer.symbolize(s.pid, &s.user, &s.kernel);
         let e = by_thread.entry((s.pid, s.tid)).or_default().entry(Arc::as_ptr(&stack)).or_insert((stack, 0));
@@ -150,7 +151,7 @@ pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadl
         .into_iter()
         .map(|((pid, tid), stacks)| {
             let mut stacks: Vec<ThreadStack> = stacks.into_values().map(|(stack, samples)| ThreadStack { stack, samples }).collect();
-            stacks.sort_by(|a, b| b.samples.cmp(&a.samples));
+            stacks.sort_by_key(|s| std::cmp::Reverse(s.samples));
             (pid, tid, stacks)
         })
         .collect();
