@@ -450,14 +450,14 @@ fn paint_newest_wins(entries: &[Span], res: &mut Reservation) -> (Vec<Span>, usi
     (spans, 0)
 }
 
-/// About one bucket per four spans: each lookup then binary-searches a handful of starts.
+/// About one bucket per two spans: each lookup then binary-searches a handful of starts.
 /// Without room for the buckets, lookups search all spans.
 fn build_buckets(index: &mut PerfMapIndex, res: &mut Reservation) {
     let (Some(first), Some(last)) = (index.spans.first(), index.spans.last()) else {
         return;
     };
     let (first, span) = (first.start, last.start - first.start);
-    let target = (index.spans.len() as u64 / 4).max(1).next_power_of_two();
+    let target = (index.spans.len() as u64 / 2).max(1).next_power_of_two();
     let shift = (64 - (span / target).leading_zeros()).min(63);
     // Bounds for every bucket a span starts in, and the one after the last.
     let bounds = (span >> shift) + 2;

@@ -3,9 +3,9 @@
 //! per entry and one text buffer. Memory is paid from the index's [`Reservation`] before it is
 //! allocated.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::pool::Reservation;
 
@@ -19,8 +19,9 @@ pub(crate) struct NameTable {
     /// rehashes no text); only while the map is being read.
     dedup: HashTable<u32>,
     hashes: Vec<u64>,
-    /// Seeded per process: a target cannot choose names that all collide.
-    hasher: RandomState,
+    /// foldhash, seeded per process. Not a cryptographic hash: a target that found colliding
+    /// names would only slow down the reading of its own map, which the load timeout bounds.
+    hasher: DefaultHashBuilder,
 }
 
 impl NameTable {
@@ -29,8 +30,9 @@ impl NameTable {
     pub(crate) fn intern(&mut self, raw: &[u8], res: &mut Reservation) -> Option<u32> {
         let name = String::from_utf8_lossy(raw);
         let hash = self.hasher.hash_one(name.as_bytes());
-        let (text, ends) = (&self.text, &self.ends);
-        if let Some(&id) = self.dedup.find(hash, |&id| name_of(text, ends, id) == name) {
+        let (text, ends, hashes) = (&self.text, &self.ends, &self.hashes);
+        // The full hash first: one memory access rules out nearly every other name.
+        if let Some(&id) = self.dedup.find(hash, |&id| hashes[id as usize] == hash && name_of(text, ends, id) == name) {
             return Some(id);
         }
         let end = u32::try_from(self.text.len() + name.len()).ok()?;
