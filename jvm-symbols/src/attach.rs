@@ -94,7 +94,7 @@ impl From<Error> for Exchange {
 fn exchange(jvm: &JvmInfo, request: &[u8], deadline: Instant) -> std::result::Result<Vec<u8>, Exchange> {
     let tmp = TargetDir::tmp(jvm)?;
     let socket = Socket::new(jvm, &tmp);
-    let dead = match socket.connect()? {
+    let dead = match socket.connect(deadline)? {
         Connect::Connected(stream) => return talk(stream, &socket.path, request, deadline),
         Connect::Absent => None,
         Connect::Dead(id) => Some(id),
@@ -118,7 +118,7 @@ fn exchange(jvm: &JvmInfo, request: &[u8], deadline: Instant) -> std::result::Re
     let mut pause = Duration::from_millis(10);
     while Instant::now() < deadline {
         thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
-        if let Connect::Connected(stream) = socket.connect()? {
+        if let Connect::Connected(stream) = socket.connect(deadline)? {
             return talk(stream, &socket.path, request, deadline);
         }
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -217,11 +217,13 @@ impl<'a> Socket<'a> {
         Socket { jvm, dir, path: dir.path.join(&name), name: CString::new(name).expect("no NUL in a number") }
     }
 
-    fn untrusted(&self, reason: String) -> Error {
-        Error::UntrustedSocket { pid: self.jvm.pid, path: self.path.clone(), reason }
+    fn untrusted(&self, reason: String) -> Exchange {
+        Exchange::Failed(Error::UntrustedSocket { pid: self.jvm.pid, path: self.path.clone(), reason })
     }
 
-    fn connect(&self) -> Result<Connect> {
+    /// Never blocks past `deadline`: a listener that does not accept (a stopped JVM, a full
+    /// backlog) makes `connect` itself wait.
+    fn connect(&self, deadline: Instant) -> std::result::Result<Connect, Exchange> {
         // SAFETY: valid dirfd and name; O_PATH opens the name itself, symlink or not.
         let raw = unsafe {
             libc::openat(self.dir.fd.as_raw_fd(), self.name.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -230,7 +232,7 @@ impl<'a> Socket<'a> {
             let e = io::Error::last_os_error();
             return match e.kind() {
                 io::ErrorKind::NotFound => Ok(Connect::Absent),
-                _ => Err(Error::io(&self.path, e)),
+                _ => Err(Error::io(&self.path, e).into()),
             };
         }
         // SAFETY: the kernel just gave us this descriptor.
@@ -248,11 +250,12 @@ impl<'a> Socket<'a> {
         }
         // Connect through the descriptor we checked, not through the name again.
         let via = format!("/proc/thread-self/fd/{}", fd.as_raw_fd());
-        let stream = match UnixStream::connect(&via) {
+        let stream = match connect_until(&via, deadline) {
             Ok(stream) => stream,
             // Dead whatever its mode: it is the JVM user's to replace, and HotSpot makes a new one.
             Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => return Ok(Connect::Dead((st.st_dev, st.st_ino))),
-            Err(e) => return Err(Error::io(&self.path, e)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(Exchange::Timeout),
+            Err(e) => return Err(Error::io(&self.path, e).into()),
         };
         if st.st_mode & 0o077 != 0 {
             return Err(self.untrusted(format!("accessible to group or others (mode {:03o})", st.st_mode & 0o777)));
@@ -270,6 +273,24 @@ impl<'a> Socket<'a> {
         }
         Ok(Connect::Connected(stream))
     }
+}
+
+/// `connect(2)` to a Unix socket, waiting for room in its backlog at most until `deadline`
+/// (`SO_SNDTIMEO` bounds a blocking Unix connect); `WouldBlock` when that passed.
+fn connect_until(path: &str, deadline: Instant) -> io::Result<UnixStream> {
+    use nix::sys::socket::{connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+    setsockopt(&fd, sockopt::SendTimeout, &nix::sys::time::TimeVal::from(libc::timeval {
+        tv_sec: left.as_secs() as libc::time_t,
+        // At least 1 µs: a zero timeout means "wait forever".
+        tv_usec: (left.subsec_micros().max(1)) as libc::suseconds_t,
+    }))?;
+    connect(fd.as_raw_fd(), &UnixAddr::new(path)?)?;
+    Ok(UnixStream::from(fd))
 }
 
 fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
@@ -395,6 +416,31 @@ mod tests {
             encode_request("jcmd", &["Compiler.perfmap"]),
             b"1\0jcmd\0Compiler.perfmap\0\0\0".to_vec()
         );
+    }
+
+    /// A listener that never accepts fills its backlog; the next connect must give up at the
+    /// deadline instead of waiting for ever.
+    #[test]
+    fn connect_gives_up_at_the_deadline_when_the_backlog_is_full() {
+        use nix::sys::socket::{bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sock");
+        let listener = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None).unwrap();
+        bind(listener.as_raw_fd(), &UnixAddr::new(&path).unwrap()).unwrap();
+        listen(&listener, Backlog::new(0).unwrap()).unwrap();
+        let path = path.to_str().unwrap();
+        let mut held = Vec::new();
+        let started = Instant::now();
+        let outcome = loop {
+            match connect_until(path, Instant::now() + Duration::from_millis(300)) {
+                Ok(stream) => held.push(stream),
+                Err(e) => break e,
+            }
+            assert!(held.len() < 1000, "the backlog never filled");
+        };
+        assert_eq!(outcome.kind(), io::ErrorKind::WouldBlock, "{outcome}");
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+        assert!(!held.is_empty(), "the first connections fit the backlog");
     }
 
     #[test]

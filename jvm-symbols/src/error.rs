@@ -22,6 +22,9 @@ pub enum Error {
         size_bytes: u64,
         limit_bytes: u64,
     },
+    /// A file that could not be read in time (a FUSE file system that stalls, a huge map).
+    #[error("{path}: reading took over {timeout_ms} ms; gave up")]
+    ReadTimeout { path: PathBuf, timeout_ms: u64 },
     #[error("process {pid} is not a HotSpot JVM (no libjvm.so mapped)")]
     NotHotSpot { pid: u32 },
     #[error(

@@ -203,7 +203,7 @@ fn bad_input_is_refused_with_the_flag_and_exit_code_2() {
     assert!(err.contains(&format!("--pid 2: PID 2 is a kernel thread ({})", kthreadd.trim_end())), "{err}");
     let err = refused(&["--pid", "999999999"]);
     assert!(err.contains("--pid 999999999: PID 999999999 not found"), "{err}");
-    for (flag, value) in [("--duration", "1e20"), ("--interval", "1e19"), ("--duration", "NaN"), ("--interval", "0"), ("--duration", "-1")] {
+    for (flag, value) in [("--duration", "1e20"), ("--interval", "1e19"), ("--duration", "NaN"), ("--interval", "0"), ("--duration", "-1"), ("--max-symbol-mb", "4")] {
         let arg = format!("{flag}={value}");
         let err = refused(&["--pid", "1", &arg]);
         assert!(err.contains(&format!("error: {flag} must be")), "{arg}: {err}");

@@ -180,6 +180,10 @@ const MAX_DURATION_S: f64 = 30.0 * 86_400.0;
 /// Longest `--interval`: a cycle's counters must be read well before they could wrap.
 const MAX_INTERVAL_S: f64 = 3_600.0;
 
+/// Below this a JVM's map hardly fits; above it (1 TiB) a typo is likelier than a plan.
+const MIN_SYMBOL_MB: u64 = 8;
+const MAX_SYMBOL_MB: u64 = 1 << 20;
+
 /// `flag` holds a number of seconds in `(0, max_s]`.
 fn check_seconds(flag: &str, value: f64, max_s: f64, max_text: &str) -> Result<(), String> {
     if !(value > 0.0 && value.is_finite()) {
@@ -251,6 +255,11 @@ pub struct CommonArgs {
     /// over time, per-thread energy, call trees). `serve --results` always writes it.
     #[arg(long)]
     pub html: bool,
+    /// Memory all symbol data may take together, in MB: JVM perf maps (indexed compactly),
+    /// interned frames and stacks, HotSpot readers' caches. Past it the largest perf maps are
+    /// indexed in part, with a warning, and what was left out is counted.
+    #[arg(long, default_value_t = 256, value_name = "MB")]
+    pub max_symbol_mb: u64,
     #[command(flatten)]
     pub energy: EnergyArgs,
     /// Root of the /proc tree (for containers and tests).
@@ -273,6 +282,12 @@ impl CommonArgs {
         }
         if self.frequency == 0 || self.frequency > 10_000 {
             return Err(format!("--frequency must be between 1 and 10000 Hz (got {})", self.frequency));
+        }
+        if !(MIN_SYMBOL_MB..=MAX_SYMBOL_MB).contains(&self.max_symbol_mb) {
+            return Err(format!(
+                "--max-symbol-mb must be between {MIN_SYMBOL_MB} and {MAX_SYMBOL_MB} MB (got {})",
+                self.max_symbol_mb
+            ));
         }
         // Checked before anything is loaded, with the rules the run itself applies when it
         // creates them (a path planted later is refused then, the same way).
@@ -363,6 +378,16 @@ mod tests {
         ] {
             let err = validate(args).unwrap_err();
             assert!(err.starts_with(flag), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_symbol_budget_is_bounded() {
+        assert!(validate(&["--max-symbol-mb", "8"]).is_ok());
+        assert!(validate(&["--max-symbol-mb", "1048576"]).is_ok());
+        for bad in ["0", "7", "1048577"] {
+            let err = validate(&["--max-symbol-mb", bad]).unwrap_err();
+            assert_eq!(err, format!("--max-symbol-mb must be between 8 and 1048576 MB (got {bad})"));
         }
     }
 

@@ -302,7 +302,7 @@ impl MetricsRegistry {
 
         e.family(
             "joular_samples_dropped_total",
-            "Samples or records lost because a kernel map was full, by cause.",
+            "Samples, records or perf-map entries lost, by cause (a full kernel map, the symbol memory budget).",
             MetricKind::Counter,
         );
         for (cause, lost) in &self.drops {

@@ -3,6 +3,7 @@
 
 mod crosscheck;
 mod cycle;
+mod emit;
 mod energy;
 mod exporter;
 mod jsonl;
@@ -25,9 +26,16 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::cli::args::{CommonArgs, CpuTimeSource};
+use emit::{PendingCycle, Sinks};
 use jsonl::JsonLines;
-use summary::Summary;
+use symbolize::{CycleSamples, SymbolReply, SymbolWorker};
 use target::Target;
+
+/// How long a drained cycle may wait for its symbols before it is written without them (or
+/// two cycles, if longer).
+const MAX_SYMBOL_WAIT: Duration = Duration::from_secs(10);
+/// At the end, how long the worker gets for the cycles still waiting.
+const SHUTDOWN_SYMBOL_WAIT: Duration = Duration::from_secs(5);
 
 /// `serve`: the Prometheus endpoint and its registry, the optional result tree and the
 /// optional periodic profile files.
@@ -41,9 +49,10 @@ pub struct FleetOptions {
 
 /// Runs a session to its end; returns the process exit code.
 pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOptions>) -> anyhow::Result<i32> {
+    keep_large_allocations_mapped();
     // Bind first: a taken port is reported before anything is loaded.
     let exporter = match &fleet {
-        Some(f) => Some(exporter::Exporter::start(f, &common.proc_root).await?),
+        Some(f) => Some(exporter::Exporter::start(f, &common.proc_root)?),
         None => None,
     };
     let opts = ProbeOptions {
@@ -62,6 +71,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
     }
     let mut collector = Collector::new();
+    // Cycle boundaries count from the first cycle's start.
+    let start = Instant::now();
     // Loading took a while; the first cycle's energy must start where its CPU time starts.
     energy.read_at_flip(0)?;
     if let Target::Command(child) = &mut target {
@@ -78,7 +89,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     } else {
         None
     };
-    let mut json = common.json.as_deref().map(|p| JsonLines::create(p, common.modes())).transpose()?;
+    let json = common.json.as_deref().map(|p| JsonLines::create(p, common.modes())).transpose()?;
     errln!(
         "joular-ebpf: profiling {} at {} Hz, {} s cycles (CPU time from {}); Ctrl-C to stop",
         describe(&target),
@@ -97,11 +108,17 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut stopper = stop::Stopper::default();
     let mut leader_names = target::LeaderNames::default();
     let interval = Duration::from_secs_f64(common.interval);
-    let start = Instant::now();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
-    let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
+    let mut symbols = SymbolWorker::start(
+        SymbolizerOptions {
+            proc_root: common.proc_root.clone(),
+            max_symbol_bytes: common.max_symbol_mb << 20,
+            ..Default::default()
+        },
+        symbolize::settle_within(interval),
+    )?;
     let serve = fleet.as_ref();
-    let mut results = Results::new(ResultsConfig {
+    let results = Results::new(ResultsConfig {
         results_root: common.output.clone(),
         // A daemon writes the tree only when asked, process by process as they end.
         write_files: serve.is_none_or(|f| f.results),
@@ -120,20 +137,31 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     })
     .with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
-    let mut profiles = match serve.and_then(|f| f.profiles.as_ref()) {
+    let profiles = match serve.and_then(|f| f.profiles.as_ref()) {
         Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
         None => None,
     };
-    let mut retirement = serve.map(|_| retire::Retirement::new(common.proc_root.clone()));
+    let retirement = serve.map(|_| retire::Retirement::new(common.proc_root.clone()));
+    let mut sinks = Sinks::new(results, exporter, profiles, json, retirement);
     // A daemon logs a cycle line a minute unless --verbose.
     let cycle_line_every = if serve.is_some() && !common.verbose { 60 } else { 1 };
-    let mut summary = Summary::default();
+    let mut cycles_drained = 0u64;
     let mut next_tick = start + interval;
     let mut stop_reason = None;
+    // Each pass drains one cycle; replies of the symbol worker are written as they come.
     while stop_reason.is_none() {
         let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
-        match wait_for(wake, stopper.kill_at(), &mut sigint, &mut sigterm, &mut sigchld).await {
+        match wait_for(wake, stopper.kill_at(), &mut sigint, &mut sigterm, &mut sigchld, &mut symbols).await {
             Wake::Tick => {}
+            Wake::Symbols(reply) => {
+                sinks.on_reply(reply, &mut energy.totals)?;
+                continue;
+            }
+            Wake::SymbolsGone => {
+                errln!("joular-ebpf: warning: the symbol worker stopped; cycles are written without symbols");
+                sinks.write_all_late(&mut energy.totals)?;
+                continue;
+            }
             Wake::Signal(why) => match stopper.on_signal(&mut target, &probe, why) {
                 Some(reason) => stop_reason = Some(reason),
                 None => continue,
@@ -143,14 +171,23 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             Wake::Child if target.ended(&common.proc_root) => stop_reason = Some("target exited"),
             Wake::Child => continue,
         }
-        next_tick += interval;
+        // Decided before the flip, so the last flip reads everything up to the stop.
+        if stop_reason.is_some() {
+            // A signal, the grace period or the command's end already decided.
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop_reason = Some("duration reached");
+        } else if target.ended(&common.proc_root) {
+            stop_reason = Some("target exited");
+        }
+        next_tick = next_boundary(start, interval, Instant::now());
         let span = collector.flip(&mut probe)?;
         energy.read_at_flip_or_skip(span.1 - span.0);
         let mut raw = collector.read(&mut probe, span)?;
         if let Some(p) = procfs_time.as_mut() {
             p.replace_cpu_time(&mut raw)?;
         }
-        let mut report = cycle::base_report(summary.cycles(), &raw, &common.proc_root);
+        let mut report = cycle::base_report(cycles_drained, &raw, &common.proc_root);
+        cycles_drained += 1;
         energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
         if let Some(l) = labeler.as_mut() {
             l.fill(&mut report, &raw.exits);
@@ -163,70 +200,55 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         if report.cycle.is_multiple_of(cycle_line_every) {
             print_cycle_line(&report, energy.estimated(), common.verbose);
         }
-        let stacks = symbols.cycle(&raw);
-        results.on_cycle(&mut report, &stacks)?;
-        if let Some(e) = &exporter {
-            e.on_cycle(&report);
-        }
-        if let Some(p) = profiles.as_mut() {
-            p.on_cycle(&report, &stacks);
-        }
-        if let Some(j) = json.as_mut() {
-            j.write(&report)?;
-        }
-        summary.add(&report, &stacks);
-        if let Some(r) = retirement.as_mut() {
-            let ended = r.ended(&raw.exits, results.pids());
-            for &pid in &ended.pids {
-                // A daemon goes on when one process's files cannot be written (disk full).
-                match results.retire(pid) {
-                    Ok(Some(files)) => log::info!("results of ended process {pid}: {}", files.dir.display()),
-                    Ok(None) => {}
-                    Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
-                }
-            }
-            summary.forget(&ended);
-            energy.totals.forget_processes(&ended.pids);
-            energy.totals.forget_threads(&ended.threads);
-        }
-        if stop_reason.is_some() {
-            // A signal, the grace period or the command's end already decided.
-        } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            stop_reason = Some("duration reached");
-        } else if target.ended(&common.proc_root) {
-            stop_reason = Some("target exited");
+        symbols.submit(CycleSamples {
+            cycle: report.cycle,
+            samples: std::mem::take(&mut raw.samples),
+            ended: raw.exits.iter().filter(|e| e.process_ended).map(|e| e.pid).collect(),
+        });
+        sinks.hold(PendingCycle { report, exits: raw.exits, drained_at: std::time::Instant::now() });
+        if let Some(cycle) = sinks.write_overdue(MAX_SYMBOL_WAIT.max(2 * interval), &mut energy.totals)? {
+            symbols.abandon_through(cycle);
         }
     }
+    // The worker's answers for the last cycles, or (past the wait) the cycles without them.
+    let give_up = Instant::now() + SHUTDOWN_SYMBOL_WAIT;
+    while sinks.pending() > 0 && symbols.alive() {
+        tokio::select! {
+            reply = symbols.recv() => match reply {
+                Some(reply) => sinks.on_reply(reply, &mut energy.totals)?,
+                None => break,
+            },
+            _ = tokio::time::sleep_until(give_up) => break,
+        }
+    }
+    sinks.write_all_late(&mut energy.totals)?;
     errln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
     if energy.failed_reads > 0 {
         errln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
     }
-    if let Some(p) = profiles.as_mut() {
+    if let Some(p) = sinks.profiles.as_mut() {
         // The last, partial interval: a daemon stopped for an upgrade loses nothing.
         p.flush(cycle::epoch_ms());
         let (written, failed) = p.counts();
         errln!("joular-ebpf: {written} profile files written, {failed} failed");
     }
-    let st = symbols.stats();
-    if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 {
-        errln!(
-            "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",
-            st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
-        );
-    }
+    print_symbol_line(&sinks);
+    let st = &sinks.symbol_stats;
     for (cause, count) in [
         ("energy_read_failures", energy.failed_reads),
         ("jit_addresses_missing_from_perf_map", st.jit_misses),
         ("perf_map_dump_failures", st.perf_map_dump_failures),
         ("perf_map_malformed_lines", st.perf_map_bad_lines),
+        ("perf_map_entries_over_budget", st.perf_map_entries_not_indexed_total),
         ("cut_java_stacks", st.cut_java_stacks),
         ("unresolved_frames", st.unresolved_frames),
+        ("cycles_written_before_symbols", sinks.cycles_written_late),
     ] {
-        results.add_degraded(cause, count);
+        sinks.results.add_degraded(cause, count);
     }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
-    let finished = results.finish();
-    out!("{}", summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
+    let finished = sinks.results.finish();
+    out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
     let finished = finished.with_context(|| format!("writing the results under --output {}", common.output.display()))?;
     outln!("\n{}", finished.table);
     for out in &finished.outputs {
@@ -245,6 +267,18 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     })
 }
 
+/// glibc's malloc gives a freed block back to the system only if it was mmapped, and raises its
+/// mmap threshold each time such a block is freed (up to 32 MiB): after one perf-map index is
+/// freed, the next ones would come from the heap, where freeing them leaves the RSS behind. A
+/// fixed threshold keeps every large block mmapped, so the RSS follows what symbols hold.
+fn keep_large_allocations_mapped() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: sets one allocator tunable; no allocation is in flight on another thread yet.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 /// What ended a wait of the session loop.
 enum Wake {
     Tick,
@@ -253,6 +287,9 @@ enum Wake {
     Grace,
     /// SIGCHLD: `record`'s command may have ended.
     Child,
+    /// The symbol worker answered for a cycle.
+    Symbols(SymbolReply),
+    SymbolsGone,
 }
 
 async fn wait_for(
@@ -261,13 +298,53 @@ async fn wait_for(
     sigint: &mut tokio::signal::unix::Signal,
     sigterm: &mut tokio::signal::unix::Signal,
     sigchld: &mut tokio::signal::unix::Signal,
+    symbols: &mut SymbolWorker,
 ) -> Wake {
+    let listening = symbols.alive();
     tokio::select! {
         _ = tokio::time::sleep_until(tick) => Wake::Tick,
         _ = sigint.recv() => Wake::Signal("interrupted"),
         _ = sigterm.recv() => Wake::Signal("terminated"),
         _ = tokio::time::sleep_until(kill_at.unwrap_or(tick)), if kill_at.is_some() => Wake::Grace,
         _ = sigchld.recv() => Wake::Child,
+        reply = symbols.recv(), if listening => reply.map_or(Wake::SymbolsGone, Wake::Symbols),
+    }
+}
+
+/// The first cycle boundary (`start + k·interval`) after `now`. A cycle that ran late (a slow
+/// disk, a stopped process) ends at the next boundary instead of starting a burst of short
+/// catch-up cycles.
+fn next_boundary(start: Instant, interval: Duration, now: Instant) -> Instant {
+    let elapsed = now.saturating_duration_since(start).as_nanos();
+    let step = interval.as_nanos().max(1);
+    let k = elapsed / step + 1;
+    start + Duration::from_nanos(u64::try_from(k * step).unwrap_or(u64::MAX))
+}
+
+/// The end-of-run line about symbols, when there is anything to say.
+fn print_symbol_line(sinks: &Sinks) {
+    let st = &sinks.symbol_stats;
+    if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 || st.perf_map_entries_not_indexed_total > 0 {
+        errln!(
+            "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",
+            st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
+        );
+    }
+    if st.perf_map_entries_not_indexed_total > 0 || st.perf_map_drops_for_budget > 0 {
+        errln!(
+            "joular-ebpf: warning: symbol memory budget (--max-symbol-mb {}): {} perf-map entries left out over the run ({} in the maps held at the end), {} map(s) dropped to make room; {} MB in use",
+            st.symbol_budget_bytes >> 20,
+            st.perf_map_entries_not_indexed_total,
+            st.perf_map_entries_not_indexed,
+            st.perf_map_drops_for_budget,
+            st.symbol_bytes >> 20
+        );
+    }
+    if st.settle_timeouts > 0 || sinks.cycles_written_late > 0 {
+        errln!(
+            "joular-ebpf: symbols: {} cycle(s) written before a JVM's perf map was refreshed, {} written before their stacks were symbolized",
+            st.settle_timeouts, sinks.cycles_written_late
+        );
     }
 }
 
@@ -316,5 +393,22 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, estimated: bool, verbos
                 t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples, t.energy_uj / 1e6
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_tick_moves_to_the_next_boundary_without_catching_up() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        assert_eq!(next_boundary(start, second, at(1_000)), at(2_000), "on time");
+        assert_eq!(next_boundary(start, second, at(1_003)), at(2_000));
+        assert_eq!(next_boundary(start, second, at(6_400)), at(7_000), "5.4 s late: one cycle to the next boundary");
+        assert_eq!(next_boundary(start, second, start), at(1_000));
+        assert_eq!(next_boundary(start, Duration::from_millis(250), at(1_100)), at(1_250));
     }
 }

@@ -67,10 +67,6 @@ impl Summary {
         self.stacks.retain(|(tid, _), _| threads.contains_key(tid));
     }
 
-    pub fn cycles(&self) -> u64 {
-        self.cycles
-    }
-
     pub fn render(&self, top: usize, totals: &Totals, source: &str, estimated: bool) -> String {
         let mut out = String::new();
         let secs = self.last_end_ns.saturating_sub(self.first_start_ns.unwrap_or(0)) as f64 / 1e9;

@@ -8,25 +8,52 @@ use crate::model::{Frame, FrameKind, Stack};
 
 pub type FrameId = u32;
 
-/// Past this many distinct stacks the stack table starts over; handed-out `Arc`s stay
-/// valid, later ones are simply new allocations. Bounds memory in host mode: a stack of 30
-/// frames costs about 1.4 KiB here, so the table stays under ~100 MiB even at the bound.
+/// Past this many distinct stacks, or past its byte bound, the stack table starts over;
+/// handed-out `Arc`s stay valid, later ones are simply new allocations. Bounds memory in host
+/// mode: a stack of 30 frames costs about 1.4 KiB here.
 const MAX_STACKS: usize = 1 << 16;
+/// What a hash-map slot and its allocation headers cost beyond the data, roughly.
+const ENTRY_OVERHEAD_BYTES: usize = 48;
 
-#[derive(Default)]
 pub struct Interner {
     frames: Vec<Frame>,
     by_name: HashMap<(FrameKind, Arc<str>), FrameId>,
     stacks: HashMap<Box<[FrameId]>, Stack>,
+    frame_bytes: usize,
+    stack_bytes: usize,
+    max_stack_bytes: usize,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        Self::with_max_stack_bytes(u64::MAX)
+    }
 }
 
 impl Interner {
+    pub fn with_max_stack_bytes(max_stack_bytes: u64) -> Self {
+        Interner {
+            frames: Vec::new(),
+            by_name: HashMap::new(),
+            stacks: HashMap::new(),
+            frame_bytes: 0,
+            stack_bytes: 0,
+            max_stack_bytes: usize::try_from(max_stack_bytes).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Heap bytes held, estimated from what was stored (for the symbol budget).
+    pub fn bytes(&self) -> u64 {
+        (self.frame_bytes + self.stack_bytes) as u64
+    }
+
     pub fn frame(&mut self, kind: FrameKind, name: &str, short: &str) -> FrameId {
         let name: Arc<str> = Arc::from(name);
         if let Some(&id) = self.by_name.get(&(kind, name.clone())) {
             return id;
         }
         let short = if *short == *name { name.clone() } else { Arc::from(short) };
+        self.frame_bytes += std::mem::size_of::<Frame>() + name.len() + if Arc::ptr_eq(&short, &name) { 0 } else { short.len() } + ENTRY_OVERHEAD_BYTES;
         let id = self.frames.len() as FrameId;
         self.frames.push(Frame {
             name: name.clone(),
@@ -46,9 +73,12 @@ impl Interner {
         if let Some(stack) = self.stacks.get(ids) {
             return stack.clone();
         }
-        if self.stacks.len() >= MAX_STACKS {
-            self.stacks.clear();
+        if self.stacks.len() >= MAX_STACKS || self.stack_bytes >= self.max_stack_bytes {
+            self.stacks = HashMap::new();
+            self.stack_bytes = 0;
         }
+        // The ids as key, and the frames (two `Arc`s each) of the stack itself.
+        self.stack_bytes += ids.len() * (std::mem::size_of::<FrameId>() + std::mem::size_of::<Frame>()) + ENTRY_OVERHEAD_BYTES;
         let stack: Stack = ids.iter().map(|&id| self.frames[id as usize].clone()).collect();
         self.stacks.insert(ids.into(), stack.clone());
         stack
@@ -75,5 +105,25 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!(&*first[1].short, "a.B.c");
         assert!(!Arc::ptr_eq(&first, &interner.stack(&[a, b])));
+    }
+
+    #[test]
+    fn the_stack_table_starts_over_at_its_byte_bound() {
+        let mut interner = Interner::with_max_stack_bytes(10_000);
+        let ids: Vec<FrameId> = (0..10).map(|i| interner.frame(FrameKind::Native, &format!("f{i}"), &format!("f{i}"))).collect();
+        let frames_only = interner.bytes();
+        assert!(frames_only > 10 * 2, "{frames_only}");
+        let first = interner.stack(&ids);
+        let mut grown = 0;
+        for n in 1..200 {
+            let stack: Vec<FrameId> = ids.iter().cycle().take(n).copied().collect();
+            interner.stack(&stack);
+            grown = grown.max(interner.bytes());
+            assert!(interner.bytes() < frames_only + 10_000 + 200 * 64 * 2, "{}", interner.bytes());
+        }
+        assert!(grown > frames_only + 10_000, "the bound was reached");
+        assert!(interner.distinct_stacks() < 200, "the table started over");
+        // A stack handed out before stays valid.
+        assert_eq!(first.len(), 10);
     }
 }

@@ -2,24 +2,33 @@
 //! (jvm-symbols), other user code and the kernel through blazesym. Each (pid, ip) is
 //! resolved once; equal stacks share one `Arc`.
 //!
-//! Per cycle: [`Symbolizer::begin_cycle`] re-dumps the perf maps that missed sampled
-//! addresses (at most once per `min_dump_interval`), then every stack of the cycle is
-//! symbolized; no dump happens until the next `begin_cycle`, so one cycle's stacks all
-//! see one version of each map.
+//! Per cycle: [`Symbolizer::begin_cycle`] collects what the JVMs' background jobs produced
+//! and starts new ones (a re-dump for the maps that missed sampled addresses, at most once per
+//! `min_dump_interval`); [`Symbolizer::prepare`] looks at the cycle's stacks for what is
+//! missing and [`Symbolizer::settle`] waits, until a deadline, for the jobs that can supply it;
+//! then every stack of the cycle is symbolized. Nothing changes a map between `settle` and the
+//! next `begin_cycle`, so one cycle's stacks all see one version of each map. Nothing here
+//! blocks on a JVM: attach, dumps and map loads run on the JVMs' job threads ([`jvm`], driven
+//! from [`jobs`]).
+//!
+//! All symbol memory is bounded by one budget ([`budget`]).
 
+pub mod budget;
 mod intern;
+mod jobs;
 mod jvm;
 mod native;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
 use crate::model::{FrameKind, Stack};
+use budget::SymbolBudget;
 use intern::{FrameId, Interner};
-use jvm::{JvmState, Refresh};
+use jvm::{JobSettings, JvmState};
 use native::NativeResolver;
 
 const UNKNOWN: &str = "[unknown]";
@@ -27,6 +36,8 @@ const UNKNOWN: &str = "[unknown]";
 const UNKNOWN_JIT: &str = "[unknown JIT code]";
 /// Warn about cut stacks once this many Java stacks were seen, if most were cut.
 const CUT_STACKS_MIN_SAMPLE: u64 = 20;
+/// The interner may hold this fraction of the budget in stacks before its table starts over.
+const STACKS_SHARE_OF_BUDGET: u64 = 4;
 
 #[derive(Debug, Clone)]
 pub struct SymbolizerOptions {
@@ -39,6 +50,10 @@ pub struct SymbolizerOptions {
     pub min_dump_interval: Duration,
     /// Bounds one attach exchange (listener start included).
     pub attach_timeout: Duration,
+    /// Bounds reading one perf map.
+    pub load_timeout: Duration,
+    /// All symbol data together (`--max-symbol-mb`).
+    pub max_symbol_bytes: u64,
 }
 
 impl Default for SymbolizerOptions {
@@ -49,6 +64,8 @@ impl Default for SymbolizerOptions {
             proc_root: PathBuf::from("/proc"),
             min_dump_interval: Duration::from_secs(1),
             attach_timeout: Duration::from_secs(5),
+            load_timeout: Duration::from_secs(10),
+            max_symbol_bytes: 256 << 20,
         }
     }
 }
@@ -69,6 +86,18 @@ pub struct SymbolStats {
     pub cut_java_stacks: u64,
     pub jvms_without_frame_pointers: u64,
     pub distinct_stacks: usize,
+    /// Well-formed lines of the loaded maps left out for lack of memory.
+    pub perf_map_entries_not_indexed: u64,
+    /// The same, summed over every load since the start (a map read again counts again).
+    pub perf_map_entries_not_indexed_total: u64,
+    /// Maps dropped because a smaller share of the budget was left for them.
+    pub perf_map_drops_for_budget: u64,
+    /// Symbol memory accounted for now, and the budget.
+    pub symbol_bytes: u64,
+    pub symbol_budget_bytes: u64,
+    /// Cycles symbolized before a JVM's job they waited for had finished (their misses
+    /// stay `[unknown JIT code]`).
+    pub settle_timeouts: u64,
 }
 
 #[derive(Default)]
@@ -81,6 +110,10 @@ struct ProcessState {
 
 pub struct Symbolizer {
     opts: SymbolizerOptions,
+    budget: SymbolBudget,
+    jobs: JobSettings,
+    /// When the current cycle began: at most one dump per JVM per cycle.
+    cycle_started: Instant,
     native: NativeResolver,
     interner: Interner,
     processes: HashMap<u32, ProcessState>,
@@ -92,10 +125,20 @@ pub struct Symbolizer {
 
 impl Symbolizer {
     pub fn new(opts: SymbolizerOptions) -> Self {
+        let budget = SymbolBudget::new(opts.max_symbol_bytes);
+        let jobs = JobSettings {
+            attach_timeout: opts.attach.then_some(opts.attach_timeout),
+            min_dump_interval: opts.min_dump_interval,
+            load_timeout: opts.load_timeout,
+            pool: budget.maps_pool().clone(),
+        };
         Symbolizer {
-            opts,
             native: NativeResolver::new(),
-            interner: Interner::default(),
+            interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),
+            opts,
+            budget,
+            jobs,
+            cycle_started: Instant::now(),
             processes: HashMap::new(),
             kernel: HashMap::new(),
             stats: SymbolStats::default(),
@@ -104,23 +147,9 @@ impl Symbolizer {
         }
     }
 
-    fn attach_timeout(&self) -> Option<Duration> {
-        self.opts.attach.then_some(self.opts.attach_timeout)
-    }
-
-    /// Call once per cycle before symbolizing its stacks.
-    pub fn begin_cycle(&mut self) {
-        let (timeout, interval) = (self.attach_timeout(), self.opts.min_dump_interval);
-        for process in self.processes.values_mut() {
-            if let Some(jvm) = &mut process.jvm {
-                let refresh = jvm.refresh(timeout, interval);
-                Self::count_refresh(&mut self.stats, process, &refresh);
-            }
-        }
-    }
-
     pub fn forget_process(&mut self, pid: u32) {
         self.processes.remove(&pid);
+        self.budget.forget_process(pid);
         self.native.process_ended();
     }
 
@@ -131,8 +160,11 @@ impl Symbolizer {
             stats.jvms += 1;
             stats.perf_map_entries += jvm.map.index().len();
             stats.perf_map_bad_lines += jvm.map.index().bad_lines();
+            stats.perf_map_entries_not_indexed += jvm.map.index().not_indexed();
         }
         stats.distinct_stacks = self.interner.distinct_stacks();
+        stats.symbol_bytes = self.budget.used_bytes();
+        stats.symbol_budget_bytes = self.budget.total_bytes();
         stats
     }
 
@@ -156,20 +188,14 @@ impl Symbolizer {
             return;
         }
         let mut process = ProcessState::default();
-        match JvmState::discover(&self.opts.proc_root, pid, self.attach_timeout()) {
-            Ok(Some(mut jvm)) => {
-                if jvm.info.preserve_frame_pointer == FlagState::Off {
-                    self.stats.jvms_without_frame_pointers += 1;
-                    if !std::mem::replace(&mut self.frame_pointer_warned, true) {
-                        log::warn!(
-                            "JVM {pid} runs without frame pointers in JIT code, so its Java stacks \
-                             are cut at the first compiled method: restart it with -XX:+PreserveFramePointer"
-                        );
-                    }
-                }
-                let refresh = jvm.refresh(self.attach_timeout(), self.opts.min_dump_interval);
+        match JvmState::discover(&self.opts.proc_root, pid) {
+            Ok(Some(jvm)) => {
+                // Its first job (flags, dump, map) starts in `settle` (or the next
+                // `begin_cycle`), once every JVM of the cycle is known to share the budget.
                 process.jvm = Some(jvm);
-                Self::count_refresh(&mut self.stats, &mut process, &refresh);
+                self.processes.insert(pid, process);
+                self.note_frame_pointers(pid);
+                return;
             }
             Ok(None) => {}
             Err(e) => log::debug!("process {pid}: {e}"),
@@ -177,12 +203,20 @@ impl Symbolizer {
         self.processes.insert(pid, process);
     }
 
-    fn count_refresh(stats: &mut SymbolStats, process: &mut ProcessState, refresh: &Refresh) {
-        stats.perf_map_dumps += u64::from(refresh.dumped);
-        stats.perf_map_dump_failures += u64::from(refresh.dump_failed);
-        if refresh.reloaded {
-            stats.perf_map_reloads += 1;
-            process.jit.clear();
+    /// Says once that a JVM runs without frame pointers, when that becomes known.
+    fn note_frame_pointers(&mut self, pid: u32) {
+        let Some(jvm) = self.processes.get(&pid).and_then(|p| p.jvm.as_ref()) else {
+            return;
+        };
+        if jvm.info.preserve_frame_pointer != FlagState::Off {
+            return;
+        }
+        self.stats.jvms_without_frame_pointers += 1;
+        if !std::mem::replace(&mut self.frame_pointer_warned, true) {
+            log::warn!(
+                "JVM {pid} runs without frame pointers in JIT code, so its Java stacks \
+                 are cut at the first compiled method: restart it with -XX:+PreserveFramePointer"
+            );
         }
     }
 
@@ -208,7 +242,8 @@ impl Symbolizer {
                     continue;
                 }
                 if jvm.in_code_cache(ip) {
-                    jvm.needs_dump = true;
+                    // A dump this cycle already answered what `prepare` saw missing.
+                    jvm.needs_dump |= !jvm.dumped_since(self.cycle_started);
                     self.stats.jit_misses += 1;
                     let id = self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT);
                     process.jit.insert(ip, id);

@@ -1,8 +1,17 @@
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::*;
+
+/// One cycle's symbolization of one stack, as the session's symbol worker runs it: begin,
+/// look ahead, wait for the JVM jobs it needs (bounded), symbolize.
+fn cycle(symbolizer: &mut Symbolizer, pid: u32, user: &[u64]) -> Stack {
+    symbolizer.begin_cycle();
+    symbolizer.prepare(pid, user);
+    symbolizer.settle(Instant::now() + Duration::from_secs(20));
+    symbolizer.symbolize(pid, user, &[])
+}
 
 fn options() -> SymbolizerOptions {
     SymbolizerOptions {
@@ -103,7 +112,8 @@ fn jit_frames_from_the_perf_map() {
         ..options()
     });
     let (bar, interp, missed, native) = (0x7f0000001010, 0x7f0000002010, 0x7f0000050000, 0x1234);
-    let stack = symbolizer.symbolize(pid, &[bar, interp, missed, native], &[]);
+    // The map is read by the JVM's job; the first cycle waits for it.
+    let stack = cycle(&mut symbolizer, pid, &[bar, interp, missed, native]);
     let got: Vec<(&str, &str, FrameKind)> = stack.iter().map(|f| (&*f.name, &*f.short, f.kind)).collect();
     assert_eq!(
         got,
@@ -132,8 +142,7 @@ fn jit_frames_from_the_perf_map() {
     );
     let before = symbolizer.symbolize(pid, &[missed], &[]);
     assert_eq!(&*before[0].name, UNKNOWN_JIT, "no reload before begin_cycle");
-    symbolizer.begin_cycle();
-    let after = symbolizer.symbolize(pid, &[bar, missed], &[]);
+    let after = cycle(&mut symbolizer, pid, &[bar, missed]);
     assert_eq!(&*after[0].short, "com.acme.Late.compiled");
     assert_eq!(&*after[1].short, "com.acme.Foo.moved");
     let stats = symbolizer.stats();
@@ -168,13 +177,22 @@ fn real_jvm_perf_map_is_dumped_and_used() {
     let pid = java.id();
     let map_path = format!("/tmp/perf-{pid}.map");
 
+    // Killed however the test ends.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let java = Kill(java);
     let mut symbolizer = Symbolizer::new(SymbolizerOptions {
         attach: true,
         min_dump_interval: Duration::ZERO,
         ..options()
     });
-    // First contact dumps and loads the map.
-    symbolizer.symbolize(pid, &[], &[]);
+    // First contact dumps and loads the map, within its first cycle.
+    cycle(&mut symbolizer, pid, &[]);
     let stats = symbolizer.stats();
     assert_eq!((stats.jvms, stats.perf_map_dumps, stats.perf_map_reloads), (1, 1, 1), "{stats:?}");
     assert!(stats.perf_map_entries > 50, "{stats:?}");
@@ -203,13 +221,13 @@ fn real_jvm_perf_map_is_dumped_and_used() {
         .step_by(64)
         .find(|a| !entries.iter().any(|e| (e.0..e.0 + e.1).contains(a)))
         .expect("free space in the code cache");
-    let stack = symbolizer.symbolize(pid, &[uncovered], &[]);
+    let stack = cycle(&mut symbolizer, pid, &[uncovered]);
     assert_eq!(&*stack[0].name, UNKNOWN_JIT);
+    assert_eq!(symbolizer.stats().perf_map_dumps, 2, "a miss in the code cache asks for a re-dump, in its own cycle");
+    let next_cycle = Instant::now();
     symbolizer.begin_cycle();
-    assert_eq!(symbolizer.stats().perf_map_dumps, 2, "a miss in the code cache asks for a re-dump");
-    symbolizer.begin_cycle();
-    assert_eq!(symbolizer.stats().perf_map_dumps, 2, "no miss, no dump");
-    let _ = java.kill();
-    let _ = java.wait();
+    let jvm = symbolizer.processes[&pid].jvm.as_ref().unwrap();
+    assert!(!jvm.dumped_since(next_cycle), "no miss, no dump");
+    drop(java);
     let _ = std::fs::remove_file(&map_path);
 }

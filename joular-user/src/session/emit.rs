@@ -1,0 +1,163 @@
+//! Writing a cycle once its symbols are back: results, metrics, profiles, JSON, the summary,
+//! and forgetting what ended. Cycles are drained in order, kept here until the symbol worker
+//! answers, and written in the same order; a cycle the worker is too late for is written with
+//! its samples on one `[symbols not ready]` frame and counted.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use joular_user::attribution::Totals;
+use joular_user::collect::ThreadExit;
+use joular_user::model::CycleReport;
+use joular_user::output::{Results, ThreadStacks};
+use joular_user::symbols::SymbolStats;
+
+use super::exporter::Exporter;
+use super::jsonl::JsonLines;
+use super::profiles::ProfileExport;
+use super::retire::Retirement;
+use super::summary::Summary;
+use super::symbolize::{late_stacks, SymbolReply};
+
+/// Drop cause: well-formed perf-map lines left out to stay within `--max-symbol-mb`.
+pub const OVER_BUDGET: &str = "perf_map_entries_over_budget";
+/// Drop cause: samples of cycles written before their stacks were symbolized.
+pub const UNSYMBOLIZED: &str = "samples_unsymbolized";
+
+/// A drained, attributed cycle waiting for its symbols.
+pub struct PendingCycle {
+    pub report: CycleReport,
+    pub exits: Vec<ThreadExit>,
+    pub drained_at: Instant,
+}
+
+pub struct Sinks {
+    pub results: Results,
+    pub exporter: Option<Exporter>,
+    pub profiles: Option<ProfileExport>,
+    pub json: Option<JsonLines>,
+    pub summary: Summary,
+    pub retirement: Option<Retirement>,
+    pending: VecDeque<PendingCycle>,
+    /// The symbolizer's counters as of the last reply.
+    pub symbol_stats: SymbolStats,
+    pub cycles_written_late: u64,
+    /// Perf-map lines left out since the last cycle written: its drops say so.
+    unreported_not_indexed: u64,
+}
+
+impl Sinks {
+    pub fn new(
+        results: Results,
+        exporter: Option<Exporter>,
+        profiles: Option<ProfileExport>,
+        json: Option<JsonLines>,
+        retirement: Option<Retirement>,
+    ) -> Self {
+        Sinks {
+            results,
+            exporter,
+            profiles,
+            json,
+            summary: Summary::default(),
+            retirement,
+            pending: VecDeque::new(),
+            symbol_stats: SymbolStats::default(),
+            cycles_written_late: 0,
+            unreported_not_indexed: 0,
+        }
+    }
+
+    pub fn hold(&mut self, cycle: PendingCycle) {
+        self.pending.push_back(cycle);
+    }
+
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Writes the cycle the reply is for (with the ones before it, if the worker skipped
+    /// them, which it does only for cycles already written).
+    pub fn on_reply(&mut self, reply: SymbolReply, totals: &mut Totals) -> anyhow::Result<()> {
+        self.unreported_not_indexed +=
+            reply.stats.perf_map_entries_not_indexed_total.saturating_sub(self.symbol_stats.perf_map_entries_not_indexed_total);
+        self.symbol_stats = reply.stats;
+        while let Some(front) = self.pending.front() {
+            if front.report.cycle > reply.cycle {
+                break;
+            }
+            let cycle = self.pending.pop_front().expect("front exists");
+            if cycle.report.cycle < reply.cycle {
+                self.write_late(cycle, totals)?;
+                continue;
+            }
+            self.write(cycle, &reply.stacks, totals)?;
+            break;
+        }
+        Ok(())
+    }
+
+    /// Writes without their symbols the cycles drained more than `max_wait` ago. Returns the
+    /// last cycle so written, for the worker to skip.
+    pub fn write_overdue(&mut self, max_wait: Duration, totals: &mut Totals) -> anyhow::Result<Option<u64>> {
+        let mut last = None;
+        while self.pending.front().is_some_and(|c| c.drained_at.elapsed() > max_wait) {
+            let cycle = self.pending.pop_front().expect("front exists");
+            last = Some(cycle.report.cycle);
+            self.write_late(cycle, totals)?;
+        }
+        Ok(last)
+    }
+
+    /// Writes every cycle still waiting, without its symbols (the worker is gone or too slow
+    /// at shutdown).
+    pub fn write_all_late(&mut self, totals: &mut Totals) -> anyhow::Result<()> {
+        while let Some(cycle) = self.pending.pop_front() {
+            self.write_late(cycle, totals)?;
+        }
+        Ok(())
+    }
+
+    fn write_late(&mut self, mut cycle: PendingCycle, totals: &mut Totals) -> anyhow::Result<()> {
+        let threads: Vec<(u32, u32, u64)> = cycle.report.threads.iter().map(|t| (t.pid, t.tid, t.samples)).collect();
+        let samples: u64 = threads.iter().map(|t| t.2).sum();
+        if samples > 0 {
+            *cycle.report.drops.entry(UNSYMBOLIZED.into()).or_default() += samples;
+        }
+        self.cycles_written_late += 1;
+        self.write(cycle, &late_stacks(&threads), totals)
+    }
+
+    fn write(&mut self, mut cycle: PendingCycle, stacks: &[ThreadStacks], totals: &mut Totals) -> anyhow::Result<()> {
+        let report = &mut cycle.report;
+        if self.unreported_not_indexed > 0 {
+            *report.drops.entry(OVER_BUDGET.into()).or_default() += std::mem::take(&mut self.unreported_not_indexed);
+        }
+        self.results.on_cycle(report, stacks)?;
+        if let Some(e) = &self.exporter {
+            e.on_cycle(report);
+        }
+        if let Some(p) = self.profiles.as_mut() {
+            p.on_cycle(report, stacks);
+        }
+        if let Some(j) = self.json.as_mut() {
+            j.write(report)?;
+        }
+        self.summary.add(report, stacks);
+        if let Some(r) = self.retirement.as_mut() {
+            let ended = r.ended(&cycle.exits, self.results.pids());
+            for &pid in &ended.pids {
+                // A daemon goes on when one process's files cannot be written (disk full).
+                match self.results.retire(pid) {
+                    Ok(Some(files)) => log::info!("results of ended process {pid}: {}", files.dir.display()),
+                    Ok(None) => {}
+                    Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
+                }
+            }
+            self.summary.forget(&ended);
+            totals.forget_processes(&ended.pids);
+            totals.forget_threads(&ended.threads);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,117 @@
+//! The per-cycle protocol between the symbolizer and the JVMs' background jobs
+//! ([`super::jvm`]), and the budget that bounds their maps ([`super::budget`]).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::budget::{self, Consumer};
+use super::jvm::Refresh;
+use super::{ProcessState, SymbolStats, Symbolizer};
+
+/// How often [`Symbolizer::settle`] looks at the jobs it waits for.
+const SETTLE_POLL: Duration = Duration::from_millis(5);
+
+impl Symbolizer {
+    /// Call once per cycle before symbolizing its stacks: takes what the JVMs' jobs produced,
+    /// fits every map to its share of the budget, and starts the jobs that are due.
+    pub fn begin_cycle(&mut self) {
+        self.cycle_started = Instant::now();
+        self.budget.report(Consumer::Interner, self.interner.bytes());
+        let caps = self.current_caps();
+        let pids: Vec<u32> = caps.keys().copied().collect();
+        for pid in pids {
+            self.collect_job(pid);
+            let Some(process) = self.processes.get_mut(&pid) else { continue };
+            let jvm = process.jvm.as_mut().expect("a JVM has a demand");
+            jvm.awaited = false;
+            if jvm.fit_map(&self.jobs, caps[&pid]) {
+                self.stats.perf_map_drops_for_budget += 1;
+                process.jit.clear();
+            }
+            jvm.start(&self.jobs, caps[&pid]);
+        }
+    }
+
+    /// Looks at a stack of the cycle before it is symbolized: a JVM seen for the first time,
+    /// or a JIT address its map misses, makes [`Self::settle`] wait for that JVM's job.
+    pub fn prepare(&mut self, pid: u32, user: &[u64]) {
+        self.ensure_process(pid);
+        let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
+            return;
+        };
+        if jvm.awaited && jvm.needs_dump {
+            return;
+        }
+        if user.iter().any(|&ip| jvm.map.index().lookup(ip).is_none() && jvm.in_code_cache(ip)) {
+            jvm.needs_dump = true;
+            jvm.awaited = true;
+        }
+    }
+
+    /// Starts the jobs the prepared stacks need (a JVM's first, a dump for a miss) and waits,
+    /// until `deadline`, for the jobs of the JVMs they are about. True when a map or a JVM's
+    /// flags changed: the cycle's stacks are then symbolized with them. A deadline that passes
+    /// first is counted.
+    pub fn settle(&mut self, deadline: Instant) -> bool {
+        let mut waiting: Vec<u32> = self
+            .processes
+            .iter()
+            .filter(|(_, p)| p.jvm.as_ref().is_some_and(|j| j.awaited))
+            .map(|(&pid, _)| pid)
+            .collect();
+        let caps = self.current_caps();
+        let mut changed = false;
+        while !waiting.is_empty() {
+            waiting.retain(|&pid| {
+                let refresh = self.collect_job(pid);
+                changed |= refresh.as_ref().is_some_and(|r| r.reloaded || r.flags_learned);
+                let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
+                    return false;
+                };
+                // A JVM's first job, or a dump for the miss when the job before did not dump.
+                let first = !jvm.ever_started();
+                if !jvm.in_flight() && (first || (jvm.dump_due(&self.jobs) && !jvm.dumped_since(self.cycle_started))) {
+                    jvm.start(&self.jobs, caps.get(&pid).copied().unwrap_or(0));
+                }
+                jvm.in_flight()
+            });
+            if waiting.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                self.stats.settle_timeouts += 1;
+                break;
+            }
+            std::thread::sleep(SETTLE_POLL);
+        }
+        changed
+    }
+
+    /// Each JVM's share of the budget as it stands.
+    fn current_caps(&self) -> HashMap<u32, u64> {
+        let demands: Vec<(u32, Option<u64>)> =
+            self.processes.iter().filter_map(|(&pid, p)| Some((pid, p.jvm.as_ref()?.map_demand_bytes()))).collect();
+        budget::water_fill(self.budget.maps_share_bytes(), &demands)
+    }
+
+    /// Takes the result of `pid`'s job, if it has finished, into the statistics and caches.
+    fn collect_job(&mut self, pid: u32) -> Option<Refresh> {
+        let process = self.processes.get_mut(&pid)?;
+        let refresh = process.jvm.as_mut()?.collect(self.opts.min_dump_interval)?;
+        Self::count_refresh(&mut self.stats, process, &refresh);
+        if refresh.flags_learned {
+            self.note_frame_pointers(pid);
+        }
+        Some(refresh)
+    }
+
+    fn count_refresh(stats: &mut SymbolStats, process: &mut ProcessState, refresh: &Refresh) {
+        stats.perf_map_dumps += u64::from(refresh.dumped);
+        stats.perf_map_dump_failures += u64::from(refresh.dump_failed);
+        stats.perf_map_entries_not_indexed_total += refresh.not_indexed;
+        if refresh.reloaded {
+            stats.perf_map_reloads += 1;
+            process.jit.clear();
+        }
+    }
+}
