@@ -9,6 +9,7 @@
 
 mod intern;
 mod jvm;
+mod kernel;
 mod native;
 
 use std::collections::HashMap;
@@ -20,6 +21,7 @@ use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 use crate::model::{FrameKind, Stack};
 use intern::{FrameId, Interner};
 use jvm::{JvmState, Refresh};
+use kernel::KernelResolver;
 use native::NativeResolver;
 
 const UNKNOWN: &str = "[unknown]";
@@ -82,6 +84,7 @@ struct ProcessState {
 pub struct Symbolizer {
     opts: SymbolizerOptions,
     native: NativeResolver,
+    kernel_symbols: KernelResolver,
     interner: Interner,
     processes: HashMap<u32, ProcessState>,
     kernel: HashMap<u64, FrameId>,
@@ -93,6 +96,7 @@ pub struct Symbolizer {
 impl Symbolizer {
     pub fn new(opts: SymbolizerOptions) -> Self {
         Symbolizer {
+            kernel_symbols: KernelResolver::new(&opts.proc_root),
             opts,
             native: NativeResolver::new(),
             interner: Interner::default(),
@@ -236,18 +240,24 @@ impl Symbolizer {
 
     fn resolve_kernel(&mut self, kernel: &[u64]) -> Vec<FrameId> {
         let missing: Vec<u64> = kernel.iter().copied().filter(|ip| !self.kernel.contains_key(ip)).collect();
+        let mut unknown = HashMap::new();
         if !missing.is_empty() {
-            let names = self.native.kernel(&missing);
+            let names = self.kernel_symbols.resolve(&missing);
             for (ip, name) in missing.into_iter().zip(names) {
-                let name = name.unwrap_or_else(|| {
-                    self.stats.unresolved_frames += 1;
-                    UNKNOWN.to_owned()
-                });
-                let id = self.interner.frame(FrameKind::Kernel, &name, &name);
-                self.kernel.insert(ip, id);
+                match name {
+                    Some(name) => {
+                        let id = self.interner.frame(FrameKind::Kernel, &name, &name);
+                        self.kernel.insert(ip, id);
+                    }
+                    // Not cached: a module loaded later may cover it (see `kernel.rs`).
+                    None => {
+                        self.stats.unresolved_frames += 1;
+                        unknown.insert(ip, self.interner.frame(FrameKind::Kernel, UNKNOWN, UNKNOWN));
+                    }
+                }
             }
         }
-        kernel.iter().map(|ip| self.kernel[ip]).collect()
+        kernel.iter().map(|ip| self.kernel.get(ip).or_else(|| unknown.get(ip)).copied().expect("resolved above")).collect()
     }
 
     /// With frame pointers, a Java thread's stack unwinds down to native thread start;
