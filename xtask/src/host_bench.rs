@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
+use crate::cgroup::{CgroupHandle, WorkloadCgroup};
+use crate::measure::{median, task_cpu_seconds, vm_rss_kib, wait_rusage};
+
 const PROCESSES: usize = 100;
 const THREADS_PER_PROCESS: usize = 10;
 const ROUNDS: usize = 3;
@@ -51,16 +54,15 @@ pub fn spin(threads: usize, seconds: f64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn spawn_spinner(threads: usize, seconds: f64) -> anyhow::Result<Child> {
-    Command::new(std::env::current_exe()?)
-        .args(["spin", &threads.to_string(), &seconds.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting a workload process")
+fn spawn_spinner(threads: usize, seconds: f64, group: &CgroupHandle) -> anyhow::Result<Child> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["spin", &threads.to_string(), &seconds.to_string()]).stdout(Stdio::piped());
+    group.add_on_exec(&mut cmd);
+    cmd.spawn().context("starting a workload process")
 }
 
-fn workload(seconds: f64) -> anyhow::Result<Vec<Child>> {
-    (0..PROCESSES).map(|_| spawn_spinner(THREADS_PER_PROCESS, seconds)).collect()
+fn workload(seconds: f64, group: &CgroupHandle) -> anyhow::Result<Vec<Child>> {
+    (0..PROCESSES).map(|_| spawn_spinner(THREADS_PER_PROCESS, seconds, group)).collect()
 }
 
 fn iterations(children: Vec<Child>) -> anyhow::Result<u64> {
@@ -77,29 +79,17 @@ fn iterations(children: Vec<Child>) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-/// CPU time of every thread of `pid` so far, in seconds (schedstat: ns, not 10 ms ticks).
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0.0 };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum::<u64>() as f64
-        / 1e9
-}
-
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// `serve` at nice -10. Deployed, the daemon has its own cgroup (systemd unit, pod), which the
-/// kernel gives a fair share next to the workload's; here everything shares one cgroup, where
-/// 1,000 runnable threads would leave a nice-0 daemon a 1/500 share and stretch its 1 s cycles to
-/// several seconds. nice -10 stands in for the cgroup. Same pid as the profiler (nice execs it).
+/// `serve` at nice 0, as deployed. Deployed, the workload and the daemon each have a cgroup of their
+/// own (pods, systemd units) and the kernel shares the CPUs between the groups; here the workload's
+/// processes are put in a cgroup of their own ([`WorkloadCgroup`]) for the same reason. Without it,
+/// 1,000 runnable threads next to a nice-0 daemon in one group would leave it a 1/1000 share and
+/// stretch its 1 s cycles to several seconds.
 fn serve(bin: &Path, duration_s: f64, profile_dir: &Path, log: &Path) -> anyhow::Result<Child> {
-    Command::new("nice")
-        .args(["-n", "-10"])
-        .arg(bin)
+    Command::new(bin)
         .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port()?), "--duration", &duration_s.to_string()])
         .arg("--profile-dir")
         .arg(profile_dir)
@@ -116,29 +106,26 @@ fn cycles_done(log: &Path) -> Option<u64> {
     out.lines().find_map(|l| l.strip_prefix("== joular-ebpf summary: "))?.split_whitespace().next()?.parse().ok()
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 pub fn overhead(bin: &Path) -> anyhow::Result<()> {
     let scratch = tempdir("host-bench")?;
+    let cgroup = WorkloadCgroup::create("host-bench")?;
+    let group = cgroup.handle();
     let (mut base, mut prof, mut steady, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
-        let b = iterations(workload(WORKLOAD_SECONDS)?)?;
+        let b = iterations(workload(WORKLOAD_SECONDS, &group)?)?;
         eprintln!("round {round}: baseline {b} iterations");
         base.push(b as f64);
 
-        let children = workload(WORKLOAD_SECONDS)?;
+        let children = workload(WORKLOAD_SECONDS, &group)?;
         let started = Instant::now();
         let log = scratch.join("serve.log");
         let mut profiler = serve(bin, WORKLOAD_SECONDS - 2.0, &scratch.join("profiles"), &log)?;
         let pid = profiler.id();
         sleep_until(started, STEADY_FROM_S);
-        let cpu_from = cpu_seconds(pid);
+        let cpu_from = task_cpu_seconds(pid);
         sleep_until(started, STEADY_TO_S);
-        let cpu_to = cpu_seconds(pid);
-        let run_cpu = crate::bench::wait_cpu_seconds(pid)?;
+        let cpu_to = task_cpu_seconds(pid);
+        let run_cpu = wait_rusage(pid)?.cpu_s;
         let wall = started.elapsed().as_secs_f64();
         let _ = profiler.wait();
         let p = iterations(children)?;
@@ -154,13 +141,13 @@ pub fn overhead(bin: &Path) -> anyhow::Result<()> {
     }
     let (b, p, s, t) = (median(&mut base), median(&mut prof), median(&mut steady), median(&mut total));
     println!(
-        "\n== host mode: `serve` with {PROCESSES} processes x {THREADS_PER_PROCESS} threads busy on {} CPUs, 100 Hz, medians of {ROUNDS} ==",
+        "\n== host mode: `serve` (nice 0) with {PROCESSES} processes x {THREADS_PER_PROCESS} threads busy on {} CPUs in their own cgroup, 100 Hz, medians of {ROUNDS} ==",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!("workload iterations alone         {b:>16.0}");
     println!("workload iterations profiled      {p:>16.0}");
     println!("throughput ratio (prof/alone)     {:.4}", p / b);
-    println!("profiler CPU, steady state        {:.2}% of one CPU (target < 2%)", s * 100.0);
+    println!("profiler CPU, steady state        {:.2}% of one CPU (target <= 1.5%)", s * 100.0);
     println!("profiler CPU, whole run           {:.2}% of one CPU (includes eBPF load and shutdown)", t * 100.0);
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
@@ -173,7 +160,9 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
         bail!("--soak needs at least 120 s (60 s of warm-up are not counted)");
     }
     let scratch = tempdir("soak")?;
-    let children = workload(seconds + 5.0)?;
+    let cgroup = WorkloadCgroup::create("soak")?;
+    let group = cgroup.handle();
+    let children = workload(seconds + 5.0, &group)?;
     let mut jvm = Command::new("java")
         .args(["-XX:+PreserveFramePointer", "-cp"])
         .arg(java)
@@ -189,11 +178,15 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     // Process churn: a 2-thread, 20 ms process every 50 ms, reaped without waiting for it.
     let churn = {
         let stop = Arc::clone(&churn_stop);
+        let group = group.clone();
         std::thread::spawn(move || {
             let (mut spawned, mut running) = (0u64, Vec::<Child>::new());
             let exe = std::env::current_exe().unwrap_or_default();
             while !stop.load(Ordering::Relaxed) {
-                if let Ok(c) = Command::new(&exe).args(["spin", "2", "0.02"]).stdout(Stdio::null()).spawn() {
+                let mut cmd = Command::new(&exe);
+                cmd.args(["spin", "2", "0.02"]).stdout(Stdio::null());
+                group.add_on_exec(&mut cmd);
+                if let Ok(c) = cmd.spawn() {
                     running.push(c);
                     spawned += 1;
                 }
@@ -229,7 +222,7 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     while started.elapsed().as_secs_f64() < seconds - 1.0 {
         std::thread::sleep(Duration::from_secs(5));
         let t = started.elapsed().as_secs_f64();
-        if let Some(kib) = rss_kib(pid) {
+        if let Some(kib) = vm_rss_kib(pid) {
             samples.push((t, kib));
             eprintln!("soak: {t:>5.0} s  RSS {:.1} MiB", kib / 1024.0);
         }
@@ -274,19 +267,14 @@ fn slope(points: &[(f64, f64)]) -> f64 {
     }
 }
 
-fn rss_kib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
-}
-
-fn sleep_until(start: Instant, at_s: f64) {
+pub fn sleep_until(start: Instant, at_s: f64) {
     let elapsed = start.elapsed().as_secs_f64();
     if elapsed < at_s {
         std::thread::sleep(Duration::from_secs_f64(at_s - elapsed));
     }
 }
 
-fn tempdir(name: &str) -> anyhow::Result<PathBuf> {
+pub fn tempdir(name: &str) -> anyhow::Result<PathBuf> {
     let dir = crate::run::target_dir().join(format!("xtask-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)

@@ -1,10 +1,14 @@
 //! `cargo xtask setup | demo | test | bench | fuzz`: everything a fresh machine needs, in one place.
 
 mod bench;
+mod bpf_stats;
+mod cgroup;
 mod demo;
 mod fuzz;
 mod host_bench;
 mod hotspot_fixture;
+mod measure;
+mod overhead;
 mod run;
 mod setup;
 mod test;
@@ -33,21 +37,40 @@ enum Task {
         /// Only the tests whose name contains this.
         filter: Option<String>,
     },
-    /// Benchmarks: profiler overhead on a busy JVM and in host mode (100 processes, 1,000
-    /// threads), plus the criterion hot paths; `--soak` adds the serve-mode memory soak.
+    /// Benchmarks. With no selection: the side-by-side overhead benchmark, the host-mode one and the
+    /// criterion hot paths. Every figure is a median of alternating rounds within one run.
     Bench {
-        /// Skip the criterion benchmarks (overhead runs only).
+        /// The busy-JVM overhead benchmark, side by side: none, joular-ebpf --pid and --all, bpftrace
+        /// at 100 Hz (the eBPF floor) and JFR settings=profile.
         #[arg(long)]
-        overhead_only: bool,
-        /// Run only the host-mode overhead benchmark.
-        #[arg(long, conflicts_with = "overhead_only")]
-        host_only: bool,
-        /// Also run the serve-mode memory soak for this many seconds (600 if no value) and print
-        /// the RSS slope.
+        overhead: bool,
+        /// Fewer, shorter rounds and no JFR (for iteration); implies --overhead.
+        #[arg(long)]
+        quick: bool,
+        /// Rounds of the overhead benchmark (default 5, 2 with --quick).
+        #[arg(long, value_name = "N")]
+        rounds: Option<usize>,
+        /// Run the overhead benchmark's JVMs without -XX:+PreserveFramePointer (no JVM flags at all).
+        #[arg(long)]
+        no_frame_pointers: bool,
+        /// The host-mode benchmark: `serve` next to 100 processes x 1,000 threads.
+        #[arg(long)]
+        host: bool,
+        /// The criterion hot-path benchmarks.
+        #[arg(long)]
+        criterion: bool,
+        /// RSS of `--pid` on a busy JVM after this many seconds (600 if no value).
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
+        rss: Option<f64>,
+        /// The serve-mode memory soak for this many seconds (600 if no value), with its RSS slope.
         #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
         soak: Option<f64>,
-        /// Run only the soak (600 s unless --soak says otherwise).
-        #[arg(long, conflicts_with_all = ["overhead_only", "host_only"])]
+        /// Older spellings: --overhead-only (overhead and host, no criterion), --host-only, --soak-only.
+        #[arg(long, hide = true)]
+        overhead_only: bool,
+        #[arg(long, hide = true)]
+        host_only: bool,
+        #[arg(long, hide = true)]
         soak_only: bool,
     },
     /// Run every cargo-fuzz target (fuzz/) for SECONDS each; prints the coverage reached and
@@ -78,12 +101,20 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::ensure(),
         Task::Demo { seconds } => demo::run(seconds),
         Task::Test { filter } => test::run(filter.as_deref()),
-        Task::Bench { overhead_only, host_only, soak, soak_only } => bench::run(bench::Selection {
-            overhead_only,
-            host_only,
-            soak_only,
-            soak_s: if soak_only { soak.or(Some(600.0)) } else { soak },
-        }),
+        Task::Bench { overhead, quick, rounds, no_frame_pointers, host, criterion, rss, soak, overhead_only, host_only, soak_only } => {
+            let any = overhead || quick || host || criterion || rss.is_some() || soak.is_some() || overhead_only || host_only || soak_only;
+            let run_overhead = overhead || quick || overhead_only || !any;
+            let mut opts = if quick { overhead::Options::quick() } else { overhead::Options::full() };
+            opts.rounds = rounds.unwrap_or(opts.rounds).max(1);
+            opts.frame_pointers = !no_frame_pointers;
+            bench::run(bench::Selection {
+                overhead: run_overhead.then_some(opts),
+                host: host || host_only || overhead_only || !any,
+                criterion: criterion || !any,
+                soak_s: soak.or(soak_only.then_some(600.0)),
+                rss_s: rss,
+            })
+        }
         Task::Fuzz { seconds, target } => fuzz::run(seconds, target.as_deref()),
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),

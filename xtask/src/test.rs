@@ -18,7 +18,7 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
         bail!("the test suite loads eBPF programs and needs root: run it as root (e.g. `sudo -E cargo xtask test`)");
     }
     crate::setup::ensure()?;
-    ensure_debian_packages()?;
+    ensure_debian_packages(&DEBIAN_PACKAGES)?;
     let filter_args: Vec<&str> = filter.into_iter().collect();
 
     // The eBPF crate only builds for the BPF target (joular-user's build script does that).
@@ -39,8 +39,9 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     )
 }
 
-fn ensure_debian_packages() -> anyhow::Result<()> {
-    let missing: Vec<&str> = DEBIAN_PACKAGES
+/// Installs the (package, command) pairs whose command is missing.
+pub fn ensure_debian_packages(packages: &[(&str, &str)]) -> anyhow::Result<()> {
+    let missing: Vec<&str> = packages
         .iter()
         .filter(|(_, bin)| !Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success()))
         .map(|(pkg, _)| *pkg)

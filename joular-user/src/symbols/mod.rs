@@ -17,6 +17,7 @@ pub mod budget;
 mod intern;
 mod jobs;
 mod jvm;
+mod kernel;
 mod native;
 
 use std::collections::HashMap;
@@ -29,6 +30,7 @@ use crate::model::{FrameKind, Stack};
 use budget::SymbolBudget;
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
+use kernel::KernelResolver;
 use native::NativeResolver;
 
 const UNKNOWN: &str = "[unknown]";
@@ -98,6 +100,8 @@ pub struct SymbolStats {
     /// Cycles symbolized before a JVM's job they waited for had finished (their misses
     /// stay `[unknown JIT code]`).
     pub settle_timeouts: u64,
+    /// Times kallsyms was copied and parsed again because the module list changed.
+    pub kallsyms_reloads: u64,
 }
 
 #[derive(Default)]
@@ -115,6 +119,7 @@ pub struct Symbolizer {
     /// When the current cycle began: at most one dump per JVM per cycle.
     cycle_started: Instant,
     native: NativeResolver,
+    kernel_symbols: KernelResolver,
     interner: Interner,
     processes: HashMap<u32, ProcessState>,
     kernel: HashMap<u64, FrameId>,
@@ -133,6 +138,7 @@ impl Symbolizer {
             pool: budget.maps_pool().clone(),
         };
         Symbolizer {
+            kernel_symbols: KernelResolver::new(&opts.proc_root),
             native: NativeResolver::new(),
             interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),
             opts,
@@ -163,6 +169,7 @@ impl Symbolizer {
             stats.perf_map_entries_not_indexed += jvm.map.index().not_indexed();
         }
         stats.distinct_stacks = self.interner.distinct_stacks();
+        stats.kallsyms_reloads = self.kernel_symbols.reloads();
         stats.symbol_bytes = self.budget.used_bytes();
         stats.symbol_budget_bytes = self.budget.total_bytes();
         stats
@@ -271,18 +278,24 @@ impl Symbolizer {
 
     fn resolve_kernel(&mut self, kernel: &[u64]) -> Vec<FrameId> {
         let missing: Vec<u64> = kernel.iter().copied().filter(|ip| !self.kernel.contains_key(ip)).collect();
+        let mut unknown = HashMap::new();
         if !missing.is_empty() {
-            let names = self.native.kernel(&missing);
+            let names = self.kernel_symbols.resolve(&missing);
             for (ip, name) in missing.into_iter().zip(names) {
-                let name = name.unwrap_or_else(|| {
-                    self.stats.unresolved_frames += 1;
-                    UNKNOWN.to_owned()
-                });
-                let id = self.interner.frame(FrameKind::Kernel, &name, &name);
-                self.kernel.insert(ip, id);
+                match name {
+                    Some(name) => {
+                        let id = self.interner.frame(FrameKind::Kernel, &name, &name);
+                        self.kernel.insert(ip, id);
+                    }
+                    // Not cached: a module loaded later may cover it (see `kernel.rs`).
+                    None => {
+                        self.stats.unresolved_frames += 1;
+                        unknown.insert(ip, self.interner.frame(FrameKind::Kernel, UNKNOWN, UNKNOWN));
+                    }
+                }
             }
         }
-        kernel.iter().map(|ip| self.kernel[ip]).collect()
+        kernel.iter().map(|ip| self.kernel.get(ip).or_else(|| unknown.get(ip)).copied().expect("resolved above")).collect()
     }
 
     /// With frame pointers, a Java thread's stack unwinds down to native thread start;

@@ -1,21 +1,20 @@
-//! Native user-space and kernel addresses through blazesym. Its own perf-map reader is
-//! off: JIT code is resolved by jvm-symbols, which reads HotSpot's `0x` form and
+//! Native user-space addresses through blazesym (kernel ones: `kernel.rs`). Its own perf-map
+//! reader is off: JIT code is resolved by jvm-symbols, which reads HotSpot's `0x` form and
 //! applies the safety checks.
 
-use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::source::{Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use blazesym::{MaybeDefault, Pid};
+use blazesym::Pid;
 
 /// blazesym keys its file cache by path, and a process's files go through
 /// `/proc/<pid>/map_files/...` (right even inside containers), so every process adds paths
 /// that are never evicted. The user-space symbolizer is rebuilt after this many processes
 /// have ended, which bounds that growth in host mode at the cost of re-parsing the ELF files
-/// still in use once. The kernel's symbolizer (kallsyms, parsed once) is kept.
+/// still in use once.
 const ENDED_PROCESSES_PER_REBUILD: u32 = 512;
 
 pub struct NativeResolver {
     user: Symbolizer,
-    kernel: Symbolizer,
     ended_since_rebuild: u32,
 }
 
@@ -31,7 +30,6 @@ impl NativeResolver {
     pub fn new() -> Self {
         NativeResolver {
             user: symbolizer(),
-            kernel: symbolizer(),
             ended_since_rebuild: 0,
         }
     }
@@ -52,19 +50,9 @@ impl NativeResolver {
         process.debug_syms = false;
         resolve(&self.user, &Source::Process(process), addrs)
     }
-
-    pub fn kernel(&self, addrs: &[u64]) -> Vec<Option<String>> {
-        let kernel = Kernel {
-            // kallsyms is always there and covers modules; a vmlinux search costs disk reads.
-            vmlinux: MaybeDefault::None,
-            debug_syms: false,
-            ..Kernel::default()
-        };
-        resolve(&self.kernel, &Source::Kernel(kernel), addrs)
-    }
 }
 
-fn resolve(symbolizer: &Symbolizer, source: &Source, addrs: &[u64]) -> Vec<Option<String>> {
+pub(super) fn resolve(symbolizer: &Symbolizer, source: &Source, addrs: &[u64]) -> Vec<Option<String>> {
     match symbolizer.symbolize(source, Input::AbsAddr(addrs)) {
         Ok(symbols) => symbols
             .into_iter()
