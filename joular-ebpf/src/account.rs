@@ -25,9 +25,10 @@ use joular_ebpf::{
 };
 
 use crate::maps::{
-    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, STACKS_0,
+    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, JVMS, STACKS_0,
     STACKS_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
 };
+use crate::walk;
 
 const BPF_F_USER_STACK: u64 = 1 << 8;
 const BPF_NOEXIST: u64 = 1;
@@ -144,14 +145,41 @@ pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
         return Ok(0);
     }
     let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
-    let user_stack_id = stack_id(
-        ctx.get_stackid(stacks, BPF_F_USER_STACK),
-        DROP_USTACK_COLLISION,
-        DROP_USTACK_FAILED,
-    );
-    let kernel_stack_id =
-        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED);
-    let key = SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id };
+    let user_mode = walk::sampled_user_mode(ctx);
+    // JVM threads: the sampler walks the user stack itself (see walk.rs).
+    let (user_stack_id, java_stack_hash) = match JVMS.get_ptr(tgid) {
+        Some(cfg) => {
+            // SAFETY: a map value, written only by user space between cycles.
+            let cfg = unsafe { &*cfg };
+            match walk::walk_and_store(cfg, &walk::user_regs(ctx, user_mode), buffer) {
+                0 => (-3, 0),
+                hash => (-1, hash),
+            }
+        }
+        None => (
+            stack_id(
+                ctx.get_stackid(stacks, BPF_F_USER_STACK),
+                DROP_USTACK_COLLISION,
+                DROP_USTACK_FAILED,
+            ),
+            0,
+        ),
+    };
+    // A sample that interrupted user mode has no kernel stack: skip the helper.
+    let kernel_stack_id = if user_mode {
+        -1
+    } else {
+        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED)
+    };
+    let key = SampleKey {
+        tgid,
+        tid,
+        cpu,
+        user_stack_id,
+        kernel_stack_id,
+        _pad: 0,
+        java_stack_hash,
+    };
     let counts = if buffer == 0 { &COUNTS_0 } else { &COUNTS_1 };
     if let Some(n) = counts.get_ptr_mut(&key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
@@ -188,6 +216,8 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
     }
     if group_dead != 0 {
         crate::follow::forget(tgid);
+        // A recycled PID must not be walked with the old JVM's bounds.
+        let _ = JVMS.remove(&tgid);
     }
     aya_log_ebpf::debug!(ctx, "exit tid {} tgid {} group_dead {}", tid, tgid, group_dead);
     Ok(0)

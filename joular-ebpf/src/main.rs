@@ -5,6 +5,7 @@
 mod account;
 mod follow;
 mod maps;
+mod walk;
 
 use aya_ebpf::{
     macros::{btf_tracepoint, perf_event, tracepoint},

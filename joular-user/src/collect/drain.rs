@@ -9,7 +9,8 @@ use joular_ebpf::{CpuTimeValue, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MA
 
 use super::monotonic;
 use crate::ebpf::{Probe, ProbeError};
-use crate::model::{CpuTime, RawSample, ThreadCpuTime};
+use super::walked;
+use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
 /// Programs that read the old buffer index just before the flip finish within microseconds;
 /// waiting this long before reading guarantees the buffer is quiet.
@@ -128,7 +129,15 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
             })
             .clone()
     };
+    let mut walked: HashMap<u64, Option<Arc<WalkedStack>>> = HashMap::new();
     for (key, count) in &entries {
+        let walked = match key.java_stack_hash {
+            0 => None,
+            hash => walked
+                .entry(hash)
+                .or_insert_with(|| maps.java_stacks.get(&hash, 0).ok().map(|raw| Arc::new(walked::decode(&raw))))
+                .clone(),
+        };
         cycle.samples.push(RawSample {
             pid: key.tgid,
             tid: key.tid,
@@ -136,6 +145,7 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
             user: stack(key.user_stack_id),
             kernel: stack(key.kernel_stack_id),
             count: *count,
+            walked,
         });
     }
     for (key, _) in entries {
@@ -144,6 +154,10 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
     let ids: Vec<u32> = maps.stacks.stack_ids().filter_map(Result::ok).collect();
     for id in ids {
         let _ = maps.stacks.remove(&id);
+    }
+    let hashes: Vec<u64> = maps.java_stacks.keys().filter_map(Result::ok).collect();
+    for hash in hashes {
+        let _ = maps.java_stacks.remove(&hash);
     }
     Ok(())
 }

@@ -12,8 +12,8 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use joular_ebpf::{
-    CpuTimeValue, ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ALL_PROCESSES,
-    CONFIG_FOLLOW_CHILDREN,
+    CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey, ThreadCpuValue,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN,
 };
 
 use super::{preflight, ProbeError};
@@ -48,11 +48,15 @@ pub struct BufferMaps {
     pub stacks: StackTraceMap<MapData>,
     pub thread_cpu: HashMap<MapData, ThreadCpuKey, ThreadCpuValue>,
     pub exits: HashMap<MapData, u32, ExitValue>,
+    /// Walked JVM stacks by hash (`SampleKey::java_stack_hash`).
+    pub java_stacks: HashMap<MapData, u64, JavaStack>,
 }
 
 pub struct Probe {
     pub config: Array<MapData, u32>,
     pub targets: HashMap<MapData, u32, u8>,
+    /// JVMs whose stacks the sampler walks (see `set_jvm`).
+    pub jvms: HashMap<MapData, u32, JvmConfig>,
     pub buffers: [BufferMaps; 2],
     pub cpu_times: Array<MapData, CpuTimeValue>,
     pub drops: PerCpuArray<MapData, u64>,
@@ -130,6 +134,7 @@ impl Probe {
         Ok(Self {
             config,
             targets: take(&mut ebpf, "TARGETS")?,
+            jvms: take(&mut ebpf, "JVMS")?,
             buffers: [buffer_maps(&mut ebpf, 0)?, buffer_maps(&mut ebpf, 1)?],
             cpu_times: take(&mut ebpf, "CPU_TIMES")?,
             drops: take(&mut ebpf, "DROPS")?,
@@ -143,6 +148,17 @@ impl Probe {
     /// Starts profiling a process (all its threads, present and future).
     pub fn add_target(&mut self, tgid: u32) -> Result<(), ProbeError> {
         self.targets.insert(tgid, 1, 0).map_err(|e| ProbeError::Map("TARGETS", e))
+    }
+
+    /// From the next sample on, the sampler walks the user stacks of `tgid`'s threads with
+    /// `config` (a JVM whose HotSpot tables were read) instead of `bpf_get_stackid`.
+    pub fn set_jvm(&mut self, tgid: u32, config: JvmConfig) -> Result<(), ProbeError> {
+        self.jvms.insert(tgid, config, 0).map_err(|e| ProbeError::Map("JVMS", e))
+    }
+
+    /// Back to `bpf_get_stackid` for `tgid` (the kernel also drops a JVM when it exits).
+    pub fn remove_jvm(&mut self, tgid: u32) {
+        let _ = self.jvms.remove(&tgid);
     }
 
     /// The processes profiled now: those given to `add_target` and, when following children,
@@ -168,16 +184,17 @@ where
 }
 
 fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError> {
-    const NAMES: [[&str; 4]; 2] = [
-        ["COUNTS_0", "STACKS_0", "THREAD_CPU_0", "EXITS_0"],
-        ["COUNTS_1", "STACKS_1", "THREAD_CPU_1", "EXITS_1"],
+    const NAMES: [[&str; 5]; 2] = [
+        ["COUNTS_0", "STACKS_0", "THREAD_CPU_0", "EXITS_0", "JAVA_STACKS_0"],
+        ["COUNTS_1", "STACKS_1", "THREAD_CPU_1", "EXITS_1", "JAVA_STACKS_1"],
     ];
-    let [counts, stacks, thread_cpu, exits] = NAMES[buffer];
+    let [counts, stacks, thread_cpu, exits, java_stacks] = NAMES[buffer];
     Ok(BufferMaps {
         counts: take(ebpf, counts)?,
         stacks: take(ebpf, stacks)?,
         thread_cpu: take(ebpf, thread_cpu)?,
         exits: take(ebpf, exits)?,
+        java_stacks: take(ebpf, java_stacks)?,
     })
 }
 

@@ -100,6 +100,10 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let start = Instant::now();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
     let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
+    for pid in target.pids() {
+        symbols.watch(pid);
+    }
+    symbols.update_kernel(&mut probe);
     let serve = fleet.as_ref();
     let mut results = Results::new(ResultsConfig {
         results_root: common.output.clone(),
@@ -161,6 +165,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             print_cycle_line(&report, energy.estimated(), common.verbose);
         }
         let stacks = symbols.cycle(&raw);
+        symbols.update_kernel(&mut probe);
         results.on_cycle(&mut report, &stacks)?;
         if let Some(e) = &exporter {
             e.on_cycle(&report);

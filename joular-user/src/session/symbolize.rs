@@ -5,9 +5,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use joular_user::collect::RawCycle;
+use joular_user::ebpf::Probe;
 use joular_user::model::{Stack, ThreadStack};
 use joular_user::output::ThreadStacks;
-use joular_user::symbols::{SymbolStats, Symbolizer, SymbolizerOptions};
+use joular_user::symbols::{KernelUpdate, SymbolStats, Symbolizer, SymbolizerOptions};
 
 pub struct SymbolStage {
     symbolizer: Symbolizer,
@@ -23,7 +24,10 @@ impl SymbolStage {
         // Interned stacks share one Arc, so the pointer identifies the stack.
         let mut by_thread: HashMap<(u32, u32), HashMap<*const [joular_user::model::Frame], (Stack, u64)>> = HashMap::new();
         for s in &raw.samples {
-            let stack = self.symbolizer.symbolize(s.pid, &s.user, &s.kernel);
+            let stack = match &s.walked {
+                Some(walked) => self.symbolizer.symbolize_walked(s.pid, walked, &s.kernel),
+                None => self.symbolizer.symbolize(s.pid, &s.user, &s.kernel),
+            };
             let e = by_thread.entry((s.pid, s.tid)).or_default().entry(Arc::as_ptr(&stack)).or_insert((stack, 0));
             e.1 += s.count;
         }
@@ -44,5 +48,24 @@ impl SymbolStage {
 
     pub fn stats(&self) -> SymbolStats {
         self.symbolizer.stats()
+    }
+
+    /// Looks at a target before its first sample, so a JVM is walked from the first cycle.
+    pub fn watch(&mut self, pid: u32) {
+        self.symbolizer.watch(pid);
+    }
+
+    /// Tells the kernel which processes are JVMs whose stacks it walks.
+    pub fn update_kernel(&mut self, probe: &mut Probe) {
+        for update in self.symbolizer.take_kernel_updates() {
+            match update {
+                KernelUpdate::WalkJvm { pid, config } => {
+                    if let Err(e) = probe.set_jvm(pid, config) {
+                        log::warn!("JVM {pid}: its Java frames are named from bare pcs only: {e}");
+                    }
+                }
+                KernelUpdate::ForgetJvm { pid } => probe.remove_jvm(pid),
+            }
+        }
     }
 }

@@ -1,12 +1,19 @@
-//! Raw instruction pointers → frames. Java JIT code through the JVM's perf map
-//! (jvm-symbols), other user code and the kernel through blazesym. Each (pid, ip) is
-//! resolved once; equal stacks share one `Arc`.
+//! Sampled stacks → frames. Java frames of HotSpot JVMs through the JVM's own
+//! introspection tables ([`hotspot`]: interpreted frames from the `Method*` and bcp the
+//! sampler walked, compiled pcs with their inlined methods and lines, stubs by name); JIT
+//! code of JVMs whose tables cannot be read through their perf map (jvm-symbols); other
+//! user code and the kernel through blazesym. Equal stacks share one `Arc`.
 //!
 //! Per cycle: [`Symbolizer::begin_cycle`] re-dumps the perf maps that missed sampled
-//! addresses (at most once per `min_dump_interval`), then every stack of the cycle is
-//! symbolized; no dump happens until the next `begin_cycle`, so one cycle's stacks all
-//! see one version of each map.
+//! addresses (at most once per `min_dump_interval`, perf-map JVMs only), then every stack
+//! of the cycle is symbolized; no dump happens until the next `begin_cycle`, so one cycle's
+//! stacks all see one version of each map. A HotSpot JVM's code cache is re-read in the
+//! middle of a cycle when a pc misses it, so fresh code is named in the cycle it ran.
+//!
+//! The kernel needs to know each HotSpot JVM to walk its stacks:
+//! [`Symbolizer::take_kernel_updates`] hands those changes to whoever owns the maps.
 
+mod hotspot;
 mod intern;
 mod jvm;
 mod native;
@@ -15,16 +22,20 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use joular_ebpf::JvmConfig;
 use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
-use crate::model::{FrameKind, Stack};
+use crate::model::{FrameKind, Stack, WalkedFrame, WalkedStack};
+use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JvmState, Refresh};
 use native::NativeResolver;
 
 const UNKNOWN: &str = "[unknown]";
-/// An address in a JVM's code cache that its perf map does not cover (yet).
-const UNKNOWN_JIT: &str = "[unknown JIT code]";
+/// Cycles a process is looked at again to see whether it became a JVM (`record` sees the
+/// launcher before it loads libjvm), and a JVM's tables are tried again (they are filled
+/// while the VM starts) before its perf map is used instead.
+const DISCOVERY_ATTEMPTS: u32 = 10;
 /// Warn about cut stacks once this many Java stacks were seen, if most were cut.
 const CUT_STACKS_MIN_SAMPLE: u64 = 20;
 
@@ -39,6 +50,9 @@ pub struct SymbolizerOptions {
     pub min_dump_interval: Duration,
     /// Bounds one attach exchange (listener start included).
     pub attach_timeout: Duration,
+    /// Name Java frames through the JVMs' HotSpot tables (off: perf maps only, and the
+    /// sampler walks no JVM stacks).
+    pub hotspot: bool,
 }
 
 impl Default for SymbolizerOptions {
@@ -49,6 +63,7 @@ impl Default for SymbolizerOptions {
             proc_root: PathBuf::from("/proc"),
             min_dump_interval: Duration::from_secs(1),
             attach_timeout: Duration::from_secs(5),
+            hotspot: true,
         }
     }
 }
@@ -69,14 +84,76 @@ pub struct SymbolStats {
     pub cut_java_stacks: u64,
     pub jvms_without_frame_pointers: u64,
     pub distinct_stacks: usize,
+    /// JVMs named through their HotSpot tables (the others use their perf map).
+    pub hotspot_jvms: usize,
+    /// `Method*`s read and checked (once each, then served from the cache), and nmethods
+    /// whose debug information (inlining, lines) was read.
+    pub hotspot_methods_read: u64,
+    pub hotspot_nmethods_read: u64,
+    /// Why a `Method*` or pc could not be named (`jvm_symbols::hotspot::Misses`).
+    pub method_unreadable: u64,
+    pub method_stale: u64,
+    pub method_corrupt: u64,
+    pub code_unreadable: u64,
+    /// Code-cache re-reads, most of them to resolve a miss in the cycle it happened.
+    pub code_cache_refreshes: u64,
+    /// Distinct JIT pcs per cycle that stayed `[unknown JIT code]` (HotSpot path).
+    pub unknown_jit_frames: u64,
+    /// Interpreted frames shown as `Interpreter`: their `Method*` failed the check.
+    pub unnamed_interpreted_frames: u64,
+    /// Stacks the sampler walked (per thread, CPU and cycle), and those of them that
+    /// stopped before the thread's first frame or at the frame limit.
+    pub walked_stacks: u64,
+    pub walked_stacks_cut: u64,
+    pub walked_stacks_truncated: u64,
+    /// Approximate heap bytes of the HotSpot readers' caches now.
+    pub hotspot_cache_bytes: usize,
 }
 
-#[derive(Default)]
+/// A change to the kernel's maps the symbolizer asks for: it learns which processes are
+/// HotSpot JVMs, and the sampler walks those stacks itself. Plain data, so the symbolizer
+/// can run on another thread than the one that owns the maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelUpdate {
+    /// Walk the stacks of `pid`'s threads with this configuration.
+    WalkJvm { pid: u32, config: JvmConfig },
+    /// Stop walking `pid` (it ended).
+    ForgetJvm { pid: u32 },
+}
+
+/// How far a JVM's HotSpot tables got.
+enum Hotspot {
+    Ready(Box<HotspotProcess>),
+    /// Not readable yet: tried again at the next cycles.
+    Pending { attempts_left: u32 },
+    /// Not readable: the perf map names its JIT code.
+    Unavailable,
+}
+
 struct ProcessState {
     jvm: Option<JvmState>,
+    hotspot: Hotspot,
+    /// Cycles left to check whether a process that is not a JVM became one.
+    discovery_attempts_left: u32,
     /// Frames from the perf map; cleared when the map is reloaded.
     jit: HashMap<u64, FrameId>,
     native: HashMap<u64, FrameId>,
+}
+
+impl ProcessState {
+    fn hotspot(&mut self) -> Option<&mut HotspotProcess> {
+        match &mut self.hotspot {
+            Hotspot::Ready(h) => Some(h),
+            _ => None,
+        }
+    }
+}
+
+/// One user frame to resolve: a pc, or an interpreted frame the sampler walked.
+#[derive(Debug, Clone, Copy)]
+enum UserInput {
+    Pc { pc: u64, code: bool },
+    Interpreted { method: u64, bcp: u64 },
 }
 
 pub struct Symbolizer {
@@ -88,6 +165,7 @@ pub struct Symbolizer {
     stats: SymbolStats,
     frame_pointer_warned: bool,
     cut_warned: bool,
+    kernel_updates: Vec<KernelUpdate>,
 }
 
 impl Symbolizer {
@@ -101,6 +179,7 @@ impl Symbolizer {
             stats: SymbolStats::default(),
             frame_pointer_warned: false,
             cut_warned: false,
+            kernel_updates: Vec::new(),
         }
     }
 
@@ -111,7 +190,13 @@ impl Symbolizer {
     /// Call once per cycle before symbolizing its stacks.
     pub fn begin_cycle(&mut self) {
         let (timeout, interval) = (self.attach_timeout(), self.opts.min_dump_interval);
-        for process in self.processes.values_mut() {
+        let pids: Vec<u32> = self.processes.keys().copied().collect();
+        for pid in pids {
+            self.retry_discovery(pid);
+            let process = self.processes.get_mut(&pid).expect("listed");
+            if let Some(h) = process.hotspot() {
+                h.begin_cycle();
+            }
             if let Some(jvm) = &mut process.jvm {
                 let refresh = jvm.refresh(timeout, interval);
                 Self::count_refresh(&mut self.stats, process, &refresh);
@@ -119,18 +204,65 @@ impl Symbolizer {
         }
     }
 
+    /// Looks at a process before its first sample (a target named at the start), so a
+    /// JVM's stacks are walked from the first cycle on.
+    pub fn watch(&mut self, pid: u32) {
+        self.ensure_process(pid);
+    }
+
+    /// Kernel map changes asked for since the last call, in order.
+    pub fn take_kernel_updates(&mut self) -> Vec<KernelUpdate> {
+        for (&pid, process) in &mut self.processes {
+            if let Some(config) = process.hotspot().and_then(HotspotProcess::take_walk_config) {
+                self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config });
+            }
+        }
+        std::mem::take(&mut self.kernel_updates)
+    }
+
     pub fn forget_process(&mut self, pid: u32) {
-        self.processes.remove(&pid);
+        if let Some(mut process) = self.processes.remove(&pid) {
+            if let Some(h) = process.hotspot() {
+                self.retire_hotspot_counts(h);
+                self.kernel_updates.push(KernelUpdate::ForgetJvm { pid });
+            }
+        }
         self.native.process_ended();
     }
 
+    /// Keeps an ended JVM's counts in the totals.
+    fn retire_hotspot_counts(&mut self, h: &HotspotProcess) {
+        let (m, r) = (h.misses(), h.reads());
+        let s = &mut self.stats;
+        s.method_unreadable += m.method_unreadable;
+        s.method_stale += m.method_stale;
+        s.method_corrupt += m.method_corrupt;
+        s.code_unreadable += m.code_unreadable;
+        s.hotspot_methods_read += r.methods;
+        s.hotspot_nmethods_read += r.nmethods;
+        s.code_cache_refreshes += r.code_cache_refreshes;
+    }
+
     pub fn stats(&self) -> SymbolStats {
-        let jvms = self.processes.values().filter_map(|p| p.jvm.as_ref());
         let mut stats = self.stats.clone();
-        for jvm in jvms {
-            stats.jvms += 1;
-            stats.perf_map_entries += jvm.map.index().len();
-            stats.perf_map_bad_lines += jvm.map.index().bad_lines();
+        for process in self.processes.values() {
+            if let Some(jvm) = &process.jvm {
+                stats.jvms += 1;
+                stats.perf_map_entries += jvm.map.index().len();
+                stats.perf_map_bad_lines += jvm.map.index().bad_lines();
+            }
+            if let Hotspot::Ready(h) = &process.hotspot {
+                let (m, r) = (h.misses(), h.reads());
+                stats.hotspot_jvms += 1;
+                stats.method_unreadable += m.method_unreadable;
+                stats.method_stale += m.method_stale;
+                stats.method_corrupt += m.method_corrupt;
+                stats.code_unreadable += m.code_unreadable;
+                stats.hotspot_methods_read += r.methods;
+                stats.hotspot_nmethods_read += r.nmethods;
+                stats.code_cache_refreshes += r.code_cache_refreshes;
+                stats.hotspot_cache_bytes += h.cached_bytes();
+            }
         }
         stats.distinct_stacks = self.interner.distinct_stacks();
         stats
@@ -140,8 +272,33 @@ impl Symbolizer {
     /// root first: user frames, then the kernel frames on top of them.
     pub fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack {
         self.ensure_process(pid);
-        let user_ids = self.resolve_user(pid, user);
-        self.note_cut_stack(pid, &user_ids);
+        let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
+        let user_ids = self.resolve_user(pid, &inputs);
+        self.finish_stack(pid, &user_ids, kernel)
+    }
+
+    /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
+    /// Returns the stack root first, as [`Symbolizer::symbolize`] does.
+    pub fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64]) -> Stack {
+        self.ensure_process(pid);
+        self.stats.walked_stacks += 1;
+        self.stats.walked_stacks_cut += u64::from(walked.cut);
+        self.stats.walked_stacks_truncated += u64::from(walked.truncated);
+        let inputs: Vec<UserInput> = walked
+            .frames
+            .iter()
+            .map(|f| match *f {
+                WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
+                WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
+                WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
+            })
+            .collect();
+        let user_ids = self.resolve_user(pid, &inputs);
+        self.finish_stack(pid, &user_ids, kernel)
+    }
+
+    fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64]) -> Stack {
+        self.note_cut_stack(pid, user_ids);
         let kernel_ids = if self.opts.kernel {
             self.resolve_kernel(kernel)
         } else {
@@ -155,7 +312,32 @@ impl Symbolizer {
         if self.processes.contains_key(&pid) {
             return;
         }
-        let mut process = ProcessState::default();
+        let mut process = ProcessState {
+            jvm: None,
+            hotspot: Hotspot::Unavailable,
+            discovery_attempts_left: DISCOVERY_ATTEMPTS,
+            jit: HashMap::new(),
+            native: HashMap::new(),
+        };
+        self.discover(pid, &mut process);
+        self.processes.insert(pid, process);
+    }
+
+    /// A process that was not a JVM, or a JVM whose tables were not readable yet, is
+    /// looked at again for a few cycles.
+    fn retry_discovery(&mut self, pid: u32) {
+        let process = self.processes.get_mut(&pid).expect("known process");
+        if process.jvm.is_none() && process.discovery_attempts_left > 0 {
+            process.discovery_attempts_left -= 1;
+            let mut process = self.processes.remove(&pid).expect("known process");
+            self.discover(pid, &mut process);
+            self.processes.insert(pid, process);
+        } else if let Hotspot::Pending { .. } = process.hotspot {
+            Self::attach_hotspot(&self.opts.proc_root, pid, process);
+        }
+    }
+
+    fn discover(&mut self, pid: u32, process: &mut ProcessState) {
         match JvmState::discover(&self.opts.proc_root, pid, self.attach_timeout()) {
             Ok(Some(mut jvm)) => {
                 if jvm.info.preserve_frame_pointer == FlagState::Off {
@@ -167,14 +349,49 @@ impl Symbolizer {
                         );
                     }
                 }
-                let refresh = jvm.refresh(self.attach_timeout(), self.opts.min_dump_interval);
+                if self.opts.hotspot {
+                    // No perf map is asked for while the HotSpot tables may still be read.
+                    jvm.needs_dump = false;
+                    process.hotspot = Hotspot::Pending { attempts_left: DISCOVERY_ATTEMPTS };
+                }
                 process.jvm = Some(jvm);
-                Self::count_refresh(&mut self.stats, &mut process, &refresh);
+                Self::attach_hotspot(&self.opts.proc_root, pid, process);
+                let refresh = process
+                    .jvm
+                    .as_mut()
+                    .expect("just set")
+                    .refresh(self.attach_timeout(), self.opts.min_dump_interval);
+                Self::count_refresh(&mut self.stats, process, &refresh);
             }
             Ok(None) => {}
             Err(e) => log::debug!("process {pid}: {e}"),
         }
-        self.processes.insert(pid, process);
+    }
+
+    /// Reads the JVM's HotSpot tables; after the last failed attempt its perf map is used.
+    fn attach_hotspot(proc_root: &std::path::Path, pid: u32, process: &mut ProcessState) {
+        let Hotspot::Pending { attempts_left } = process.hotspot else {
+            return;
+        };
+        let Some(jvm) = &mut process.jvm else {
+            return;
+        };
+        match HotspotProcess::attach(proc_root, pid) {
+            Ok(h) => {
+                log::debug!("JVM {pid}: named through its HotSpot tables");
+                process.hotspot = Hotspot::Ready(Box::new(h));
+            }
+            // Not HotSpot, or one without the tables: retrying cannot help.
+            Err(e) if attempts_left <= 1 || !e.may_pass() => {
+                log::info!("JVM {pid}: HotSpot tables not readable ({e}); naming its JIT code from its perf map");
+                process.hotspot = Hotspot::Unavailable;
+                jvm.needs_dump = true;
+            }
+            Err(e) => {
+                log::debug!("JVM {pid}: HotSpot tables not readable yet ({e})");
+                process.hotspot = Hotspot::Pending { attempts_left: attempts_left - 1 };
+            }
+        }
     }
 
     fn count_refresh(stats: &mut SymbolStats, process: &mut ProcessState, refresh: &Refresh) {
@@ -186,37 +403,71 @@ impl Symbolizer {
         }
     }
 
-    fn resolve_user(&mut self, pid: u32, user: &[u64]) -> Vec<FrameId> {
+    /// Resolves user frames, leaf first; a compiled pc with inlined methods gives several
+    /// frames (innermost first), so the output can be longer than the input.
+    fn resolve_user(&mut self, pid: u32, inputs: &[UserInput]) -> Vec<FrameId> {
         let process = self.processes.get_mut(&pid).expect("ensure_process ran");
-        let mut ids = vec![0; user.len()];
+        // Each input's frames; a native pc waits for one blazesym batch.
+        let mut slots: Vec<Option<std::sync::Arc<[FrameId]>>> = vec![None; inputs.len()];
         let mut pending: Vec<(usize, u64)> = Vec::new();
-        for (slot, &ip) in user.iter().enumerate() {
-            if let Some(&id) = process.jit.get(&ip).or_else(|| process.native.get(&ip)) {
-                ids[slot] = id;
+        let one = |id: FrameId| -> Option<std::sync::Arc<[FrameId]>> { Some(std::sync::Arc::from([id])) };
+        for (slot, input) in inputs.iter().enumerate() {
+            let (pc, kernel_says_code) = match *input {
+                UserInput::Interpreted { method, bcp } => {
+                    let id = match process.hotspot().and_then(|h| h.interpreted(&mut self.interner, method, bcp)) {
+                        Some(id) => id,
+                        None => {
+                            self.stats.unnamed_interpreted_frames += 1;
+                            self.interner.frame(FrameKind::Stub, INTERPRETER, INTERPRETER)
+                        }
+                    };
+                    slots[slot] = one(id);
+                    continue;
+                }
+                UserInput::Pc { pc, code } => (pc, code),
+            };
+            if let Some(&id) = process.native.get(&pc) {
+                slots[slot] = one(id);
+                continue;
+            }
+            let in_mappings = process.jvm.as_ref().is_some_and(|j| j.in_code_cache(pc));
+            if let Some(h) = process.hotspot() {
+                match h.code(&mut self.interner, pc, kernel_says_code || in_mappings) {
+                    (Code::Frames(ids), _) => slots[slot] = Some(ids),
+                    (Code::UnknownJit, outcome) => {
+                        self.stats.unknown_jit_frames += u64::from(outcome.unknown);
+                        slots[slot] = one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT));
+                    }
+                    (Code::NotCode, _) => pending.push((slot, pc)),
+                }
+                continue;
+            }
+            if let Some(&id) = process.jit.get(&pc) {
+                slots[slot] = one(id);
                 continue;
             }
             if let Some(jvm) = &mut process.jvm {
-                if let Some(symbol) = jvm.map.index().lookup(ip) {
+                if let Some(symbol) = jvm.map.index().lookup(pc) {
                     let id = match classify(symbol.name) {
                         CodeKind::JavaMethod => {
                             self.interner.frame(FrameKind::JavaJit, symbol.name, &short_name(symbol.name))
                         }
                         CodeKind::Stub => self.interner.frame(FrameKind::Stub, symbol.name, symbol.name),
                     };
-                    process.jit.insert(ip, id);
-                    ids[slot] = id;
+                    process.jit.insert(pc, id);
+                    slots[slot] = one(id);
                     continue;
                 }
-                if jvm.in_code_cache(ip) {
+                if in_mappings {
                     jvm.needs_dump = true;
                     self.stats.jit_misses += 1;
                     let id = self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT);
-                    process.jit.insert(ip, id);
-                    ids[slot] = id;
+                    process.jit.insert(pc, id);
+                    slots[slot] = one(id);
                     continue;
                 }
             }
-            pending.push((slot, ip));
+            pending.push((slot, pc));
         }
         if !pending.is_empty() {
             let addrs: Vec<u64> = pending.iter().map(|&(_, ip)| ip).collect();
@@ -228,10 +479,10 @@ impl Symbolizer {
                 });
                 let id = self.interner.frame(FrameKind::Native, &name, &name);
                 process.native.insert(ip, id);
-                ids[slot] = id;
+                slots[slot] = one(id);
             }
         }
-        ids
+        slots.into_iter().flatten().flat_map(|ids| ids.iter().copied().collect::<Vec<_>>()).collect()
     }
 
     fn resolve_kernel(&mut self, kernel: &[u64]) -> Vec<FrameId> {
@@ -253,7 +504,7 @@ impl Symbolizer {
     /// With frame pointers, a Java thread's stack unwinds down to native thread start;
     /// one whose root is Java code was cut (no -XX:+PreserveFramePointer).
     fn note_cut_stack(&mut self, pid: u32, user_leaf_first: &[FrameId]) {
-        let is_java = |kind| matches!(kind, FrameKind::JavaJit | FrameKind::Stub);
+        let is_java = |kind: FrameKind| kind.is_java() || kind == FrameKind::Stub;
         let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
             return;
         };

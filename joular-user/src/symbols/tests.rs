@@ -168,9 +168,11 @@ fn real_jvm_perf_map_is_dumped_and_used() {
     let pid = java.id();
     let map_path = format!("/tmp/perf-{pid}.map");
 
+    // The perf-map path, as used for JVMs whose HotSpot tables cannot be read.
     let mut symbolizer = Symbolizer::new(SymbolizerOptions {
         attach: true,
         min_dump_interval: Duration::ZERO,
+        hotspot: false,
         ..options()
     });
     // First contact dumps and loads the map.
