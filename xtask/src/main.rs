@@ -4,6 +4,7 @@ mod bench;
 mod demo;
 mod host_bench;
 mod hotspot_fixture;
+mod jdks;
 mod run;
 mod setup;
 mod test;

@@ -58,6 +58,12 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     // Energy first: a bad --sysfs-root or --tdp is reported before anything is loaded.
     let mut energy = energy::EnergyStage::open(&common.energy_options())?;
     let mut probe = Probe::load(&opts)?;
+    // JVMs among the targets are walked from their first sample on.
+    let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
+    for pid in target.pids() {
+        symbols.watch(pid);
+    }
+    symbols.update_kernel(&mut probe);
     for pid in target.pids() {
         probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
     }
@@ -99,11 +105,6 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let interval = Duration::from_secs_f64(common.interval);
     let start = Instant::now();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
-    let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
-    for pid in target.pids() {
-        symbols.watch(pid);
-    }
-    symbols.update_kernel(&mut probe);
     let serve = fleet.as_ref();
     let mut results = Results::new(ResultsConfig {
         results_root: common.output.clone(),
@@ -215,6 +216,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",
             st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
         );
+    }
+    if st.hotspot_jvms > 0 {
+        errln!("joular-ebpf: {}", symbolize::hotspot_line(&st));
     }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = results.finish();

@@ -69,3 +69,27 @@ impl SymbolStage {
         }
     }
 }
+
+/// The end-of-run line about Java frames named through HotSpot's tables.
+pub fn hotspot_line(st: &SymbolStats) -> String {
+    format!(
+        "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
+         {} code-cache re-reads, {} JIT frames left unknown, {} interpreted frames unnamed; \
+         misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
+         {} walked stacks ({} cut, {} truncated); caches ~{} KiB",
+        st.hotspot_jvms,
+        st.hotspot_methods_read,
+        st.hotspot_nmethods_read,
+        st.code_cache_refreshes,
+        st.unknown_jit_frames,
+        st.unnamed_interpreted_frames,
+        st.method_unreadable,
+        st.method_stale,
+        st.method_corrupt,
+        st.code_unreadable,
+        st.walked_stacks,
+        st.walked_stacks_cut,
+        st.walked_stacks_truncated,
+        st.hotspot_cache_bytes / 1024,
+    )
+}

@@ -84,7 +84,7 @@ pub struct SymbolStats {
     pub cut_java_stacks: u64,
     pub jvms_without_frame_pointers: u64,
     pub distinct_stacks: usize,
-    /// JVMs named through their HotSpot tables (the others use their perf map).
+    /// JVMs named through their HotSpot tables since the start (the others use their perf map).
     pub hotspot_jvms: usize,
     /// `Method*`s read and checked (once each, then served from the cache), and nmethods
     /// whose debug information (inlining, lines) was read.
@@ -196,6 +196,7 @@ impl Symbolizer {
             let process = self.processes.get_mut(&pid).expect("listed");
             if let Some(h) = process.hotspot() {
                 h.begin_cycle();
+                continue;
             }
             if let Some(jvm) = &mut process.jvm {
                 let refresh = jvm.refresh(timeout, interval);
@@ -234,6 +235,7 @@ impl Symbolizer {
     fn retire_hotspot_counts(&mut self, h: &HotspotProcess) {
         let (m, r) = (h.misses(), h.reads());
         let s = &mut self.stats;
+        s.hotspot_jvms += 1;
         s.method_unreadable += m.method_unreadable;
         s.method_stale += m.method_stale;
         s.method_corrupt += m.method_corrupt;
@@ -438,7 +440,7 @@ impl Symbolizer {
                         self.stats.unknown_jit_frames += u64::from(outcome.unknown);
                         slots[slot] = one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT));
                     }
-                    (Code::NotCode, _) => pending.push((slot, pc)),
+                    (Code::Native, _) => pending.push((slot, pc)),
                 }
                 continue;
             }
