@@ -18,7 +18,7 @@ use aya_ebpf::{
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
-    ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
+    ExitValue, JavaFrame, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
     CONFIG_ALL_PROCESSES, DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED,
     DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED,
     MAX_CPUS,
@@ -37,12 +37,15 @@ const EEXIST: i32 = 17;
 /// Offset of `group_dead` in the sched_process_exit tracepoint record (see its `format`).
 const EXIT_GROUP_DEAD_OFFSET: usize = 32;
 
+/// `CONFIG[CONFIG_ACTIVE_BUFFER]`: generation and buffer (the low bit).
+#[inline(always)]
+fn active_tag() -> u32 {
+    CONFIG.get(CONFIG_ACTIVE_BUFFER).copied().unwrap_or(0)
+}
+
 #[inline(always)]
 fn active_buffer() -> u32 {
-    match CONFIG.get(CONFIG_ACTIVE_BUFFER) {
-        Some(b) if *b == 1 => 1,
-        _ => 0,
-    }
+    active_tag() & 1
 }
 
 #[inline(always)]
@@ -136,7 +139,8 @@ pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
     let now_ns = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let cpu = unsafe { bpf_get_smp_processor_id() };
-    let buffer = active_buffer();
+    let tag = active_tag();
+    let buffer = tag & 1;
     account(now_ns, pid_tgid, cpu, buffer);
 
     let tid = pid_tgid as u32;
@@ -147,13 +151,13 @@ pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
     let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
     let user_mode = walk::sampled_user_mode(ctx);
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
-    let (user_stack_id, java_stack_hash) = match JVMS.get_ptr(tgid) {
+    let (user_stack_id, java_stack_hash, java_leaf) = match JVMS.get_ptr(tgid) {
         Some(cfg) => {
             // SAFETY: a map value, written only by user space between cycles.
             let cfg = unsafe { &*cfg };
-            match walk::walk_and_store(cfg, &walk::user_regs(ctx, user_mode), buffer) {
-                0 => (-3, 0),
-                hash => (-1, hash),
+            match walk::walk_and_store(cfg, &walk::user_regs(ctx, user_mode), tag) {
+                (0, _) => (-3, 0, JavaFrame::default()),
+                (hash, leaf) => (-1, hash, leaf),
             }
         }
         None => (
@@ -163,6 +167,7 @@ pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
                 DROP_USTACK_FAILED,
             ),
             0,
+            JavaFrame::default(),
         ),
     };
     // A sample that interrupted user mode has no kernel stack: skip the helper.
@@ -179,6 +184,7 @@ pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
         kernel_stack_id,
         _pad: 0,
         java_stack_hash,
+        java_leaf,
     };
     let counts = if buffer == 0 { &COUNTS_0 } else { &COUNTS_1 };
     if let Some(n) = counts.get_ptr_mut(&key) {

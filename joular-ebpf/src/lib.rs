@@ -8,6 +8,9 @@
 pub const BUFFERS: u32 = 2;
 
 /// Indexes into the `CONFIG` array map.
+/// `generation << 1 | buffer`: the buffer the kernel writes, and how many times user space
+/// flipped it. One value, written at once, so a program never sees a new buffer with an
+/// old generation (per-CPU caches of what a buffer holds are tagged with it).
 pub const CONFIG_ACTIVE_BUFFER: u32 = 0;
 /// 1 = profile every process (host mode), 0 = only TGIDs in `TARGETS`.
 pub const CONFIG_ALL_PROCESSES: u32 = 1;
@@ -103,7 +106,7 @@ pub const INTERPRETER_WINDOW_WORDS: i32 = 8;
 ///   reserved for a blob cookie (0 today);
 /// - `FRAME_INTERPRETED`: `addr` = `Method*`, low bits = bcp.
 #[repr(C)]
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct JavaFrame {
     pub addr: u64,
     pub aux: u64,
@@ -121,11 +124,14 @@ pub const JAVA_STACK_TRUNCATED: u32 = 1;
 /// was not above the previous one (code without frame pointers).
 pub const JAVA_STACK_CUT: u32 = 2;
 
-/// A user stack walked by the sampler, stored once per cycle under its 64-bit hash.
+/// A user stack walked by the sampler, stored once per cycle under the 64-bit hash of its
+/// frames below the leaf: the samples of a hot loop, which differ only in their leaf pc or
+/// bcp, share one stored stack. Each sample's own leaf is in its `SampleKey`; the stored
+/// `frames[0]` is the leaf of whichever sample stored the stack first.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub struct JavaStack {
-    /// Frames used in `frames`, innermost (the sampled pc) first.
+    /// Frames used in `frames` (the leaf slot included), innermost first.
     pub len: u32,
     /// `JAVA_STACK_*` bits.
     pub flags: u32,
@@ -146,6 +152,9 @@ pub struct SampleKey {
     /// Hash of the walked user stack in `JAVA_STACKS_*` (threads of JVMs in `JVMS`); 0
     /// when the user stack is `user_stack_id`'s instead.
     pub java_stack_hash: u64,
+    /// The walked stack's leaf frame (the stored stack's own `frames[0]` is another
+    /// sample's).
+    pub java_leaf: JavaFrame,
 }
 
 /// Key of the on-CPU accounting map.

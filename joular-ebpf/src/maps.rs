@@ -5,6 +5,7 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
+use crate::walk::RecentStacks;
 use joular_ebpf::{
     CpuState, CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey,
     ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_JAVA_STACKS, MAX_JVMS,
@@ -60,6 +61,10 @@ pub static JVMS: HashMap<u32, JvmConfig> = HashMap::with_max_entries(MAX_JVMS, 0
 pub static JAVA_STACKS_0: HashMap<u64, JavaStack> = HashMap::with_max_entries(MAX_JAVA_STACKS, 0);
 #[map]
 pub static JAVA_STACKS_1: HashMap<u64, JavaStack> = HashMap::with_max_entries(MAX_JAVA_STACKS, 0);
+
+/// Per CPU: stacks this CPU stored lately (see `walk.rs`).
+#[map]
+pub static RECENT_STACKS: PerCpuArray<RecentStacks> = PerCpuArray::with_max_entries(1, 0);
 
 /// Where a stack is walked before it is stored (too big for the 512-byte eBPF stack).
 #[map]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use joular_ebpf::{CpuTimeValue, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS};
+use joular_ebpf::{CpuTimeValue, JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS};
 
 use super::monotonic;
 use crate::ebpf::{Probe, ProbeError};
@@ -43,6 +43,8 @@ pub struct RawCycle {
 
 pub struct Collector {
     active: u32,
+    /// Flips so far: the kernel tags per-CPU caches of a buffer's contents with it.
+    generation: u32,
     last_flip_ns: u64,
     drops_seen: [u64; DROP_KINDS as usize],
 }
@@ -50,7 +52,7 @@ pub struct Collector {
 impl Collector {
     /// Call right after `Probe::load`: the kernel starts on buffer 0.
     pub fn new() -> Self {
-        Self { active: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
+        Self { active: 0, generation: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
     }
 
     /// Ends the current cycle: the kernel switches to the other buffer. Read the cycle's
@@ -58,9 +60,12 @@ impl Collector {
     /// call `read`.
     pub fn flip(&mut self, probe: &mut Probe) -> Result<(u64, u64), ProbeError> {
         self.active = 1 - self.active;
+        // Tags repeat after 2^31 flips (68 years of 1 s cycles); a per-CPU cache entry
+        // would have to survive that long untouched to be mistaken for a current one.
+        self.generation = self.generation.wrapping_add(1) & (u32::MAX >> 1);
         probe
             .config
-            .set(CONFIG_ACTIVE_BUFFER, self.active, 0)
+            .set(CONFIG_ACTIVE_BUFFER, self.generation << 1 | self.active, 0)
             .map_err(|e| ProbeError::Map("CONFIG", e))?;
         let end_ns = monotonic::now_ns();
         let start_ns = std::mem::replace(&mut self.last_flip_ns, end_ns);
@@ -129,13 +134,18 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
             })
             .clone()
     };
-    let mut walked: HashMap<u64, Option<Arc<WalkedStack>>> = HashMap::new();
+    // Stored stacks by hash, then the stacks of samples (stored stack + leaf from the key).
+    let mut stored: HashMap<u64, Option<JavaStack>> = HashMap::new();
+    let mut walked: HashMap<(u64, JavaFrame), Option<Arc<WalkedStack>>> = HashMap::new();
     for (key, count) in &entries {
         let walked = match key.java_stack_hash {
             0 => None,
             hash => walked
-                .entry(hash)
-                .or_insert_with(|| maps.java_stacks.get(&hash, 0).ok().map(|raw| Arc::new(walked::decode(&raw))))
+                .entry((hash, key.java_leaf))
+                .or_insert_with(|| {
+                    let raw = stored.entry(hash).or_insert_with(|| maps.java_stacks.get(&hash, 0).ok());
+                    raw.as_ref().map(|raw| Arc::new(walked::decode(raw, &key.java_leaf)))
+                })
                 .clone(),
         };
         cycle.samples.push(RawSample {
