@@ -18,6 +18,7 @@ pub struct Selection {
     pub overhead_only: bool,
     pub host_only: bool,
     pub soak_only: bool,
+    pub hotspot_only: bool,
     pub soak_s: Option<f64>,
 }
 
@@ -26,8 +27,11 @@ pub fn run(sel: Selection) -> anyhow::Result<()> {
         bail!("the overhead benchmark loads eBPF programs and needs root: run `sudo -E cargo xtask bench`");
     }
     crate::setup::ensure()?;
-    let bin = build_profiler()?;
     let java = compile_java()?;
+    if sel.hotspot_only {
+        return crate::hotspot_bench::run(&java);
+    }
+    let bin = build_profiler()?;
     if !sel.host_only && !sel.soak_only {
         overhead(&bin, &java)?;
     }
@@ -38,6 +42,7 @@ pub fn run(sel: Selection) -> anyhow::Result<()> {
         crate::host_bench::soak(&bin, &java, seconds)?;
     }
     if !sel.overhead_only && !sel.host_only && !sel.soak_only {
+        crate::hotspot_bench::run(&java)?;
         status(Command::new(env!("CARGO")).args(["bench", "-p", "jvm-symbols"]).current_dir(root()))?;
         status(Command::new(env!("CARGO")).args(["bench", "-p", "joular-user"]).current_dir(root()))?;
     }

@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod host_bench;
+mod hotspot_bench;
 mod hotspot_fixture;
 mod jdks;
 mod run;
@@ -49,6 +50,9 @@ enum Task {
         /// Run only the soak (600 s unless --soak says otherwise).
         #[arg(long, conflicts_with_all = ["overhead_only", "host_only"])]
         soak_only: bool,
+        /// Run only the HotSpot symbolization benchmark (a JVM with thousands of methods).
+        #[arg(long, conflicts_with_all = ["overhead_only", "host_only", "soak_only"])]
+        hotspot_only: bool,
     },
     /// Record a HotSpot introspection fixture (tables, nmethods, scopes) from a live JVM.
     DumpHotspotFixture {
@@ -69,10 +73,11 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::ensure(),
         Task::Demo { seconds } => demo::run(seconds),
         Task::Test { filter } => test::run(filter.as_deref()),
-        Task::Bench { overhead_only, host_only, soak, soak_only } => bench::run(bench::Selection {
+        Task::Bench { overhead_only, host_only, soak, soak_only, hotspot_only } => bench::run(bench::Selection {
             overhead_only,
             host_only,
             soak_only,
+            hotspot_only,
             soak_s: if soak_only { soak.or(Some(600.0)) } else { soak },
         }),
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),

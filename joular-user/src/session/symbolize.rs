@@ -76,7 +76,7 @@ pub fn hotspot_line(st: &SymbolStats) -> String {
         "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
          {} code-cache re-reads, {} JIT frames left unknown, {} interpreted frames unnamed; \
          misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
-         {} walked stacks ({} cut, {} truncated); caches ~{} KiB",
+         {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
         st.hotspot_jvms,
         st.hotspot_methods_read,
         st.hotspot_nmethods_read,
@@ -91,5 +91,6 @@ pub fn hotspot_line(st: &SymbolStats) -> String {
         st.walked_stacks_cut,
         st.walked_stacks_truncated,
         st.hotspot_cache_bytes / 1024,
+        st.symbolize_ns as f64 / 1e6,
     )
 }

@@ -108,6 +108,8 @@ pub struct SymbolStats {
     pub walked_stacks_truncated: u64,
     /// Approximate heap bytes of the HotSpot readers' caches now.
     pub hotspot_cache_bytes: usize,
+    /// Wall time spent symbolizing stacks (`symbolize`, `symbolize_walked`), discovery included.
+    pub symbolize_ns: u64,
 }
 
 /// A change to the kernel's maps the symbolizer asks for: it learns which processes are
@@ -273,15 +275,17 @@ impl Symbolizer {
     /// `user`/`kernel`: raw IPs, leaf first, as the kernel gives them. Returns the stack
     /// root first: user frames, then the kernel frames on top of them.
     pub fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack {
+        let started = std::time::Instant::now();
         self.ensure_process(pid);
         let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
         let user_ids = self.resolve_user(pid, &inputs);
-        self.finish_stack(pid, &user_ids, kernel)
+        self.finish_stack(pid, &user_ids, kernel, started)
     }
 
     /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
     /// Returns the stack root first, as [`Symbolizer::symbolize`] does.
     pub fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64]) -> Stack {
+        let started = std::time::Instant::now();
         self.ensure_process(pid);
         self.stats.walked_stacks += 1;
         self.stats.walked_stacks_cut += u64::from(walked.cut);
@@ -296,10 +300,10 @@ impl Symbolizer {
             })
             .collect();
         let user_ids = self.resolve_user(pid, &inputs);
-        self.finish_stack(pid, &user_ids, kernel)
+        self.finish_stack(pid, &user_ids, kernel, started)
     }
 
-    fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64]) -> Stack {
+    fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64], started: std::time::Instant) -> Stack {
         self.note_cut_stack(pid, user_ids);
         let kernel_ids = if self.opts.kernel {
             self.resolve_kernel(kernel)
@@ -307,7 +311,9 @@ impl Symbolizer {
             Vec::new()
         };
         let root_first: Vec<FrameId> = user_ids.iter().rev().chain(kernel_ids.iter().rev()).copied().collect();
-        self.interner.stack(&root_first)
+        let stack = self.interner.stack(&root_first);
+        self.stats.symbolize_ns += started.elapsed().as_nanos() as u64;
+        stack
     }
 
     fn ensure_process(&mut self, pid: u32) {
