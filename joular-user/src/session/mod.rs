@@ -58,15 +58,16 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     // Energy first: a bad --sysfs-root or --tdp is reported before anything is loaded.
     let mut energy = energy::EnergyStage::open(&common.energy_options())?;
     let mut probe = Probe::load(&opts)?;
-    // JVMs among the targets are walked from their first sample on.
+    for pid in target.pids() {
+        probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
+    }
+    // Reading a JVM's tables takes a moment: the targets are sampled meanwhile (those first
+    // samples' Java frames are named from their pcs), then walked.
     let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
     for pid in target.pids() {
         symbols.watch(pid);
     }
     symbols.update_kernel(&mut probe);
-    for pid in target.pids() {
-        probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
-    }
     let mut collector = Collector::new();
     // Loading took a while; the first cycle's energy must start where its CPU time starts.
     energy.read_at_flip(0)?;

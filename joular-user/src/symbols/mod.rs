@@ -384,9 +384,10 @@ impl Symbolizer {
         let Some(jvm) = &mut process.jvm else {
             return;
         };
+        let started = std::time::Instant::now();
         match HotspotProcess::attach(proc_root, pid) {
             Ok(h) => {
-                log::debug!("JVM {pid}: named through its HotSpot tables");
+                log::debug!("JVM {pid}: named through its HotSpot tables (read in {:?})", started.elapsed());
                 process.hotspot = Hotspot::Ready(Box::new(h));
             }
             // Not HotSpot, or one without the tables: retrying cannot help.
