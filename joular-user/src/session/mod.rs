@@ -24,7 +24,7 @@ use joular_user::symbols::SymbolizerOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
-use crate::cli::args::{CommonArgs, CpuTimeSource};
+use crate::cli::args::{CommonArgs, CpuTimeSource, JavaSymbols};
 use jsonl::JsonLines;
 use summary::Summary;
 use target::Target;
@@ -63,7 +63,11 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     }
     // Reading a JVM's tables takes a moment: the targets are sampled meanwhile (those first
     // samples' Java frames are named from their pcs), then walked.
-    let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions { proc_root: common.proc_root.clone(), ..Default::default() });
+    let mut symbols = symbolize::SymbolStage::new(SymbolizerOptions {
+        proc_root: common.proc_root.clone(),
+        hotspot: common.java_symbols == JavaSymbols::Hotspot,
+        ..Default::default()
+    });
     for pid in target.pids() {
         symbols.watch(pid);
     }

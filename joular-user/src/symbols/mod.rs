@@ -364,12 +364,15 @@ impl Symbolizer {
                 }
                 process.jvm = Some(jvm);
                 Self::attach_hotspot(&self.opts.proc_root, pid, process);
-                let refresh = process
-                    .jvm
-                    .as_mut()
-                    .expect("just set")
-                    .refresh(self.attach_timeout(), self.opts.min_dump_interval);
-                Self::count_refresh(&mut self.stats, process, &refresh);
+                // A JVM named through its tables has no use for its perf map.
+                if process.hotspot().is_none() {
+                    let refresh = process
+                        .jvm
+                        .as_mut()
+                        .expect("just set")
+                        .refresh(self.attach_timeout(), self.opts.min_dump_interval);
+                    Self::count_refresh(&mut self.stats, process, &refresh);
+                }
             }
             Ok(None) => {}
             Err(e) => log::debug!("process {pid}: {e}"),
