@@ -135,7 +135,9 @@ fn stack_id(result: Result<i64, i32>, collision: u32, failed: u32) -> i32 {
     }
 }
 
-pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
+/// `WALK_JVMS`: walk the user stacks of JVMs in `JVMS` (see walk.rs) instead of using
+/// `bpf_get_stackid` for them.
+pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u32> {
     let now_ns = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let cpu = unsafe { bpf_get_smp_processor_id() };
@@ -151,7 +153,8 @@ pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
     let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
     let user_mode = walk::sampled_user_mode(ctx);
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
-    let (user_stack_id, java_stack_hash, java_leaf) = match JVMS.get_ptr(tgid) {
+    let jvm = if WALK_JVMS { JVMS.get_ptr(tgid) } else { None };
+    let (user_stack_id, java_stack_hash, java_leaf) = match jvm {
         Some(cfg) => {
             // SAFETY: a map value, written only by user space between cycles.
             let cfg = unsafe { &*cfg };

@@ -64,6 +64,9 @@ pub struct Probe {
     /// None when no scheduler program could be attached (or none was asked for): per-thread
     /// CPU time must then come from /proc.
     pub scheduler_hook: Option<SchedulerHook>,
+    /// Whether the sampler walks the stacks of JVMs given to `set_jvm` (Linux 5.15+);
+    /// otherwise every user stack comes from `bpf_get_stackid`.
+    pub walks_jvms: bool,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     // Dropping the Ebpf detaches every program; it must outlive the map handles' use.
     _ebpf: Ebpf,
@@ -129,7 +132,7 @@ impl Probe {
             None
         };
         attach_exit(&mut ebpf)?;
-        attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
+        let walks_jvms = attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
 
         Ok(Self {
             config,
@@ -140,6 +143,7 @@ impl Probe {
             drops: take(&mut ebpf, "DROPS")?,
             online_cpus,
             scheduler_hook,
+            walks_jvms,
             logger,
             _ebpf: ebpf,
         })
@@ -226,9 +230,24 @@ fn attach_fork(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
     Ok(())
 }
 
-fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<(), ProbeError> {
-    let prog: &mut PerfEvent = program(ebpf, "joular_sample")?;
-    prog.load().map_err(|e| ProbeError::Program("joular_sample", e))?;
+/// Attaches the JVM-walking sampler, or the `bpf_get_stackid`-only one on a kernel that
+/// refuses it. Returns whether JVM stacks are walked.
+fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<bool, ProbeError> {
+    let walking: &mut PerfEvent = program(ebpf, "joular_sample")?;
+    let (name, walks) = match walking.load() {
+        Ok(()) => ("joular_sample", true),
+        Err(e) => {
+            log::debug!("joular_sample: {e}");
+            log::warn!(
+                "the kernel refused the JVM stack walker (it needs Linux 5.15+): JVM stacks are \
+                 sampled with bpf_get_stackid, so interpreted frames show as `Interpreter`"
+            );
+            let prog: &mut PerfEvent = program(ebpf, "joular_sample_stackid")?;
+            prog.load().map_err(|e| ProbeError::Program("joular_sample_stackid", e))?;
+            ("joular_sample_stackid", false)
+        }
+    };
+    let prog: &mut PerfEvent = program(ebpf, name)?;
     for &cpu in cpus {
         prog.attach(
             PerfEventConfig::Software(SoftwareEvent::CpuClock),
@@ -238,7 +257,7 @@ fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<()
         )
         .map_err(|source| ProbeError::AttachSampler { cpu, source })?;
     }
-    Ok(())
+    Ok(walks)
 }
 
 fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, ProbeError>

@@ -59,6 +59,8 @@ impl SymbolStage {
     pub fn update_kernel(&mut self, probe: &mut Probe) {
         for update in self.symbolizer.take_kernel_updates() {
             match update {
+                // This kernel's sampler does not walk: the JVM is named from bare pcs.
+                KernelUpdate::WalkJvm { .. } if !probe.walks_jvms => {}
                 KernelUpdate::WalkJvm { pid, config } => {
                     if let Err(e) = probe.set_jvm(pid, config) {
                         log::warn!("JVM {pid}: its Java frames are named from bare pcs only: {e}");
