@@ -1,11 +1,11 @@
 //! Every map has a fixed size; the double-buffered ones come as `_0`/`_1` pairs selected by
 //! `CONFIG[CONFIG_ACTIVE_BUFFER]` (see `joular_ebpf::BUFFERS`).
 
+use crate::walk::RecentStacks;
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
-use crate::walk::RecentStacks;
 use joular_ebpf::{
     CpuState, CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey,
     ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_JAVA_STACKS, MAX_JVMS,
