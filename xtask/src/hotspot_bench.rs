@@ -69,11 +69,13 @@ pub fn run(java_classes: &Path) -> anyhow::Result<()> {
     let start = Instant::now();
     let chains_again = nmethods.iter().filter(|&&(pc, _)| matches!(jvm.code_at(pc + 1), CodeAt::Java(_))).count();
     let pcs_warm = start.elapsed();
-    if named == 0 || named_again != named || chains_again != chains {
-        bail!("inconsistent reads: {named}/{named_again} methods, {chains}/{chains_again} chains");
+    // The JIT keeps replacing code while this runs, so the second pass may find fewer live
+    // nmethods; the Method*s themselves stay.
+    if named == 0 || named_again != named {
+        bail!("inconsistent reads: {named} then {named_again} methods named");
     }
     let per = |d: Duration, n: usize| d.as_nanos() as f64 / n.max(1) as f64 / 1000.0;
-    println!("\n== HotSpot symbolization: JVM with {} nmethods, {} distinct compiled Method*s ({named} named, {chains} pcs with Java frames) ==", nmethods.len(), methods.len());
+    println!("\n== HotSpot symbolization: JVM with {} nmethods, {} distinct compiled Method*s ({named} named, {chains} then {chains_again} pcs with Java frames) ==", nmethods.len(), methods.len());
     println!("Method* first read (checked)   {:>8.1} us each", per(cold, methods.len()));
     println!("Method* again (cache + check)  {:>8.1} us each", per(warm, methods.len()));
     println!("pc in an nmethod, first time   {:>8.1} us each (blob, debug info, inlined chain)", per(pcs_cold, nmethods.len()));
