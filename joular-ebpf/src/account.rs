@@ -18,16 +18,17 @@ use aya_ebpf::{
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
-    ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
+    ExitValue, JavaFrame, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
     CONFIG_ALL_PROCESSES, DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED,
     DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED,
     MAX_CPUS,
 };
 
 use crate::maps::{
-    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, STACKS_0,
+    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, JVMS, STACKS_0,
     STACKS_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
 };
+use crate::walk;
 
 const BPF_F_USER_STACK: u64 = 1 << 8;
 const BPF_NOEXIST: u64 = 1;
@@ -36,12 +37,15 @@ const EEXIST: i32 = 17;
 /// Offset of `group_dead` in the sched_process_exit tracepoint record (see its `format`).
 const EXIT_GROUP_DEAD_OFFSET: usize = 32;
 
+/// `CONFIG[CONFIG_ACTIVE_BUFFER]`: generation and buffer (the low bit).
+#[inline(always)]
+fn active_tag() -> u32 {
+    CONFIG.get(CONFIG_ACTIVE_BUFFER).copied().unwrap_or(0)
+}
+
 #[inline(always)]
 fn active_buffer() -> u32 {
-    match CONFIG.get(CONFIG_ACTIVE_BUFFER) {
-        Some(b) if *b == 1 => 1,
-        _ => 0,
-    }
+    active_tag() & 1
 }
 
 #[inline(always)]
@@ -131,11 +135,14 @@ fn stack_id(result: Result<i64, i32>, collision: u32, failed: u32) -> i32 {
     }
 }
 
-pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
+/// `WALK_JVMS`: walk the user stacks of JVMs in `JVMS` (see walk.rs) instead of using
+/// `bpf_get_stackid` for them.
+pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u32> {
     let now_ns = unsafe { bpf_ktime_get_ns() };
     let pid_tgid = bpf_get_current_pid_tgid();
     let cpu = unsafe { bpf_get_smp_processor_id() };
-    let buffer = active_buffer();
+    let tag = active_tag();
+    let buffer = tag & 1;
     account(now_ns, pid_tgid, cpu, buffer);
 
     let tid = pid_tgid as u32;
@@ -144,14 +151,44 @@ pub fn on_sample(ctx: &PerfEventContext) -> Result<u32, u32> {
         return Ok(0);
     }
     let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
-    let user_stack_id = stack_id(
-        ctx.get_stackid(stacks, BPF_F_USER_STACK),
-        DROP_USTACK_COLLISION,
-        DROP_USTACK_FAILED,
-    );
-    let kernel_stack_id =
-        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED);
-    let key = SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id };
+    let user_mode = walk::sampled_user_mode(ctx);
+    // JVM threads: the sampler walks the user stack itself (see walk.rs).
+    let jvm = if WALK_JVMS { JVMS.get_ptr(tgid) } else { None };
+    let (user_stack_id, java_stack_hash, java_leaf) = match jvm {
+        Some(cfg) => {
+            // SAFETY: a map value, written only by user space between cycles.
+            let cfg = unsafe { &*cfg };
+            match walk::walk_and_store(cfg, &walk::user_regs(ctx, user_mode), tag) {
+                (0, _) => (-3, 0, JavaFrame::default()),
+                (hash, leaf) => (-1, hash, leaf),
+            }
+        }
+        None => (
+            stack_id(
+                ctx.get_stackid(stacks, BPF_F_USER_STACK),
+                DROP_USTACK_COLLISION,
+                DROP_USTACK_FAILED,
+            ),
+            0,
+            JavaFrame::default(),
+        ),
+    };
+    // A sample that interrupted user mode has no kernel stack: skip the helper.
+    let kernel_stack_id = if user_mode {
+        -1
+    } else {
+        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED)
+    };
+    let key = SampleKey {
+        tgid,
+        tid,
+        cpu,
+        user_stack_id,
+        kernel_stack_id,
+        _pad: 0,
+        java_stack_hash,
+        java_leaf,
+    };
     let counts = if buffer == 0 { &COUNTS_0 } else { &COUNTS_1 };
     if let Some(n) = counts.get_ptr_mut(&key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
@@ -188,6 +225,8 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
     }
     if group_dead != 0 {
         crate::follow::forget(tgid);
+        // A recycled PID must not be walked with the old JVM's bounds.
+        let _ = JVMS.remove(&tgid);
     }
     aya_log_ebpf::debug!(ctx, "exit tid {} tgid {} group_dead {}", tid, tgid, group_dead);
     Ok(0)

@@ -8,6 +8,9 @@
 pub const BUFFERS: u32 = 2;
 
 /// Indexes into the `CONFIG` array map.
+/// `generation << 1 | buffer`: the buffer the kernel writes, and how many times user space
+/// flipped it. One value, written at once, so a program never sees a new buffer with an
+/// old generation (per-CPU caches of what a buffer holds are tagged with it).
 pub const CONFIG_ACTIVE_BUFFER: u32 = 0;
 /// 1 = profile every process (host mode), 0 = only TGIDs in `TARGETS`.
 pub const CONFIG_ALL_PROCESSES: u32 = 1;
@@ -38,7 +41,19 @@ pub const DROP_THREAD_CPU_MAP_FULL: u32 = 5;
 pub const DROP_EXITS_MAP_FULL: u32 = 6;
 /// A child of a target that could not be followed (`TARGETS` full).
 pub const DROP_TARGETS_MAP_FULL: u32 = 7;
-pub const DROP_KINDS: u32 = 8;
+/// A walked JVM stack that did not fit in `JAVA_STACKS_*` (the sample is kept, without its
+/// user stack).
+pub const DROP_JAVA_STACK_MAP_FULL: u32 = 8;
+/// A walked JVM stack whose hash names a different stored stack (the sample is kept,
+/// without its user stack).
+pub const DROP_JAVA_STACK_COLLISION: u32 = 9;
+/// A JVM stack walk stopped at a frame it could not read (the frames before it are kept;
+/// the stack is flagged `JAVA_STACK_CUT`).
+pub const DROP_JAVA_WALK_READ_FAILED: u32 = 10;
+/// A JVM stack deeper than `MAX_JAVA_FRAMES` (the innermost frames are kept; the stack is
+/// flagged `JAVA_STACK_TRUNCATED`).
+pub const DROP_JAVA_WALK_TRUNCATED: u32 = 11;
+pub const DROP_KINDS: u32 = 12;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -48,7 +63,80 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "thread_cpu_map_full",
     "exits_map_full",
     "targets_map_full",
+    "java_stack_map_full",
+    "java_stack_collision",
+    "java_walk_read_failed",
+    "java_walk_truncated",
 ];
+
+/// JVM processes whose user stacks the sampler walks itself (`JVMS` entries).
+pub const MAX_JVMS: u32 = 1024;
+/// Frames a walked JVM stack keeps, innermost first.
+pub const MAX_JAVA_FRAMES: usize = 128;
+/// Walked stacks per buffer. A cycle holds at most one entry per distinct stack, and at
+/// 100 Hz a 64-CPU host takes 6,400 samples a second.
+pub const MAX_JAVA_STACKS: u32 = 8192;
+
+/// What the sampler needs to walk one JVM's stacks, published by user space (keyed by
+/// tgid in `JVMS`) once it has read the JVM's HotSpot tables. Code bounds are `[start, end)`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct JvmConfig {
+    /// The template interpreter's code: a frame whose pc is here is an interpreted frame.
+    pub interpreter_start: u64,
+    pub interpreter_end: u64,
+    /// The code cache (all code heaps): a pc here is JIT code or a stub.
+    pub code_start: u64,
+    pub code_end: u64,
+    /// Where an interpreted frame keeps its `Method*` and bcp, in 8-byte words from fp
+    /// (x86_64 JDK 9+: -3 and -8). Both must lie in `INTERPRETER_WINDOW_WORDS`.
+    pub method_slot: i32,
+    pub bcp_slot: i32,
+}
+
+/// An interpreted frame's slots are read in one window of this many words below fp, plus
+/// the saved fp and return address above it.
+pub const INTERPRETER_WINDOW_WORDS: i32 = 8;
+
+/// One frame of a walked stack: two words, so frames of new kinds can carry more without
+/// changing the format. The kind is in the top byte of `aux` (`FRAME_*`), the rest is
+/// kind-specific:
+/// - `FRAME_NATIVE`: `addr` = pc outside the code cache (aux otherwise 0);
+/// - `FRAME_CODE`: `addr` = pc in the code cache (JIT code or a stub); the low bits are
+///   reserved for a blob cookie (0 today);
+/// - `FRAME_INTERPRETED`: `addr` = `Method*`, low bits = bcp.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct JavaFrame {
+    pub addr: u64,
+    pub aux: u64,
+}
+
+pub const FRAME_KIND_SHIFT: u32 = 56;
+pub const FRAME_VALUE_MASK: u64 = (1 << FRAME_KIND_SHIFT) - 1;
+pub const FRAME_NATIVE: u64 = 0;
+pub const FRAME_CODE: u64 = 1;
+pub const FRAME_INTERPRETED: u64 = 2;
+
+/// The walk stopped at `MAX_JAVA_FRAMES` with more frames below.
+pub const JAVA_STACK_TRUNCATED: u32 = 1;
+/// The walk stopped before the thread's first frame: a read failed, or a frame pointer
+/// was not above the previous one (code without frame pointers).
+pub const JAVA_STACK_CUT: u32 = 2;
+
+/// A user stack walked by the sampler, stored once per cycle under the 64-bit hash of its
+/// frames below the leaf: the samples of a hot loop, which differ only in their leaf pc or
+/// bcp, share one stored stack. Each sample's own leaf is in its `SampleKey`; the stored
+/// `frames[0]` is the leaf of whichever sample stored the stack first.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct JavaStack {
+    /// Frames used in `frames` (the leaf slot included), innermost first.
+    pub len: u32,
+    /// `JAVA_STACK_*` bits.
+    pub flags: u32,
+    pub frames: [JavaFrame; MAX_JAVA_FRAMES],
+}
 
 /// Key of the in-kernel sample aggregation: one count per distinct
 /// (thread, cpu, user stack, kernel stack). A stack id below 0 means "no stack".
@@ -60,6 +148,13 @@ pub struct SampleKey {
     pub cpu: u32,
     pub user_stack_id: i32,
     pub kernel_stack_id: i32,
+    pub _pad: u32,
+    /// Hash of the walked user stack in `JAVA_STACKS_*` (threads of JVMs in `JVMS`); 0
+    /// when the user stack is `user_stack_id`'s instead.
+    pub java_stack_hash: u64,
+    /// The walked stack's leaf frame (the stored stack's own `frames[0]` is another
+    /// sample's).
+    pub java_leaf: JavaFrame,
 }
 
 /// Key of the on-CPU accounting map.
@@ -118,4 +213,7 @@ mod pod {
     unsafe impl aya::Pod for super::CpuTimeValue {}
     unsafe impl aya::Pod for super::CpuState {}
     unsafe impl aya::Pod for super::ExitValue {}
+    unsafe impl aya::Pod for super::JvmConfig {}
+    unsafe impl aya::Pod for super::JavaFrame {}
+    unsafe impl aya::Pod for super::JavaStack {}
 }

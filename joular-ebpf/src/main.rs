@@ -5,16 +5,27 @@
 mod account;
 mod follow;
 mod maps;
+mod walk;
 
 use aya_ebpf::{
     macros::{btf_tracepoint, perf_event, tracepoint},
     programs::{BtfTracePointContext, PerfEventContext, TracePointContext},
 };
 
-/// cpu-clock sampler, one per online CPU.
+/// cpu-clock sampler, one per online CPU. Walks the user stacks of JVMs in `JVMS` itself
+/// (needs `bpf_task_pt_regs`, Linux 5.15+).
 #[perf_event]
 pub fn joular_sample(ctx: PerfEventContext) -> u32 {
-    match account::on_sample(&ctx) {
+    match account::on_sample::<true>(&ctx) {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+/// The same sampler with `bpf_get_stackid` user stacks for every process, for kernels that
+/// refuse the one above.
+#[perf_event]
+pub fn joular_sample_stackid(ctx: PerfEventContext) -> u32 {
+    match account::on_sample::<false>(&ctx) {
         Ok(r) | Err(r) => r,
     }
 }

@@ -1,13 +1,15 @@
 //! Every map has a fixed size; the double-buffered ones come as `_0`/`_1` pairs selected by
 //! `CONFIG[CONFIG_ACTIVE_BUFFER]` (see `joular_ebpf::BUFFERS`).
 
+use crate::walk::RecentStacks;
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use joular_ebpf::{
-    CpuState, CpuTimeValue, ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, BUFFERS,
-    CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
+    CpuState, CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey,
+    ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_JAVA_STACKS, MAX_JVMS,
+    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
 #[map]
@@ -49,3 +51,21 @@ pub static CPU_STATE: PerCpuArray<CpuState> = PerCpuArray::with_max_entries(1, 0
 /// Cumulative loss counters, index = `DROP_*`.
 #[map]
 pub static DROPS: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_KINDS, 0);
+
+/// JVMs whose user stacks the sampler walks itself (see `walk.rs`), by tgid.
+#[map]
+pub static JVMS: HashMap<u32, JvmConfig> = HashMap::with_max_entries(MAX_JVMS, 0);
+
+/// Walked JVM stacks, by their 64-bit hash (`SampleKey::java_stack_hash`).
+#[map]
+pub static JAVA_STACKS_0: HashMap<u64, JavaStack> = HashMap::with_max_entries(MAX_JAVA_STACKS, 0);
+#[map]
+pub static JAVA_STACKS_1: HashMap<u64, JavaStack> = HashMap::with_max_entries(MAX_JAVA_STACKS, 0);
+
+/// Per CPU: stacks this CPU stored lately (see `walk.rs`).
+#[map]
+pub static RECENT_STACKS: PerCpuArray<RecentStacks> = PerCpuArray::with_max_entries(1, 0);
+
+/// Where a stack is walked before it is stored (too big for the 512-byte eBPF stack).
+#[map]
+pub static JAVA_SCRATCH: PerCpuArray<JavaStack> = PerCpuArray::with_max_entries(1, 0);

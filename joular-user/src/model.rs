@@ -37,7 +37,8 @@ impl CpuTime {
 
 /// Sample count of one (thread, user stack, kernel stack) in one cycle. Stack ids are
 /// the kernel's StackTrace map ids (negative = no stack / failed); `user`/`kernel` hold
-/// the raw instruction pointers, leaf first, as the kernel returns them.
+/// the raw instruction pointers, leaf first, as the kernel returns them. For threads of
+/// JVMs the sampler walks the user stack itself: then `walked` holds it and `user` is empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawSample {
     pub pid: u32,
@@ -46,6 +47,29 @@ pub struct RawSample {
     pub user: Arc<[u64]>,
     pub kernel: Arc<[u64]>,
     pub count: u64,
+    pub walked: Option<Arc<WalkedStack>>,
+}
+
+/// One frame of a user stack the sampler walked in a JVM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WalkedFrame {
+    /// A pc outside the JVM's code cache (libjvm, libc, JNI code).
+    Native(u64),
+    /// A pc in the code cache: compiled Java code or a stub.
+    Code(u64),
+    /// An interpreted Java frame: the `Method*` and bytecode pointer read from its slots.
+    Interpreted { method: u64, bcp: u64 },
+}
+
+/// A user stack walked by the sampler, leaf first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct WalkedStack {
+    pub frames: Vec<WalkedFrame>,
+    /// Deeper than the walk's frame limit: the outermost frames are missing.
+    pub truncated: bool,
+    /// The walk stopped before the thread's first frame (a read failed, or code without
+    /// frame pointers).
+    pub cut: bool,
 }
 
 /// What kind of code a frame is, so flame graphs can colour it.

@@ -22,9 +22,26 @@ pub fn java_dir() -> PathBuf {
     PathBuf::from(std::env::var_os("JOULAR_JAVA_DIR").expect("JOULAR_JAVA_DIR is not set: run these tests with `cargo xtask test`"))
 }
 
+/// The `java` launcher of a JDK: 17 is the system's; `cargo xtask test` installs 11 and 21
+/// and passes theirs in `JOULAR_JAVA_11` and `JOULAR_JAVA_21`.
+pub fn java_launcher(jdk: u32) -> String {
+    if jdk == 17 {
+        return "java".into();
+    }
+    let var = format!("JOULAR_JAVA_{jdk}");
+    let p = std::env::var(&var).unwrap_or_else(|_| panic!("{var} is not set: run these tests with `cargo xtask test`"));
+    assert!(std::path::Path::new(&p).exists(), "{var}={p} does not exist: run `cargo xtask test`");
+    p
+}
+
 /// Java command line for a fixture class, with frame pointers kept.
 pub fn java_cmd(class: &str, args: &[&str], jvm_flags: &[&str]) -> Vec<String> {
-    let mut v = vec!["java".to_string(), "-XX:+PreserveFramePointer".into()];
+    java_cmd_on("java", class, args, jvm_flags)
+}
+
+/// [`java_cmd`] with another JDK's launcher.
+pub fn java_cmd_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&str]) -> Vec<String> {
+    let mut v = vec![java.to_string(), "-XX:+PreserveFramePointer".into()];
     v.extend(jvm_flags.iter().map(|s| s.to_string()));
     v.extend(["-cp".into(), java_dir().display().to_string(), class.into()]);
     v.extend(args.iter().map(|s| s.to_string()));
@@ -39,7 +56,12 @@ pub struct Jvm {
 impl Jvm {
     /// Starts a fixture and waits for its `ready` line.
     pub fn start(class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
-        let argv = java_cmd(class, args, jvm_flags);
+        Self::start_on("java", class, args, jvm_flags)
+    }
+
+    /// [`Jvm::start`] with another JDK's launcher.
+    pub fn start_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
+        let argv = java_cmd_on(java, class, args, jvm_flags);
         let mut child = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().expect("start java");
         // The JVM may print other lines first (e.g. -XX:CompileCommand echoes itself).
         let mut reader = BufReader::new(child.stdout.take().unwrap());

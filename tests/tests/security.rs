@@ -76,6 +76,10 @@ struct Run {
 
 /// Profiles `pid` for `seconds` as root, with results in a private directory.
 fn profile_pid(pid: u32, seconds: u32) -> Run {
+    profile_pid_with(pid, seconds, &[])
+}
+
+fn profile_pid_with(pid: u32, seconds: u32, extra: &[&str]) -> Run {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("cycles.jsonl");
     let started = Instant::now();
@@ -85,6 +89,7 @@ fn profile_pid(pid: u32, seconds: u32) -> Run {
         .arg(&json)
         .arg("--output")
         .arg(out.path().join("results"))
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -337,7 +342,8 @@ fn an_attach_socket_planted_by_another_user_is_never_talked_to() {
         let log = logs.path().join("listener.log");
         let _listener = Killed(evil_listener(NOBODY, &socket, &log));
 
-        let run = profile_pid(jvm.pid(), 3);
+        // Attach is the fallback for JVMs whose HotSpot tables cannot be read: force it.
+        let run = profile_pid_with(jvm.pid(), 3, &["--java-symbols", "perf-map"]);
         assert!(run.success, "{}", run.stderr);
         let seen = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(seen.is_empty(), "protected_symlinks={protected}: the planted socket was contacted: {seen}");
@@ -361,7 +367,7 @@ fn a_symlinked_attach_socket_is_never_followed() {
         let link = PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid()));
         as_nobody(&format!("ln -s {} {}", service.display(), link.display()));
 
-        let run = profile_pid(jvm.pid(), 3);
+        let run = profile_pid_with(jvm.pid(), 3, &["--java-symbols", "perf-map"]);
         assert!(run.success, "{}", run.stderr);
         let seen = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(seen.is_empty(), "protected_symlinks={protected}: the root service was contacted: {seen}");
@@ -380,7 +386,7 @@ fn a_socket_of_the_jvm_user_served_by_another_process_gets_no_command() {
     let log = logs.path().join("listener.log");
     let _listener = Killed(evil_listener(NOBODY, &socket, &log));
 
-    let run = profile_pid(jvm.pid(), 3);
+    let run = profile_pid_with(jvm.pid(), 3, &["--java-symbols", "perf-map"]);
     assert!(run.success, "{}", run.stderr);
     let seen = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(!seen.lines().any(|l| l.starts_with("got ") && l != "got 0 bytes"), "a command was sent to an impostor: {seen}");

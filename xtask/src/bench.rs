@@ -16,6 +16,8 @@ pub struct Selection {
     pub host: bool,
     /// The criterion hot-path benchmarks.
     pub criterion: bool,
+    /// The HotSpot symbolization benchmark (cost per new Method* and per cycle).
+    pub hotspot: bool,
     /// The serve-mode memory soak, for this many seconds.
     pub soak_s: Option<f64>,
     /// RSS of `--pid` on a busy JVM after this many seconds.
@@ -27,8 +29,8 @@ pub fn run(sel: Selection) -> anyhow::Result<()> {
         bail!("the benchmarks load eBPF programs and need root: run `sudo -E cargo xtask bench`");
     }
     crate::setup::ensure()?;
-    let bin = build_profiler()?;
     let java = compile_java()?;
+    let bin = build_profiler()?;
     if let Some(opts) = &sel.overhead {
         overhead::run(&bin, &java, opts)?;
     }
@@ -40,6 +42,9 @@ pub fn run(sel: Selection) -> anyhow::Result<()> {
     }
     if let Some(seconds) = sel.soak_s {
         crate::host_bench::soak(&bin, &java, seconds)?;
+    }
+    if sel.hotspot {
+        crate::hotspot_bench::run(&java)?;
     }
     if sel.criterion {
         status(Command::new(env!("CARGO")).args(["bench", "-p", "jvm-symbols"]).current_dir(root()))?;

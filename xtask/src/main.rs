@@ -6,7 +6,9 @@ mod cgroup;
 mod demo;
 mod fuzz;
 mod host_bench;
+mod hotspot_bench;
 mod hotspot_fixture;
+mod jdks;
 mod measure;
 mod overhead;
 mod run;
@@ -65,13 +67,20 @@ enum Task {
         /// The serve-mode memory soak for this many seconds (600 if no value), with its RSS slope.
         #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "600")]
         soak: Option<f64>,
-        /// Older spellings: --overhead-only (overhead and host, no criterion), --host-only, --soak-only.
+        /// The HotSpot symbolization benchmark: a JVM with thousands of methods, the cost per new
+        /// Method* and per cycle.
+        #[arg(long)]
+        hotspot: bool,
+        /// Older spellings: --overhead-only (overhead and host, no criterion), --host-only,
+        /// --soak-only, --hotspot-only.
         #[arg(long, hide = true)]
         overhead_only: bool,
         #[arg(long, hide = true)]
         host_only: bool,
         #[arg(long, hide = true)]
         soak_only: bool,
+        #[arg(long, hide = true)]
+        hotspot_only: bool,
     },
     /// Run every cargo-fuzz target (fuzz/) for SECONDS each; prints the coverage reached and
     /// fails on any crash. Installs nightly and cargo-fuzz if missing.
@@ -101,8 +110,8 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::ensure(),
         Task::Demo { seconds } => demo::run(seconds),
         Task::Test { filter } => test::run(filter.as_deref()),
-        Task::Bench { overhead, quick, rounds, no_frame_pointers, host, criterion, rss, soak, overhead_only, host_only, soak_only } => {
-            let any = overhead || quick || host || criterion || rss.is_some() || soak.is_some() || overhead_only || host_only || soak_only;
+        Task::Bench { overhead, quick, rounds, no_frame_pointers, host, criterion, rss, soak, hotspot, overhead_only, host_only, soak_only, hotspot_only } => {
+            let any = overhead || quick || host || criterion || hotspot || rss.is_some() || soak.is_some() || overhead_only || host_only || soak_only || hotspot_only;
             let run_overhead = overhead || quick || overhead_only || !any;
             let mut opts = if quick { overhead::Options::quick() } else { overhead::Options::full() };
             opts.rounds = rounds.unwrap_or(opts.rounds).max(1);
@@ -110,6 +119,7 @@ fn main() -> anyhow::Result<()> {
             bench::run(bench::Selection {
                 overhead: run_overhead.then_some(opts),
                 host: host || host_only || overhead_only || !any,
+                hotspot: hotspot || hotspot_only || !any,
                 criterion: criterion || !any,
                 soak_s: soak.or(soak_only.then_some(600.0)),
                 rss_s: rss,

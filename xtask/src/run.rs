@@ -43,7 +43,7 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Compiles the Java fixtures into `<target>/java` and returns that directory.
+/// Compiles the Java fixtures (for Java 11) into `<target>/java` and returns that directory.
 pub fn compile_java() -> anyhow::Result<PathBuf> {
     let out = target_dir().join("java");
     std::fs::create_dir_all(&out)?;
@@ -52,7 +52,8 @@ pub fn compile_java() -> anyhow::Result<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "java"))
         .collect();
-    status(Command::new("javac").arg("-d").arg(&out).args(&sources))?;
+    // Class files for Java 11, so the JDK 11, 17 and 21 runtimes all load them.
+    status(Command::new("javac").args(["--release", "11", "-d"]).arg(&out).args(&sources))?;
     Ok(out)
 }
 

@@ -1,5 +1,5 @@
 //! The whole test suite: unit tests, then the root integration tests against real JVMs and
-//! real eBPF. It installs what it needs (toolchain, Debian packages) first.
+//! real eBPF. It installs what it needs (toolchain, Debian packages, JDK 11 and 21) first.
 
 use std::process::Command;
 
@@ -28,15 +28,19 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     eprintln!("== root integration tests (real JVMs, real eBPF) ==");
     let bin = build_profiler()?;
     let java = compile_java()?;
-    status(
-        Command::new(env!("CARGO"))
-            .args(["test", "-p", "joular-tests"])
-            .args(&filter_args)
-            .args(["--", "--test-threads=1"])
-            .env("JOULAR_BIN", bin)
-            .env("JOULAR_JAVA_DIR", java)
-            .current_dir(root()),
-    )
+    let mut tests = Command::new(env!("CARGO"));
+    tests
+        .args(["test", "-p", "joular-tests"])
+        .args(&filter_args)
+        .args(["--", "--test-threads=1"])
+        .env("JOULAR_BIN", bin)
+        .env("JOULAR_JAVA_DIR", java)
+        .current_dir(root());
+    // The Java-frames tests run on JDK 11 and 21 as well as the system's 17.
+    for (jdk, launcher) in crate::jdks::ensure()? {
+        tests.env(format!("JOULAR_JAVA_{jdk}"), launcher);
+    }
+    status(&mut tests)
 }
 
 /// Installs the (package, command) pairs whose command is missing.

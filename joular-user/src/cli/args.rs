@@ -221,6 +221,12 @@ pub struct CommonArgs {
     /// Forward the eBPF programs' debug log (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,
+    /// How Java frames are named: `hotspot` reads each JVM's own introspection tables (every
+    /// frame: interpreted, inlined and compiled, with lines; no attach); `perf-map` only asks
+    /// JVMs for a perf map over the attach protocol (compiled code only, JDK 16+), as is
+    /// done anyway for a JVM whose tables cannot be read.
+    #[arg(long, value_enum, default_value = "hotspot", value_name = "HOW")]
+    pub java_symbols: JavaSymbols,
     /// Number of stacks and threads shown in the end summary.
     #[arg(long, default_value_t = 10, value_name = "N")]
     pub top: usize,
@@ -304,6 +310,12 @@ impl CommonArgs {
     pub fn modes(&self) -> Modes {
         Modes::from_flag(self.output_mode)
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum JavaSymbols {
+    Hotspot,
+    PerfMap,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -5,11 +5,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use joular_ebpf::{CpuTimeValue, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS};
+use joular_ebpf::{CpuTimeValue, JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS};
 
 use super::monotonic;
 use crate::ebpf::{Probe, ProbeError};
-use crate::model::{CpuTime, RawSample, ThreadCpuTime};
+use super::walked;
+use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
 /// Programs that read the old buffer index just before the flip finish within microseconds;
 /// waiting this long before reading guarantees the buffer is quiet.
@@ -42,6 +43,8 @@ pub struct RawCycle {
 
 pub struct Collector {
     active: u32,
+    /// Flips so far: the kernel tags per-CPU caches of a buffer's contents with it.
+    generation: u32,
     last_flip_ns: u64,
     drops_seen: [u64; DROP_KINDS as usize],
 }
@@ -49,7 +52,7 @@ pub struct Collector {
 impl Collector {
     /// Call right after `Probe::load`: the kernel starts on buffer 0.
     pub fn new() -> Self {
-        Self { active: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
+        Self { active: 0, generation: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
     }
 
     /// Ends the current cycle: the kernel switches to the other buffer. Read the cycle's
@@ -57,9 +60,12 @@ impl Collector {
     /// call `read`.
     pub fn flip(&mut self, probe: &mut Probe) -> Result<(u64, u64), ProbeError> {
         self.active = 1 - self.active;
+        // Tags repeat after 2^31 flips (68 years of 1 s cycles); a per-CPU cache entry
+        // would have to survive that long untouched to be mistaken for a current one.
+        self.generation = self.generation.wrapping_add(1) & (u32::MAX >> 1);
         probe
             .config
-            .set(CONFIG_ACTIVE_BUFFER, self.active, 0)
+            .set(CONFIG_ACTIVE_BUFFER, self.generation << 1 | self.active, 0)
             .map_err(|e| ProbeError::Map("CONFIG", e))?;
         let end_ns = monotonic::now_ns();
         let start_ns = std::mem::replace(&mut self.last_flip_ns, end_ns);
@@ -128,7 +134,20 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
             })
             .clone()
     };
+    // Stored stacks by hash, then the stacks of samples (stored stack + leaf from the key).
+    let mut stored: HashMap<u64, Option<JavaStack>> = HashMap::new();
+    let mut walked: HashMap<(u64, JavaFrame), Option<Arc<WalkedStack>>> = HashMap::new();
     for (key, count) in &entries {
+        let walked = match key.java_stack_hash {
+            0 => None,
+            hash => walked
+                .entry((hash, key.java_leaf))
+                .or_insert_with(|| {
+                    let raw = stored.entry(hash).or_insert_with(|| maps.java_stacks.get(&hash, 0).ok());
+                    raw.as_ref().map(|raw| Arc::new(walked::decode(raw, &key.java_leaf)))
+                })
+                .clone(),
+        };
         cycle.samples.push(RawSample {
             pid: key.tgid,
             tid: key.tid,
@@ -136,6 +155,7 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
             user: stack(key.user_stack_id),
             kernel: stack(key.kernel_stack_id),
             count: *count,
+            walked,
         });
     }
     for (key, _) in entries {
@@ -144,6 +164,10 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
     let ids: Vec<u32> = maps.stacks.stack_ids().filter_map(Result::ok).collect();
     for id in ids {
         let _ = maps.stacks.remove(&id);
+    }
+    let hashes: Vec<u64> = maps.java_stacks.keys().filter_map(Result::ok).collect();
+    for hash in hashes {
+        let _ = maps.java_stacks.remove(&hash);
     }
     Ok(())
 }

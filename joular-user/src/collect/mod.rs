@@ -2,5 +2,6 @@
 
 mod drain;
 pub mod monotonic;
+pub mod walked;
 
 pub use drain::{Collector, RawCycle, ThreadExit};

@@ -12,8 +12,8 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use joular_ebpf::{
-    CpuTimeValue, ExitValue, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ALL_PROCESSES,
-    CONFIG_FOLLOW_CHILDREN,
+    CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey, ThreadCpuValue,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN,
 };
 
 use super::{preflight, ProbeError};
@@ -48,11 +48,15 @@ pub struct BufferMaps {
     pub stacks: StackTraceMap<MapData>,
     pub thread_cpu: HashMap<MapData, ThreadCpuKey, ThreadCpuValue>,
     pub exits: HashMap<MapData, u32, ExitValue>,
+    /// Walked JVM stacks by hash (`SampleKey::java_stack_hash`).
+    pub java_stacks: HashMap<MapData, u64, JavaStack>,
 }
 
 pub struct Probe {
     pub config: Array<MapData, u32>,
     pub targets: HashMap<MapData, u32, u8>,
+    /// JVMs whose stacks the sampler walks (see `set_jvm`).
+    pub jvms: HashMap<MapData, u32, JvmConfig>,
     pub buffers: [BufferMaps; 2],
     pub cpu_times: Array<MapData, CpuTimeValue>,
     pub drops: PerCpuArray<MapData, u64>,
@@ -60,6 +64,9 @@ pub struct Probe {
     /// None when no scheduler program could be attached (or none was asked for): per-thread
     /// CPU time must then come from /proc.
     pub scheduler_hook: Option<SchedulerHook>,
+    /// Whether the sampler walks the stacks of JVMs given to `set_jvm` (Linux 5.15+);
+    /// otherwise every user stack comes from `bpf_get_stackid`.
+    pub walks_jvms: bool,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     // Dropping the Ebpf detaches every program; it must outlive the map handles' use.
     _ebpf: Ebpf,
@@ -125,16 +132,18 @@ impl Probe {
             None
         };
         attach_exit(&mut ebpf)?;
-        attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
+        let walks_jvms = attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
 
         Ok(Self {
             config,
             targets: take(&mut ebpf, "TARGETS")?,
+            jvms: take(&mut ebpf, "JVMS")?,
             buffers: [buffer_maps(&mut ebpf, 0)?, buffer_maps(&mut ebpf, 1)?],
             cpu_times: take(&mut ebpf, "CPU_TIMES")?,
             drops: take(&mut ebpf, "DROPS")?,
             online_cpus,
             scheduler_hook,
+            walks_jvms,
             logger,
             _ebpf: ebpf,
         })
@@ -143,6 +152,17 @@ impl Probe {
     /// Starts profiling a process (all its threads, present and future).
     pub fn add_target(&mut self, tgid: u32) -> Result<(), ProbeError> {
         self.targets.insert(tgid, 1, 0).map_err(|e| ProbeError::Map("TARGETS", e))
+    }
+
+    /// From the next sample on, the sampler walks the user stacks of `tgid`'s threads with
+    /// `config` (a JVM whose HotSpot tables were read) instead of `bpf_get_stackid`.
+    pub fn set_jvm(&mut self, tgid: u32, config: JvmConfig) -> Result<(), ProbeError> {
+        self.jvms.insert(tgid, config, 0).map_err(|e| ProbeError::Map("JVMS", e))
+    }
+
+    /// Back to `bpf_get_stackid` for `tgid` (the kernel also drops a JVM when it exits).
+    pub fn remove_jvm(&mut self, tgid: u32) {
+        let _ = self.jvms.remove(&tgid);
     }
 
     /// The processes profiled now: those given to `add_target` and, when following children,
@@ -168,16 +188,17 @@ where
 }
 
 fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError> {
-    const NAMES: [[&str; 4]; 2] = [
-        ["COUNTS_0", "STACKS_0", "THREAD_CPU_0", "EXITS_0"],
-        ["COUNTS_1", "STACKS_1", "THREAD_CPU_1", "EXITS_1"],
+    const NAMES: [[&str; 5]; 2] = [
+        ["COUNTS_0", "STACKS_0", "THREAD_CPU_0", "EXITS_0", "JAVA_STACKS_0"],
+        ["COUNTS_1", "STACKS_1", "THREAD_CPU_1", "EXITS_1", "JAVA_STACKS_1"],
     ];
-    let [counts, stacks, thread_cpu, exits] = NAMES[buffer];
+    let [counts, stacks, thread_cpu, exits, java_stacks] = NAMES[buffer];
     Ok(BufferMaps {
         counts: take(ebpf, counts)?,
         stacks: take(ebpf, stacks)?,
         thread_cpu: take(ebpf, thread_cpu)?,
         exits: take(ebpf, exits)?,
+        java_stacks: take(ebpf, java_stacks)?,
     })
 }
 
@@ -209,9 +230,24 @@ fn attach_fork(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
     Ok(())
 }
 
-fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<(), ProbeError> {
-    let prog: &mut PerfEvent = program(ebpf, "joular_sample")?;
-    prog.load().map_err(|e| ProbeError::Program("joular_sample", e))?;
+/// Attaches the JVM-walking sampler, or the `bpf_get_stackid`-only one on a kernel that
+/// refuses it. Returns whether JVM stacks are walked.
+fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<bool, ProbeError> {
+    let walking: &mut PerfEvent = program(ebpf, "joular_sample")?;
+    let (name, walks) = match walking.load() {
+        Ok(()) => ("joular_sample", true),
+        Err(e) => {
+            log::debug!("joular_sample: {e}");
+            log::warn!(
+                "the kernel refused the JVM stack walker (it needs Linux 5.15+): JVM stacks are \
+                 sampled with bpf_get_stackid, so interpreted frames show as `Interpreter`"
+            );
+            let prog: &mut PerfEvent = program(ebpf, "joular_sample_stackid")?;
+            prog.load().map_err(|e| ProbeError::Program("joular_sample_stackid", e))?;
+            ("joular_sample_stackid", false)
+        }
+    };
+    let prog: &mut PerfEvent = program(ebpf, name)?;
     for &cpu in cpus {
         prog.attach(
             PerfEventConfig::Software(SoftwareEvent::CpuClock),
@@ -221,7 +257,7 @@ fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<()
         )
         .map_err(|source| ProbeError::AttachSampler { cpu, source })?;
     }
-    Ok(())
+    Ok(walks)
 }
 
 fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, ProbeError>

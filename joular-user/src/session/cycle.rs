@@ -70,7 +70,7 @@ mod tests {
     use std::sync::Arc;
 
     fn sample(pid: u32, tid: u32, count: u64) -> RawSample {
-        RawSample { pid, tid, cpu: 0, user: Arc::from([1u64]), kernel: Arc::from([]), count }
+        RawSample { pid, tid, cpu: 0, user: Arc::from([1u64]), kernel: Arc::from([]), count, walked: None }
     }
 
     #[test]

@@ -25,7 +25,7 @@ use joular_user::symbols::SymbolizerOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
-use crate::cli::args::{CommonArgs, CpuTimeSource};
+use crate::cli::args::{CommonArgs, CpuTimeSource, JavaSymbols};
 use emit::{PendingCycle, Sinks};
 use jsonl::JsonLines;
 use symbolize::{CycleSamples, SymbolReply, SymbolWorker};
@@ -70,6 +70,16 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     for pid in target.pids() {
         probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
     }
+    // The targets' HotSpot tables are read now, so their stacks are walked from the first cycle.
+    let interval = Duration::from_secs_f64(common.interval);
+    let options = SymbolizerOptions {
+        proc_root: common.proc_root.clone(),
+        max_symbol_bytes: common.max_symbol_mb << 20,
+        hotspot: common.java_symbols == JavaSymbols::Hotspot,
+        ..Default::default()
+    };
+    let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids())?;
+    symbolize::apply_kernel_updates(walk, &mut probe);
     let mut collector = Collector::new();
     // Cycle boundaries count from the first cycle's start.
     let start = Instant::now();
@@ -107,16 +117,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut sigchld = signal(SignalKind::child())?;
     let mut stopper = stop::Stopper::default();
     let mut leader_names = target::LeaderNames::default();
-    let interval = Duration::from_secs_f64(common.interval);
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
-    let mut symbols = SymbolWorker::start(
-        SymbolizerOptions {
-            proc_root: common.proc_root.clone(),
-            max_symbol_bytes: common.max_symbol_mb << 20,
-            ..Default::default()
-        },
-        symbolize::settle_within(interval),
-    )?;
     let serve = fleet.as_ref();
     let results = Results::new(ResultsConfig {
         results_root: common.output.clone(),
@@ -153,7 +154,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
         match wait_for(wake, stopper.kill_at(), &mut sigint, &mut sigterm, &mut sigchld, &mut symbols).await {
             Wake::Tick => {}
-            Wake::Symbols(reply) => {
+            Wake::Symbols(mut reply) => {
+                symbolize::apply_kernel_updates(std::mem::take(&mut reply.kernel_updates), &mut probe);
                 sinks.on_reply(reply, &mut energy.totals)?;
                 continue;
             }
@@ -246,6 +248,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     ] {
         sinks.results.add_degraded(cause, count);
     }
+    if st.hotspot_jvms > 0 {
+        errln!("joular-ebpf: {}", symbolize::hotspot_line(&st));
+    }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = sinks.results.finish();
     out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
@@ -324,6 +329,9 @@ fn next_boundary(start: Instant, interval: Duration, now: Instant) -> Instant {
 /// The end-of-run line about symbols, when there is anything to say.
 fn print_symbol_line(sinks: &Sinks) {
     let st = &sinks.symbol_stats;
+    if st.hotspot_jvms > 0 {
+        errln!("joular-ebpf: {}", symbolize::hotspot_line(st));
+    }
     if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 || st.perf_map_entries_not_indexed_total > 0 {
         errln!(
             "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",

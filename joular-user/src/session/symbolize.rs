@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use joular_user::ebpf::Probe;
 use joular_user::model::{Frame, FrameKind, RawSample, Stack, ThreadStack};
 use joular_user::output::ThreadStacks;
-use joular_user::symbols::{SymbolStats, Symbolizer, SymbolizerOptions};
+use joular_user::symbols::{KernelUpdate, SymbolStats, Symbolizer, SymbolizerOptions};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// The frame of a stack written before the worker symbolized it.
@@ -31,16 +32,20 @@ pub struct CycleSamples {
 }
 
 /// The worker's answer for one cycle. Everything the loop must apply for a cycle comes back
-/// here: per-JVM settings for the kernel (a JVM's interpreter and code-cache bounds, for the
-/// eBPF programs' Java unwinding) belong in this struct as a field the loop writes into its
-/// map when the reply arrives, so the `Symbolizer` never touches the probe.
+/// here, so the `Symbolizer` never touches the probe.
 pub struct SymbolReply {
     pub cycle: u64,
     /// Per thread, its stacks, busiest first; threads sorted by (pid, tid).
     pub stacks: Vec<ThreadStacks>,
     /// The symbolizer's counters after this cycle.
     pub stats: SymbolStats,
+    /// JVMs whose stacks the sampler is to walk from now on (or no longer): the loop writes
+    /// them into the probe's maps ([`apply_kernel_updates`]).
+    pub kernel_updates: Vec<KernelUpdate>,
 }
+
+/// How long the start waits for the targets' HotSpot tables (read in milliseconds normally).
+const WATCH_WAIT: Duration = Duration::from_secs(2);
 
 /// How long the worker may wait for a JVM's job to complete a cycle's symbols: half a cycle
 /// (so it keeps up with the loop), at most 2 s.
@@ -60,16 +65,27 @@ pub struct SymbolWorker {
 }
 
 impl SymbolWorker {
-    pub fn start(opts: SymbolizerOptions, settle_within: Duration) -> anyhow::Result<Self> {
+    /// Starts the worker, which first looks at `targets` ([`Symbolizer::watch`]): what the
+    /// kernel needs to walk their JVMs' stacks is returned, within `WATCH_WAIT`, so they are
+    /// walked from the first cycle on. A JVM that takes longer is walked once a reply says so.
+    /// (The symbolizer is built on the worker's thread: blazesym's caches stay on one thread.)
+    pub fn start(opts: SymbolizerOptions, settle_within: Duration, targets: Vec<u32>) -> anyhow::Result<(Self, Vec<KernelUpdate>)> {
         let (cycles_tx, cycles_rx) = mpsc::channel::<CycleSamples>();
         let (replies_tx, replies) = unbounded_channel();
+        let (watched_tx, watched_rx) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let abandoned_below = Arc::new(AtomicU64::new(0));
         let (q, a) = (Arc::clone(&queued), Arc::clone(&abandoned_below));
-        std::thread::Builder::new()
-            .name("symbols".into())
-            .spawn(move || run(Symbolizer::new(opts), settle_within, &cycles_rx, &replies_tx, &q, &a))?;
-        Ok(SymbolWorker { cycles: Some(cycles_tx), replies, queued, abandoned_below, alive: true })
+        std::thread::Builder::new().name("symbols".into()).spawn(move || {
+            let mut symbolizer = Symbolizer::new(opts);
+            for pid in targets {
+                symbolizer.watch(pid);
+            }
+            let _ = watched_tx.send(symbolizer.take_kernel_updates());
+            run(symbolizer, settle_within, &cycles_rx, &replies_tx, &q, &a)
+        })?;
+        let updates = watched_rx.recv_timeout(WATCH_WAIT).unwrap_or_default();
+        Ok((SymbolWorker { cycles: Some(cycles_tx), replies, queued, abandoned_below, alive: true }, updates))
     }
 
     pub fn submit(&mut self, cycle: CycleSamples) {
@@ -121,7 +137,13 @@ fn run(
             for &pid in &cycle.ended {
                 symbolizer.forget_process(pid);
             }
-            if replies.send(SymbolReply { cycle: cycle.cycle, stacks, stats: symbolizer.stats() }).is_err() {
+            let reply = SymbolReply {
+                cycle: cycle.cycle,
+                stacks,
+                stats: symbolizer.stats(),
+                kernel_updates: symbolizer.take_kernel_updates(),
+            };
+            if replies.send(reply).is_err() {
                 return;
             }
         } else {
@@ -135,7 +157,8 @@ fn run(
 /// Look ahead, wait for what is missing (until `deadline`), then symbolize every sample.
 pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadline: Instant) -> Vec<ThreadStacks> {
     symbolizer.begin_cycle();
-    for s in samples {
+    // Walked stacks are named through HotSpot's tables, which need no job to wait for.
+    for s in samples.iter().filter(|s| s.walked.is_none()) {
         symbolizer.prepare(s.pid, &s.user);
     }
     symbolizer.settle(deadline);
@@ -143,7 +166,10 @@ pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadl
     type ByStack = HashMap<*const [Frame], (Stack, u64)>;
     let mut by_thread: HashMap<(u32, u32), ByStack> = HashMap::new();
     for s in samples {
-        let stack = symbolizer.symbolize(s.pid, &s.user, &s.kernel);
+        let stack = match &s.walked {
+            Some(walked) => symbolizer.symbolize_walked(s.pid, walked, &s.kernel),
+            None => symbolizer.symbolize(s.pid, &s.user, &s.kernel),
+        };
         let e = by_thread.entry((s.pid, s.tid)).or_default().entry(Arc::as_ptr(&stack)).or_insert((stack, 0));
         e.1 += s.count;
     }
@@ -157,6 +183,22 @@ pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadl
         .collect();
     out.sort_by_key(|t| (t.0, t.1));
     out
+}
+
+/// Tells the kernel which processes are JVMs whose stacks it walks.
+pub fn apply_kernel_updates(updates: Vec<KernelUpdate>, probe: &mut Probe) {
+    for update in updates {
+        match update {
+            // This kernel's sampler does not walk: the JVM is named from bare pcs.
+            KernelUpdate::WalkJvm { .. } if !probe.walks_jvms => {}
+            KernelUpdate::WalkJvm { pid, config } => {
+                if let Err(e) = probe.set_jvm(pid, config) {
+                    log::warn!("JVM {pid}: its Java frames are named from bare pcs only: {e}");
+                }
+            }
+            KernelUpdate::ForgetJvm { pid } => probe.remove_jvm(pid),
+        }
+    }
 }
 
 /// Stacks for a cycle written without waiting for the worker: each thread's samples on one
@@ -184,16 +226,17 @@ mod tests {
 
     fn sample(tid: u32, count: u64) -> RawSample {
         let ip = marker_function_for_the_worker as *const () as u64 + 1;
-        RawSample { pid: std::process::id(), tid, cpu: 0, user: Arc::from([ip]), kernel: Arc::from([]), count }
+        RawSample { pid: std::process::id(), tid, cpu: 0, user: Arc::from([ip]), kernel: Arc::from([]), count, walked: None }
     }
 
     fn options() -> SymbolizerOptions {
-        SymbolizerOptions { kernel: false, attach: false, ..SymbolizerOptions::default() }
+        SymbolizerOptions { kernel: false, attach: false, ..Default::default() }
     }
 
     #[tokio::test]
     async fn replies_come_in_cycle_order_and_skip_abandoned_cycles() {
-        let mut worker = SymbolWorker::start(options(), Duration::from_millis(100)).unwrap();
+        let (mut worker, updates) = SymbolWorker::start(options(), Duration::from_millis(100), vec![]).unwrap();
+        assert!(updates.is_empty());
         worker.submit(CycleSamples { cycle: 0, samples: vec![sample(1, 3), sample(2, 1), sample(1, 2)], ended: vec![] });
         let reply = worker.recv().await.unwrap();
         assert_eq!(reply.cycle, 0);
@@ -223,4 +266,29 @@ mod tests {
         assert_eq!(settle_within(Duration::from_secs(1)), Duration::from_millis(500));
         assert_eq!(settle_within(Duration::from_secs(60)), Duration::from_secs(2));
     }
+}
+
+/// The end-of-run line about Java frames named through HotSpot's tables.
+pub fn hotspot_line(st: &SymbolStats) -> String {
+    format!(
+        "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
+         {} code-cache re-reads, {} JIT frames left unknown, {} interpreted frames unnamed; \
+         misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
+         {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
+        st.hotspot_jvms,
+        st.hotspot_methods_read,
+        st.hotspot_nmethods_read,
+        st.code_cache_refreshes,
+        st.unknown_jit_frames,
+        st.unnamed_interpreted_frames,
+        st.method_unreadable,
+        st.method_stale,
+        st.method_corrupt,
+        st.code_unreadable,
+        st.walked_stacks,
+        st.walked_stacks_cut,
+        st.walked_stacks_truncated,
+        st.hotspot_cache_bytes / 1024,
+        st.symbolize_ns as f64 / 1e6,
+    )
 }

@@ -17,7 +17,7 @@ const ENTRY_OVERHEAD_BYTES: usize = 48;
 
 pub struct Interner {
     frames: Vec<Frame>,
-    by_name: HashMap<(FrameKind, Arc<str>), FrameId>,
+    by_name: HashMap<(FrameKind, Arc<str>, Option<u32>), FrameId>,
     stacks: HashMap<Box<[FrameId]>, Stack>,
     frame_bytes: usize,
     stack_bytes: usize,
@@ -48,8 +48,13 @@ impl Interner {
     }
 
     pub fn frame(&mut self, kind: FrameKind, name: &str, short: &str) -> FrameId {
+        self.frame_at_line(kind, name, short, None)
+    }
+
+    /// A frame at a source line: the same method on two lines is two frames.
+    pub fn frame_at_line(&mut self, kind: FrameKind, name: &str, short: &str, line: Option<u32>) -> FrameId {
         let name: Arc<str> = Arc::from(name);
-        if let Some(&id) = self.by_name.get(&(kind, name.clone())) {
+        if let Some(&id) = self.by_name.get(&(kind, name.clone(), line)) {
             return id;
         }
         let short = if *short == *name { name.clone() } else { Arc::from(short) };
@@ -59,9 +64,9 @@ impl Interner {
             name: name.clone(),
             short,
             kind,
-            line: None,
+            line,
         });
-        self.by_name.insert((kind, name), id);
+        self.by_name.insert((kind, name, line), id);
         id
     }
 
@@ -105,6 +110,10 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!(&*first[1].short, "a.B.c");
         assert!(!Arc::ptr_eq(&first, &interner.stack(&[a, b])));
+        let at_3 = interner.frame_at_line(FrameKind::JavaJit, "void a.B.c()", "a.B.c", Some(3));
+        assert_ne!(at_3, a, "a line makes another frame");
+        assert_eq!(interner.frame_at_line(FrameKind::JavaJit, "void a.B.c()", "a.B.c", Some(3)), at_3);
+        assert_eq!(interner.stack(&[at_3])[0].line, Some(3));
     }
 
     #[test]

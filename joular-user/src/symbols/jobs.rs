@@ -1,5 +1,6 @@
 //! The per-cycle protocol between the symbolizer and the JVMs' background jobs
-//! ([`super::jvm`]), and the budget that bounds their maps ([`super::budget`]).
+//! ([`super::jvm`]), and the budget that bounds their maps ([`super::budget`]). Only JVMs named
+//! through their perf map have jobs; HotSpot JVMs are read directly, in the cycle.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -17,6 +18,15 @@ impl Symbolizer {
     pub fn begin_cycle(&mut self) {
         self.cycle_started = Instant::now();
         self.budget.report(Consumer::Interner, self.interner.bytes());
+        let known: Vec<u32> = self.processes.keys().copied().collect();
+        for pid in known {
+            self.retry_discovery(pid);
+            if let Some(h) = self.processes.get_mut(&pid).and_then(ProcessState::hotspot) {
+                h.begin_cycle();
+                let bytes = h.cached_bytes() as u64;
+                self.budget.report(Consumer::HotSpot(pid), bytes);
+            }
+        }
         let caps = self.current_caps();
         let pids: Vec<u32> = caps.keys().copied().collect();
         for pid in pids {
@@ -36,14 +46,19 @@ impl Symbolizer {
     /// or a JIT address its map misses, makes [`Self::settle`] wait for that JVM's job.
     pub fn prepare(&mut self, pid: u32, user: &[u64]) {
         self.ensure_process(pid);
-        let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
+        let Some(process) = self.processes.get_mut(&pid) else { return };
+        if process.uses_perf_map().is_none() {
             return;
-        };
-        if jvm.awaited && jvm.needs_dump {
+        }
+        let may_dump = process.may_dump();
+        let Some(jvm) = process.jvm.as_mut() else { return };
+        if jvm.awaited && (jvm.needs_dump || !may_dump) {
             return;
         }
         if user.iter().any(|&ip| jvm.map.index().lookup(ip).is_none() && jvm.in_code_cache(ip)) {
-            jvm.needs_dump = true;
+            // While its HotSpot tables may still be read, a JVM is not asked for a map, but
+            // one another tool wrote is read (and waited for).
+            jvm.needs_dump |= may_dump;
             jvm.awaited = true;
         }
     }
@@ -56,7 +71,7 @@ impl Symbolizer {
         let mut waiting: Vec<u32> = self
             .processes
             .iter()
-            .filter(|(_, p)| p.jvm.as_ref().is_some_and(|j| j.awaited))
+            .filter(|(_, p)| p.uses_perf_map().is_some_and(|j| j.awaited))
             .map(|(&pid, _)| pid)
             .collect();
         let caps = self.current_caps();
@@ -90,7 +105,7 @@ impl Symbolizer {
     /// Each JVM's share of the budget as it stands.
     fn current_caps(&self) -> HashMap<u32, u64> {
         let demands: Vec<(u32, Option<u64>)> =
-            self.processes.iter().filter_map(|(&pid, p)| Some((pid, p.jvm.as_ref()?.map_demand_bytes()))).collect();
+            self.processes.iter().filter_map(|(&pid, p)| Some((pid, p.uses_perf_map()?.map_demand_bytes()))).collect();
         budget::water_fill(self.budget.maps_share_bytes(), &demands)
     }
 

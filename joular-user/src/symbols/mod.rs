@@ -1,19 +1,28 @@
-//! Raw instruction pointers → frames. Java JIT code through the JVM's perf map
-//! (jvm-symbols), other user code and the kernel through blazesym. Each (pid, ip) is
-//! resolved once; equal stacks share one `Arc`.
+//! Sampled stacks → frames. Java frames of HotSpot JVMs through the JVM's own
+//! introspection tables ([`hotspot`]: interpreted frames from the `Method*` and bcp the
+//! sampler walked, compiled pcs with their inlined methods and lines, stubs by name); JIT
+//! code of JVMs whose tables cannot be read through their perf map (jvm-symbols); other
+//! user code and the kernel through blazesym. Equal stacks share one `Arc`.
 //!
 //! Per cycle: [`Symbolizer::begin_cycle`] collects what the JVMs' background jobs produced
-//! and starts new ones (a re-dump for the maps that missed sampled addresses, at most once per
-//! `min_dump_interval`); [`Symbolizer::prepare`] looks at the cycle's stacks for what is
+//! and starts new ones (a re-dump for the perf maps that missed sampled addresses, at most once
+//! per `min_dump_interval`); [`Symbolizer::prepare`] looks at the cycle's stacks for what is
 //! missing and [`Symbolizer::settle`] waits, until a deadline, for the jobs that can supply it;
 //! then every stack of the cycle is symbolized. Nothing changes a map between `settle` and the
 //! next `begin_cycle`, so one cycle's stacks all see one version of each map. Nothing here
 //! blocks on a JVM: attach, dumps and map loads run on the JVMs' job threads ([`jvm`], driven
 //! from [`jobs`]).
 //!
+//! A HotSpot JVM is named through its own tables ([`hotspot`]), with no perf map and no attach;
+//! its code cache is re-read in the middle of a cycle when a pc misses it, so fresh code is named
+//! in the cycle it ran. The perf map is the fallback for JVMs whose tables cannot be read. The
+//! kernel needs to know each HotSpot JVM to walk its stacks:
+//! [`Symbolizer::take_kernel_updates`] hands those changes to whoever owns the maps.
+//!
 //! All symbol memory is bounded by one budget ([`budget`]).
 
 pub mod budget;
+mod hotspot;
 mod intern;
 mod jobs;
 mod jvm;
@@ -24,18 +33,22 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use joular_ebpf::JvmConfig;
 use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
-use crate::model::{FrameKind, Stack};
+use crate::model::{FrameKind, Stack, WalkedFrame, WalkedStack};
 use budget::SymbolBudget;
+use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
 use native::NativeResolver;
 
 const UNKNOWN: &str = "[unknown]";
-/// An address in a JVM's code cache that its perf map does not cover (yet).
-const UNKNOWN_JIT: &str = "[unknown JIT code]";
+/// Cycles a process is looked at again to see whether it became a JVM (`record` sees the
+/// launcher before it loads libjvm), and a JVM's tables are tried again (they are filled
+/// while the VM starts) before its perf map is used instead.
+const DISCOVERY_ATTEMPTS: u32 = 10;
 /// Warn about cut stacks once this many Java stacks were seen, if most were cut.
 const CUT_STACKS_MIN_SAMPLE: u64 = 20;
 /// The interner may hold this fraction of the budget in stacks before its table starts over.
@@ -56,6 +69,9 @@ pub struct SymbolizerOptions {
     pub load_timeout: Duration,
     /// All symbol data together (`--max-symbol-mb`).
     pub max_symbol_bytes: u64,
+    /// Name Java frames through the JVMs' HotSpot tables (off: perf maps only, and the
+    /// sampler walks no JVM stacks).
+    pub hotspot: bool,
 }
 
 impl Default for SymbolizerOptions {
@@ -68,6 +84,7 @@ impl Default for SymbolizerOptions {
             attach_timeout: Duration::from_secs(5),
             load_timeout: Duration::from_secs(10),
             max_symbol_bytes: 256 << 20,
+            hotspot: true,
         }
     }
 }
@@ -102,14 +119,94 @@ pub struct SymbolStats {
     pub settle_timeouts: u64,
     /// Times kallsyms was copied and parsed again because the module list changed.
     pub kallsyms_reloads: u64,
+    /// JVMs named through their HotSpot tables since the start (the others use their perf map).
+    pub hotspot_jvms: usize,
+    /// `Method*`s read and checked (once each, then served from the cache), and nmethods
+    /// whose debug information (inlining, lines) was read.
+    pub hotspot_methods_read: u64,
+    pub hotspot_nmethods_read: u64,
+    /// Why a `Method*` or pc could not be named (`jvm_symbols::hotspot::Misses`).
+    pub method_unreadable: u64,
+    pub method_stale: u64,
+    pub method_corrupt: u64,
+    pub code_unreadable: u64,
+    /// Code-cache re-reads, most of them to resolve a miss in the cycle it happened.
+    pub code_cache_refreshes: u64,
+    /// Distinct JIT pcs per cycle that stayed `[unknown JIT code]` (HotSpot path).
+    pub unknown_jit_frames: u64,
+    /// Interpreted frames shown as `Interpreter`: their `Method*` failed the check.
+    pub unnamed_interpreted_frames: u64,
+    /// Stacks the sampler walked (per thread, CPU and cycle), and those of them that
+    /// stopped before the thread's first frame or at the frame limit.
+    pub walked_stacks: u64,
+    pub walked_stacks_cut: u64,
+    pub walked_stacks_truncated: u64,
+    /// Approximate heap bytes of the HotSpot readers' caches now.
+    pub hotspot_cache_bytes: usize,
+    /// Wall time spent symbolizing stacks (`symbolize`, `symbolize_walked`), discovery included.
+    pub symbolize_ns: u64,
 }
 
-#[derive(Default)]
+/// A change to the kernel's maps the symbolizer asks for: it learns which processes are
+/// HotSpot JVMs, and the sampler walks those stacks itself. Plain data, so the symbolizer
+/// can run on another thread than the one that owns the maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelUpdate {
+    /// Walk the stacks of `pid`'s threads with this configuration.
+    WalkJvm { pid: u32, config: JvmConfig },
+    /// Stop walking `pid` (it ended).
+    ForgetJvm { pid: u32 },
+}
+
+/// How far a JVM's HotSpot tables got.
+enum Hotspot {
+    Ready(Box<HotspotProcess>),
+    /// Not readable yet: tried again at the next cycles.
+    Pending { attempts_left: u32 },
+    /// Not readable: the perf map names its JIT code.
+    Unavailable,
+}
+
 struct ProcessState {
     jvm: Option<JvmState>,
+    hotspot: Hotspot,
+    /// Cycles left to check whether a process that is not a JVM became one.
+    discovery_attempts_left: u32,
     /// Frames from the perf map; cleared when the map is reloaded.
     jit: HashMap<u64, FrameId>,
     native: HashMap<u64, FrameId>,
+}
+
+impl ProcessState {
+    fn hotspot(&mut self) -> Option<&mut HotspotProcess> {
+        match &mut self.hotspot {
+            Hotspot::Ready(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// A JVM named through its perf map: its tables cannot be read (or `--java-symbols
+    /// perf-map`), or not yet (then a map some other tool wrote is read, but none is dumped).
+    /// A JVM named through its tables never attaches, dumps or loads a map.
+    fn uses_perf_map(&self) -> Option<&JvmState> {
+        match self.hotspot {
+            Hotspot::Ready(_) => None,
+            _ => self.jvm.as_ref(),
+        }
+    }
+
+    /// Whether its perf map may be dumped over attach: only once its tables are known to be
+    /// unreadable.
+    fn may_dump(&self) -> bool {
+        matches!(self.hotspot, Hotspot::Unavailable)
+    }
+}
+
+/// One user frame to resolve: a pc, or an interpreted frame the sampler walked.
+#[derive(Debug, Clone, Copy)]
+enum UserInput {
+    Pc { pc: u64, code: bool },
+    Interpreted { method: u64, bcp: u64 },
 }
 
 pub struct Symbolizer {
@@ -126,6 +223,7 @@ pub struct Symbolizer {
     stats: SymbolStats,
     frame_pointer_warned: bool,
     cut_warned: bool,
+    kernel_updates: Vec<KernelUpdate>,
 }
 
 impl Symbolizer {
@@ -150,23 +248,72 @@ impl Symbolizer {
             stats: SymbolStats::default(),
             frame_pointer_warned: false,
             cut_warned: false,
+            kernel_updates: Vec::new(),
         }
     }
 
+    /// Looks at a process before its first sample (a target named at the start), so a
+    /// JVM's stacks are walked from the first cycle on.
+    pub fn watch(&mut self, pid: u32) {
+        self.ensure_process(pid);
+    }
+
+    /// Kernel map changes asked for since the last call, in order.
+    pub fn take_kernel_updates(&mut self) -> Vec<KernelUpdate> {
+        for (&pid, process) in &mut self.processes {
+            if let Some(config) = process.hotspot().and_then(HotspotProcess::take_walk_config) {
+                self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config });
+            }
+        }
+        std::mem::take(&mut self.kernel_updates)
+    }
+
     pub fn forget_process(&mut self, pid: u32) {
-        self.processes.remove(&pid);
+        if let Some(mut process) = self.processes.remove(&pid) {
+            if let Some(h) = process.hotspot() {
+                self.retire_hotspot_counts(h);
+                self.kernel_updates.push(KernelUpdate::ForgetJvm { pid });
+            }
+        }
         self.budget.forget_process(pid);
         self.native.process_ended();
     }
 
+    /// Keeps an ended JVM's counts in the totals.
+    fn retire_hotspot_counts(&mut self, h: &HotspotProcess) {
+        let (m, r) = (h.misses(), h.reads());
+        let s = &mut self.stats;
+        s.hotspot_jvms += 1;
+        s.method_unreadable += m.method_unreadable;
+        s.method_stale += m.method_stale;
+        s.method_corrupt += m.method_corrupt;
+        s.code_unreadable += m.code_unreadable;
+        s.hotspot_methods_read += r.methods;
+        s.hotspot_nmethods_read += r.nmethods;
+        s.code_cache_refreshes += r.code_cache_refreshes;
+    }
+
     pub fn stats(&self) -> SymbolStats {
-        let jvms = self.processes.values().filter_map(|p| p.jvm.as_ref());
         let mut stats = self.stats.clone();
-        for jvm in jvms {
-            stats.jvms += 1;
-            stats.perf_map_entries += jvm.map.index().len();
-            stats.perf_map_bad_lines += jvm.map.index().bad_lines();
-            stats.perf_map_entries_not_indexed += jvm.map.index().not_indexed();
+        for process in self.processes.values() {
+            if let Some(jvm) = &process.jvm {
+                stats.jvms += 1;
+                stats.perf_map_entries += jvm.map.index().len();
+                stats.perf_map_bad_lines += jvm.map.index().bad_lines();
+                stats.perf_map_entries_not_indexed += jvm.map.index().not_indexed();
+            }
+            if let Hotspot::Ready(h) = &process.hotspot {
+                let (m, r) = (h.misses(), h.reads());
+                stats.hotspot_jvms += 1;
+                stats.method_unreadable += m.method_unreadable;
+                stats.method_stale += m.method_stale;
+                stats.method_corrupt += m.method_corrupt;
+                stats.code_unreadable += m.code_unreadable;
+                stats.hotspot_methods_read += r.methods;
+                stats.hotspot_nmethods_read += r.nmethods;
+                stats.code_cache_refreshes += r.code_cache_refreshes;
+                stats.hotspot_cache_bytes += h.cached_bytes();
+            }
         }
         stats.distinct_stacks = self.interner.distinct_stacks();
         stats.kallsyms_reloads = self.kernel_symbols.reloads();
@@ -178,36 +325,127 @@ impl Symbolizer {
     /// `user`/`kernel`: raw IPs, leaf first, as the kernel gives them. Returns the stack
     /// root first: user frames, then the kernel frames on top of them.
     pub fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack {
+        let started = std::time::Instant::now();
         self.ensure_process(pid);
-        let user_ids = self.resolve_user(pid, user);
-        self.note_cut_stack(pid, &user_ids);
+        let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
+        let user_ids = self.resolve_user(pid, &inputs);
+        self.finish_stack(pid, &user_ids, kernel, started)
+    }
+
+    /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
+    /// Returns the stack root first, as [`Symbolizer::symbolize`] does.
+    pub fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64]) -> Stack {
+        let started = std::time::Instant::now();
+        self.ensure_process(pid);
+        self.stats.walked_stacks += 1;
+        self.stats.walked_stacks_cut += u64::from(walked.cut);
+        self.stats.walked_stacks_truncated += u64::from(walked.truncated);
+        let inputs: Vec<UserInput> = walked
+            .frames
+            .iter()
+            .map(|f| match *f {
+                WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
+                WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
+                WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
+            })
+            .collect();
+        let user_ids = self.resolve_user(pid, &inputs);
+        self.finish_stack(pid, &user_ids, kernel, started)
+    }
+
+    fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64], started: std::time::Instant) -> Stack {
+        self.note_cut_stack(pid, user_ids);
         let kernel_ids = if self.opts.kernel {
             self.resolve_kernel(kernel)
         } else {
             Vec::new()
         };
         let root_first: Vec<FrameId> = user_ids.iter().rev().chain(kernel_ids.iter().rev()).copied().collect();
-        self.interner.stack(&root_first)
+        let stack = self.interner.stack(&root_first);
+        self.stats.symbolize_ns += started.elapsed().as_nanos() as u64;
+        stack
     }
 
     fn ensure_process(&mut self, pid: u32) {
         if self.processes.contains_key(&pid) {
             return;
         }
-        let mut process = ProcessState::default();
-        match JvmState::discover(&self.opts.proc_root, pid) {
-            Ok(Some(jvm)) => {
-                // Its first job (flags, dump, map) starts in `settle` (or the next
-                // `begin_cycle`), once every JVM of the cycle is known to share the budget.
-                process.jvm = Some(jvm);
-                self.processes.insert(pid, process);
+        let mut process = ProcessState {
+            jvm: None,
+            hotspot: Hotspot::Unavailable,
+            discovery_attempts_left: DISCOVERY_ATTEMPTS,
+            jit: HashMap::new(),
+            native: HashMap::new(),
+        };
+        self.discover(pid, &mut process);
+        self.processes.insert(pid, process);
+        self.note_frame_pointers(pid);
+    }
+
+    /// A process that was not a JVM, or a JVM whose tables were not readable yet, is
+    /// looked at again for a few cycles.
+    fn retry_discovery(&mut self, pid: u32) {
+        let process = self.processes.get_mut(&pid).expect("known process");
+        if process.jvm.is_none() && process.discovery_attempts_left > 0 {
+            process.discovery_attempts_left -= 1;
+            let mut process = self.processes.remove(&pid).expect("known process");
+            self.discover(pid, &mut process);
+            let found = process.jvm.is_some();
+            self.processes.insert(pid, process);
+            if found {
                 self.note_frame_pointers(pid);
-                return;
+            }
+        } else if let Hotspot::Pending { .. } = process.hotspot {
+            Self::attach_hotspot(&self.opts.proc_root, pid, process);
+        }
+    }
+
+    /// A JVM found here is named through its HotSpot tables when they can be read; otherwise
+    /// its first perf-map job (flags, dump, map) starts in `settle` (or the next `begin_cycle`),
+    /// once every JVM of the cycle is known to share the budget.
+    fn discover(&mut self, pid: u32, process: &mut ProcessState) {
+        match JvmState::discover(&self.opts.proc_root, pid) {
+            Ok(Some(mut jvm)) => {
+                if self.opts.hotspot {
+                    // No perf map is asked for while the HotSpot tables may still be read.
+                    jvm.needs_dump = false;
+                    process.hotspot = Hotspot::Pending { attempts_left: DISCOVERY_ATTEMPTS };
+                }
+                process.jvm = Some(jvm);
+                Self::attach_hotspot(&self.opts.proc_root, pid, process);
             }
             Ok(None) => {}
             Err(e) => log::debug!("process {pid}: {e}"),
         }
-        self.processes.insert(pid, process);
+    }
+
+    /// Reads the JVM's HotSpot tables; after the last failed attempt its perf map is used.
+    fn attach_hotspot(proc_root: &std::path::Path, pid: u32, process: &mut ProcessState) {
+        let Hotspot::Pending { attempts_left } = process.hotspot else {
+            return;
+        };
+        let Some(jvm) = &mut process.jvm else {
+            return;
+        };
+        let started = std::time::Instant::now();
+        match HotspotProcess::attach(proc_root, pid) {
+            Ok(h) => {
+                log::debug!("JVM {pid}: named through its HotSpot tables (read in {:?})", started.elapsed());
+                process.hotspot = Hotspot::Ready(Box::new(h));
+                // A map read while the tables were pending has no use any more.
+                jvm.map.forget();
+            }
+            // Not HotSpot, or one without the tables: retrying cannot help.
+            Err(e) if attempts_left <= 1 || !e.may_pass() => {
+                log::info!("JVM {pid}: HotSpot tables not readable ({e}); naming its JIT code from its perf map");
+                process.hotspot = Hotspot::Unavailable;
+                jvm.needs_dump = true;
+            }
+            Err(e) => {
+                log::debug!("JVM {pid}: HotSpot tables not readable yet ({e})");
+                process.hotspot = Hotspot::Pending { attempts_left: attempts_left - 1 };
+            }
+        }
     }
 
     /// Says once that a JVM runs without frame pointers, when that becomes known.
@@ -227,38 +465,72 @@ impl Symbolizer {
         }
     }
 
-    fn resolve_user(&mut self, pid: u32, user: &[u64]) -> Vec<FrameId> {
+    /// Resolves user frames, leaf first; a compiled pc with inlined methods gives several
+    /// frames (innermost first), so the output can be longer than the input.
+    fn resolve_user(&mut self, pid: u32, inputs: &[UserInput]) -> Vec<FrameId> {
         let process = self.processes.get_mut(&pid).expect("ensure_process ran");
-        let mut ids = vec![0; user.len()];
+        // Each input's frames; a native pc waits for one blazesym batch.
+        let mut slots: Vec<Option<std::sync::Arc<[FrameId]>>> = vec![None; inputs.len()];
         let mut pending: Vec<(usize, u64)> = Vec::new();
-        for (slot, &ip) in user.iter().enumerate() {
-            if let Some(&id) = process.jit.get(&ip).or_else(|| process.native.get(&ip)) {
-                ids[slot] = id;
+        let one = |id: FrameId| -> Option<std::sync::Arc<[FrameId]>> { Some(std::sync::Arc::from([id])) };
+        for (slot, input) in inputs.iter().enumerate() {
+            let (pc, kernel_says_code) = match *input {
+                UserInput::Interpreted { method, bcp } => {
+                    let id = match process.hotspot().and_then(|h| h.interpreted(&mut self.interner, method, bcp)) {
+                        Some(id) => id,
+                        None => {
+                            self.stats.unnamed_interpreted_frames += 1;
+                            self.interner.frame(FrameKind::Stub, INTERPRETER, INTERPRETER)
+                        }
+                    };
+                    slots[slot] = one(id);
+                    continue;
+                }
+                UserInput::Pc { pc, code } => (pc, code),
+            };
+            if let Some(&id) = process.native.get(&pc) {
+                slots[slot] = one(id);
+                continue;
+            }
+            let in_mappings = process.jvm.as_ref().is_some_and(|j| j.in_code_cache(pc));
+            if let Some(h) = process.hotspot() {
+                match h.code(&mut self.interner, pc, kernel_says_code || in_mappings) {
+                    (Code::Frames(ids), _) => slots[slot] = Some(ids),
+                    (Code::UnknownJit, outcome) => {
+                        self.stats.unknown_jit_frames += u64::from(outcome.unknown);
+                        slots[slot] = one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT));
+                    }
+                    (Code::Native, _) => pending.push((slot, pc)),
+                }
+                continue;
+            }
+            if let Some(&id) = process.jit.get(&pc) {
+                slots[slot] = one(id);
                 continue;
             }
             if let Some(jvm) = &mut process.jvm {
-                if let Some(symbol) = jvm.map.index().lookup(ip) {
+                if let Some(symbol) = jvm.map.index().lookup(pc) {
                     let id = match classify(symbol.name) {
                         CodeKind::JavaMethod => {
                             self.interner.frame(FrameKind::JavaJit, symbol.name, &short_name(symbol.name))
                         }
                         CodeKind::Stub => self.interner.frame(FrameKind::Stub, symbol.name, symbol.name),
                     };
-                    process.jit.insert(ip, id);
-                    ids[slot] = id;
+                    process.jit.insert(pc, id);
+                    slots[slot] = one(id);
                     continue;
                 }
-                if jvm.in_code_cache(ip) {
+                if in_mappings {
                     // A dump this cycle already answered what `prepare` saw missing.
                     jvm.needs_dump |= !jvm.dumped_since(self.cycle_started);
                     self.stats.jit_misses += 1;
                     let id = self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT);
-                    process.jit.insert(ip, id);
-                    ids[slot] = id;
+                    process.jit.insert(pc, id);
+                    slots[slot] = one(id);
                     continue;
                 }
             }
-            pending.push((slot, ip));
+            pending.push((slot, pc));
         }
         if !pending.is_empty() {
             let addrs: Vec<u64> = pending.iter().map(|&(_, ip)| ip).collect();
@@ -270,10 +542,10 @@ impl Symbolizer {
                 });
                 let id = self.interner.frame(FrameKind::Native, &name, &name);
                 process.native.insert(ip, id);
-                ids[slot] = id;
+                slots[slot] = one(id);
             }
         }
-        ids
+        slots.into_iter().flatten().flat_map(|ids| ids.iter().copied().collect::<Vec<_>>()).collect()
     }
 
     fn resolve_kernel(&mut self, kernel: &[u64]) -> Vec<FrameId> {
@@ -301,7 +573,7 @@ impl Symbolizer {
     /// With frame pointers, a Java thread's stack unwinds down to native thread start;
     /// one whose root is Java code was cut (no -XX:+PreserveFramePointer).
     fn note_cut_stack(&mut self, pid: u32, user_leaf_first: &[FrameId]) {
-        let is_java = |kind| matches!(kind, FrameKind::JavaJit | FrameKind::Stub);
+        let is_java = |kind: FrameKind| kind.is_java() || kind == FrameKind::Stub;
         let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
             return;
         };

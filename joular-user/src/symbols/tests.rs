@@ -186,9 +186,11 @@ fn real_jvm_perf_map_is_dumped_and_used() {
         }
     }
     let java = Kill(java);
+    // The perf-map path, as used for JVMs whose HotSpot tables cannot be read.
     let mut symbolizer = Symbolizer::new(SymbolizerOptions {
         attach: true,
         min_dump_interval: Duration::ZERO,
+        hotspot: false,
         ..options()
     });
     // First contact dumps and loads the map, within its first cycle.
@@ -230,4 +232,77 @@ fn real_jvm_perf_map_is_dumped_and_used() {
     assert!(!jvm.dumped_since(next_cycle), "no miss, no dump");
     drop(java);
     let _ = std::fs::remove_file(&map_path);
+}
+
+/// A real JVM is named through its HotSpot tables first: no perf map is asked for, the
+/// kernel is told how to walk it, and a compiled pc found by walking its code heaps (not
+/// from any perf map) resolves to the method.
+#[test]
+fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    use jvm_symbols::hotspot::codecache::{blocks, read_blob, BlobKind};
+    use jvm_symbols::hotspot::HotspotJvm;
+
+    use crate::model::{WalkedFrame, WalkedStack};
+
+    let classes = tempfile::tempdir().unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../jvm-symbols/tests/java/HotLoop.java");
+    assert!(Command::new("javac").arg("-d").arg(classes.path()).arg(source).status().unwrap().success());
+    let mut java = Command::new("java")
+        .args(["-XX:+PreserveFramePointer", "-cp"])
+        .arg(classes.path())
+        .arg("HotLoop")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(java.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
+    assert!(ready.starts_with("ready"), "{ready:?}");
+    let pid = java.id();
+
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions { attach: true, min_dump_interval: Duration::ZERO, ..options() });
+    symbolizer.watch(pid);
+    let updates = symbolizer.take_kernel_updates();
+    let [KernelUpdate::WalkJvm { pid: walked_pid, config }] = updates.as_slice() else {
+        panic!("one walk configuration expected: {updates:?}");
+    };
+    assert_eq!(*walked_pid, pid);
+    assert_eq!((config.method_slot, config.bcp_slot), (-3, -8));
+    assert!(config.interpreter_start < config.interpreter_end && config.code_start < config.code_end, "{config:?}");
+
+    // churn's compiled code, found by walking the code heaps.
+    let mut hs = HotspotJvm::attach(Path::new("/proc"), pid).unwrap();
+    let code = hs.layout().code.clone().unwrap();
+    let nmethods: Vec<(u64, u64)> = hs
+        .code_heaps()
+        .iter()
+        .flat_map(|heap| blocks(hs.reader(), &code, heap, 100_000))
+        .filter_map(|block| read_blob(hs.reader(), &code, block + code.heap_block_size).ok())
+        .filter_map(|blob| match blob.kind {
+            BlobKind::Nmethod { method, .. } => Some((blob.code_begin, method)),
+            BlobKind::Other => None,
+        })
+        .collect();
+    let pc = nmethods
+        .iter()
+        .find(|(_, m)| hs.method(*m).is_some_and(|m| m.class == "HotLoop" && m.name == "churn"))
+        .map(|(code_begin, _)| code_begin + 1)
+        .expect("churn is compiled");
+    let walked = WalkedStack { frames: vec![WalkedFrame::Code(pc)], ..WalkedStack::default() };
+    let stack = symbolizer.symbolize_walked(pid, &walked, &[]);
+    assert_eq!((&*stack[0].name, &*stack[0].short, stack[0].kind), ("long HotLoop.churn(int)", "HotLoop.churn", FrameKind::JavaJit));
+
+    symbolizer.begin_cycle();
+    let stats = symbolizer.stats();
+    assert_eq!((stats.hotspot_jvms, stats.perf_map_dumps, stats.perf_map_reloads), (1, 0, 0), "{stats:?}");
+    assert!(stats.hotspot_nmethods_read >= 1 && stats.walked_stacks == 1, "{stats:?}");
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists(), "a perf map was written");
+
+    symbolizer.forget_process(pid);
+    assert_eq!(symbolizer.take_kernel_updates(), [KernelUpdate::ForgetJvm { pid }]);
+    let _ = java.kill();
+    let _ = java.wait();
 }

@@ -206,6 +206,24 @@ pub fn blocks(
     out
 }
 
+/// `[start, end)` of the whole code cache as reserved (`CodeCache::_low_bound`,
+/// `_high_bound`), or the span of the heaps when those are not exported or readable.
+pub fn code_cache_bounds(
+    reader: &impl MemoryReader,
+    l: &CodeLayout,
+    heaps: &[CodeHeap],
+) -> Option<(u64, u64)> {
+    let reserved = l.code_cache_bounds.and_then(|(lo, hi)| {
+        let (lo, hi) = (reader.read_u64(lo).ok()?, reader.read_u64(hi).ok()?);
+        (lo < hi).then_some((lo, hi))
+    });
+    reserved.or_else(|| {
+        let lo = heaps.iter().map(|h| h.low).min()?;
+        let hi = heaps.iter().map(|h| h.high).max()?;
+        (lo < hi).then_some((lo, hi))
+    })
+}
+
 /// `[start, end)` of the template interpreter's code (`AbstractInterpreter::_code`, a
 /// `StubQueue`): a pc there is an interpreted Java frame.
 pub fn interpreter_bounds(

@@ -35,3 +35,17 @@ pub enum HotspotError {
     #[error(transparent)]
     Read(#[from] ReadError),
 }
+
+impl HotspotError {
+    /// Whether trying again later may succeed: a JVM read while it starts has tables that
+    /// are not filled in yet, but a missing libjvm or missing tables stay missing.
+    pub fn may_pass(&self) -> bool {
+        !matches!(
+            self,
+            HotspotError::NoLibjvm { .. }
+                | HotspotError::Elf { .. }
+                | HotspotError::TooLarge { .. }
+                | HotspotError::MissingSymbol { .. }
+        )
+    }
+}

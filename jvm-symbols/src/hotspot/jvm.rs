@@ -66,6 +66,16 @@ pub struct Misses {
     pub code_unreadable: u64,
 }
 
+/// Work done, for statistics: what was read from the target (cache misses that succeeded).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// `Method*`s read and checked (not served from the cache).
+    pub methods: u64,
+    /// nmethods whose debug information (scopes, PcDescs) was read.
+    pub nmethods: u64,
+    pub code_cache_refreshes: u64,
+}
+
 /// Methods cached before the cache is cleared (a Jetty-size JVM has ~30k methods).
 const MAX_CACHED_METHODS: usize = 1 << 17;
 const MAX_CACHED_NMETHODS: usize = 1 << 15;
@@ -74,11 +84,15 @@ pub struct HotspotJvm<R> {
     reader: R,
     layout: Layout,
     heaps: Vec<CodeHeap>,
+    code_bounds: Option<(u64, u64)>,
     interpreter: Option<(u64, u64)>,
     stubs: Vec<(u64, String)>,
     methods: HashMap<u64, Arc<JavaMethod>>,
     nmethods: HashMap<u64, (u32, Arc<NmethodDebugInfo>)>,
+    /// Approximate heap bytes held by `methods` and `nmethods`.
+    cached_bytes: usize,
     misses: Misses,
+    reads: Reads,
 }
 
 impl HotspotJvm<ProcessMemory> {
@@ -97,11 +111,14 @@ impl<R: MemoryReader> HotspotJvm<R> {
             reader,
             layout,
             heaps: Vec::new(),
+            code_bounds: None,
             interpreter: None,
             stubs: Vec::new(),
             methods: HashMap::new(),
             nmethods: HashMap::new(),
+            cached_bytes: 0,
             misses: Misses::default(),
+            reads: Reads::default(),
         };
         jvm.refresh_code_cache();
         Ok(jvm)
@@ -119,6 +136,16 @@ impl<R: MemoryReader> HotspotJvm<R> {
         self.misses
     }
 
+    pub fn reads(&self) -> Reads {
+        self.reads
+    }
+
+    /// Approximate heap bytes of the method and nmethod caches (both bounded by entry
+    /// counts, `MAX_CACHED_METHODS` and `MAX_CACHED_NMETHODS`).
+    pub fn cached_bytes(&self) -> usize {
+        self.cached_bytes
+    }
+
     pub fn code_heaps(&self) -> &[CodeHeap] {
         &self.heaps
     }
@@ -127,13 +154,29 @@ impl<R: MemoryReader> HotspotJvm<R> {
         self.interpreter
     }
 
+    /// `[start, end)` of the code cache (see [`codecache::code_cache_bounds`]).
+    pub fn code_cache_bounds(&self) -> Option<(u64, u64)> {
+        self.code_bounds
+    }
+
+    /// Whether `pc` is in the code cache: compiled code, stubs or the interpreter (which
+    /// may live outside the heaps' committed parts the reader knows).
+    pub fn in_code_cache(&self, pc: u64) -> bool {
+        let within = |b: Option<(u64, u64)>| b.is_some_and(|(lo, hi)| (lo..hi).contains(&pc));
+        within(self.code_bounds)
+            || within(self.interpreter)
+            || self.heaps.iter().any(|h| h.contains(pc))
+    }
+
     /// Re-reads the code heaps' bounds (they grow as code is committed) and the
     /// interpreter's bounds.
     pub fn refresh_code_cache(&mut self) {
+        self.reads.code_cache_refreshes += 1;
         if let Some(code) = &self.layout.code {
             if let Ok(heaps) = codecache::read_heaps(&self.reader, code) {
                 self.heaps = heaps;
             }
+            self.code_bounds = codecache::code_cache_bounds(&self.reader, code, &self.heaps);
             self.interpreter = codecache::interpreter_bounds(&self.reader, code).ok();
         }
         self.stubs = codecache::stub_entries(&self.reader, &self.layout.stub_entry_fields);
@@ -146,13 +189,17 @@ impl<R: MemoryReader> HotspotJvm<R> {
                 return Some(cached.clone());
             }
             self.misses.method_revalidated += 1;
-            self.methods.remove(&m);
+            if let Some(old) = self.methods.remove(&m) {
+                self.cached_bytes = self.cached_bytes.saturating_sub(old.heap_bytes());
+            }
         }
         match read_method(&self.reader, &self.layout.methods, self.layout.encoding, m) {
             Ok(method) => {
+                self.reads.methods += 1;
                 if self.methods.len() >= MAX_CACHED_METHODS {
-                    self.methods.clear();
+                    self.clear_caches();
                 }
+                self.cached_bytes += method.heap_bytes();
                 let method = Arc::new(method);
                 self.methods.insert(m, method.clone());
                 Some(method)
@@ -220,11 +267,17 @@ impl<R: MemoryReader> HotspotJvm<R> {
                 return None;
             }
         };
+        self.reads.nmethods += 1;
         if self.nmethods.len() >= MAX_CACHED_NMETHODS {
-            self.nmethods.clear();
+            self.clear_caches();
         }
-        self.nmethods
-            .insert(blob.address, (compile_id, info.clone()));
+        self.cached_bytes += info.heap_bytes();
+        if let Some((_, old)) = self
+            .nmethods
+            .insert(blob.address, (compile_id, info.clone()))
+        {
+            self.cached_bytes = self.cached_bytes.saturating_sub(old.heap_bytes());
+        }
         Some(info)
     }
 
@@ -282,5 +335,6 @@ impl<R: MemoryReader> HotspotJvm<R> {
     pub fn clear_caches(&mut self) {
         self.methods.clear();
         self.nmethods.clear();
+        self.cached_bytes = 0;
     }
 }

@@ -70,6 +70,9 @@ pub enum CodeStart {
 pub struct CodeLayout {
     /// Address of the static `CodeCache::_heaps` (a `GrowableArray<CodeHeap*>*`).
     pub code_cache_heaps: u64,
+    /// Addresses of the statics `CodeCache::_low_bound` and `_high_bound`: the whole
+    /// reserved code cache, committed or not.
+    pub code_cache_bounds: Option<(u64, u64)>,
     pub growable_array_len: Field,
     pub growable_array_data: u64,
     pub code_heap_memory: u64,
@@ -304,6 +307,10 @@ fn code_layout(l: &Lookup) -> Result<CodeLayout, HotspotError> {
     };
     Ok(CodeLayout {
         code_cache_heaps: l.static_address("CodeCache", "_heaps")?,
+        code_cache_bounds: l
+            .static_address("CodeCache", "_low_bound")
+            .and_then(|lo| Ok((lo, l.static_address("CodeCache", "_high_bound")?)))
+            .ok(),
         growable_array_len: l
             .field("GrowableArrayBase", &["_len"])
             .or_else(|_| l.field("GenericGrowableArray", &["_len"]))?,

@@ -32,7 +32,41 @@ pub struct JavaMethod {
 impl JavaMethod {
     /// `com.acme.Foo.bar`, the form tables and CSVs use.
     pub fn short_name(&self) -> String {
-        format!("{}.{}", self.class, self.name)
+        format!("{}.{}", self.external_class(), self.name)
+    }
+
+    /// The class as Java and HotSpot's own output name it: a hidden class's `+0x...`
+    /// suffix (how the tables spell it) reads `/0x...` (`Foo$$Lambda$14/0x0000000800c02a00`),
+    /// as in stack traces, JFR and perf maps.
+    pub fn external_class(&self) -> std::borrow::Cow<'_, str> {
+        match self.class.rfind("+0x") {
+            Some(i) => format!("{}/{}", &self.class[..i], &self.class[i + 1..]).into(),
+            None => self.class.as_str().into(),
+        }
+    }
+
+    /// `long com.acme.Foo.bar(int, java.lang.String[])`: the form HotSpot's perf map
+    /// (`Compiler.perfmap`) uses, from the JVM descriptor. A descriptor that does not parse
+    /// is shown as it is after the name (`com.acme.Foo.bar(I`).
+    pub fn full_name(&self) -> String {
+        match parse_descriptor(&self.signature) {
+            Some((args, ret)) => format!(
+                "{ret} {}.{}({})",
+                self.external_class(),
+                self.name,
+                args.join(", ")
+            ),
+            None => format!("{}.{}{}", self.external_class(), self.name, self.signature),
+        }
+    }
+
+    /// Approximate heap bytes this entry holds (for cache budgets).
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.class.len()
+            + self.name.len()
+            + self.signature.len()
+            + self.lines.len() * std::mem::size_of::<LineEntry>()
     }
 
     pub fn line_for_bci(&self, bci: i32) -> Option<u32> {
@@ -46,6 +80,47 @@ impl JavaMethod {
         let off = bcp.checked_sub(self.code_start)?;
         (off < u64::from(self.code_size)).then_some(off as i32)
     }
+}
+
+/// One field type of a JVM descriptor at the start of `d`: its Java name and the rest.
+fn parse_field_type(d: &str) -> Option<(String, &str)> {
+    let dims = d.bytes().take_while(|&b| b == b'[').count();
+    let rest = &d[dims..];
+    let (base, rest) = match rest.as_bytes().first()? {
+        b'L' => {
+            let end = rest.find(';')?;
+            (rest[1..end].replace('/', "."), &rest[end + 1..])
+        }
+        c => {
+            let name = match c {
+                b'B' => "byte",
+                b'C' => "char",
+                b'D' => "double",
+                b'F' => "float",
+                b'I' => "int",
+                b'J' => "long",
+                b'S' => "short",
+                b'Z' => "boolean",
+                b'V' if dims == 0 => "void",
+                _ => return None,
+            };
+            (name.to_owned(), &rest[1..])
+        }
+    };
+    Some((base + &"[]".repeat(dims), rest))
+}
+
+/// `(I[Ljava/lang/String;)J` -> (["int", "java.lang.String[]"], "long").
+fn parse_descriptor(descriptor: &str) -> Option<(Vec<String>, String)> {
+    let mut rest = descriptor.strip_prefix('(')?;
+    let mut args = Vec::new();
+    while !rest.starts_with(')') {
+        let (arg, more) = parse_field_type(rest)?;
+        args.push(arg);
+        rest = more;
+    }
+    let (ret, tail) = parse_field_type(&rest[1..])?;
+    tail.is_empty().then_some((args, ret))
 }
 
 /// Why a `Method*` could not be named.
@@ -252,4 +327,69 @@ pub fn still_valid(
     method: &JavaMethod,
 ) -> bool {
     reader.read_u64(m + l.method_const_method) == Ok(method.const_method)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn method(class: &str, name: &str, signature: &str) -> JavaMethod {
+        JavaMethod {
+            class: class.into(),
+            name: name.into(),
+            signature: signature.into(),
+            const_method: 0,
+            code_start: 0,
+            code_size: 0,
+            lines: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn full_names_read_like_hotspot_perf_map_entries() {
+        for (class, name, sig, want) in [
+            ("HotLoop", "churn", "(I)J", "long HotLoop.churn(int)"),
+            ("java.lang.Object", "<init>", "()V", "void java.lang.Object.<init>()"),
+            (
+                "a.B",
+                "c",
+                "([I[[Ljava/util/List;ZCBSFD)[Ljava/lang/String;",
+                "java.lang.String[] a.B.c(int[], java.util.List[][], boolean, char, byte, short, float, double)",
+            ),
+        ] {
+            let m = method(class, name, sig);
+            assert_eq!(m.full_name(), want);
+            // The perf-map path's short form comes out of it unchanged.
+            assert_eq!(crate::names::short_name(&m.full_name()), m.short_name());
+        }
+    }
+
+    #[test]
+    fn hidden_classes_read_as_in_java_stack_traces() {
+        let m = method("a.B$$Lambda$14+0x0000000800c02a00", "run", "()V");
+        assert_eq!(m.short_name(), "a.B$$Lambda$14/0x0000000800c02a00.run");
+        assert_eq!(
+            m.full_name(),
+            "void a.B$$Lambda$14/0x0000000800c02a00.run()"
+        );
+        assert_eq!(method("a.C+D", "e", "()V").short_name(), "a.C+D.e");
+    }
+
+    #[test]
+    fn malformed_descriptors_are_shown_raw() {
+        for sig in [
+            "(I",
+            "I)V",
+            "(Q)V",
+            "(I)V;",
+            "([V)V",
+            "(Ljava/lang/String)V",
+        ] {
+            assert_eq!(
+                method("A", "b", sig).full_name(),
+                format!("A.b{sig}"),
+                "{sig}"
+            );
+        }
+    }
 }

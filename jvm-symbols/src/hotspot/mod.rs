@@ -73,7 +73,7 @@ pub mod stream;
 pub mod vmstructs;
 
 pub use error::HotspotError;
-pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses};
+pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses, Reads};
 pub use libjvm::{locate_tables, TableSymbols};
 pub use memory::{MemoryReader, ProcessMemory, ReadError, RecordingReader, SegmentsMemory};
 pub use method::JavaMethod;

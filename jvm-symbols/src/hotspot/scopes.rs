@@ -88,6 +88,14 @@ impl NmethodDebugInfo {
         }))
     }
 
+    /// Approximate heap bytes this entry holds (for cache budgets).
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.metadata.len() * 8
+            + self.scopes.len()
+            + self.pcs.len() * std::mem::size_of::<(i32, u32)>()
+    }
+
     /// The Java frames at `pc`, innermost (the inlined leaf) first, the nmethod's own
     /// method last. Falls back to the nmethod's method alone when no scope describes it.
     pub fn frames_at(&self, pc: u64) -> Vec<ScopeFrame> {

@@ -1,0 +1,344 @@
+//! HotSpot JVMs named through their own introspection tables (`jvm_symbols::hotspot`),
+//! one reader per JVM pid: interpreted frames from the `Method*` and bcp the sampler read
+//! from their slots, compiled pcs with the methods inlined into them, stubs by name. No
+//! attach, no perf map: those stay the fallback for JVMs whose tables cannot be read.
+//!
+//! Resolved pcs and interpreted frames are cached for one cycle only: between cycles code
+//! can be freed and its address reused, and a `Method*` can be freed by class unloading.
+//! The library's own caches (by `Method*` and nmethod, checked on each use) carry the work
+//! across cycles.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS};
+use jvm_symbols::hotspot::{
+    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, ProcessMemory,
+    Reads,
+};
+
+use super::intern::{FrameId, Interner};
+use crate::model::FrameKind;
+
+/// Shown for an interpreted frame whose `Method*` could not be read, and for a pc in the
+/// interpreter whose frame was not walked: what the perf map says for both.
+pub const INTERPRETER: &str = "Interpreter";
+/// A pc in a JVM's code cache that no live code blob holds.
+pub const UNKNOWN_JIT: &str = "[unknown JIT code]";
+
+/// What a user-space pc of a JVM is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Code {
+    /// Java frames (innermost first: the inlined leaf, then its callers) or one stub frame.
+    Frames(Arc<[FrameId]>),
+    /// In the code cache, but no live blob holds it, even after re-reading the code cache.
+    UnknownJit,
+    /// Not in the code cache: native code.
+    Native,
+}
+
+/// One outcome of [`HotspotProcess::code`], for the statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CodeOutcome {
+    /// The code cache was re-read to resolve a miss.
+    pub refreshed: bool,
+    /// It still missed.
+    pub unknown: bool,
+}
+
+pub struct HotspotProcess<R = ProcessMemory> {
+    jvm: HotspotJvm<R>,
+    code: HashMap<u64, Code>,
+    interpreted: HashMap<(u64, u64), FrameId>,
+    /// Set once the code cache was re-read in this cycle (at most once per cycle).
+    refreshed: bool,
+    /// The walk configuration the kernel has for this JVM.
+    published: Option<JvmConfig>,
+}
+
+impl HotspotProcess<ProcessMemory> {
+    /// Reads the tables of `pid`. Fails for a process that is not HotSpot, a HotSpot
+    /// without the tables, or one too early in its start to have filled them.
+    pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
+        Self::new(HotspotJvm::attach(proc_root, pid)?)
+    }
+}
+
+impl<R: MemoryReader> HotspotProcess<R> {
+    pub fn new(jvm: HotspotJvm<R>) -> Result<Self, HotspotError> {
+        // The version is set while the VM starts; before that the stream encoding (which
+        // depends on it) would be guessed wrong.
+        if jvm.layout().version.major == 0 {
+            return Err(HotspotError::MissingField { what: "Abstract_VM_Version::_vm_major_version (JVM still starting)".into() });
+        }
+        Ok(Self { jvm, code: HashMap::new(), interpreted: HashMap::new(), refreshed: false, published: None })
+    }
+
+    pub fn begin_cycle(&mut self) {
+        self.code.clear();
+        self.interpreted.clear();
+        self.refreshed = false;
+        // A JVM read while it starts may have no interpreter yet: nothing to walk with.
+        if self.walk_config().is_none() {
+            self.jvm.refresh_code_cache();
+        }
+    }
+
+    pub fn misses(&self) -> Misses {
+        self.jvm.misses()
+    }
+
+    pub fn reads(&self) -> Reads {
+        self.jvm.reads()
+    }
+
+    /// Approximate heap bytes of the caches (the reader's and this cycle's).
+    pub fn cached_bytes(&self) -> usize {
+        self.jvm.cached_bytes()
+            + self.code.len() * (std::mem::size_of::<(u64, Code)>() + 16)
+            + self.interpreted.len() * std::mem::size_of::<((u64, u64), FrameId)>()
+    }
+
+    /// The walk configuration for the kernel, if it differs from what was published last
+    /// (then it counts as published). `None` while the JVM has no interpreter yet, or
+    /// when its interpreter frame slots are not where the kernel can read them.
+    pub fn take_walk_config(&mut self) -> Option<JvmConfig> {
+        let config = self.walk_config()?;
+        if self.published == Some(config) {
+            return None;
+        }
+        self.published = Some(config);
+        Some(config)
+    }
+
+    fn walk_config(&self) -> Option<JvmConfig> {
+        let (interpreter_start, interpreter_end) = self.jvm.interpreter_bounds()?;
+        let (code_start, code_end) = self.jvm.code_cache_bounds().unwrap_or((interpreter_start, interpreter_end));
+        let slots = self.jvm.layout().interpreter_frame;
+        let in_window = |slot: i64| (-i64::from(INTERPRETER_WINDOW_WORDS)..0).contains(&slot);
+        if !in_window(slots.method_slot) || !in_window(slots.bcp_slot) {
+            return None;
+        }
+        Some(JvmConfig {
+            interpreter_start,
+            interpreter_end,
+            code_start,
+            code_end,
+            method_slot: slots.method_slot as i32,
+            bcp_slot: slots.bcp_slot as i32,
+        })
+    }
+
+    /// An interpreted frame; `None` when its `Method*` does not check out (counted by
+    /// the reader as a miss).
+    pub fn interpreted(&mut self, interner: &mut Interner, method: u64, bcp: u64) -> Option<FrameId> {
+        if let Some(&id) = self.interpreted.get(&(method, bcp)) {
+            return Some(id);
+        }
+        let frame = self.jvm.interpreted_frame(method, bcp)?;
+        let id = java_frame(interner, &frame);
+        self.interpreted.insert((method, bcp), id);
+        Some(id)
+    }
+
+    /// What runs at `pc`. A miss in the code cache (or outside the bounds the reader knows,
+    /// for a pc that `looks_like_code` by other evidence) re-reads the code cache, at most
+    /// once per cycle, and tries again: code committed or stubs generated since the last
+    /// read are then found in the same cycle.
+    pub fn code(&mut self, interner: &mut Interner, pc: u64, looks_like_code: bool) -> (Code, CodeOutcome) {
+        if let Some(code) = self.code.get(&pc) {
+            return (code.clone(), CodeOutcome::default());
+        }
+        let mut outcome = CodeOutcome::default();
+        let mut code = self.resolve(interner, pc);
+        let missed = code == Code::UnknownJit || (code == Code::Native && looks_like_code);
+        if missed && !self.refreshed {
+            self.refreshed = true;
+            self.jvm.refresh_code_cache();
+            outcome.refreshed = true;
+            code = self.resolve(interner, pc);
+        }
+        if code == Code::Native && looks_like_code {
+            code = Code::UnknownJit;
+        }
+        outcome.unknown = code == Code::UnknownJit;
+        self.code.insert(pc, code.clone());
+        (code, outcome)
+    }
+
+    fn resolve(&mut self, interner: &mut Interner, pc: u64) -> Code {
+        if !self.jvm.in_code_cache(pc) {
+            return Code::Native;
+        }
+        match self.jvm.code_at(pc) {
+            CodeAt::Java(frames) => Code::Frames(frames.iter().map(|f| java_frame(interner, f)).collect()),
+            CodeAt::Interpreter => Code::Frames(Arc::from([interner.frame(FrameKind::Stub, INTERPRETER, INTERPRETER)])),
+            // An nmethod whose Method* could not be read is a Java method we cannot name.
+            CodeAt::Blob(name) if name == "nmethod" || name == "native nmethod" => Code::UnknownJit,
+            CodeAt::Blob(name) => Code::Frames(Arc::from([interner.frame(FrameKind::Stub, &name, &name)])),
+            CodeAt::NotCode => Code::UnknownJit,
+        }
+    }
+}
+
+fn java_frame(interner: &mut Interner, frame: &JavaFrame) -> FrameId {
+    let kind = match frame.kind {
+        HotspotKind::Interpreted => FrameKind::JavaInterpreted,
+        HotspotKind::Jit => FrameKind::JavaJit,
+        HotspotKind::Inlined => FrameKind::JavaInlined,
+    };
+    interner.frame_at_line(kind, &frame.method.full_name(), &frame.method.short_name(), frame.line)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::path::PathBuf;
+
+    use jvm_symbols::hotspot::fixture::Manifest;
+    use jvm_symbols::hotspot::{ReadError, SegmentsMemory};
+
+    use super::*;
+
+    fn fixture(jdk: u32) -> (SegmentsMemory, Manifest) {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/hotspot-{jdk}"));
+        let memory = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
+        let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
+        (memory, manifest)
+    }
+
+    fn frames(interner: &mut Interner, ids: &[FrameId]) -> Vec<crate::model::Frame> {
+        interner.stack(ids).to_vec()
+    }
+
+    /// Compiled pcs of the recorded JDK 11, 17 and 21 workloads: the inlined callees first,
+    /// named in the perf map's full form with their lines, the nmethod's own method last.
+    #[test]
+    fn compiled_pcs_give_inlined_chains_stubs_and_misses() {
+        for jdk in [11, 17, 21] {
+            let (mem, manifest) = fixture(jdk);
+            let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
+            let mut interner = Interner::default();
+            let mut inlined_chains = 0;
+            for &pc in &manifest.pcs {
+                let (Code::Frames(ids), outcome) = h.code(&mut interner, pc, true) else {
+                    panic!("JDK {jdk}: pc {pc:#x} not named");
+                };
+                assert!(!outcome.unknown);
+                let chain = frames(&mut interner, &ids);
+                let (last, inner) = chain.split_last().unwrap();
+                assert_eq!(last.kind, FrameKind::JavaJit, "JDK {jdk}: {chain:?}");
+                assert!(inner.iter().all(|f| f.kind == FrameKind::JavaInlined), "JDK {jdk}: {chain:?}");
+                if let [callee, .., caller] = chain.as_slice() {
+                    if &*callee.short == "HotspotFixture.mix" && &*caller.short == "HotspotFixture.outer" {
+                        inlined_chains += 1;
+                        assert_eq!(&*callee.name, "int HotspotFixture.mix(int)");
+                        assert_eq!(&*caller.name, "long HotspotFixture.outer(int)");
+                        assert!(callee.line.is_some() && caller.line.is_some(), "JDK {jdk}: {chain:?}");
+                    }
+                }
+            }
+            assert!(inlined_chains > 0, "JDK {jdk}: mix never inlined into outer");
+
+            let stub = |h: &mut HotspotProcess<&SegmentsMemory>, interner: &mut Interner, pc: u64| match h.code(interner, pc, true).0 {
+                Code::Frames(ids) => frames(interner, &ids),
+                other => panic!("JDK {jdk}: {pc:#x} is {other:?}"),
+            };
+            let call_stub = stub(&mut h, &mut interner, manifest.stub_pc.unwrap());
+            assert_eq!((&*call_stub[0].name, call_stub[0].kind), ("StubRoutines::call_stub", FrameKind::Stub));
+            let interp = stub(&mut h, &mut interner, manifest.interpreter_pc.unwrap());
+            assert_eq!((&*interp[0].name, interp[0].kind), (INTERPRETER, FrameKind::Stub));
+            // Outside the code cache: native code, unless other evidence says it is code.
+            assert_eq!(h.code(&mut interner, 0x1000, false).0, Code::Native);
+            h.begin_cycle();
+            let (code, outcome) = h.code(&mut interner, 0x1000, true);
+            assert_eq!(code, Code::UnknownJit);
+            assert!(outcome.refreshed && outcome.unknown);
+        }
+    }
+
+    /// An interpreted frame is named from its `Method*`, its line from the bcp; a `Method*`
+    /// that does not check out is a counted miss, not a name.
+    #[test]
+    fn interpreted_frames_are_named_from_method_and_bcp() {
+        let (mem, manifest) = fixture(17);
+        let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        let outer = manifest
+            .pcs
+            .iter()
+            .find_map(|&pc| match jvm.code_at(pc) {
+                CodeAt::Java(chain) => chain.into_iter().find(|f| f.method.name == "outer" && f.bci.is_some()),
+                _ => None,
+            })
+            .expect("outer in a chain");
+        let mut h = HotspotProcess::new(jvm).unwrap();
+        let mut interner = Interner::default();
+        let bci = outer.bci.unwrap().max(0);
+        let id = h.interpreted(&mut interner, outer.method_ptr, outer.method.code_start + bci as u64).unwrap();
+        let frame = &frames(&mut interner, &[id])[0];
+        assert_eq!((&*frame.name, frame.kind), ("long HotspotFixture.outer(int)", FrameKind::JavaInterpreted));
+        assert_eq!(frame.line, outer.method.line_for_bci(bci));
+        assert!(frame.line.is_some());
+        // A bcp outside the method: named, without a line.
+        let id = h.interpreted(&mut interner, outer.method_ptr, 8).unwrap();
+        assert_eq!(frames(&mut interner, &[id])[0].line, None);
+        assert_eq!(h.interpreted(&mut interner, 0x10, 0), None);
+        assert_eq!(h.misses().method_unreadable, 1);
+    }
+
+    /// Memory in which one nmethod's block cannot be read until the code cache is read
+    /// again: code the JIT installed after the reader last looked.
+    struct Appearing<'a> {
+        mem: &'a SegmentsMemory,
+        hidden: (u64, u64),
+        heaps_static: u64,
+        heap_reads: Cell<u32>,
+    }
+
+    impl MemoryReader for Appearing<'_> {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+            if addr == self.heaps_static {
+                self.heap_reads.set(self.heap_reads.get() + 1);
+            }
+            let (lo, hi) = self.hidden;
+            if self.heap_reads.get() < 2 && addr < hi && addr + buf.len() as u64 > lo {
+                return Err(ReadError { addr, len: buf.len() });
+            }
+            self.mem.read(addr, buf)
+        }
+    }
+
+    #[test]
+    fn a_code_cache_miss_is_read_again_and_named_in_the_same_cycle() {
+        let (mem, manifest) = fixture(17);
+        let heaps_static = HotspotJvm::new(&mem, &manifest.symbols).unwrap().layout().code.as_ref().unwrap().code_cache_heaps;
+        let pc = manifest.pcs[0];
+        let nmethod = manifest.nmethods.iter().copied().filter(|&n| n <= pc).max().unwrap();
+        let reader = Appearing { mem: &mem, hidden: (nmethod - 64, nmethod + 0x400), heaps_static, heap_reads: Cell::new(0) };
+        let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
+        let mut interner = Interner::default();
+        let (code, outcome) = h.code(&mut interner, pc, true);
+        assert!(matches!(code, Code::Frames(_)), "{code:?}");
+        assert!(outcome.refreshed && !outcome.unknown, "{outcome:?}");
+        // At most one re-read per cycle: another miss in the same cycle stays a miss.
+        let (code, outcome) = h.code(&mut interner, 0x1000, true);
+        assert_eq!((code, outcome.refreshed), (Code::UnknownJit, false));
+        // Resolved pcs are kept for the cycle only.
+        h.begin_cycle();
+        assert!(h.code(&mut interner, 0x1000, true).1.refreshed);
+    }
+
+    #[test]
+    fn walk_config_carries_the_interpreter_and_its_frame_slots_once() {
+        let (mem, manifest) = fixture(21);
+        let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
+        let config = h.take_walk_config().expect("a config");
+        assert_eq!((config.method_slot, config.bcp_slot), (-3, -8));
+        let interp = manifest.interpreter_pc.unwrap();
+        assert!((config.interpreter_start..config.interpreter_end).contains(&interp));
+        assert!(config.code_start <= config.interpreter_start && config.interpreter_end <= config.code_end);
+        assert!(manifest.pcs.iter().all(|pc| (config.code_start..config.code_end).contains(pc)));
+        assert_eq!(h.take_walk_config(), None, "unchanged: nothing to publish again");
+    }
+}

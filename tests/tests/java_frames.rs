@@ -1,0 +1,236 @@
+//! Issue 12 acceptance: every Java frame named from outside the JVM, through HotSpot's own
+//! tables and the sampler's frame walk, on JDK 11, 17 and 21: methods C2 inlined, interpreted
+//! frames (-Xint), the Java callers of every sample, source lines, and code compiled while
+//! the profile runs. Run as root by `cargo xtask test` (which installs JDK 11 and 21).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use joular_tests::*;
+use serde_json::Value;
+
+const JAVA_KINDS: [&str; 3] = ["java_jit", "java_inlined", "java_interpreted"];
+const UNKNOWN_JIT: &str = "[unknown JIT code]";
+
+/// One profiled run of a fixture: the JSON cycles, the profiler's stderr and the busy
+/// thread's tid.
+struct Run {
+    cycles: Vec<Value>,
+    stderr: String,
+    tid: u64,
+}
+
+/// Starts `class` on JDK `jdk` (it warms up before printing `ready`), then profiles its
+/// pid with `profiler_args` and `--json`.
+fn run(jdk: u32, class: &str, thread: &str, jvm_flags: &[&str], profiler_args: &[&str]) -> Run {
+    let rapl = FakePowercap::start(40.0);
+    let jvm = Jvm::start_on(&java_launcher(jdk), class, &["60"], jvm_flags);
+    let tid = jvm.tid_of(thread) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.jsonl");
+    let out_dir = dir.path().join("results");
+    let pid = jvm.pid().to_string();
+    let root = rapl.sysfs_root();
+    let mut args = vec!["--pid", &pid, "--json", json.to_str().unwrap(), "--sysfs-root", &root, "--output", out_dir.to_str().unwrap()];
+    args.extend_from_slice(profiler_args);
+    let out = profile(&args, Duration::from_secs(120));
+    assert_success(&out);
+    Run { cycles: read_jsonl(&json), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), tid }
+}
+
+impl Run {
+    /// The busy thread's stacks over all cycles: (frames root first, samples, energy µJ).
+    fn stacks(&self) -> Vec<(&[Value], u64, f64)> {
+        let mut out = Vec::new();
+        for c in &self.cycles {
+            for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == self.tid) {
+                for s in t["stacks"].as_array().expect("threads[].stacks") {
+                    out.push((s["frames"].as_array().unwrap().as_slice(), s["samples"].as_u64().unwrap(), s["energy_uj"].as_f64().unwrap()));
+                }
+            }
+        }
+        out
+    }
+
+    fn samples(&self) -> u64 {
+        self.stacks().iter().map(|s| s.1).sum()
+    }
+
+    /// A number the `Java frames:` line of stderr gives before `label`.
+    fn stat(&self, label: &str) -> u64 {
+        let line = self.stderr.lines().find(|l| l.contains("Java frames:")).unwrap_or_else(|| panic!("no `Java frames:` line in stderr:\n{}", self.stderr));
+        let before = &line[..line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line}"))];
+        before.trim_end().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("no number before {label:?} in {line}"))
+    }
+}
+
+fn is_java(frame: &Value) -> bool {
+    JAVA_KINDS.contains(&frame["kind"].as_str().unwrap()) && frame["name"] != UNKNOWN_JIT
+}
+
+/// `com.acme.Foo.bar` from `long com.acme.Foo.bar(int)`.
+fn short(frame: &Value) -> &str {
+    let name = frame["name"].as_str().unwrap();
+    let head = &name[..name.find('(').unwrap_or(name.len())];
+    head.rsplit(' ').next().unwrap()
+}
+
+/// The innermost named Java frame (JoularJX's method of a sample) and its index.
+fn leaf_java(frames: &[Value]) -> Option<(usize, &Value)> {
+    frames.iter().enumerate().rev().find(|(_, f)| is_java(f))
+}
+
+/// Shares of energy among `methods` by leaf Java frame, and how many of their samples had
+/// the leaf in each frame kind.
+fn leaf_split(run: &Run, methods: &[&str]) -> (HashMap<String, f64>, HashMap<String, u64>) {
+    let (mut energy, mut kinds) = (HashMap::<String, f64>::new(), HashMap::<String, u64>::new());
+    for (frames, samples, energy_uj) in run.stacks() {
+        if let Some((_, leaf)) = leaf_java(frames) {
+            if methods.contains(&short(leaf)) {
+                *energy.entry(short(leaf).to_owned()).or_default() += energy_uj;
+                *kinds.entry(leaf["kind"].as_str().unwrap().to_owned()).or_default() += samples;
+            }
+        }
+    }
+    let total: f64 = energy.values().sum();
+    assert!(total > 0.0, "no energy in {methods:?}");
+    (energy.into_iter().map(|(k, v)| (k, v / total)).collect(), kinds)
+}
+
+/// C2 inlines `left` and `right` into `work` (InlineSplit.java): their 60:40 work split shows
+/// in method energy within 3 pp, named as inlined frames, and every sample keeps its Java
+/// callers down to `java.lang.Thread.run`.
+fn inlined_methods_and_their_callers(jdk: u32) {
+    // ~3,000 samples of the busy thread: sampling noise stays near 1 pp.
+    let run = run(jdk, "InlineSplit", "inliner", &[], &["--duration", "10", "--frequency", "400"]);
+    let (split, kinds) = leaf_split(&run, &["InlineSplit.left", "InlineSplit.right"]);
+    let left = split.get("InlineSplit.left").copied().unwrap_or(0.0);
+    assert!((left - 0.60).abs() <= 0.03, "JDK {jdk}: left has {:.1}% of left+right energy, expected 60% ±3 pp ({split:?})", left * 100.0);
+    let lr: u64 = kinds.values().sum();
+    let inlined = kinds.get("java_inlined").copied().unwrap_or(0);
+    assert!(inlined * 2 >= lr, "JDK {jdk}: only {inlined} of {lr} left/right samples named as inlined frames ({kinds:?})");
+
+    let total = run.samples();
+    let mut with_callers = 0;
+    for (frames, samples, _) in run.stacks() {
+        let Some((leaf, _)) = leaf_java(frames) else { continue };
+        let above = |name: &str| frames[..leaf].iter().any(|f| is_java(f) && short(f) == name);
+        if above("java.lang.Thread.run") && above("InlineSplit$Spinner.run") {
+            with_callers += samples;
+        }
+    }
+    assert!(
+        with_callers * 100 >= total * 95,
+        "JDK {jdk}: {with_callers} of {total} samples carry java.lang.Thread.run and Spinner.run above the leaf"
+    );
+    // Complete stacks: no advice to restart the JVM.
+    assert!(!run.stderr.contains("PreserveFramePointer"), "JDK {jdk}: frame-pointer warning on complete stacks:\n{}", run.stderr);
+}
+
+#[test]
+fn jdk17_inlined_methods_get_their_share_and_keep_their_callers() {
+    inlined_methods_and_their_callers(17);
+}
+
+#[test]
+fn jdk11_inlined_methods_get_their_share_and_keep_their_callers() {
+    inlined_methods_and_their_callers(11);
+}
+
+#[test]
+fn jdk21_inlined_methods_get_their_share_and_keep_their_callers() {
+    inlined_methods_and_their_callers(21);
+}
+
+/// Under -Xint every Java frame is interpreted: each is named from the `Method*` the sampler
+/// read from it, the split holds within 5 pp and under 2% of samples lack a named Java frame.
+fn interpreted_frames(jdk: u32) {
+    let run = run(jdk, "InlineSplit", "inliner", &["-Xint"], &["--duration", "6", "--frequency", "400"]);
+    let (split, kinds) = leaf_split(&run, &["InlineSplit.left", "InlineSplit.right"]);
+    let left = split.get("InlineSplit.left").copied().unwrap_or(0.0);
+    assert!((left - 0.60).abs() <= 0.05, "JDK {jdk} -Xint: left has {:.1}%, expected 60% ±5 pp ({split:?})", left * 100.0);
+    assert_eq!(kinds.keys().collect::<Vec<_>>(), ["java_interpreted"], "JDK {jdk} -Xint: {kinds:?}");
+    let total = run.samples();
+    let unnamed: u64 = run.stacks().iter().filter(|(f, _, _)| leaf_java(f).is_none()).map(|s| s.1).sum();
+    assert!(total >= 500, "JDK {jdk} -Xint: only {total} samples");
+    assert!(unnamed * 50 < total, "JDK {jdk} -Xint: {unnamed} of {total} samples without a named Java frame");
+}
+
+#[test]
+fn jdk17_interpreted_frames_are_named() {
+    interpreted_frames(17);
+}
+
+#[test]
+fn jdk11_interpreted_frames_are_named() {
+    interpreted_frames(11);
+}
+
+#[test]
+fn jdk21_interpreted_frames_are_named() {
+    interpreted_frames(21);
+}
+
+/// The source line of a `// LINE:<tag>` marker in a fixture.
+fn source_line(file: &str, tag: &str) -> u64 {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("java").join(file);
+    let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let marker = format!("// LINE:{tag}");
+    src.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker} in {file}")) as u64 + 1
+}
+
+/// Two hot loops of one compiled method, on known lines: the JSON `line` of the leaf frame
+/// puts the samples on them, 60:40.
+#[test]
+fn jdk17_samples_land_on_the_source_lines_of_two_hot_loops() {
+    let (first, second) = (source_line("HotLines.java", "first"), source_line("HotLines.java", "second"));
+    let run = run(17, "HotLines", "liner", &[], &["--duration", "8", "--frequency", "400"]);
+    let mut by_line: HashMap<Option<u64>, u64> = HashMap::new();
+    for (frames, samples, _) in run.stacks() {
+        if let Some((_, leaf)) = leaf_java(frames).filter(|(_, f)| short(f) == "HotLines.twoLoops") {
+            *by_line.entry(leaf["line"].as_u64()).or_default() += samples;
+        }
+    }
+    let total: u64 = by_line.values().sum();
+    let (on_first, on_second) = (by_line.get(&Some(first)).copied().unwrap_or(0), by_line.get(&Some(second)).copied().unwrap_or(0));
+    assert!(total >= 500, "only {total} samples in twoLoops: {by_line:?}");
+    assert!((on_first + on_second) * 100 >= total * 90, "lines {first} and {second} hold {on_first}+{on_second} of {total} samples: {by_line:?}");
+    let share = on_first as f64 / (on_first + on_second) as f64;
+    assert!((share - 0.60).abs() <= 0.10, "line {first} has {:.1}% of the two loops' samples, expected 60% ±10 pp: {by_line:?}", share * 100.0);
+}
+
+/// A thread that keeps loading new classes and running them until the JIT has compiled them
+/// (ClassChurn.java): code installed during the cycle it runs in is named in that cycle, so
+/// `[unknown JIT code]` stays under 0.5% of its samples.
+fn fresh_code(jdk: u32) {
+    let run = run(jdk, "ClassChurn", "churner", &[], &["--duration", "8", "--frequency", "200"]);
+    let total = run.samples();
+    let unknown: u64 = run.stacks().iter().filter(|(f, _, _)| f.iter().any(|f| f["name"] == UNKNOWN_JIT)).map(|s| s.1).sum();
+    let named: u64 = run
+        .stacks()
+        .iter()
+        .filter(|(f, _, _)| leaf_java(f).is_some_and(|(_, l)| short(l) == "ClassChurn$Template.applyAsLong"))
+        .map(|s| s.1)
+        .sum();
+    assert!(total >= 300, "JDK {jdk}: only {total} samples");
+    assert!(unknown * 200 < total, "JDK {jdk}: {unknown} of {total} samples in [unknown JIT code]");
+    assert!(named * 10 >= total * 8, "JDK {jdk}: {named} of {total} samples named Template.applyAsLong");
+    // The code was fresh: many compiled copies of the template were read during the run.
+    let compiled = run.stat("compiled methods read");
+    assert!(compiled >= 30, "JDK {jdk}: only {compiled} compiled methods read: the code cache did not churn");
+}
+
+#[test]
+fn jdk17_freshly_compiled_code_is_named() {
+    fresh_code(17);
+}
+
+#[test]
+fn jdk11_freshly_compiled_code_is_named() {
+    fresh_code(11);
+}
+
+#[test]
+fn jdk21_freshly_compiled_code_is_named() {
+    fresh_code(21);
+}
