@@ -7,6 +7,9 @@
 //!   1 s ± 10%, every cycle of the run is in `--json`, and `/metrics` answers within 100 ms
 //!   throughout.
 //! - Three JVMs with ~200 MB perf maps: the profiler's peak RSS stays under the budget + 64 MB.
+//!
+//! Both run on the perf-map path (`--java-symbols perf-map`), the fallback for JVMs whose HotSpot
+//! tables cannot be read: the default path never attaches nor reads a perf map.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -137,6 +140,10 @@ fn serve_keeps_its_cadence(what: &str) -> String {
         json.to_str().unwrap(),
         "--output",
         dir.path().join("results").to_str().unwrap(),
+        // The attach protocol and perf maps are the fallback for JVMs whose HotSpot tables
+        // cannot be read: it is the path that can block, so it is the one tested here.
+        "--java-symbols",
+        "perf-map",
     ]);
     let stop = Arc::new(AtomicBool::new(false));
     let poller = poll_metrics(profiler.metrics_addr(), Arc::clone(&stop));
@@ -267,6 +274,8 @@ fn budget_three_jvms_with_200_mb_perf_maps_stay_within_max_symbol_mb() {
         &pids.join(","),
         "--duration",
         "10",
+        "--java-symbols",
+        "perf-map",
         "--max-symbol-mb",
         &budget,
         "--json",
