@@ -1,9 +1,12 @@
 //! Issue 12 acceptance: every Java frame named from outside the JVM, through HotSpot's own
 //! tables and the sampler's frame walk, on JDK 11, 17 and 21: methods C2 inlined, interpreted
-//! frames (-Xint), the Java callers of every sample, source lines, and code compiled while
-//! the profile runs. Run as root by `cargo xtask test` (which installs JDK 11 and 21).
+//! frames (-Xint), the Java callers of every sample (in JSON, the JoularJX call trees and the
+//! folded stacks), source lines, code compiled while the profile runs, native code charged to
+//! the Java method that called it, and the JIT compiler's own bucket. Run as root by
+//! `cargo xtask test` (which installs JDK 11 and 21).
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use joular_tests::*;
@@ -12,20 +15,29 @@ use serde_json::Value;
 const JAVA_KINDS: [&str; 3] = ["java_jit", "java_inlined", "java_interpreted"];
 const UNKNOWN_JIT: &str = "[unknown JIT code]";
 
-/// One profiled run of a fixture: the JSON cycles, the profiler's stderr and the busy
-/// thread's tid.
+/// One profiled run of a fixture: the JSON cycles, the profiler's stderr, the busy thread's
+/// tid (and those of the other threads asked for), and the result tree.
 struct Run {
     cycles: Vec<Value>,
     stderr: String,
     tid: u64,
+    tids: HashMap<String, u64>,
+    results: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 /// Starts `class` on JDK `jdk` (it warms up before printing `ready`), then profiles its
 /// pid with `profiler_args` and `--json`.
 fn run(jdk: u32, class: &str, thread: &str, jvm_flags: &[&str], profiler_args: &[&str]) -> Run {
+    run_threads(jdk, class, &[thread], jvm_flags, profiler_args)
+}
+
+/// [`run`], knowing the tids of several named threads (the first is `Run::tid`).
+fn run_threads(jdk: u32, class: &str, threads: &[&str], jvm_flags: &[&str], profiler_args: &[&str]) -> Run {
     let rapl = FakePowercap::start(40.0);
     let jvm = Jvm::start_on(&java_launcher(jdk), class, &["60"], jvm_flags);
-    let tid = jvm.tid_of(thread) as u64;
+    let tids: HashMap<String, u64> = threads.iter().map(|t| (t.to_string(), jvm.tid_of(t) as u64)).collect();
+    let tid = tids[threads[0]];
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.jsonl");
     let out_dir = dir.path().join("results");
@@ -35,15 +47,25 @@ fn run(jdk: u32, class: &str, thread: &str, jvm_flags: &[&str], profiler_args: &
     args.extend_from_slice(profiler_args);
     let out = profile(&args, Duration::from_secs(120));
     assert_success(&out);
-    Run { cycles: read_jsonl(&json), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), tid }
+    let results = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
+        .unwrap_or_else(|| panic!("no result tree of {pid} under {}", out_dir.display()));
+    Run { cycles: read_jsonl(&json), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), tid, tids, results, _dir: dir }
 }
 
 impl Run {
     /// The busy thread's stacks over all cycles: (frames root first, samples, energy µJ).
     fn stacks(&self) -> Vec<(&[Value], u64, f64)> {
+        self.stacks_of(self.tid)
+    }
+
+    /// A thread's stacks over all cycles.
+    fn stacks_of(&self, tid: u64) -> Vec<(&[Value], u64, f64)> {
         let mut out = Vec::new();
         for c in &self.cycles {
-            for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == self.tid) {
+            for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == tid) {
                 for s in t["stacks"].as_array().expect("threads[].stacks") {
                     out.push((s["frames"].as_array().unwrap().as_slice(), s["samples"].as_u64().unwrap(), s["energy_uj"].as_f64().unwrap()));
                 }
@@ -56,12 +78,67 @@ impl Run {
         self.stacks().iter().map(|s| s.1).sum()
     }
 
+    /// The "all" view's methods of a thread over all cycles (JSON `methods`): name → µJ.
+    fn methods_of(&self, tid: u64) -> HashMap<String, f64> {
+        let mut out = HashMap::new();
+        for c in &self.cycles {
+            for m in c["methods"].as_array().expect("methods").iter().filter(|m| m["tid"] == tid) {
+                *out.entry(m["method"].as_str().unwrap().to_owned()).or_default() += m["energy_uj"].as_f64().unwrap();
+            }
+        }
+        out
+    }
+
+    /// `(path, µJ)` rows of the "all" JoularJX call trees, or of `stacks-all.folded`: the path
+    /// split into frames, root first.
+    fn call_trees(&self) -> Vec<(Vec<String>, f64)> {
+        let dir = self.results.join("all/total/calltrees");
+        let csv = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "csv")).expect("call-tree CSV");
+        rows(&csv, ',', 1e6)
+    }
+
+    fn folded(&self) -> Vec<(Vec<String>, f64)> {
+        rows(&self.results.join("stacks-all.folded"), ' ', 1.0)
+    }
+
+    fn all_methods_csv(&self) -> Vec<String> {
+        let dir = self.results.join("all/total/methods");
+        let csv = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "csv")).expect("methods CSV");
+        rows(&csv, ',', 1e6).into_iter().map(|(path, _)| path.join(";")).collect()
+    }
+
     /// A number the `Java frames:` line of stderr gives before `label`.
     fn stat(&self, label: &str) -> u64 {
         let line = self.stderr.lines().find(|l| l.contains("Java frames:")).unwrap_or_else(|| panic!("no `Java frames:` line in stderr:\n{}", self.stderr));
         let before = &line[..line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line}"))];
         before.trim_end().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("no number before {label:?} in {line}"))
     }
+}
+
+/// Lines `a;b;c<sep>value` of a call-tree CSV (joules, `scale` 1e6 to µJ) or a folded file.
+fn rows(path: &Path, sep: char, scale: f64) -> Vec<(Vec<String>, f64)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (tree, value) = l.rsplit_once(sep).unwrap_or_else(|| panic!("bad row {l:?} in {}", path.display()));
+            let value: f64 = value.trim().parse().unwrap_or_else(|_| panic!("bad value in {l:?}"));
+            (tree.split(';').map(str::to_owned).collect(), value * scale)
+        })
+        .collect()
+}
+
+/// The share (by energy) of the paths through `leaves` that have `callers` above them.
+fn share_with_callers(paths: &[(Vec<String>, f64)], leaves: &[&str], callers: &[&str]) -> (f64, f64) {
+    let (mut total, mut with) = (0.0, 0.0);
+    for (frames, uj) in paths {
+        let Some(at) = frames.iter().position(|f| leaves.contains(&f.as_str())) else { continue };
+        total += uj;
+        if callers.iter().all(|c| frames[..at].iter().any(|f| f == c)) {
+            with += uj;
+        }
+    }
+    (with, total)
 }
 
 fn is_java(frame: &Value) -> bool {
@@ -123,6 +200,14 @@ fn inlined_methods_and_their_callers(jdk: u32) {
         with_callers * 100 >= total * 95,
         "JDK {jdk}: {with_callers} of {total} samples carry java.lang.Thread.run and Spinner.run above the leaf"
     );
+    // The same Java callers in the JoularJX call trees (Java frames only, root first) and in
+    // the folded stacks (rooted at the first Java frame).
+    let leaves = ["InlineSplit.left", "InlineSplit.right"];
+    let callers = ["java.lang.Thread.run", "InlineSplit$Spinner.run"];
+    for (what, paths) in [("call-tree CSV", run.call_trees()), ("folded", run.folded())] {
+        let (with, all) = share_with_callers(&paths, &leaves, &callers);
+        assert!(all > 0.0 && with >= 0.95 * all, "JDK {jdk} {what}: {with:.0} of {all:.0} µJ through left/right carry their Java callers: {paths:?}");
+    }
     // Complete stacks: no advice to restart the JVM.
     assert!(!run.stderr.contains("PreserveFramePointer"), "JDK {jdk}: frame-pointer warning on complete stacks:\n{}", run.stderr);
 }
@@ -218,6 +303,23 @@ fn fresh_code(jdk: u32) {
     // The code was fresh: many compiled copies of the template were read during the run.
     let compiled = run.stat("compiled methods read");
     assert!(compiled >= 30, "JDK {jdk}: only {compiled} compiled methods read: the code cache did not churn");
+    // The compiler threads that compiled it are the JIT compiler's energy, not a native symbol.
+    let compilers: Vec<u64> = run
+        .cycles
+        .iter()
+        .flat_map(|c| c["threads"].as_array().unwrap().iter())
+        .filter(|t| t["comm"].as_str().is_some_and(|c| c.starts_with("C2 CompilerThre") || c.starts_with("C1 CompilerThre")))
+        .map(|t| t["tid"].as_u64().unwrap())
+        .collect();
+    assert!(!compilers.is_empty(), "JDK {jdk}: no compiler thread ran during the churn");
+    let mut jit_uj = 0.0;
+    for &tid in &compilers {
+        for (method, uj) in run.methods_of(tid) {
+            assert_eq!(method, "[JIT compiler]", "JDK {jdk}: compiler thread {tid} charged to {method}");
+            jit_uj += uj;
+        }
+    }
+    assert!(jit_uj > 0.0, "JDK {jdk}: the compiler threads got no energy");
 }
 
 #[test]
@@ -233,4 +335,54 @@ fn jdk11_freshly_compiled_code_is_named() {
 #[test]
 fn jdk21_freshly_compiled_code_is_named() {
     fresh_code(21);
+}
+
+/// Native code a Java method calls is that method's energy ("all" = the innermost Java frame,
+/// as JoularJX): BigInteger.modPow's intrinsic stubs and FileChannel.write's syscalls are
+/// charged to the Java methods above them, never to a stub, libc or kernel symbol. The flame
+/// graph's folded stacks keep those native leaves.
+#[test]
+fn jdk17_native_code_is_charged_to_the_java_method_that_called_it() {
+    let run = run_threads(17, "NativeWork", &["modpow", "writer"], &[], &["--duration", "8", "--frequency", "400"]);
+    let csv_methods = run.all_methods_csv();
+    for (thread, caller) in [("modpow", "NativeWork.crypto"), ("writer", "NativeWork.persist")] {
+        let tid = run.tids[thread];
+        let stacks = run.stacks_of(tid);
+        let total: u64 = stacks.iter().map(|s| s.1).sum();
+        assert!(total >= 300, "{thread}: only {total} samples");
+        // The rule, applied to the JSON stacks: each sample to its innermost Java frame.
+        let (mut expected, mut native_above, mut native_names) = (HashMap::<String, f64>::new(), 0u64, Vec::new());
+        let (mut under_caller, mut without_java) = (0u64, 0u64);
+        for (frames, samples, uj) in &stacks {
+            let Some((at, leaf)) = leaf_java(frames) else {
+                without_java += samples;
+                continue;
+            };
+            if frames[..=at].iter().any(|f| short(f) == caller) {
+                under_caller += samples;
+            }
+            *expected.entry(short(leaf).to_owned()).or_default() += uj;
+            if at + 1 < frames.len() {
+                native_above += samples;
+                native_names.extend(frames[at + 1..].iter().map(|f| f["name"].as_str().unwrap().to_owned()));
+            }
+        }
+        assert!(without_java * 50 < total, "{thread}: {without_java} of {total} samples without a named Java frame");
+        assert!(under_caller * 100 >= total * 95, "{thread}: only {under_caller} of {total} samples under {caller}");
+        // The fixture really runs code below its Java frames.
+        assert!(native_above * 10 >= total, "{thread}: only {native_above} of {total} samples ran below their Java frame");
+        let got = run.methods_of(tid);
+        for (method, uj) in &expected {
+            let g = got.get(method).copied().unwrap_or(0.0);
+            assert!((g - uj).abs() <= 1e-6 * uj.max(1.0), "{thread}: {method} has {g} µJ, the innermost-Java-frame rule gives {uj}");
+        }
+        assert_eq!(got.len(), expected.len(), "{thread}: methods {got:?} vs {expected:?}");
+        for name in &native_names {
+            assert!(!got.contains_key(name) && !csv_methods.contains(name), "{thread}: native frame {name} charged as a method");
+        }
+        // Folded stacks keep them, above the Java frame that called them.
+        let folded = run.folded();
+        let kept = native_names.iter().filter(|n| folded.iter().any(|(frames, _)| frames.contains(n))).count();
+        assert!(kept * 2 >= native_names.len(), "{thread}: the folded stacks lost the native frames: {native_names:?}");
+    }
 }
