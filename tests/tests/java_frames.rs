@@ -315,7 +315,8 @@ fn fresh_code(jdk: u32) {
     let mut jit_uj = 0.0;
     for &tid in &compilers {
         for (method, uj) in run.methods_of(tid) {
-            assert_eq!(method, "[JIT compiler]", "JDK {jdk}: compiler thread {tid} charged to {method}");
+            let comms: Vec<&str> = run.cycles.iter().flat_map(|c| c["threads"].as_array().unwrap().iter()).filter(|t| t["tid"] == tid).map(|t| t["comm"].as_str().unwrap()).collect();
+            assert_eq!(method, "[JIT compiler]", "JDK {jdk}: compiler thread {tid} ({comms:?}) charged to {method}: {:?}", run.stacks_of(tid));
             jit_uj += uj;
         }
     }
