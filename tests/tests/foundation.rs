@@ -5,8 +5,6 @@ use std::time::Duration;
 
 use joular_tests::*;
 
-const FREQ_HZ: f64 = 100.0;
-
 struct Run {
     jvm: Jvm,
     cycles: Vec<serde_json::Value>,
@@ -27,14 +25,19 @@ fn profile_duty_cycle(extra: &[&str]) -> Run {
     Run { jvm, cycles, _dir: dir }
 }
 
+/// The light thread wakes every ~10 ms, in near lockstep with a 100 Hz sampler, which can see
+/// it a third less (or more) often than its CPU time says for a whole run (the sampling bias
+/// the README describes). At 97 Hz the sampling phase sweeps the thread's period every ~0.3 s,
+/// so 3 s show whether the sampler fires at its frequency on whatever runs.
 #[test]
 fn samples_follow_frequency_times_on_cpu_time() {
-    let run = profile_duty_cycle(&[]);
+    const UNLOCKED_HZ: f64 = 97.0;
+    let run = profile_duty_cycle(&["--frequency", "97"]);
     let on_cpu = per_thread_sum(&run.cycles, "on_cpu_ns");
     let samples = per_thread_sum(&run.cycles, "samples");
     for name in ["busy", "light"] {
         let tid = run.jvm.tid_of(name) as u64;
-        let expected = FREQ_HZ * on_cpu[&tid] / 1e9;
+        let expected = UNLOCKED_HZ * on_cpu[&tid] / 1e9;
         let got = samples[&tid];
         assert!(expected > 20.0, "{name}: too little on-CPU time to judge ({expected} expected samples)");
         assert!((got - expected).abs() <= 0.25 * expected, "{name}: {got} samples, expected {expected:.0} ±25%");
