@@ -30,7 +30,12 @@ pub fn run(sel: Selection) -> anyhow::Result<()> {
     }
     crate::setup::ensure()?;
     let java = compile_java()?;
-    let bin = build_profiler()?;
+    // JOULAR_BENCH_BIN measures another build of the profiler (e.g. an older commit's) with
+    // this benchmark, for before/after figures taken the same way.
+    let bin = match std::env::var_os("JOULAR_BENCH_BIN") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => build_profiler()?,
+    };
     if let Some(opts) = &sel.overhead {
         overhead::run(&bin, &java, opts)?;
     }
