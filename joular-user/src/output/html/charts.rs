@@ -1,6 +1,7 @@
 //! The report's charts, drawn by plotters' SVG backend: power over time (the process and its
 //! top methods) and per-thread power stacked over time (the areas are the threads' energy).
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::output::timeline::Timeline;
@@ -59,6 +60,49 @@ fn y_max(values: impl Iterator<Item = f64>, series: usize) -> f64 {
     }
 }
 
+/// The chart both pictures share: power (W) over seconds since the start, white background,
+/// light mesh, the legend boxed at the upper right. `series` draws the data.
+fn power_chart(
+    x_max: f64,
+    top: f64,
+    y_desc: &str,
+    series: impl FnOnce(&mut PowerChart<'_, '_>) -> Result<(), String>,
+) -> Result<String, String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(chart_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..x_max, 0f64..top)
+            .map_err(chart_error)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds since the start")
+            .y_desc(y_desc)
+            .label_style(("sans-serif", 14))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(chart_error)?;
+        series(&mut chart)?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font(("sans-serif", 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .draw()
+            .map_err(chart_error)?;
+        root.present().map_err(chart_error)?;
+    }
+    Ok(svg)
+}
+
+type PowerChart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
 /// Power (W) over time: `total` (the process) as a thick black line, `methods` under it.
 pub fn power_over_time(
     timeline: &Timeline,
@@ -75,24 +119,7 @@ pub fn power_over_time(
             .copied(),
         methods.len() + 1,
     );
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).map_err(chart_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..x_max, 0f64..top)
-            .map_err(chart_error)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds since the start")
-            .y_desc("power (W)")
-            .label_style(("sans-serif", 14))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(chart_error)?;
+    power_chart(x_max, top, "power (W)", |chart| {
         for (i, series) in methods.iter().enumerate() {
             let c = color(i);
             chart
@@ -114,17 +141,8 @@ pub fn power_over_time(
             .map_err(chart_error)?
             .label(legend_name(&total.name))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(3)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(("sans-serif", 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .draw()
-            .map_err(chart_error)?;
-        root.present().map_err(chart_error)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// Per-thread power stacked over time: each area's size is that thread's energy.
@@ -144,24 +162,7 @@ pub fn stacked_threads(timeline: &Timeline, threads: &[Series]) -> Result<String
         );
     }
     let top = y_max(layers.last().into_iter().flatten().copied(), threads.len());
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).map_err(chart_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..x_max, 0f64..top)
-            .map_err(chart_error)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds since the start")
-            .y_desc("power (W), stacked")
-            .label_style(("sans-serif", 14))
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(chart_error)?;
+    power_chart(x_max, top, "power (W), stacked", |chart| {
         // Top layer first, so each lower one is drawn over it.
         for (i, (series, layer)) in threads.iter().zip(&layers).enumerate().rev() {
             let c = color(i);
@@ -175,17 +176,8 @@ pub fn stacked_threads(timeline: &Timeline, threads: &[Series]) -> Result<String
                 .label(legend_name(&series.name))
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(("sans-serif", 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .draw()
-            .map_err(chart_error)?;
-        root.present().map_err(chart_error)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 #[cfg(test)]
