@@ -119,6 +119,26 @@ pub fn by_energy<'a, 'g>(groups: &'g [PathGroup<'a>]) -> Vec<&'g PathGroup<'a>> 
     sorted
 }
 
+/// The JoularJX call trees of `stacks` (`a;b;c`, root first) with their energies, highest first.
+/// Only stacks whose method is a real method count: buckets and unnamed frames are
+/// `unattributed` in summary.json, never a tree.
+pub fn method_call_trees(
+    stacks: &[StackTotal],
+    scope: Scope,
+    rules: StackRules,
+) -> Vec<(String, f64)> {
+    let attributed: Vec<StackTotal> = stacks
+        .iter()
+        .filter(|s| methods::is_method_name(&scope.method(&s.stack, s.thread, rules)))
+        .cloned()
+        .collect();
+    let groups = path_groups(&attributed, scope, rules, PathStyle::CallTree);
+    by_energy(&groups)
+        .into_iter()
+        .map(|g| (g.tree(false), g.energy_uj))
+        .collect()
+}
+
 /// One method's (or call tree's) share of a run or a cycle.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamedTotal {

@@ -4,7 +4,7 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use super::aggregate::{by_energy, method_totals, path_groups, Scope};
+use super::aggregate::{method_call_trees, method_totals, path_groups, Scope};
 use super::flamegraph::{render_svg, write_bytes};
 use super::folded::write_folded;
 use super::html::{self, HtmlInput, HTML_FILE};
@@ -12,7 +12,7 @@ use super::joularjx::{Kind, Period, RunDir};
 use super::methods::{is_method_name, MethodFilter};
 use super::paths::PathStyle;
 use super::pprof::write_pprof;
-use super::profile::{ProcessProfile, StackTotal};
+use super::profile::ProcessProfile;
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
 use crate::safe_write::OutDir;
@@ -92,16 +92,7 @@ pub fn render_process(
                     .filter(|m| is_method_name(&m.name))
                     .map(|m| (&*m.name, m.energy_uj)),
             )?;
-            let attributed: Vec<StackTotal> = stacks
-                .iter()
-                .filter(|s| is_method_name(&scope.method(&s.stack, s.thread, rules)))
-                .cloned()
-                .collect();
-            let groups = path_groups(&attributed, scope, rules, PathStyle::CallTree);
-            let trees = by_energy(&groups)
-                .into_iter()
-                .map(|g| (g.tree(false), g.energy_uj));
-            tree.write_total(scope, Kind::CallTrees, trees)?;
+            tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules))?;
             written
                 .files
                 .push(tree.file(scope, Period::Total, Kind::Methods));

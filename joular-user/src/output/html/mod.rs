@@ -16,10 +16,9 @@ use crate::safe_write::OutDir;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use self::charts::{Series, TOP_SERIES};
-use super::aggregate::{by_energy, method_totals, path_groups, NamedTotal, Scope};
+use super::aggregate::{method_call_trees, method_totals, NamedTotal, Scope};
 use super::methods::{is_method_name, MethodFilter};
-use super::paths::PathStyle;
-use super::profile::{ProcessProfile, Share, StackTotal};
+use super::profile::{ProcessProfile, Share};
 
 pub const HTML_FILE: &str = "report.html";
 /// Rows of the method table per view; the JoularJX CSVs hold them all.
@@ -71,18 +70,8 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
             ),
             Scope::App(_) => continue,
         };
-        let attributed: Vec<StackTotal> = profile
-            .stacks
-            .iter()
-            .filter(|s| is_method_name(&scope.method(&s.stack, s.thread, rules)))
-            .cloned()
-            .collect();
-        let groups = path_groups(&attributed, scope, rules, PathStyle::CallTree);
-        let trees = by_energy(&groups)
-            .into_iter()
-            .take(MAX_TREE_ROWS)
-            .map(|g| (g.tree(false), g.energy_uj))
-            .collect();
+        let mut trees = method_call_trees(&profile.stacks, scope, rules);
+        trees.truncate(MAX_TREE_ROWS);
         views.push(View {
             name,
             label,
