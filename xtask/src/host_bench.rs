@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 
 use crate::cgroup::{CgroupHandle, WorkloadCgroup};
-use crate::measure::{median, task_cpu_seconds, vm_rss_kib, wait_rusage};
+use crate::measure::{median, task_cpu_seconds, rss_anon_kib, vm_rss_kib, wait_rusage};
 
 const PROCESSES: usize = 100;
 const THREADS_PER_PROCESS: usize = 10;
@@ -218,13 +218,14 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
             spawned
         })
     };
-    let mut samples: Vec<(f64, f64)> = Vec::new();
+    let (mut samples, mut anon): (Vec<(f64, f64)>, Vec<(f64, f64)>) = (Vec::new(), Vec::new());
     while started.elapsed().as_secs_f64() < seconds - 1.0 {
         std::thread::sleep(Duration::from_secs(5));
         let t = started.elapsed().as_secs_f64();
-        if let Some(kib) = vm_rss_kib(pid) {
+        if let (Some(kib), Some(anon_kib)) = (vm_rss_kib(pid), rss_anon_kib(pid)) {
             samples.push((t, kib));
-            eprintln!("soak: {t:>5.0} s  RSS {:.1} MiB", kib / 1024.0);
+            anon.push((t, anon_kib));
+            eprintln!("soak: {t:>5.0} s  RSS {:.1} MiB (anonymous {:.1} MiB)", kib / 1024.0, anon_kib / 1024.0);
         }
     }
     churn_stop.store(true, Ordering::Relaxed);
@@ -247,6 +248,18 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     // Allocator arenas grow in steps at load peaks, then flatten: the second half shows the trend.
     let half: Vec<(f64, f64)> = samples.iter().copied().filter(|(t, _)| *t >= seconds / 2.0).collect();
     println!("RSS slope over the second half: {:.1} KiB/min", slope(&half) * 60.0);
+    // File pages of mapped binaries follow whatever else runs on the host; the anonymous part
+    // is the profiler's own memory, so its slope is the one that tells a leak.
+    let anon_warm: Vec<(f64, f64)> = anon.iter().copied().filter(|(t, _)| *t >= 60.0).collect();
+    let anon_half: Vec<(f64, f64)> = anon.iter().copied().filter(|(t, _)| *t >= seconds / 2.0).collect();
+    println!(
+        "anonymous RSS after warm-up {:.1} MiB, at the end {:.1} MiB, peak {:.1} MiB; slope after 60 s {:.1} KiB/min, over the second half {:.1} KiB/min",
+        anon_warm.first().map_or(0.0, |s| s.1) / 1024.0,
+        anon_warm.last().map_or(0.0, |s| s.1) / 1024.0,
+        anon.iter().map(|s| s.1).fold(0.0, f64::max) / 1024.0,
+        slope(&anon_warm) * 60.0,
+        slope(&anon_half) * 60.0
+    );
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }

@@ -14,8 +14,19 @@ pub fn task_cpu_seconds(pid: u32) -> f64 {
 }
 
 pub fn vm_rss_kib(pid: u32) -> Option<f64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The anonymous part of RSS (heap, stacks): what the profiler itself holds. The rest of VmRSS
+/// is file pages of the binaries it maps to read symbols (page cache, shared and reclaimable),
+/// which comes and goes with the processes on the host.
+pub fn rss_anon_kib(pid: u32) -> Option<f64> {
+    status_kib(pid, "RssAnon:")
+}
+
+fn status_kib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()
+    status.lines().find_map(|l| l.strip_prefix(field))?.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// Whether our child `pid` has ended (a zombie counts), without reaping it.

@@ -224,7 +224,7 @@ fn validate_timeline(t: &Timeline) -> Result<(), String> {
     }
     let lengths = [t.cycles.len(), t.end_epoch_s.len(), t.energy_uj.len()];
     if lengths.iter().any(|&l| l != buckets)
-        || t.threads.iter().any(|s| s.energy_uj.len() != buckets)
+        || t.threads.iter().chain(&t.other_threads).any(|s| s.energy_uj.len() != buckets)
     {
         return Err("timeline series differ in length".to_owned());
     }
@@ -248,6 +248,9 @@ fn validate_timeline(t: &Timeline) -> Result<(), String> {
         for (i, &e) in series.energy_uj.iter().enumerate() {
             energy(&format!("timeline.threads[{n}].energy_uj[{i}]"), e)?;
         }
+    }
+    for (i, &e) in t.other_threads.iter().flat_map(|s| &s.energy_uj).enumerate() {
+        energy(&format!("timeline.other_threads.energy_uj[{i}]"), e)?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! A process's energy over time, for the report's charts: the process and each of its
 //! threads, in at most `MAX_BUCKETS` equal time buckets. When a run outgrows them, neighbours
-//! merge two by two, so memory stays bounded whatever the run's length.
+//! merge two by two, and past `MAX_THREAD_SERIES` threads the one with the least energy joins
+//! `other_threads`, so memory stays bounded whatever the run's length and thread churn.
 
 use std::collections::HashMap;
 
@@ -8,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 /// Enough for a readable chart, small enough for 200 threads of an hour-long run.
 pub const MAX_BUCKETS: usize = 256;
+/// Threads with their own series. A process that keeps starting threads (a pool recycling its
+/// workers, a server with a thread per connection) would otherwise add a series per thread for
+/// as long as it lives; the charts show the top 9 anyway.
+pub const MAX_THREAD_SERIES: usize = 64;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Timeline {
@@ -21,6 +26,13 @@ pub struct Timeline {
     /// The process's energy per bucket.
     pub energy_uj: Vec<f64>,
     pub threads: Vec<ThreadSeries>,
+    /// The threads folded out of `threads` (the least energy when a new one came past
+    /// `MAX_THREAD_SERIES`), summed; `tid` 0. `threads` plus this make the process.
+    #[serde(default)]
+    pub other_threads: Option<ThreadSeries>,
+    /// How many threads `other_threads` holds.
+    #[serde(default)]
+    pub other_thread_count: u32,
     /// Position of each tid in `threads`.
     #[serde(skip)]
     index: HashMap<u32, usize>,
@@ -42,6 +54,8 @@ impl PartialEq for Timeline {
             && self.end_epoch_s == other.end_epoch_s
             && self.energy_uj == other.energy_uj
             && self.threads == other.threads
+            && self.other_threads == other.other_threads
+            && self.other_thread_count == other.other_thread_count
     }
 }
 
@@ -85,6 +99,15 @@ impl Timeline {
                     .map(|(i, t)| (t.tid, i))
                     .collect();
             }
+            if !self.index.contains_key(&tid) && self.threads.len() >= MAX_THREAD_SERIES {
+                self.fold_least_energy_thread();
+                self.index = self
+                    .threads
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (t.tid, i))
+                    .collect();
+            }
             let next = self.threads.len();
             let i = *self.index.entry(tid).or_insert(next);
             if i == next {
@@ -102,6 +125,31 @@ impl Timeline {
         }
     }
 
+    /// Moves the thread with the least energy so far (the oldest of equals) into
+    /// `other_threads`.
+    fn fold_least_energy_thread(&mut self) {
+        let Some(least) = (0..self.threads.len())
+            .min_by(|&a, &b| self.threads[a].total_uj().total_cmp(&self.threads[b].total_uj()))
+        else {
+            return;
+        };
+        let folded = self.threads.remove(least);
+        let len = self.covered_s.len();
+        let other = self.other_threads.get_or_insert_with(|| ThreadSeries {
+            tid: 0,
+            comm: String::new(),
+            energy_uj: vec![0.0; len],
+        });
+        for (sum, e) in other.energy_uj.iter_mut().zip(&folded.energy_uj) {
+            *sum += e;
+        }
+        self.other_thread_count += 1;
+    }
+
+    fn series_mut(&mut self) -> impl Iterator<Item = &mut ThreadSeries> {
+        self.threads.iter_mut().chain(self.other_threads.as_mut())
+    }
+
     fn grow(&mut self, len: usize) {
         if self.covered_s.len() >= len {
             return;
@@ -110,7 +158,7 @@ impl Timeline {
         self.cycles.resize(len, 0);
         self.end_epoch_s.resize(len, 0);
         self.energy_uj.resize(len, 0.0);
-        for t in &mut self.threads {
+        for t in self.series_mut() {
             t.energy_uj.resize(len, 0.0);
         }
     }
@@ -126,7 +174,7 @@ impl Timeline {
         self.cycles = pairs(&self.cycles, |a, b| a + b);
         self.end_epoch_s = pairs(&self.end_epoch_s, u64::max);
         self.energy_uj = pairs(&self.energy_uj, |a, b| a + b);
-        for t in &mut self.threads {
+        for t in self.series_mut() {
             t.energy_uj = pairs(&t.energy_uj, |a, b| a + b);
         }
     }
@@ -176,6 +224,33 @@ mod tests {
         assert_eq!(t.bucket_of_epoch(101, 1), Some(2));
         assert_eq!(t.bucket_of_epoch(101, 5), Some(2), "never past that second");
         assert_eq!(t.bucket_of_epoch(102, 1), Some(3));
+    }
+
+    /// A pool that replaces its workers all the time: one long-lived busy thread and a new
+    /// short-lived one every cycle, 1,000 of them.
+    #[test]
+    fn thread_churn_keeps_the_series_bounded_and_the_energy_whole() {
+        let mut t = Timeline::default();
+        let cycles = 1000u32;
+        for n in 0..cycles {
+            let worker_uj = 1.0 + f64::from(n % 7);
+            t.add_cycle(
+                f64::from(n),
+                1.0,
+                1_700_000_000 + u64::from(n) + 1,
+                [(1, "main", 100.0), (1000 + n, "pool-worker", worker_uj)],
+            );
+        }
+        assert!(t.threads.len() <= MAX_THREAD_SERIES, "{} series", t.threads.len());
+        assert_eq!(t.other_thread_count as usize + t.threads.len(), 1 + cycles as usize);
+        assert!(t.threads.iter().any(|s| s.tid == 1), "the busy thread keeps its series");
+        let process: f64 = t.energy_uj.iter().sum();
+        let other = t.other_threads.as_ref().expect("folded threads");
+        let threads: f64 = t.threads.iter().map(ThreadSeries::total_uj).sum::<f64>() + other.total_uj();
+        assert!((process - threads).abs() <= 1e-9 * process, "{process} vs {threads}");
+        assert!(t.threads.iter().chain([other]).all(|s| s.energy_uj.len() == t.covered_s.len()));
+        // The latest threads get their series: the last one is there.
+        assert!(t.threads.iter().any(|s| s.tid == 1000 + cycles - 1));
     }
 
     #[test]

@@ -346,16 +346,26 @@ fn threads_chart(profile: &ProcessProfile) -> Result<String, String> {
             values: timeline.power_w(&t.energy_uj),
         })
         .collect();
-    if threads.len() >= TOP_SERIES {
+    // Past the top ones, the rest and the threads the timeline folded away are one area.
+    let rest_threads = threads.len().saturating_sub(TOP_SERIES - 1);
+    let others = rest_threads + timeline.other_thread_count as usize;
+    if rest_threads > 1 || others > rest_threads {
         let mut rest = vec![0.0; timeline.covered_s.len()];
-        for t in &threads[TOP_SERIES - 1..] {
+        let folded = timeline.other_threads.iter();
+        for t in threads.iter().skip(TOP_SERIES - 1).copied().chain(folded) {
             for (sum, e) in rest.iter_mut().zip(&t.energy_uj) {
                 *sum += e;
             }
         }
         series.push(Series {
-            name: format!("{} other threads", threads.len() - (TOP_SERIES - 1)),
+            name: format!("{others} other threads"),
             values: timeline.power_w(&rest),
+        });
+    } else if rest_threads == 1 {
+        let t = threads[TOP_SERIES - 1];
+        series.push(Series {
+            name: format!("{} ({})", t.comm, t.tid),
+            values: timeline.power_w(&t.energy_uj),
         });
     }
     charts::stacked_threads(timeline, &series)
