@@ -45,7 +45,15 @@ fn active_tag() -> u32 {
 
 #[inline(always)]
 fn active_buffer() -> u32 {
-    active_tag() & 1
+    buffer_of(active_tag())
+}
+
+/// The buffer a tag names. Each map choice recomputes it from a copy of the tag the verifier
+/// has not branched on: a value it already branched on would be marked precise, and every
+/// path after the second branch (the whole Java walk) would be verified once per buffer.
+#[inline(always)]
+fn buffer_of(tag: u32) -> u32 {
+    core::hint::black_box(tag) & 1
 }
 
 #[inline(always)]
@@ -135,6 +143,18 @@ fn stack_id(result: Result<i64, i32>, collision: u32, failed: u32) -> i32 {
     }
 }
 
+/// A stack id from `bpf_get_stackid` in `buffer`'s stack map (`flags`: user or kernel).
+#[inline(always)]
+fn get_stack_id(ctx: &PerfEventContext, buffer: u32, flags: u64) -> i32 {
+    let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
+    let result = ctx.get_stackid(stacks, flags);
+    if flags & BPF_F_USER_STACK != 0 {
+        stack_id(result, DROP_USTACK_COLLISION, DROP_USTACK_FAILED)
+    } else {
+        stack_id(result, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED)
+    }
+}
+
 /// `WALK_JVMS`: walk the user stacks of JVMs in `JVMS` (see walk.rs) instead of using
 /// `bpf_get_stackid` for them.
 pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u32> {
@@ -142,16 +162,17 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let pid_tgid = bpf_get_current_pid_tgid();
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let tag = active_tag();
-    let buffer = tag & 1;
-    account(now_ns, pid_tgid, cpu, buffer);
+    account(now_ns, pid_tgid, cpu, buffer_of(tag));
 
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
     if tid == 0 || !targeted(tgid) {
         return Ok(0);
     }
-    let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
     let user_mode = walk::sampled_user_mode(ctx);
+    // A sample that interrupted user mode has no kernel stack: skip the helper. Taken before
+    // the walk, so no map choice is live across it.
+    let kernel_stack_id = if user_mode { -1 } else { get_stack_id(ctx, buffer_of(tag), 0) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
     let jvm = if WALK_JVMS { JVMS.get_ptr(tgid) } else { None };
     let (user_stack_id, java_stack_hash, java_leaf) = match jvm {
@@ -163,21 +184,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
                 (hash, leaf) => (-1, hash, leaf),
             }
         }
-        None => (
-            stack_id(
-                ctx.get_stackid(stacks, BPF_F_USER_STACK),
-                DROP_USTACK_COLLISION,
-                DROP_USTACK_FAILED,
-            ),
-            0,
-            JavaFrame::default(),
-        ),
-    };
-    // A sample that interrupted user mode has no kernel stack: skip the helper.
-    let kernel_stack_id = if user_mode {
-        -1
-    } else {
-        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED)
+        None => (get_stack_id(ctx, buffer_of(tag), BPF_F_USER_STACK), 0, JavaFrame::default()),
     };
     let key = SampleKey {
         tgid,
@@ -189,7 +196,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
         java_stack_hash,
         java_leaf,
     };
-    let counts = if buffer == 0 { &COUNTS_0 } else { &COUNTS_1 };
+    let counts = if buffer_of(tag) == 0 { &COUNTS_0 } else { &COUNTS_1 };
     if let Some(n) = counts.get_ptr_mut(&key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
         unsafe { *n += 1 };
