@@ -13,16 +13,18 @@ use aya::{
 };
 use joular_ebpf::{
     CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey, ThreadCpuValue,
-    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS,
 };
 
-use super::{preflight, ProbeError};
+use super::{preflight, sizing::per_cycle_entries, ProbeError};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/joular-ebpf"));
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
     pub frequency_hz: u64,
+    /// Cycle length: the per-cycle maps are sized for this many seconds of samples.
+    pub interval_s: f64,
     /// Profile every process (host mode) instead of the TGIDs given to `add_target`.
     pub all_processes: bool,
     /// Also profile every process the targets fork, and theirs (`record`, `--follow-children`).
@@ -91,11 +93,20 @@ impl Probe {
                  tracepoint; a kernel built with CONFIG_DEBUG_INFO_BTF=y makes accounting cheaper"
             );
         }
+        let online_cpus = aya::util::online_cpus()
+            .map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
         let log_level: u8 = if opts.ebpf_log { aya_log::Level::Debug as u8 } else { 0 };
-        let mut ebpf = EbpfLoader::new()
-            .btf(btf.as_ref())
-            .override_global(aya_log::LEVEL, &log_level, false)
-            .load(OBJECT)?;
+        let sample_keys = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_SAMPLE_KEYS);
+        let java_stacks = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_JAVA_STACKS);
+        let mut loader = EbpfLoader::new();
+        loader.btf(btf.as_ref()).override_global(aya_log::LEVEL, &log_level, false);
+        for name in ["COUNTS_0", "COUNTS_1"] {
+            loader.map_max_entries(name, sample_keys);
+        }
+        for name in ["JAVA_STACKS_0", "JAVA_STACKS_1"] {
+            loader.map_max_entries(name, java_stacks);
+        }
+        let mut ebpf = loader.load(OBJECT)?;
         let logger = if opts.ebpf_log {
             match aya_log::EbpfLogger::init(&mut ebpf) {
                 Ok(l) => Some(l),
@@ -107,9 +118,6 @@ impl Probe {
         } else {
             None
         };
-
-        let online_cpus = aya::util::online_cpus()
-            .map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
 
         let mut config: Array<MapData, u32> = take(&mut ebpf, "CONFIG")?;
         config

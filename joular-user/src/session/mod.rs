@@ -57,6 +57,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     };
     let opts = ProbeOptions {
         frequency_hz: common.frequency,
+        interval_s: common.interval,
         all_processes: matches!(target, Target::All),
         follow_children: target.follows_children(),
         ebpf_log: common.ebpf_log,
