@@ -12,7 +12,7 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
 };
 use joular_ebpf::{
-    CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey, ThreadCpuValue,
+    CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
     CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS,
 };
 
@@ -60,6 +60,8 @@ pub struct Probe {
     /// JVMs whose stacks the sampler walks (see `set_jvm`).
     pub jvms: HashMap<MapData, u32, JvmConfig>,
     pub buffers: [BufferMaps; 2],
+    /// Per CPU, index = buffer: samples logged without hashing (see `SampleLog`).
+    pub sample_log: PerCpuArray<MapData, SampleLog>,
     pub cpu_times: Array<MapData, CpuTimeValue>,
     pub drops: PerCpuArray<MapData, u64>,
     pub online_cpus: Vec<u32>,
@@ -147,6 +149,7 @@ impl Probe {
             targets: take(&mut ebpf, "TARGETS")?,
             jvms: take(&mut ebpf, "JVMS")?,
             buffers: [buffer_maps(&mut ebpf, 0)?, buffer_maps(&mut ebpf, 1)?],
+            sample_log: take(&mut ebpf, "SAMPLE_LOG")?,
             cpu_times: take(&mut ebpf, "CPU_TIMES")?,
             drops: take(&mut ebpf, "DROPS")?,
             online_cpus,
