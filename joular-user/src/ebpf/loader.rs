@@ -7,9 +7,9 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
     programs::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
-        BtfTracePoint, PerfEvent, TracePoint,
+        PerfEvent, RawTracePoint, TracePoint,
     },
-    Btf, Ebpf, EbpfLoader,
+    Ebpf, EbpfLoader,
 };
 use joular_ebpf::{
     CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
@@ -34,13 +34,12 @@ pub struct ProbeOptions {
     /// Attach the scheduler programs (off: CPU time comes from /proc instead).
     pub scheduler: bool,
     pub proc_root: PathBuf,
-    pub sys_root: PathBuf,
 }
 
 /// Which scheduler hook got attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchedulerHook {
-    BtfTracepoint,
+    RawTracepoint,
     ClassicTracepoint,
 }
 
@@ -84,24 +83,15 @@ impl Probe {
         }
         preflight::raise_memlock();
         preflight::ensure_tracefs()?;
-        let btf = if preflight::has_kernel_btf(&opts.sys_root) {
-            Btf::from_sys_fs().ok()
-        } else {
-            None
-        };
-        if btf.is_none() {
-            log::warn!(
-                "the kernel has no BTF (/sys/kernel/btf/vmlinux): using the classic sched_switch \
-                 tracepoint; a kernel built with CONFIG_DEBUG_INFO_BTF=y makes accounting cheaper"
-            );
-        }
         let online_cpus = aya::util::online_cpus()
             .map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
         let log_level: u8 = if opts.ebpf_log { aya_log::Level::Debug as u8 } else { 0 };
         let sample_keys = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_SAMPLE_KEYS);
         let java_stacks = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_JAVA_STACKS);
+        // The loader parses the kernel's BTF itself (for relocations); nothing here needs
+        // another copy (the scheduler hook is a raw tracepoint).
         let mut loader = EbpfLoader::new();
-        loader.btf(btf.as_ref()).override_global(aya_log::LEVEL, &log_level, false);
+        loader.override_global(aya_log::LEVEL, &log_level, false);
         for name in ["COUNTS_0", "COUNTS_1"] {
             loader.map_max_entries(name, sample_keys);
         }
@@ -131,7 +121,7 @@ impl Probe {
         }
 
         let scheduler_hook = if opts.scheduler {
-            match attach_scheduler(&mut ebpf, btf.as_ref()) {
+            match attach_scheduler(&mut ebpf) {
                 Ok(hook) => Some(hook),
                 Err(e) => {
                     log::warn!("scheduler accounting unavailable ({e}); CPU time comes from /proc jiffies");
@@ -213,13 +203,11 @@ fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError>
     })
 }
 
-fn attach_scheduler(ebpf: &mut Ebpf, btf: Option<&Btf>) -> Result<SchedulerHook, ProbeError> {
-    if let Some(btf) = btf {
-        let prog: &mut BtfTracePoint = program(ebpf, "joular_switch_btf")?;
-        match prog.load("sched_switch", btf).and_then(|()| prog.attach().map(drop)) {
-            Ok(()) => return Ok(SchedulerHook::BtfTracepoint),
-            Err(e) => log::warn!("tp_btf/sched_switch refused ({e}); using the classic tracepoint"),
-        }
+fn attach_scheduler(ebpf: &mut Ebpf) -> Result<SchedulerHook, ProbeError> {
+    let prog: &mut RawTracePoint = program(ebpf, "joular_switch_raw")?;
+    match prog.load().and_then(|()| prog.attach("sched_switch").map(drop)) {
+        Ok(()) => return Ok(SchedulerHook::RawTracepoint),
+        Err(e) => log::warn!("raw_tp/sched_switch refused ({e}); using the classic tracepoint"),
     }
     let prog: &mut TracePoint = program(ebpf, "joular_switch_tp")?;
     prog.load().map_err(|e| ProbeError::Program("joular_switch_tp", e))?;
