@@ -34,7 +34,7 @@ mod tests {
             tid,
             cpu,
             user_stack_id: -1,
-            kernel_stack_id: if leaf % 7 == 0 { 3 } else { -1 },
+            kernel_stack_id: if leaf.is_multiple_of(7) { 3 } else { -1 },
             _pad: 0,
             java_stack_hash: 0xabc + u64::from(tid),
             java_leaf: JavaFrame { addr: 0x7f00_0000 + leaf, aux: 1 << 56 },
