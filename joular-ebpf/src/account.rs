@@ -21,12 +21,12 @@ use joular_ebpf::{
     ExitValue, JavaFrame, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
     CONFIG_ALL_PROCESSES, DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED,
     DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED,
-    MAX_CPUS,
+    MAX_CPUS, SAMPLE_LOG_SLOTS,
 };
 
 use crate::maps::{
-    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, JVMS, STACKS_0,
-    STACKS_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
+    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG,
+    STACKS_0, STACKS_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
 };
 use crate::walk;
 
@@ -45,7 +45,15 @@ fn active_tag() -> u32 {
 
 #[inline(always)]
 fn active_buffer() -> u32 {
-    active_tag() & 1
+    buffer_of(active_tag())
+}
+
+/// The buffer a tag names. Each map choice recomputes it from a copy of the tag the verifier
+/// has not branched on: a value it already branched on would be marked precise, and every
+/// path after the second branch (the whole Java walk) would be verified once per buffer.
+#[inline(always)]
+fn buffer_of(tag: u32) -> u32 {
+    core::hint::black_box(tag) & 1
 }
 
 #[inline(always)]
@@ -66,9 +74,16 @@ pub fn count_drop(kind: u32) {
     }
 }
 
-/// Charges the time since this CPU's last accounting point to the task running now.
+/// Whether the task `pid_tgid` is profiled (never the idle task).
 #[inline(always)]
-fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32) {
+fn is_target(pid_tgid: u64) -> bool {
+    pid_tgid as u32 != 0 && targeted((pid_tgid >> 32) as u32)
+}
+
+/// Charges the time since this CPU's last accounting point to the task running now
+/// (`target`: `is_target` of it, which the caller may need too).
+#[inline(always)]
+fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32, target: bool) {
     let Some(state) = CPU_STATE.get_ptr_mut(0) else {
         return;
     };
@@ -91,7 +106,7 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32) {
             }
         }
     }
-    if tid == 0 || !targeted(tgid) {
+    if !target {
         return;
     }
     let key = ThreadCpuKey { tid, cpu };
@@ -114,7 +129,8 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32) {
 
 pub fn on_switch() {
     let cpu = unsafe { bpf_get_smp_processor_id() };
-    account(unsafe { bpf_ktime_get_ns() }, bpf_get_current_pid_tgid(), cpu, active_buffer());
+    let pid_tgid = bpf_get_current_pid_tgid();
+    account(unsafe { bpf_ktime_get_ns() }, pid_tgid, cpu, active_buffer(), is_target(pid_tgid));
 }
 
 #[inline(always)]
@@ -135,6 +151,18 @@ fn stack_id(result: Result<i64, i32>, collision: u32, failed: u32) -> i32 {
     }
 }
 
+/// A stack id from `bpf_get_stackid` in `buffer`'s stack map (`flags`: user or kernel).
+#[inline(always)]
+fn get_stack_id(ctx: &PerfEventContext, buffer: u32, flags: u64) -> i32 {
+    let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
+    let result = ctx.get_stackid(stacks, flags);
+    if flags & BPF_F_USER_STACK != 0 {
+        stack_id(result, DROP_USTACK_COLLISION, DROP_USTACK_FAILED)
+    } else {
+        stack_id(result, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED)
+    }
+}
+
 /// `WALK_JVMS`: walk the user stacks of JVMs in `JVMS` (see walk.rs) instead of using
 /// `bpf_get_stackid` for them.
 pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u32> {
@@ -142,16 +170,17 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let pid_tgid = bpf_get_current_pid_tgid();
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let tag = active_tag();
-    let buffer = tag & 1;
-    account(now_ns, pid_tgid, cpu, buffer);
-
-    let tid = pid_tgid as u32;
-    let tgid = (pid_tgid >> 32) as u32;
-    if tid == 0 || !targeted(tgid) {
+    let target = is_target(pid_tgid);
+    account(now_ns, pid_tgid, cpu, buffer_of(tag), target);
+    if !target {
         return Ok(0);
     }
-    let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
+    let tid = pid_tgid as u32;
+    let tgid = (pid_tgid >> 32) as u32;
     let user_mode = walk::sampled_user_mode(ctx);
+    // A sample that interrupted user mode has no kernel stack: skip the helper. Taken before
+    // the walk, so no map choice is live across it.
+    let kernel_stack_id = if user_mode { -1 } else { get_stack_id(ctx, buffer_of(tag), 0) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
     let jvm = if WALK_JVMS { JVMS.get_ptr(tgid) } else { None };
     let (user_stack_id, java_stack_hash, java_leaf) = match jvm {
@@ -163,21 +192,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
                 (hash, leaf) => (-1, hash, leaf),
             }
         }
-        None => (
-            stack_id(
-                ctx.get_stackid(stacks, BPF_F_USER_STACK),
-                DROP_USTACK_COLLISION,
-                DROP_USTACK_FAILED,
-            ),
-            0,
-            JavaFrame::default(),
-        ),
-    };
-    // A sample that interrupted user mode has no kernel stack: skip the helper.
-    let kernel_stack_id = if user_mode {
-        -1
-    } else {
-        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED)
+        None => (get_stack_id(ctx, buffer_of(tag), BPF_F_USER_STACK), 0, JavaFrame::default()),
     };
     let key = SampleKey {
         tgid,
@@ -189,7 +204,10 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
         java_stack_hash,
         java_leaf,
     };
-    let counts = if buffer == 0 { &COUNTS_0 } else { &COUNTS_1 };
+    if log_sample(&key, tag) {
+        return Ok(0);
+    }
+    let counts = if buffer_of(tag) == 0 { &COUNTS_0 } else { &COUNTS_1 };
     if let Some(n) = counts.get_ptr_mut(&key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
         unsafe { *n += 1 };
@@ -197,6 +215,30 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
         count_drop(DROP_SAMPLES_MAP_FULL);
     }
     Ok(0)
+}
+
+/// Appends a sample to this CPU's log of the buffer `tag` names; false when the log is full
+/// (the sample then goes to `COUNTS_*`).
+#[inline(always)]
+fn log_sample(key: &SampleKey, tag: u32) -> bool {
+    let Some(log) = SAMPLE_LOG.get_ptr_mut(buffer_of(tag)) else {
+        return false;
+    };
+    // SAFETY: per-CPU slot, only this CPU's sampler writes it, and user space reads it only
+    // after flipping away from its buffer.
+    let log = unsafe { &mut *log };
+    if log.tag != tag {
+        // Written last in an older cycle of this buffer, which user space has drained.
+        log.tag = tag;
+        log.len = 0;
+    }
+    let len = log.len as usize;
+    if len >= SAMPLE_LOG_SLOTS {
+        return false;
+    }
+    log.keys[len] = *key;
+    log.len = len as u32 + 1;
+    true
 }
 
 pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
@@ -211,7 +253,7 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
     // counted in that cycle; its last switch-out adds only the few µs after this.
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let buffer = active_buffer();
-    account(now_ns, pid_tgid, cpu, buffer);
+    account(now_ns, pid_tgid, cpu, buffer, true);
     let group_dead: u8 = unsafe { ctx.read_at(EXIT_GROUP_DEAD_OFFSET) }.unwrap_or(0);
     let value = ExitValue {
         tgid,

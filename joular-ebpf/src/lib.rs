@@ -157,6 +157,24 @@ pub struct SampleKey {
     pub java_leaf: JavaFrame,
 }
 
+/// Samples each CPU can log per buffer in `SAMPLE_LOG` before the sampler falls back to
+/// the `COUNTS_*` hash maps (a per-CPU value is at most 32 KiB).
+pub const SAMPLE_LOG_SLOTS: usize = 600;
+
+/// One CPU's samples of one buffer, appended in order: an append is a per-CPU array write,
+/// where a `COUNTS_*` update hashes a 48-byte key and inserts into a shared map. User space
+/// aggregates the log with the `COUNTS_*` entries. The kernel empties a log when it first
+/// writes it with a new `CONFIG_ACTIVE_BUFFER` tag, so user space never clears it: a log
+/// whose `tag` is not the drained buffer's holds an older cycle (already drained).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct SampleLog {
+    pub tag: u32,
+    /// Entries used in `keys`.
+    pub len: u32,
+    pub keys: [SampleKey; SAMPLE_LOG_SLOTS],
+}
+
 /// Key of the on-CPU accounting map.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -216,4 +234,5 @@ mod pod {
     unsafe impl aya::Pod for super::JvmConfig {}
     unsafe impl aya::Pod for super::JavaFrame {}
     unsafe impl aya::Pod for super::JavaStack {}
+    unsafe impl aya::Pod for super::SampleLog {}
 }

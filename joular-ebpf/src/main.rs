@@ -8,8 +8,8 @@ mod maps;
 mod walk;
 
 use aya_ebpf::{
-    macros::{btf_tracepoint, perf_event, tracepoint},
-    programs::{BtfTracePointContext, PerfEventContext, TracePointContext},
+    macros::{perf_event, raw_tracepoint, tracepoint},
+    programs::{PerfEventContext, RawTracePointContext, TracePointContext},
 };
 
 /// cpu-clock sampler, one per online CPU. Walks the user stacks of JVMs in `JVMS` itself
@@ -30,14 +30,15 @@ pub fn joular_sample_stackid(ctx: PerfEventContext) -> u32 {
     }
 }
 
-/// Scheduler accounting (BTF-typed tracepoint, the cheaper one).
-#[btf_tracepoint(function = "sched_switch")]
-pub fn joular_switch_btf(_ctx: BtfTracePointContext) -> u32 {
+/// Scheduler accounting on the raw tracepoint: as cheap per switch as the BTF-typed one, and
+/// user space need not parse the kernel's BTF to attach it.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn joular_switch_raw(_ctx: RawTracePointContext) -> u32 {
     account::on_switch();
     0
 }
 
-/// The same accounting on the classic tracepoint, for kernels that refuse BTF programs.
+/// The same accounting on the classic tracepoint, for kernels that refuse raw tracepoints.
 #[tracepoint]
 pub fn joular_switch_tp(_ctx: TracePointContext) -> u32 {
     account::on_switch();

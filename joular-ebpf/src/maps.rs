@@ -8,7 +8,7 @@ use aya_ebpf::{
 };
 use joular_ebpf::{
     CpuState, CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey,
-    ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_JAVA_STACKS, MAX_JVMS,
+    SampleLog, ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_JAVA_STACKS, MAX_JVMS,
     MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
@@ -23,6 +23,10 @@ pub static TARGETS: HashMap<u32, u8> = HashMap::with_max_entries(MAX_TARGETS, 0)
 pub static COUNTS_0: HashMap<SampleKey, u64> = HashMap::with_max_entries(MAX_SAMPLE_KEYS, 0);
 #[map]
 pub static COUNTS_1: HashMap<SampleKey, u64> = HashMap::with_max_entries(MAX_SAMPLE_KEYS, 0);
+
+/// Per CPU, index = buffer: the samples logged without hashing (see `SampleLog`).
+#[map]
+pub static SAMPLE_LOG: PerCpuArray<SampleLog> = PerCpuArray::with_max_entries(BUFFERS, 0);
 
 #[map]
 pub static STACKS_0: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);

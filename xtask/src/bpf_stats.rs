@@ -42,7 +42,7 @@ impl Drop for BpfStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProgStats {
     pub id: u32,
-    /// `perf_event` (the samplers), `tracing` (tp_btf), `tracepoint`, ...
+    /// `perf_event` (the samplers), `raw_tracepoint` (sched_switch), `tracepoint`, ...
     pub kind: &'static str,
     pub run_time_ns: u64,
     pub runs: u64,

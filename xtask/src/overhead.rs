@@ -349,7 +349,7 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
             _ => "-".into(),
         };
         let rss = format!("{:.1}/{:.1} MiB", med(&|p| Some(p.peak_rss_kib)).unwrap_or(0.0) / 1024.0, med(&|p| Some(p.end_rss_kib)).unwrap_or(0.0) / 1024.0);
-        // The sampler is the one perf_event program; sched_switch is the one tp_btf ("tracing") one.
+        // The sampler is the one perf_event program; sched_switch is the one raw_tracepoint one.
         let prog = |kind: &str| {
             med(&|p| p.programs.iter().find(|s| s.kind == kind).filter(|s| s.runs > 0).map(ProgStats::ns_per_run))
                 .map_or("-".into(), |ns| format!("{ns:.0} ns/run"))
@@ -360,7 +360,7 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
             pct(med(&|p| Some(p.window_cpu_share))),
             pct(med(&|p| Some(p.whole_cpu_share))),
             prog("perf_event"),
-            prog("tracing"),
+            prog("raw_tracepoint"),
         );
     }
     println!("(CPU shares are of one CPU; \"window\" is the JVM's measured window, \"whole\" the profiler's life incl. start-up and exit)");

@@ -9,7 +9,7 @@ use joular_ebpf::{CpuTimeValue, JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP
 
 use super::monotonic;
 use crate::ebpf::{Probe, ProbeError};
-use super::walked;
+use super::{sample_log, walked};
 use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
 /// Programs that read the old buffer index just before the flip finish within microseconds;
@@ -43,6 +43,9 @@ pub struct RawCycle {
 
 pub struct Collector {
     active: u32,
+    /// `CONFIG_ACTIVE_BUFFER` as last written, and as it was before (the drained buffer's).
+    tag: u32,
+    retired_tag: u32,
     /// Flips so far: the kernel tags per-CPU caches of a buffer's contents with it.
     generation: u32,
     last_flip_ns: u64,
@@ -52,7 +55,7 @@ pub struct Collector {
 impl Collector {
     /// Call right after `Probe::load`: the kernel starts on buffer 0.
     pub fn new() -> Self {
-        Self { active: 0, generation: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
+        Self { active: 0, tag: 0, retired_tag: 0, generation: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
     }
 
     /// Ends the current cycle: the kernel switches to the other buffer. Read the cycle's
@@ -63,10 +66,9 @@ impl Collector {
         // Tags repeat after 2^31 flips (68 years of 1 s cycles); a per-CPU cache entry
         // would have to survive that long untouched to be mistaken for a current one.
         self.generation = self.generation.wrapping_add(1) & (u32::MAX >> 1);
-        probe
-            .config
-            .set(CONFIG_ACTIVE_BUFFER, self.generation << 1 | self.active, 0)
-            .map_err(|e| ProbeError::Map("CONFIG", e))?;
+        let tag = self.generation << 1 | self.active;
+        probe.config.set(CONFIG_ACTIVE_BUFFER, tag, 0).map_err(|e| ProbeError::Map("CONFIG", e))?;
+        self.retired_tag = std::mem::replace(&mut self.tag, tag);
         let end_ns = monotonic::now_ns();
         let start_ns = std::mem::replace(&mut self.last_flip_ns, end_ns);
         Ok((start_ns, end_ns))
@@ -77,7 +79,7 @@ impl Collector {
         std::thread::sleep(QUIESCE);
         let old = 1 - self.active;
         let mut cycle = RawCycle { start_ns, end_ns, ..Default::default() };
-        drain_samples(probe, old as usize, &mut cycle)?;
+        drain_samples(probe, old as usize, self.retired_tag, &mut cycle)?;
         drain_thread_cpu(probe, old as usize, &mut cycle)?;
         drain_exits(probe, old as usize, &mut cycle)?;
         drain_cpu_times(probe, old, &mut cycle)?;
@@ -116,9 +118,11 @@ fn comm_str(comm: &[u8; 16]) -> String {
     String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
-fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+    let logs = probe.sample_log.get(&(buffer as u32), 0).map_err(|e| ProbeError::Map("SAMPLE_LOG", e))?;
     let maps = &mut probe.buffers[buffer];
-    let entries: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();
+    let counted: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();
+    let entries = sample_log::merge_counts(logs.iter(), tag, &counted);
     let mut stacks: HashMap<i32, Arc<[u64]>> = HashMap::new();
     // One shared empty stack for every sample that has none (most kernel stacks).
     let empty: Arc<[u64]> = Arc::from([]);
@@ -158,7 +162,7 @@ fn drain_samples(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Resu
             walked,
         });
     }
-    for (key, _) in entries {
+    for (key, _) in counted {
         let _ = maps.counts.remove(&key);
     }
     let ids: Vec<u32> = maps.stacks.stack_ids().filter_map(Result::ok).collect();

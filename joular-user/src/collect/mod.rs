@@ -2,6 +2,7 @@
 
 mod drain;
 pub mod monotonic;
+mod sample_log;
 pub mod walked;
 
 pub use drain::{Collector, RawCycle, ThreadExit};

@@ -7,22 +7,24 @@ use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
     programs::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
-        BtfTracePoint, PerfEvent, TracePoint,
+        PerfEvent, RawTracePoint, TracePoint,
     },
-    Btf, Ebpf, EbpfLoader,
+    Ebpf, EbpfLoader,
 };
 use joular_ebpf::{
-    CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey, ThreadCpuValue,
-    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN,
+    CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS,
 };
 
-use super::{preflight, ProbeError};
+use super::{preflight, sizing::per_cycle_entries, ProbeError};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/joular-ebpf"));
 
 #[derive(Debug, Clone)]
 pub struct ProbeOptions {
     pub frequency_hz: u64,
+    /// Cycle length: the per-cycle maps are sized for this many seconds of samples.
+    pub interval_s: f64,
     /// Profile every process (host mode) instead of the TGIDs given to `add_target`.
     pub all_processes: bool,
     /// Also profile every process the targets fork, and theirs (`record`, `--follow-children`).
@@ -32,13 +34,12 @@ pub struct ProbeOptions {
     /// Attach the scheduler programs (off: CPU time comes from /proc instead).
     pub scheduler: bool,
     pub proc_root: PathBuf,
-    pub sys_root: PathBuf,
 }
 
 /// Which scheduler hook got attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SchedulerHook {
-    BtfTracepoint,
+    RawTracepoint,
     ClassicTracepoint,
 }
 
@@ -58,6 +59,8 @@ pub struct Probe {
     /// JVMs whose stacks the sampler walks (see `set_jvm`).
     pub jvms: HashMap<MapData, u32, JvmConfig>,
     pub buffers: [BufferMaps; 2],
+    /// Per CPU, index = buffer: samples logged without hashing (see `SampleLog`).
+    pub sample_log: PerCpuArray<MapData, SampleLog>,
     pub cpu_times: Array<MapData, CpuTimeValue>,
     pub drops: PerCpuArray<MapData, u64>,
     pub online_cpus: Vec<u32>,
@@ -80,22 +83,22 @@ impl Probe {
         }
         preflight::raise_memlock();
         preflight::ensure_tracefs()?;
-        let btf = if preflight::has_kernel_btf(&opts.sys_root) {
-            Btf::from_sys_fs().ok()
-        } else {
-            None
-        };
-        if btf.is_none() {
-            log::warn!(
-                "the kernel has no BTF (/sys/kernel/btf/vmlinux): using the classic sched_switch \
-                 tracepoint; a kernel built with CONFIG_DEBUG_INFO_BTF=y makes accounting cheaper"
-            );
-        }
+        let online_cpus = aya::util::online_cpus()
+            .map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
         let log_level: u8 = if opts.ebpf_log { aya_log::Level::Debug as u8 } else { 0 };
-        let mut ebpf = EbpfLoader::new()
-            .btf(btf.as_ref())
-            .override_global(aya_log::LEVEL, &log_level, false)
-            .load(OBJECT)?;
+        let sample_keys = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_SAMPLE_KEYS);
+        let java_stacks = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_JAVA_STACKS);
+        // The loader parses the kernel's BTF itself (for relocations); nothing here needs
+        // another copy (the scheduler hook is a raw tracepoint).
+        let mut loader = EbpfLoader::new();
+        loader.override_global(aya_log::LEVEL, &log_level, false);
+        for name in ["COUNTS_0", "COUNTS_1"] {
+            loader.map_max_entries(name, sample_keys);
+        }
+        for name in ["JAVA_STACKS_0", "JAVA_STACKS_1"] {
+            loader.map_max_entries(name, java_stacks);
+        }
+        let mut ebpf = loader.load(OBJECT)?;
         let logger = if opts.ebpf_log {
             match aya_log::EbpfLogger::init(&mut ebpf) {
                 Ok(l) => Some(l),
@@ -108,9 +111,6 @@ impl Probe {
             None
         };
 
-        let online_cpus = aya::util::online_cpus()
-            .map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
-
         let mut config: Array<MapData, u32> = take(&mut ebpf, "CONFIG")?;
         config
             .set(CONFIG_ALL_PROCESSES, u32::from(opts.all_processes), 0)
@@ -121,7 +121,7 @@ impl Probe {
         }
 
         let scheduler_hook = if opts.scheduler {
-            match attach_scheduler(&mut ebpf, btf.as_ref()) {
+            match attach_scheduler(&mut ebpf) {
                 Ok(hook) => Some(hook),
                 Err(e) => {
                     log::warn!("scheduler accounting unavailable ({e}); CPU time comes from /proc jiffies");
@@ -139,6 +139,7 @@ impl Probe {
             targets: take(&mut ebpf, "TARGETS")?,
             jvms: take(&mut ebpf, "JVMS")?,
             buffers: [buffer_maps(&mut ebpf, 0)?, buffer_maps(&mut ebpf, 1)?],
+            sample_log: take(&mut ebpf, "SAMPLE_LOG")?,
             cpu_times: take(&mut ebpf, "CPU_TIMES")?,
             drops: take(&mut ebpf, "DROPS")?,
             online_cpus,
@@ -202,13 +203,11 @@ fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError>
     })
 }
 
-fn attach_scheduler(ebpf: &mut Ebpf, btf: Option<&Btf>) -> Result<SchedulerHook, ProbeError> {
-    if let Some(btf) = btf {
-        let prog: &mut BtfTracePoint = program(ebpf, "joular_switch_btf")?;
-        match prog.load("sched_switch", btf).and_then(|()| prog.attach().map(drop)) {
-            Ok(()) => return Ok(SchedulerHook::BtfTracepoint),
-            Err(e) => log::warn!("tp_btf/sched_switch refused ({e}); using the classic tracepoint"),
-        }
+fn attach_scheduler(ebpf: &mut Ebpf) -> Result<SchedulerHook, ProbeError> {
+    let prog: &mut RawTracePoint = program(ebpf, "joular_switch_raw")?;
+    match prog.load().and_then(|()| prog.attach("sched_switch").map(drop)) {
+        Ok(()) => return Ok(SchedulerHook::RawTracepoint),
+        Err(e) => log::warn!("raw_tp/sched_switch refused ({e}); using the classic tracepoint"),
     }
     let prog: &mut TracePoint = program(ebpf, "joular_switch_tp")?;
     prog.load().map_err(|e| ProbeError::Program("joular_switch_tp", e))?;

@@ -2,6 +2,7 @@
 
 mod loader;
 pub mod preflight;
+mod sizing;
 
 pub use loader::{Probe, ProbeOptions, SchedulerHook};
 

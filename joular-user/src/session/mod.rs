@@ -57,12 +57,12 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     };
     let opts = ProbeOptions {
         frequency_hz: common.frequency,
+        interval_s: common.interval,
         all_processes: matches!(target, Target::All),
         follow_children: target.follows_children(),
         ebpf_log: common.ebpf_log,
         scheduler: common.cpu_time == CpuTimeSource::Ebpf,
         proc_root: common.proc_root.clone(),
-        sys_root: "/sys".into(),
     };
     // Energy first: a bad --sysfs-root or --tdp is reported before anything is loaded.
     let mut energy = energy::EnergyStage::open(&common.energy_options())?;
@@ -106,7 +106,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         common.frequency,
         common.interval,
         match probe.scheduler_hook {
-            Some(SchedulerHook::BtfTracepoint) => "tp_btf/sched_switch",
+            Some(SchedulerHook::RawTracepoint) => "raw_tp/sched_switch",
             Some(SchedulerHook::ClassicTracepoint) => "tracepoint sched/sched_switch",
             None => "/proc jiffies",
         }

@@ -7,6 +7,9 @@
 //! new kernel text appears). That list is checked at most once per `MODULES_CHECK_INTERVAL`, and
 //! it must be checked even when every address resolves: kallsyms has no symbol sizes, so an
 //! address in a module loaded later resolves to the last symbol below it, a wrong name.
+//!
+//! The first copy is made at the first kernel address, not at start: a profile of user code
+//! may never need one, and start-up runs inside the target's first seconds.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -29,6 +32,8 @@ pub struct KernelResolver {
     kallsyms: PathBuf,
     /// The copy blazesym reads, when one could be made (else it reads `kallsyms` itself).
     snapshot: Option<Snapshot>,
+    /// Whether kallsyms was read yet (at the first kernel address).
+    loaded: bool,
     modules: PathBuf,
     /// Hash of the modules list at the last parse (`None`: no such file, e.g. no module support).
     modules_seen: Option<u64>,
@@ -44,9 +49,10 @@ impl KernelResolver {
         let kallsyms = proc_root.join("kallsyms");
         KernelResolver {
             symbolizer: symbolizer(),
-            snapshot: Snapshot::of(&kallsyms),
+            snapshot: None,
+            loaded: false,
             kallsyms,
-            modules_seen: fingerprint(&modules),
+            modules_seen: None,
             modules,
             last_check: None,
             min_check_interval: MODULES_CHECK_INTERVAL,
@@ -67,7 +73,15 @@ impl KernelResolver {
 
     /// One name per address (`None` when unresolved), in input order.
     pub fn resolve(&mut self, addrs: &[u64]) -> Vec<Option<String>> {
-        if self.modules_changed() {
+        if addrs.is_empty() {
+            return Vec::new();
+        }
+        if !self.loaded {
+            self.modules_seen = fingerprint(&self.modules);
+            self.last_check = Some(Instant::now());
+            self.snapshot = Snapshot::of(&self.kallsyms);
+            self.loaded = true;
+        } else if self.modules_changed() {
             self.snapshot = Snapshot::of(&self.kallsyms);
             self.symbolizer = symbolizer();
             self.reloads += 1;
@@ -183,6 +197,19 @@ mod tests {
         std::fs::write(proc.path().join("modules"), "mymod 16384 0 - Live 0xffffffffc0000000\n").unwrap();
         assert_eq!(k.resolve(&[module_fn, 0xffff_ffff_8100_0210]), vec![Some("mod_fn".to_string()), Some("do_more".to_string())]);
         assert_eq!(k.reloads(), 1);
+    }
+
+    #[test]
+    fn kallsyms_is_read_at_the_first_kernel_address_not_at_start() {
+        let proc = fake_proc("ffffffff81000000 T _stext\nffffffff81000100 T at_start\n", "");
+        let mut k = KernelResolver::new(proc.path()).with_check_interval(Duration::ZERO);
+        // No kernel address yet: nothing is read (a missing kallsyms is not even noticed).
+        std::fs::remove_file(proc.path().join("kallsyms")).unwrap();
+        assert_eq!(k.resolve(&[]), Vec::<Option<String>>::new());
+        // The copy is made now, so it holds kallsyms as it is at the first kernel address.
+        std::fs::write(proc.path().join("kallsyms"), CORE).unwrap();
+        assert_eq!(k.resolve(&[0xffff_ffff_8100_0110]), vec![Some("do_work".to_string())]);
+        assert_eq!(k.reloads(), 0);
     }
 
     #[test]
