@@ -12,7 +12,8 @@
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
+        bpf_ktime_get_ns,
     },
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
@@ -94,11 +95,7 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32) {
         return;
     }
     let key = ThreadCpuKey { tid, cpu };
-    let map = if buffer == 0 {
-        &THREAD_CPU_0
-    } else {
-        &THREAD_CPU_1
-    };
+    let map = if buffer == 0 { &THREAD_CPU_0 } else { &THREAD_CPU_1 };
     if let Some(v) = map.get_ptr_mut(&key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
         unsafe { (*v).on_cpu_ns += delta_ns };
@@ -117,12 +114,7 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32) {
 
 pub fn on_switch() {
     let cpu = unsafe { bpf_get_smp_processor_id() };
-    account(
-        unsafe { bpf_ktime_get_ns() },
-        bpf_get_current_pid_tgid(),
-        cpu,
-        active_buffer(),
-    );
+    account(unsafe { bpf_ktime_get_ns() }, bpf_get_current_pid_tgid(), cpu, active_buffer());
 }
 
 #[inline(always)]
@@ -185,11 +177,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let kernel_stack_id = if user_mode {
         -1
     } else {
-        stack_id(
-            ctx.get_stackid(stacks, 0),
-            DROP_KSTACK_COLLISION,
-            DROP_KSTACK_FAILED,
-        )
+        stack_id(ctx.get_stackid(stacks, 0), DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED)
     };
     let key = SampleKey {
         tgid,
@@ -240,12 +228,6 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
         // A recycled PID must not be walked with the old JVM's bounds.
         let _ = JVMS.remove(&tgid);
     }
-    aya_log_ebpf::debug!(
-        ctx,
-        "exit tid {} tgid {} group_dead {}",
-        tid,
-        tgid,
-        group_dead
-    );
+    aya_log_ebpf::debug!(ctx, "exit tid {} tgid {} group_dead {}", tid, tgid, group_dead);
     Ok(0)
 }
