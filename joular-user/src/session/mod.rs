@@ -332,6 +332,9 @@ fn print_symbol_line(sinks: &Sinks) {
     if st.hotspot_jvms > 0 {
         errln!("joular-ebpf: {}", symbolize::hotspot_line(st));
     }
+    for (pid, u) in &st.unwinders {
+        errln!("joular-ebpf: {}", symbolize::unwinder_line(*pid, u));
+    }
     if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 || st.perf_map_entries_not_indexed_total > 0 {
         errln!(
             "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",
