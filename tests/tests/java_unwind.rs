@@ -152,17 +152,17 @@ fn no_flag_jvm_keeps_its_callers(jdk: u32) {
 }
 
 #[test]
-fn jdk17_a_jvm_without_flags_keeps_its_java_callers() {
+fn jdk17_unwind_a_jvm_without_flags_keeps_its_java_callers() {
     no_flag_jvm_keeps_its_callers(17);
 }
 
 #[test]
-fn jdk11_a_jvm_without_flags_keeps_its_java_callers() {
+fn jdk11_unwind_a_jvm_without_flags_keeps_its_java_callers() {
     no_flag_jvm_keeps_its_callers(11);
 }
 
 #[test]
-fn jdk21_a_jvm_without_flags_keeps_its_java_callers() {
+fn jdk21_unwind_a_jvm_without_flags_keeps_its_java_callers() {
     no_flag_jvm_keeps_its_callers(21);
 }
 
@@ -207,12 +207,12 @@ fn app_view_without_flags(jdk: u32) {
 }
 
 #[test]
-fn jdk17_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
+fn jdk17_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
     app_view_without_flags(17);
 }
 
 #[test]
-fn jdk21_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
+fn jdk21_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
     app_view_without_flags(21);
 }
 
@@ -226,12 +226,20 @@ fn deep_recursion(jdk: u32) {
         total += samples;
         let java: Vec<&str> = frames.iter().filter(|f| is_java(f)).map(short).collect();
         let Some((leaf, callers)) = java.split_last() else { continue };
+        // Root first: Thread.run, the lambda's run, lambda$main$0 (unless the walk stopped at
+        // the limit before them), then only `down` frames down to the leaf.
+        let recursion = callers.iter().rev().take_while(|m| **m == "DeepRecursion.down").count();
+        let outer = &callers[..callers.len() - recursion];
+        let known_outer = |m: &&str| {
+            ["java.lang.Thread.run", "DeepRecursion.lambda$main$0"].contains(m) || m.starts_with("DeepRecursion$$Lambda")
+        };
         assert!(
-            callers.iter().all(|m| *m == "DeepRecursion.down"),
-            "JDK {jdk}: a frame other than DeepRecursion.down above the leaf {leaf}: {java:?}"
+            outer.iter().all(known_outer)
+                && ["DeepRecursion.down", "DeepRecursion.spin", "DeepRecursion.lambda$main$0", "java.lang.System.nanoTime"].contains(leaf),
+            "JDK {jdk}: a frame the fixture cannot have: {java:?}"
         );
         assert!(java.len() <= 2 * 128, "JDK {jdk}: {} Java frames, more than the walk limit allows", java.len());
-        if callers.len() >= 127 {
+        if recursion >= 127 {
             deep += samples;
         }
     }
@@ -244,17 +252,17 @@ fn deep_recursion(jdk: u32) {
 }
 
 #[test]
-fn jdk17_deep_recursion_stops_at_the_frame_limit() {
+fn jdk17_unwind_deep_recursion_stops_at_the_frame_limit() {
     deep_recursion(17);
 }
 
 #[test]
-fn jdk11_deep_recursion_stops_at_the_frame_limit() {
+fn jdk11_unwind_deep_recursion_stops_at_the_frame_limit() {
     deep_recursion(11);
 }
 
 #[test]
-fn jdk21_deep_recursion_stops_at_the_frame_limit() {
+fn jdk21_unwind_deep_recursion_stops_at_the_frame_limit() {
     deep_recursion(21);
 }
 
@@ -272,11 +280,12 @@ fn jfr_methods(recording: &Path) -> HashSet<String> {
 
 /// The code cache churns under the profile (ClassChurn: classes loaded, compiled and freed
 /// all the time) on a JVM with no frame-pointer flag: no frame is ever another method's.
-/// Every Template.applyAsLong sample has the churn loop as its caller; every named app
-/// method ran according to JFR's own samples in the same JVM; JDK methods come from JDK
-/// classes; the compiler threads stay the JIT compiler's.
+/// Every Template.applyAsLong sample has the churn loop as its caller; every ClassChurn
+/// method named is one the fixture has; every method on 1% of the samples or more ran
+/// according to JFR's own samples in the same JVM; the compiler threads stay the JIT
+/// compiler's.
 #[test]
-fn jdk17_a_churning_code_cache_never_yields_a_wrong_method() {
+fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join("churn.jfr");
     let jfr = format!("-XX:StartFlightRecording=filename={},settings=profile", recording.display());
@@ -286,12 +295,15 @@ fn jdk17_a_churning_code_cache_never_yields_a_wrong_method() {
     assert!(dump.status.success(), "JFR.dump: {}", String::from_utf8_lossy(&dump.stdout));
     let jfr = jfr_methods(&recording);
     assert!(jfr.contains("ClassChurn$Template.applyAsLong"), "JFR saw no applyAsLong: {jfr:?}");
-    let (mut total, mut template, mut template_in_loop) = (0, 0, 0);
-    let mut ours = HashSet::new();
+    let (mut total, mut template, mut template_in_loop) = (0u64, 0u64, 0u64);
+    let mut ours: HashMap<String, u64> = HashMap::new();
     for (frames, samples, _) in run.stacks() {
         total += samples;
         let java: Vec<&str> = frames.iter().filter(|f| is_java(f)).map(short).collect();
-        ours.extend(java.iter().map(|m| m.to_string()));
+        let distinct: HashSet<&str> = java.iter().copied().collect();
+        for m in distinct {
+            *ours.entry(m.to_owned()).or_default() += samples;
+        }
         if let [.., caller, "ClassChurn$Template.applyAsLong"] = java.as_slice() {
             template += samples;
             template_in_loop += u64::from(caller.starts_with("ClassChurn.lambda$main$")) * samples;
@@ -300,9 +312,20 @@ fn jdk17_a_churning_code_cache_never_yields_a_wrong_method() {
     assert!(total >= 300, "only {total} samples");
     assert!(template * 10 >= total * 7, "{template} of {total} samples in Template.applyAsLong");
     assert_eq!(template_in_loop, template, "applyAsLong samples with another caller than the churn loop");
-    for m in &ours {
-        let jdk_class = ["java.", "jdk.", "sun."].iter().any(|p| m.starts_with(p));
-        assert!(jfr.contains(m) || jdk_class, "{m} is in our stacks but never ran according to JFR ({jfr:?})");
+    // The fixture's own methods, whatever their share, are methods it has.
+    let fixture = ["ClassChurn.lambda$main$0", "ClassChurn$Template.applyAsLong", "ClassChurn$Template.<init>", "ClassChurn$OneShotLoader.loadClass", "ClassChurn$OneShotLoader.<init>"];
+    for m in ours.keys().filter(|m| m.starts_with("ClassChurn")) {
+        assert!(fixture.contains(&m.as_str()) || m.starts_with("ClassChurn$$Lambda"), "{m}: not a method of ClassChurn");
+    }
+    // Every method on 1% of the samples or more ran according to JFR's own samples (~1,000 of
+    // them miss such a method with odds of 1 in 20,000); JFR leaves out the frames of hidden
+    // classes (a lambda's), whose host class must run instead.
+    for (m, &n) in &ours {
+        if n * 100 < total {
+            continue;
+        }
+        let hidden_host = m.split_once("$$Lambda").is_some_and(|(host, _)| jfr.iter().any(|j| j.starts_with(&format!("{host}."))));
+        assert!(jfr.contains(m) || hidden_host, "{m} is on {n} of {total} samples but never ran according to JFR ({jfr:?})");
     }
     let unwinder = run.summary()["java_unwinder"].clone();
     assert_eq!(unwinder["unwinder"], "hotspot", "{unwinder}");
