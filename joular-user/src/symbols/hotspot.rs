@@ -395,6 +395,24 @@ mod tests {
         assert!(h.code(&mut interner, 0x1000, true).1.refreshed);
     }
 
+    /// A compiled frame is named only while the nmethod at its pc has the compile id the
+    /// unwinder read: code freed and reused in between is `[unknown JIT code]`, counted.
+    #[test]
+    fn compiled_frames_are_named_only_with_their_compile_id() {
+        let (mem, manifest) = fixture(17);
+        let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        let pc = manifest.pcs[0];
+        let id = jvm.compile_id_at(pc).expect("an nmethod at a recorded pc");
+        let mut h = HotspotProcess::new(jvm).unwrap();
+        let mut interner = Interner::default();
+        let (code, _) = h.compiled(&mut interner, pc, id);
+        assert!(matches!(code, Code::Frames(_)), "{code:?}");
+        assert_eq!(h.stale_compiled_frames(), 0);
+        let (code, outcome) = h.compiled(&mut interner, pc, id + 1);
+        assert_eq!((code, outcome.unknown), (Code::UnknownJit, true));
+        assert_eq!(h.stale_compiled_frames(), 1);
+    }
+
     #[test]
     fn walk_config_carries_the_interpreter_and_its_frame_slots_once() {
         let (mem, manifest) = fixture(21);
