@@ -271,9 +271,9 @@ mod tests {
 /// The end-of-run line about how a JVM's stacks were unwound.
 pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
     let how = match (u.unwinder.as_str(), &u.reason) {
-        ("hotspot", _) => "compiled frames by their code blobs' frame sizes (HotSpot unwinder, no -XX:+PreserveFramePointer)".to_owned(),
+        ("hotspot", _) => "compiled frames by their code blobs' frame sizes (HotSpot unwinder: no frame pointers in JIT code)".to_owned(),
         (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
-        _ => "frame pointers (-XX:+PreserveFramePointer)".to_owned(),
+        _ => "frame pointers (kept in JIT code)".to_owned(),
     };
     format!(
         "JVM {pid}: Java stacks unwound by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
