@@ -290,15 +290,17 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     if cfg.unwind != JVM_UNWIND_HOTSPOT {
         return fp_step(state, frame);
     }
+    // The leaf's pc is where the thread was: kept (user space names it or says it is
+    // unknown); a caller's pc that no blob holds may be garbage: dropped.
     let Some(block) = find_block(state, pc) else {
-        return Step::cut(None, DROP_JAVA_WALK_NO_BLOB);
+        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
     let l = state.cfg.blob;
     let blob = block + u64::from(l.blob);
     let size = window_field(state, l.size, 4);
     let code_begin = window_field(state, l.code_begin, 8);
     if window_field(state, l.used, 1) == 0 || pc < code_begin || pc >= blob + size {
-        return Step::cut(None, DROP_JAVA_WALK_NO_BLOB);
+        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     }
     let frame_words = window_field(state, l.frame_size, 4) as u32;
     let complete = window_field(state, l.frame_complete, 4) as u32;
@@ -308,10 +310,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         let id = unsafe { bpf_probe_read_user((blob + u64::from(l.compile_id)) as *const u32) };
         match id {
             Ok(id) => frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(id),
-            Err(_) => {
-                count_drop(DROP_JAVA_WALK_READ_FAILED);
-                return Step::stop(None, JAVA_STACK_CUT);
-            }
+            Err(_) => return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_READ_FAILED),
         }
     }
     // `_frame_complete_offset` is -1 for blobs that never set up a frame of their own.
