@@ -44,10 +44,11 @@ use joular_ebpf::{
     DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE,
     FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK,
     INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED,
-    JVM_UNWIND_HOTSPOT, MAX_CODE_HEAPS, MAX_JAVA_FRAMES, MAX_SEGMAP_HOPS,
+    JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 
 use crate::account::count_drop;
+use crate::codeblob::{find_block, follows_call, window_field};
 use crate::maps::{JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, RECENT_STACKS, WALK_STATE};
 
 const BPF_NOEXIST: u64 = 1;
@@ -69,8 +70,6 @@ const MAX_BYTECODE_BYTES: u64 = 1 << 16;
 /// Most bytes an interpreted frame's saved caller sp may lie above its fp (its arguments
 /// and locals sit in between; a method has at most 255 argument words and 65535 locals).
 const MAX_INTERPRETER_EXTENSION_BYTES: u64 = 1 << 20;
-/// Segment-map value of a free segment.
-const FREE_SEGMENT: u8 = 0xff;
 /// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
 /// "native nmethod" (JNI wrappers), little-endian.
 const NAME_NMETHOD: u64 = u64::from_le_bytes(*b"nmethod\0");
@@ -474,73 +473,6 @@ fn return_at(state: &mut WalkState, frame: JavaFrame, at: u64, fp: u64) -> Step 
             advance(state, frame, ret, at + 8, fp)
         }
         Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
-    }
-}
-
-/// Whether a call instruction ends right before `ret` (x86_64): `call rel32`,
-/// `call *%reg` (with or without REX), `call *disp8(%reg)`, `call *disp32(%reg)`,
-/// `call *(%reg)` and `call *disp32(%rip)`.
-#[inline(always)]
-fn follows_call(ret: u64) -> bool {
-    // SAFETY: a user-space read that fails cleanly.
-    let Ok(b) = (unsafe { bpf_probe_read_user((ret - 8) as *const [u8; 8]) }) else {
-        return false;
-    };
-    b[3] == 0xe8
-        || (b[6] == 0xff && (b[7] & 0xf8 == 0xd0 || b[7] & 0xf8 == 0x10))
-        || (b[5] == 0xff && b[6] & 0xf8 == 0x50)
-        || (b[2] == 0xff && (b[3] & 0xf8 == 0x90 || b[3] == 0x15))
-}
-
-/// The start of the used code heap block holding `pc`, its first `BLOB_WINDOW_WORDS`
-/// words read into `state.blob`; as `CodeHeap::find_blob`: the segment map gives, per
-/// segment, how many segments to go back towards the block start (0 at the start).
-#[inline(always)]
-fn find_block(state: &mut WalkState, pc: u64) -> Option<u64> {
-    let cfg = &state.cfg;
-    let mut found = None;
-    for h in 0..MAX_CODE_HEAPS {
-        let heap = &cfg.heaps[h];
-        if (h as u32) < cfg.heap_count && pc >= heap.low && pc < heap.high {
-            found = Some(*heap);
-        }
-    }
-    let heap = found?;
-    let shift = heap.log2_segment_bytes & 31;
-    let mut segment = (pc - heap.low) >> shift;
-    let mut at_start = false;
-    for _ in 0..MAX_SEGMAP_HOPS {
-        // SAFETY: a user-space read that fails cleanly.
-        let tag = unsafe { bpf_probe_read_user((heap.segmap + segment) as *const u8) }.ok()?;
-        if tag == FREE_SEGMENT {
-            return None;
-        }
-        if tag == 0 {
-            at_start = true;
-            break;
-        }
-        segment = segment.checked_sub(u64::from(tag))?;
-    }
-    if !at_start {
-        return None;
-    }
-    let block = heap.low + (segment << shift);
-    // SAFETY: as above; the window lies in the heap (a blob is at least that big, and a
-    // small stub's window runs into the next block, which is mapped too).
-    state.blob = unsafe { bpf_probe_read_user(block as *const [u64; BLOB_WINDOW_WORDS]) }.ok()?;
-    Some(block)
-}
-
-/// A field of the block read into `state.blob`: `bytes` wide at `offset` (user space
-/// checks that each field lies inside one aligned word of the window).
-#[inline(always)]
-fn window_field(state: &WalkState, offset: u32, bytes: u32) -> u64 {
-    let word = state.blob[(offset / 8) as usize & (BLOB_WINDOW_WORDS - 1)];
-    let value = word >> ((offset & 7) * 8);
-    if bytes >= 8 {
-        value
-    } else {
-        value & ((1u64 << (bytes * 8)) - 1)
     }
 }
 
