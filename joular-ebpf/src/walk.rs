@@ -9,9 +9,11 @@
 //! - HotSpot (`JVM_UNWIND_HOTSPOT`, any other JVM): a pc in a code heap is looked up in
 //!   the heap's segment map to find its `CodeBlob`, and the frame is stepped by the blob's
 //!   frame size from sp to the caller's sp, with the return address and saved rbp just below
-//!   it (how HotSpot's own `frame::sender` does it). Interpreted frames, stubs with no frame
-//!   size and native code (libjvm keeps frame pointers in every function that calls
-//!   another) step by fp. An interpreted frame's caller sp is the one it saved.
+//!   it (how HotSpot's own `frame::sender` does it; the lookup is in `codeblob.rs`).
+//!   Interpreted frames, stubs with no frame size and native code (libjvm keeps frame
+//!   pointers in the functions that call others, on JDK 11, 17 and 21) step by fp. An
+//!   interpreted frame's caller sp is the one it saved. A leaf caught in an epilogue (on
+//!   `pop rbp` or `ret`) steps by what is left of its frame.
 //!
 //! Nothing is made up: a pc in the code cache that no live blob holds, a leaf interrupted in
 //! a prologue (its frame is not set up yet) and a return address that no call instruction
@@ -67,6 +69,9 @@ const WINDOW_WORDS: usize = INTERPRETER_WINDOW_WORDS as usize + 2;
 /// A method's bytecodes are at most 65535 bytes: a live bcp (r13) this close to the one
 /// saved in the frame belongs to the same method.
 const MAX_BYTECODE_BYTES: u64 = 1 << 16;
+/// Most bytes between a frame's sp and its frame pointer (Java threads' stacks are 1 MiB by
+/// default; no frame of the JVM or of compiled code comes near).
+const MAX_FRAME_BYTES: u64 = 1 << 20;
 /// Most bytes an interpreted frame's saved caller sp may lie above its fp (its arguments
 /// and locals sit in between; a method has at most 255 argument words and 65535 locals).
 const MAX_INTERPRETER_EXTENSION_BYTES: u64 = 1 << 20;
@@ -355,15 +360,15 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
 }
 
 /// Steps a frame by its frame pointer: saved fp and return address at fp. A frame pointer
-/// of 0 is the thread's first frame; one below sp or unaligned is code without frame
-/// pointers (cut).
+/// of 0 is the thread's first frame; one below sp, unaligned or further above it than any
+/// frame is (a heap pointer or a number in rbp: code without frame pointers) is cut.
 #[inline(always)]
 fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     let (sp, fp) = (state.sp, state.fp);
     if fp == 0 {
         return Step::stop(Some(frame), 0);
     }
-    if fp & 7 != 0 || fp < sp {
+    if fp & 7 != 0 || fp < sp || fp - sp >= MAX_FRAME_BYTES {
         return Step::stop(Some(frame), JAVA_STACK_CUT);
     }
     // SAFETY: a user-space read that fails cleanly.
