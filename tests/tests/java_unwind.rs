@@ -267,10 +267,18 @@ fn jdk21_unwind_deep_recursion_stops_at_the_frame_limit() {
     deep_recursion(21);
 }
 
+/// A JDK tool (`jcmd`, `jfr`) of the JDK whose launcher is `java`.
+fn jdk_tool(java: &str, tool: &str) -> String {
+    match Path::new(java).parent() {
+        Some(bin) if !bin.as_os_str().is_empty() => bin.join(tool).display().to_string(),
+        _ => tool.to_owned(),
+    }
+}
+
 /// Methods in the stack traces of a JFR recording's samples: of threads in Java code
 /// (`jdk.ExecutionSample`) and in native methods (`jdk.NativeMethodSample`).
-fn jfr_methods(recording: &Path) -> HashSet<String> {
-    let out = Command::new("jfr")
+fn jfr_methods(jfr: &str, recording: &Path) -> HashSet<String> {
+    let out = Command::new(jfr)
         .args(["print", "--events", "jdk.ExecutionSample,jdk.NativeMethodSample"])
         .arg(recording)
         .output()
@@ -290,17 +298,20 @@ fn jfr_methods(recording: &Path) -> HashSet<String> {
 /// method named is one the fixture has; every method on 2% of the samples or more ran
 /// according to JFR's own samples in the same JVM; the compiler threads stay the JIT
 /// compiler's.
-#[test]
-fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+fn churning_code_cache(jdk: u32) {
+    let java = java_launcher(jdk);
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join("churn.jfr");
     let jfr = format!("-XX:StartFlightRecording=filename={},settings=profile", recording.display());
-    let jvm = Jvm::start_bare_on("java", "ClassChurn", &["60"], &[&jfr]);
+    let jvm = Jvm::start_bare_on(&java, "ClassChurn", &["60"], &[&jfr]);
     let run = profile_jvm(&jvm, "churner", 8, 200, &[]);
-    let dump = Command::new("jcmd").args([&jvm.pid().to_string(), "JFR.dump", &format!("filename={}", recording.display())]).output().expect("jcmd");
-    assert!(dump.status.success(), "JFR.dump: {}", String::from_utf8_lossy(&dump.stdout));
-    let jfr = jfr_methods(&recording);
-    assert!(jfr.contains("ClassChurn$Template.applyAsLong"), "JFR saw no applyAsLong: {jfr:?}");
+    let dump = Command::new(jdk_tool(&java, "jcmd"))
+        .args([&jvm.pid().to_string(), "JFR.dump", &format!("filename={}", recording.display())])
+        .output()
+        .expect("jcmd");
+    assert!(dump.status.success(), "JDK {jdk}: JFR.dump: {}", String::from_utf8_lossy(&dump.stdout));
+    let jfr = jfr_methods(&jdk_tool(&java, "jfr"), &recording);
+    assert!(jfr.contains("ClassChurn$Template.applyAsLong"), "JDK {jdk}: JFR saw no applyAsLong: {jfr:?}");
     let (mut total, mut template, mut template_in_loop) = (0u64, 0u64, 0u64);
     let mut ours: HashMap<String, u64> = HashMap::new();
     for (frames, samples, _) in run.stacks() {
@@ -315,13 +326,13 @@ fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
             template_in_loop += u64::from(caller.starts_with("ClassChurn.lambda$main$")) * samples;
         }
     }
-    assert!(total >= 300, "only {total} samples");
-    assert!(template * 10 >= total * 7, "{template} of {total} samples in Template.applyAsLong");
-    assert_eq!(template_in_loop, template, "applyAsLong samples with another caller than the churn loop");
+    assert!(total >= 300, "JDK {jdk}: only {total} samples");
+    assert!(template * 10 >= total * 7, "JDK {jdk}: {template} of {total} samples in Template.applyAsLong");
+    assert_eq!(template_in_loop, template, "JDK {jdk}: applyAsLong samples with another caller than the churn loop");
     // The fixture's own methods, whatever their share, are methods it has.
     let fixture = ["ClassChurn.lambda$main$0", "ClassChurn$Template.applyAsLong", "ClassChurn$Template.<init>", "ClassChurn$OneShotLoader.loadClass", "ClassChurn$OneShotLoader.<init>"];
     for m in ours.keys().filter(|m| m.starts_with("ClassChurn")) {
-        assert!(fixture.contains(&m.as_str()) || m.starts_with("ClassChurn$$Lambda"), "{m}: not a method of ClassChurn");
+        assert!(fixture.contains(&m.as_str()) || m.starts_with("ClassChurn$$Lambda"), "JDK {jdk}: {m}: not a method of ClassChurn");
     }
     // Every method on 2% of the samples or more ran according to JFR's own samples (~1,000 of
     // them miss such a method with odds of 1 in 10^8); JFR leaves out the frames of hidden
@@ -331,7 +342,7 @@ fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
             continue;
         }
         let hidden_host = m.split_once("$$Lambda").is_some_and(|(host, _)| jfr.iter().any(|j| j.starts_with(&format!("{host}."))));
-        assert!(jfr.contains(m) || hidden_host, "{m} is on {n} of {total} samples but never ran according to JFR ({jfr:?})");
+        assert!(jfr.contains(m) || hidden_host, "JDK {jdk}: {m} is on {n} of {total} samples but never ran according to JFR ({jfr:?})");
     }
     let unwinder = run.summary()["java_unwinder"].clone();
     assert_eq!(unwinder["unwinder"], "hotspot", "{unwinder}");
@@ -342,9 +353,24 @@ fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
             if comm.starts_with("C2 CompilerThre") || comm.starts_with("C1 CompilerThre") {
                 let tid = t["tid"].as_u64().unwrap();
                 for m in c["methods"].as_array().unwrap().iter().filter(|m| m["tid"] == tid) {
-                    assert_eq!(m["method"], "[JIT compiler]", "compiler thread {tid} charged to {}: {:?}", m["method"], run.stacks_of(tid));
+                    assert_eq!(m["method"], "[JIT compiler]", "JDK {jdk}: compiler thread {tid} charged to {}: {:?}", m["method"], run.stacks_of(tid));
                 }
             }
         }
     }
+}
+
+#[test]
+fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+    churning_code_cache(17);
+}
+
+#[test]
+fn jdk11_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+    churning_code_cache(11);
+}
+
+#[test]
+fn jdk21_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+    churning_code_cache(21);
 }
