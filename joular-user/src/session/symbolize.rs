@@ -285,7 +285,7 @@ pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
 pub fn hotspot_line(st: &SymbolStats) -> String {
     format!(
         "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
-         {} code-cache re-reads, {} JIT frames left unknown, {} interpreted frames unnamed; \
+         {} code-cache re-reads, {} JIT frames left unknown ({} freed before they were named), {} interpreted frames unnamed; \
          misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
          {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
         st.hotspot_jvms,
@@ -293,6 +293,7 @@ pub fn hotspot_line(st: &SymbolStats) -> String {
         st.hotspot_nmethods_read,
         st.code_cache_refreshes,
         st.unknown_jit_frames,
+        st.stale_compiled_frames,
         st.unnamed_interpreted_frames,
         st.method_unreadable,
         st.method_stale,
