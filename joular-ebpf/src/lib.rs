@@ -53,7 +53,16 @@ pub const DROP_JAVA_WALK_READ_FAILED: u32 = 10;
 /// A JVM stack deeper than `MAX_JAVA_FRAMES` (the innermost frames are kept; the stack is
 /// flagged `JAVA_STACK_TRUNCATED`).
 pub const DROP_JAVA_WALK_TRUNCATED: u32 = 11;
-pub const DROP_KINDS: u32 = 12;
+/// A JVM stack walk (HotSpot unwinder) stopped at a code-cache pc that no live code blob
+/// holds (freed code, a heap the published bounds miss, or a segment map too deep).
+pub const DROP_JAVA_WALK_NO_BLOB: u32 = 12;
+/// A JVM stack walk stopped at a leaf interrupted before its frame was set up (a compiled
+/// method's or a stub's prologue): its callers are not where the frame size says.
+pub const DROP_JAVA_WALK_PROLOGUE: u32 = 13;
+/// A JVM stack walk stopped at a return address that no call instruction precedes (a
+/// frame stepped through garbage): the frame is dropped, never named.
+pub const DROP_JAVA_WALK_BAD_RETURN: u32 = 14;
+pub const DROP_KINDS: u32 = 15;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -67,6 +76,9 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "java_stack_collision",
     "java_walk_read_failed",
     "java_walk_truncated",
+    "java_walk_no_blob",
+    "java_walk_prologue",
+    "java_walk_bad_return",
 ];
 
 /// JVM processes whose user stacks the sampler walks itself (`JVMS` entries).
@@ -76,6 +88,55 @@ pub const MAX_JAVA_FRAMES: usize = 128;
 /// Walked stacks per buffer. A cycle holds at most one entry per distinct stack, and at
 /// 100 Hz a 64-CPU host takes 6,400 samples a second.
 pub const MAX_JAVA_STACKS: u32 = 8192;
+
+/// Code heaps a `JvmConfig` describes (HotSpot has at most three: non-nmethods, profiled,
+/// non-profiled; one without `-XX:+SegmentedCodeCache`).
+pub const MAX_CODE_HEAPS: usize = 4;
+/// Words read at a code heap block's start: its `HeapBlock` header and the `CodeBlob`
+/// fields the HotSpot unwinder needs (`BlobLayout` offsets all fall in this window).
+pub const BLOB_WINDOW_WORDS: usize = 16;
+/// Segment-map hops the kernel takes back to a block's start: each hop covers up to 254
+/// segments (of 128 bytes on x86_64), so 16 hops reach 500 KiB into a blob.
+pub const MAX_SEGMAP_HOPS: u32 = 16;
+
+/// `JvmConfig::unwind`: how compiled frames are stepped. `JVM_UNWIND_FP`: by their frame
+/// pointer (the JVM runs with `-XX:+PreserveFramePointer`). `JVM_UNWIND_HOTSPOT`: by the
+/// frame size of the code blob that holds the pc, found through the code heap's segment map.
+pub const JVM_UNWIND_FP: u32 = 0;
+pub const JVM_UNWIND_HOTSPOT: u32 = 1;
+
+/// One code heap: `[low, high)` of its committed code and its segment map (one byte per
+/// segment of `1 << log2_segment_bytes` bytes; see `jvm_symbols::hotspot::codecache`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CodeHeapConfig {
+    pub low: u64,
+    pub high: u64,
+    pub segmap: u64,
+    pub log2_segment_bytes: u32,
+    pub _pad: u32,
+}
+
+/// Where the unwinder finds a blob's fields, in bytes from the start of its code heap
+/// block (the `HeapBlock` header, then the `CodeBlob`), from the JVM's own tables. Every
+/// field lies inside `BLOB_WINDOW_WORDS` words and inside one aligned word.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlobLayout {
+    /// `HeapBlock::Header::_used` (1 byte).
+    pub used: u32,
+    /// `sizeof(HeapBlock)`: where the blob starts.
+    pub blob: u32,
+    /// `CodeBlob::_size` (4 bytes), `_frame_size` (4 bytes, in words),
+    /// `_frame_complete_offset` (4 bytes), `_code_begin` (a pointer), `_name` (a pointer).
+    pub size: u32,
+    pub frame_size: u32,
+    pub frame_complete: u32,
+    pub code_begin: u32,
+    pub name: u32,
+    /// `nmethod::_compile_id` (4 bytes), from the blob start (past the window).
+    pub compile_id: u32,
+}
 
 /// What the sampler needs to walk one JVM's stacks, published by user space (keyed by
 /// tgid in `JVMS`) once it has read the JVM's HotSpot tables. Code bounds are `[start, end)`.
@@ -92,6 +153,16 @@ pub struct JvmConfig {
     /// (x86_64 JDK 9+: -3 and -8). Both must lie in `INTERPRETER_WINDOW_WORDS`.
     pub method_slot: i32,
     pub bcp_slot: i32,
+    /// Where it keeps its caller's sp before arguments were pushed (-1), the sp a
+    /// compiled caller's frame size is counted from.
+    pub sender_sp_slot: i32,
+    /// `JVM_UNWIND_*`.
+    pub unwind: u32,
+    /// Heaps in use in `heaps` (the HotSpot unwinder only).
+    pub heap_count: u32,
+    pub _pad: u32,
+    pub heaps: [CodeHeapConfig; MAX_CODE_HEAPS],
+    pub blob: BlobLayout,
 }
 
 /// An interpreted frame's slots are read in one window of this many words below fp, plus
@@ -102,8 +173,10 @@ pub const INTERPRETER_WINDOW_WORDS: i32 = 8;
 /// changing the format. The kind is in the top byte of `aux` (`FRAME_*`), the rest is
 /// kind-specific:
 /// - `FRAME_NATIVE`: `addr` = pc outside the code cache (aux otherwise 0);
-/// - `FRAME_CODE`: `addr` = pc in the code cache (JIT code or a stub); the low bits are
-///   reserved for a blob cookie (0 today);
+/// - `FRAME_CODE`: `addr` = pc in the code cache (JIT code or a stub); when
+///   `FRAME_CODE_COMPILE_ID` is set, the low 32 bits are the `nmethod::_compile_id` the
+///   unwinder read from the blob (user space names the frame only if the blob at that pc
+///   still has it: freed and reused code is never misnamed);
 /// - `FRAME_INTERPRETED`: `addr` = `Method*`, low bits = bcp.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -117,12 +190,15 @@ pub const FRAME_VALUE_MASK: u64 = (1 << FRAME_KIND_SHIFT) - 1;
 pub const FRAME_NATIVE: u64 = 0;
 pub const FRAME_CODE: u64 = 1;
 pub const FRAME_INTERPRETED: u64 = 2;
+pub const FRAME_CODE_COMPILE_ID: u64 = 1 << 32;
 
 /// The walk stopped at `MAX_JAVA_FRAMES` with more frames below.
 pub const JAVA_STACK_TRUNCATED: u32 = 1;
 /// The walk stopped before the thread's first frame: a read failed, or a frame pointer
 /// was not above the previous one (code without frame pointers).
 pub const JAVA_STACK_CUT: u32 = 2;
+/// The HotSpot unwinder stepped at least one compiled frame by its code blob's frame size.
+pub const JAVA_STACK_HOTSPOT: u32 = 4;
 
 /// A user stack walked by the sampler, stored once per cycle under the 64-bit hash of its
 /// frames below the leaf: the samples of a hot loop, which differ only in their leaf pc or
@@ -232,6 +308,8 @@ mod pod {
     unsafe impl aya::Pod for super::CpuState {}
     unsafe impl aya::Pod for super::ExitValue {}
     unsafe impl aya::Pod for super::JvmConfig {}
+    unsafe impl aya::Pod for super::CodeHeapConfig {}
+    unsafe impl aya::Pod for super::BlobLayout {}
     unsafe impl aya::Pod for super::JavaFrame {}
     unsafe impl aya::Pod for super::JavaStack {}
     unsafe impl aya::Pod for super::SampleLog {}

@@ -3,6 +3,7 @@
 #![no_main]
 
 mod account;
+mod codeblob;
 mod follow;
 mod maps;
 mod walk;

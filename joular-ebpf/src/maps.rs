@@ -1,7 +1,7 @@
 //! Every map has a fixed size; the double-buffered ones come as `_0`/`_1` pairs selected by
 //! `CONFIG[CONFIG_ACTIVE_BUFFER]` (see `joular_ebpf::BUFFERS`).
 
-use crate::walk::RecentStacks;
+use crate::walk::{RecentStacks, WalkState};
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, StackTrace},
@@ -73,3 +73,7 @@ pub static RECENT_STACKS: PerCpuArray<RecentStacks> = PerCpuArray::with_max_entr
 /// Where a stack is walked before it is stored (too big for the 512-byte eBPF stack).
 #[map]
 pub static JAVA_SCRATCH: PerCpuArray<JavaStack> = PerCpuArray::with_max_entries(1, 0);
+
+/// The JVM stack walk in progress on this CPU (see `walk.rs`).
+#[map]
+pub static WALK_STATE: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(1, 0);

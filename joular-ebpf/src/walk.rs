@@ -1,36 +1,57 @@
-//! The user-stack walk for threads of JVMs in `JVMS`: the sampler follows the frame-pointer
-//! chain itself, as `bpf_get_stackid(BPF_F_USER_STACK)` does, but records for every frame
-//! whose pc is in the template interpreter the `Method*` and bcp read from that frame's
-//! slots. User space cannot recover them later: the frame is gone by then, and all
-//! interpreted frames share the interpreter's pcs.
+//! The user-stack walk for threads of JVMs in `JVMS`: the sampler unwinds the stack itself
+//! and records for every frame whose pc is in the template interpreter the `Method*` and bcp
+//! read from that frame's slots. User space cannot recover them later: the frame is gone by
+//! then, and all interpreted frames share the interpreter's pcs.
 //!
-//! Each step is one 16-byte read (saved fp, return address); an interpreted frame takes one
-//! read of its slot window instead. The walk stops at the thread's first frame (a saved fp
-//! of 0), at a frame pointer that is not above the previous one or not aligned (code
-//! without frame pointers: `JAVA_STACK_CUT`), at a failed read (cut, counted) or after
+//! Two unwinders, chosen per JVM by user space (`JvmConfig::unwind`):
+//! - frame pointers (`JVM_UNWIND_FP`, JVMs with `-XX:+PreserveFramePointer`): every frame
+//!   is one 16-byte read at fp (saved fp, return address);
+//! - HotSpot (`JVM_UNWIND_HOTSPOT`, any other JVM): a pc in a code heap is looked up in
+//!   the heap's segment map to find its `CodeBlob`, and the frame is stepped by the blob's
+//!   frame size from sp to the caller's sp, with the return address and saved rbp just below
+//!   it (how HotSpot's own `frame::sender` does it; the lookup is in `codeblob.rs`).
+//!   Interpreted frames, stubs with no frame size and native code (libjvm keeps frame
+//!   pointers in the functions that call others, on JDK 11, 17 and 21) step by fp. An
+//!   interpreted frame's caller sp is the one it saved. A leaf caught in an epilogue (on
+//!   `pop rbp` or `ret`) steps by what is left of its frame.
+//!
+//! Nothing is made up: a pc in the code cache that no live blob holds, a leaf interrupted in
+//! a prologue (its frame is not set up yet) and a return address that no call instruction
+//! precedes (a step through garbage) end the walk there, flagged `JAVA_STACK_CUT` and
+//! counted by cause; the suspicious frame itself is not kept. Compiled frames carry their
+//! nmethod's compile id, which user space checks against the blob it names them from.
+//!
+//! The walk is one `bpf_loop` (one frame per call, state in a per-CPU map), so the verifier
+//! checks the step once rather than once per frame. It stops at the thread's first frame (a
+//! saved fp or return address of 0), at a failed read (cut, counted) or after
 //! `MAX_JAVA_FRAMES` (`JAVA_STACK_TRUNCATED`, counted). The stack is stored once per cycle
 //! under its 64-bit hash; the sample counts reference the hash. Each CPU remembers the
 //! hashes it stored lately in this buffer generation, so a stack seen again (a hot loop)
 //! costs no lookup in the shared stack map, whose cold cache lines and TLB entries are most
 //! of a sample's cost.
 
+use core::ffi::c_void;
+
 use aya_ebpf::{
     bindings::pt_regs,
     helpers::{
         bpf_probe_read_kernel, bpf_probe_read_user,
-        generated::{bpf_get_current_task_btf, bpf_task_pt_regs},
+        generated::{bpf_get_current_task_btf, bpf_loop, bpf_task_pt_regs},
     },
     programs::PerfEventContext,
 };
 use joular_ebpf::{
-    JavaFrame, JavaStack, JvmConfig, DROP_JAVA_STACK_COLLISION, DROP_JAVA_STACK_MAP_FULL,
-    DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE, FRAME_INTERPRETED,
-    FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT,
-    JAVA_STACK_TRUNCATED, MAX_JAVA_FRAMES,
+    JavaFrame, JavaStack, JvmConfig, BLOB_WINDOW_WORDS, DROP_JAVA_STACK_COLLISION,
+    DROP_JAVA_STACK_MAP_FULL, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB,
+    DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE,
+    FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK,
+    INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED,
+    JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 
 use crate::account::count_drop;
-use crate::maps::{JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, RECENT_STACKS};
+use crate::codeblob::{find_block, follows_call, window_field};
+use crate::maps::{JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, RECENT_STACKS, WALK_STATE};
 
 const BPF_NOEXIST: u64 = 1;
 /// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
@@ -48,6 +69,16 @@ const WINDOW_WORDS: usize = INTERPRETER_WINDOW_WORDS as usize + 2;
 /// A method's bytecodes are at most 65535 bytes: a live bcp (r13) this close to the one
 /// saved in the frame belongs to the same method.
 const MAX_BYTECODE_BYTES: u64 = 1 << 16;
+/// Most bytes between a frame's sp and its frame pointer (Java threads' stacks are 1 MiB by
+/// default; no frame of the JVM or of compiled code comes near).
+const MAX_FRAME_BYTES: u64 = 1 << 20;
+/// Most bytes an interpreted frame's saved caller sp may lie above its fp (its arguments
+/// and locals sit in between; a method has at most 255 argument words and 65535 locals).
+const MAX_INTERPRETER_EXTENSION_BYTES: u64 = 1 << 20;
+/// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
+/// "native nmethod" (JNI wrappers), little-endian.
+const NAME_NMETHOD: u64 = u64::from_le_bytes(*b"nmethod\0");
+const NAME_NATIVE_NMETHOD: u64 = u64::from_le_bytes(*b"native n");
 
 /// The user-mode registers the walk starts from.
 pub struct UserRegs {
@@ -56,6 +87,22 @@ pub struct UserRegs {
     pub fp: u64,
     /// r13: the template interpreter's live bcp register on x86_64.
     pub bcp: u64,
+}
+
+/// Per CPU: the walk in progress (`bpf_loop` calls the step with no other state).
+#[repr(C)]
+pub struct WalkState {
+    pub cfg: JvmConfig,
+    pub pc: u64,
+    pub sp: u64,
+    pub fp: u64,
+    /// r13 at the sample, for the leaf frame.
+    pub live_bcp: u64,
+    pub hash: u64,
+    pub len: u32,
+    pub flags: u32,
+    /// The code heap block the current frame's pc is in, as read.
+    pub blob: [u64; BLOB_WINDOW_WORDS],
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
@@ -117,154 +164,320 @@ fn mix(h: u64, v: u64) -> u64 {
 /// counted) and the leaf frame, which the sample's key carries.
 #[inline(always)]
 pub fn walk_and_store(cfg: &JvmConfig, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
-    let Some(out) = JAVA_SCRATCH.get_ptr_mut(0) else {
+    let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(0), WALK_STATE.get_ptr_mut(0)) else {
         return (0, JavaFrame::default());
     };
     // SAFETY: per-CPU scratch, only this CPU uses it, and programs on a CPU do not nest
     // into the sampler.
-    let out = unsafe { &mut *out };
-    let hash = walk(cfg, regs, out);
+    let (out, state) = unsafe { (&mut *out, &mut *state) };
+    let method_word = (INTERPRETER_WINDOW_WORDS + cfg.method_slot) as u32;
+    let bcp_word = (INTERPRETER_WINDOW_WORDS + cfg.bcp_slot) as u32;
+    if method_word >= INTERPRETER_WINDOW_WORDS as u32 || bcp_word >= INTERPRETER_WINDOW_WORDS as u32
+    {
+        return (0, JavaFrame::default());
+    }
+    state.cfg = *cfg;
+    state.pc = regs.pc;
+    state.sp = regs.sp;
+    state.fp = regs.fp;
+    state.live_bcp = regs.bcp;
+    state.hash = 0x6a09_e667_f3bc_c909;
+    state.len = 0;
+    state.flags = JAVA_STACK_TRUNCATED;
+    out.frames[0] = JavaFrame::default();
+    // SAFETY: `walk_frame` is a static function of the bpf_loop callback type; it takes
+    // its state from the per-CPU maps, not from the context pointer.
+    unsafe {
+        bpf_loop(
+            MAX_JAVA_FRAMES as u32,
+            walk_frame as *mut c_void,
+            core::ptr::null_mut(),
+            0,
+        )
+    };
+    let (len, flags) = (state.len.max(1), state.flags);
+    if flags & JAVA_STACK_TRUNCATED != 0 {
+        count_drop(DROP_JAVA_WALK_TRUNCATED);
+    }
+    out.len = len;
+    out.flags = flags;
+    let hash = match mix(state.hash, u64::from(len) | u64::from(flags) << 32) {
+        0 => 1,
+        h => h,
+    };
     let leaf = out.frames[0];
-    if hash == 0 || store(hash, out, tag) {
+    if store(hash, out, tag) {
         (hash, leaf)
     } else {
         (0, leaf)
     }
 }
 
-/// Where the walk is: the frame to record next and the bound its fp must be above.
-struct Cursor {
-    pc: u64,
-    fp: u64,
-    floor: u64,
-}
-
-/// What one step found: the frame at the cursor, and whether the walk goes on (`None`) or
+/// What one step found: the frame at the cursor (`None`: the cursor's pc is not a
+/// believable frame and is dropped), and whether the walk goes on (`stop` = `None`) or
 /// stops there with these `JAVA_STACK_*` flags.
 struct Step {
-    frame: JavaFrame,
+    frame: Option<JavaFrame>,
     stop: Option<u32>,
 }
 
-/// Records the frame at the cursor and moves the cursor to its caller. `live_bcp` is r13
-/// for the interrupted frame: there it holds the current bcp, while the frame's slot holds
-/// the one saved at the last call or safepoint.
-#[inline(always)]
-fn step(cfg: &JvmConfig, c: &mut Cursor, live_bcp: Option<u64>) -> Step {
-    let (pc, fp) = (c.pc, c.fp);
-    let fp_ok = fp != 0 && fp & 7 == 0 && fp >= c.floor;
-    let mut frame = JavaFrame {
-        addr: pc,
-        aux: FRAME_NATIVE << FRAME_KIND_SHIFT,
-    };
-    if pc >= cfg.code_start && pc < cfg.code_end {
-        frame.aux = FRAME_CODE << FRAME_KIND_SHIFT;
-    }
-    if !fp_ok {
-        // A saved fp of 0 is the thread's first frame: the natural end.
-        let flags = if fp == 0 { 0 } else { JAVA_STACK_CUT };
-        return Step {
+impl Step {
+    #[inline(always)]
+    fn stop(frame: Option<JavaFrame>, flags: u32) -> Self {
+        Step {
             frame,
             stop: Some(flags),
-        };
-    }
-    let next: [u64; 2];
-    if pc >= cfg.interpreter_start && pc < cfg.interpreter_end {
-        let window_bytes = (INTERPRETER_WINDOW_WORDS as u64) * 8;
-        // SAFETY: a user-space read that fails cleanly.
-        match unsafe { bpf_probe_read_user((fp - window_bytes) as *const [u64; WINDOW_WORDS]) } {
-            Ok(w) => {
-                let saved_bcp = w[slot_index(&cfg.bcp_slot)];
-                let bcp = match live_bcp {
-                    Some(r13)
-                        if r13.wrapping_sub(saved_bcp).wrapping_add(MAX_BYTECODE_BYTES)
-                            < 2 * MAX_BYTECODE_BYTES =>
-                    {
-                        r13
-                    }
-                    _ => saved_bcp,
-                };
-                frame = JavaFrame {
-                    addr: w[slot_index(&cfg.method_slot)],
-                    aux: (FRAME_INTERPRETED << FRAME_KIND_SHIFT) | (bcp & FRAME_VALUE_MASK),
-                };
-                next = [w[WINDOW_WORDS - 2], w[WINDOW_WORDS - 1]];
-            }
-            Err(_) => {
-                count_drop(DROP_JAVA_WALK_READ_FAILED);
-                return Step {
-                    frame,
-                    stop: Some(JAVA_STACK_CUT),
-                };
-            }
-        }
-    } else {
-        // SAFETY: as above.
-        match unsafe { bpf_probe_read_user(fp as *const [u64; 2]) } {
-            Ok(n) => next = n,
-            Err(_) => {
-                count_drop(DROP_JAVA_WALK_READ_FAILED);
-                return Step {
-                    frame,
-                    stop: Some(JAVA_STACK_CUT),
-                };
-            }
         }
     }
-    if next[1] == 0 {
-        return Step {
-            frame,
-            stop: Some(0),
-        };
+
+    #[inline(always)]
+    fn cut(frame: Option<JavaFrame>, drop: u32) -> Self {
+        count_drop(drop);
+        Step::stop(frame, JAVA_STACK_CUT)
     }
-    c.floor = fp + 16;
-    c.fp = next[0];
-    c.pc = next[1];
-    Step { frame, stop: None }
 }
 
-/// The walk itself: the interrupted frame first, then its callers. Returns the hash of the
-/// frames below the leaf (0 only when `cfg` is unusable).
-#[inline(always)]
-fn walk(cfg: &JvmConfig, regs: &UserRegs, out: &mut JavaStack) -> u64 {
-    let method_word = (INTERPRETER_WINDOW_WORDS + cfg.method_slot) as u32;
-    let bcp_word = (INTERPRETER_WINDOW_WORDS + cfg.bcp_slot) as u32;
-    if method_word >= INTERPRETER_WINDOW_WORDS as u32 || bcp_word >= INTERPRETER_WINDOW_WORDS as u32
-    {
-        return 0;
-    }
-    let mut cursor = Cursor {
-        pc: regs.pc,
-        fp: regs.fp,
-        floor: regs.sp,
+/// One frame per call, as `bpf_loop`'s callback: 0 goes on, 1 ends the loop.
+extern "C" fn walk_frame(index: u64, _ctx: *mut c_void) -> i64 {
+    let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(0), WALK_STATE.get_ptr_mut(0)) else {
+        return 1;
     };
-    let top = step(cfg, &mut cursor, Some(regs.bcp));
-    out.frames[0] = top.frame;
-    let mut hash: u64 = 0x6a09_e667_f3bc_c909;
-    let mut len: u32 = 1;
-    let mut flags = JAVA_STACK_TRUNCATED;
-    if let Some(stop) = top.stop {
-        flags = stop;
-    } else {
-        for i in 1..MAX_JAVA_FRAMES {
-            let s = step(cfg, &mut cursor, None);
-            out.frames[i] = s.frame;
-            len = i as u32 + 1;
-            hash = mix(mix(hash, s.frame.addr), s.frame.aux);
-            if let Some(stop) = s.stop {
-                flags = stop;
-                break;
-            }
+    // SAFETY: per-CPU maps, only this CPU's sampler uses them.
+    let (out, state) = unsafe { (&mut *out, &mut *state) };
+    let i = index as usize;
+    if i >= MAX_JAVA_FRAMES {
+        return 1;
+    }
+    let s = step(state, i == 0);
+    if let Some(frame) = s.frame {
+        out.frames[i] = frame;
+        state.len = i as u32 + 1;
+        if i > 0 {
+            state.hash = mix(mix(state.hash, frame.addr), frame.aux);
         }
     }
-    if flags & JAVA_STACK_TRUNCATED != 0 {
-        count_drop(DROP_JAVA_WALK_TRUNCATED);
+    match s.stop {
+        Some(flags) => {
+            state.flags = flags | (state.flags & JAVA_STACK_HOTSPOT);
+            1
+        }
+        None => 0,
     }
-    out.len = len;
-    out.flags = flags;
-    match mix(hash, u64::from(len) | u64::from(flags) << 32) {
-        0 => 1,
-        h => h,
+}
+
+/// Records the frame at the cursor and moves the cursor to its caller. `leaf`: the
+/// interrupted frame, whose pc is not a return address and whose r13 is the live bcp.
+#[inline(always)]
+fn step(state: &mut WalkState, leaf: bool) -> Step {
+    let (pc, sp) = (state.pc, state.sp);
+    let cfg = &state.cfg;
+    if pc >= cfg.interpreter_start && pc < cfg.interpreter_end {
+        return interpreted_step(state, leaf);
+    }
+    let in_code = pc >= cfg.code_start && pc < cfg.code_end;
+    if !in_code {
+        let frame = JavaFrame {
+            addr: pc,
+            aux: FRAME_NATIVE << FRAME_KIND_SHIFT,
+        };
+        return fp_step(state, frame);
+    }
+    let mut frame = JavaFrame {
+        addr: pc,
+        aux: FRAME_CODE << FRAME_KIND_SHIFT,
+    };
+    // A return address into compiled code or a stub follows a call instruction (the
+    // interpreter pushes its own return addresses, so it is not checked).
+    if !leaf && !follows_call(pc) {
+        return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
+    }
+    if cfg.unwind != JVM_UNWIND_HOTSPOT {
+        return fp_step(state, frame);
+    }
+    // The leaf's pc is where the thread was: kept (user space names it or says it is
+    // unknown); a caller's pc that no blob holds may be garbage: dropped.
+    let Some(block) = find_block(state, pc) else {
+        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
+    };
+    let l = state.cfg.blob;
+    let blob = block + u64::from(l.blob);
+    let size = window_field(state, l.size, 4);
+    let code_begin = window_field(state, l.code_begin, 8);
+    if window_field(state, l.used, 1) == 0 || pc < code_begin || pc >= blob + size {
+        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
+    }
+    let frame_words = window_field(state, l.frame_size, 4) as u32;
+    let complete = window_field(state, l.frame_complete, 4) as u32;
+    // SAFETY: user-space reads that fail cleanly.
+    let name = unsafe { bpf_probe_read_user(window_field(state, l.name, 8) as *const u64) };
+    if let Ok(NAME_NMETHOD | NAME_NATIVE_NMETHOD) = name {
+        let id = unsafe { bpf_probe_read_user((blob + u64::from(l.compile_id)) as *const u32) };
+        match id {
+            Ok(id) => frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(id),
+            Err(_) => return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_READ_FAILED),
+        }
+    }
+    // `_frame_complete_offset` is -1 for blobs that never set up a frame of their own.
+    if leaf && (complete as i32) > 0 && pc < code_begin + u64::from(complete) {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE);
+    }
+    if leaf {
+        if let Some(step) = epilogue_step(state, frame) {
+            return step;
+        }
+    }
+    if frame_words == 0 || frame_words > 1 << 16 {
+        // Stubs without a frame size (StubRoutines) set up an rbp frame.
+        return fp_step(state, frame);
+    }
+    let caller_sp = sp + u64::from(frame_words) * 8;
+    // SAFETY: as above.
+    match unsafe { bpf_probe_read_user((caller_sp - 16) as *const [u64; 2]) } {
+        // Compiled code always has a caller: a return address of 0 is not the end.
+        Ok([_, 0]) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
+        Ok([saved_fp, ret]) => {
+            state.flags |= JAVA_STACK_HOTSPOT;
+            advance(state, frame, ret, caller_sp, saved_fp)
+        }
+        Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+    }
+}
+
+/// Moves the cursor to the caller (pc `ret`, sp, fp): a return address of 0 is the
+/// thread's first frame, the natural end.
+#[inline(always)]
+fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) -> Step {
+    if ret == 0 {
+        return Step::stop(Some(frame), 0);
+    }
+    state.pc = ret;
+    state.sp = sp;
+    state.fp = fp;
+    Step {
+        frame: Some(frame),
+        stop: None,
+    }
+}
+
+/// Steps a frame by its frame pointer: saved fp and return address at fp. A frame pointer
+/// of 0 is the thread's first frame; one below sp, unaligned or further above it than any
+/// frame is (a heap pointer or a number in rbp: code without frame pointers) is cut.
+#[inline(always)]
+fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
+    let (sp, fp) = (state.sp, state.fp);
+    if fp == 0 {
+        return Step::stop(Some(frame), 0);
+    }
+    if fp & 7 != 0 || fp < sp || fp - sp >= MAX_FRAME_BYTES {
+        return Step::stop(Some(frame), JAVA_STACK_CUT);
+    }
+    // SAFETY: a user-space read that fails cleanly.
+    match unsafe { bpf_probe_read_user(fp as *const [u64; 2]) } {
+        Ok([saved_fp, ret]) => advance(state, frame, ret, fp + 16, saved_fp),
+        Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+    }
+}
+
+/// An interpreted frame: `Method*` and bcp from its slots, then a frame-pointer step whose
+/// caller sp is the one the frame saved (a compiled caller's frame is measured from it).
+#[inline(always)]
+fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
+    let (sp, fp) = (state.sp, state.fp);
+    let frame = JavaFrame {
+        addr: state.pc,
+        aux: FRAME_CODE << FRAME_KIND_SHIFT,
+    };
+    // An interpreted frame always has its rbp frame; a caller's that is not above the
+    // callee's sp came from a step through garbage. The leaf may be in the interpreter's
+    // own code before the frame is set up (shown as the interpreter, then cut).
+    if fp == 0 || fp & 7 != 0 || fp < sp {
+        return match leaf {
+            true => Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE),
+            false => Step::cut(None, DROP_JAVA_WALK_BAD_RETURN),
+        };
+    }
+    let window_bytes = (INTERPRETER_WINDOW_WORDS as u64) * 8;
+    // SAFETY: a user-space read that fails cleanly.
+    let w = match unsafe { bpf_probe_read_user((fp - window_bytes) as *const [u64; WINDOW_WORDS]) }
+    {
+        Ok(w) => w,
+        Err(_) => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+    };
+    let cfg = &state.cfg;
+    let saved_bcp = w[slot_index(&cfg.bcp_slot)];
+    let bcp = match leaf {
+        true if state
+            .live_bcp
+            .wrapping_sub(saved_bcp)
+            .wrapping_add(MAX_BYTECODE_BYTES)
+            < 2 * MAX_BYTECODE_BYTES =>
+        {
+            state.live_bcp
+        }
+        _ => saved_bcp,
+    };
+    let frame = JavaFrame {
+        addr: w[slot_index(&cfg.method_slot)],
+        aux: (FRAME_INTERPRETED << FRAME_KIND_SHIFT) | (bcp & FRAME_VALUE_MASK),
+    };
+    let sender_sp = w[slot_index(&cfg.sender_sp_slot)];
+    let caller_sp = if sender_sp >= fp + 16 && sender_sp - fp < MAX_INTERPRETER_EXTENSION_BYTES {
+        sender_sp
+    } else {
+        fp + 16
+    };
+    advance(
+        state,
+        frame,
+        w[WINDOW_WORDS - 1],
+        caller_sp,
+        w[WINDOW_WORDS - 2],
+    )
+}
+
+/// A leaf interrupted in its epilogue, after its frame was torn down (the frame size no
+/// longer applies): on the `ret` (return address at sp), on `pop rbp` (saved rbp at sp,
+/// then the return address), or right after `pop rbp` or `leave` (return address at sp).
+/// Only when a `ret` follows within 15 bytes: a 0x5d or 0xc3 byte elsewhere is part of
+/// another instruction. `None`: not an epilogue.
+#[inline(always)]
+fn epilogue_step(state: &mut WalkState, frame: JavaFrame) -> Option<Step> {
+    let (pc, sp, fp) = (state.pc, state.sp, state.fp);
+    // SAFETY: a user-space read that fails cleanly.
+    let code = unsafe { bpf_probe_read_user((pc - 1) as *const [u8; 16]) }.ok()?;
+    if code[1] == 0xc3 {
+        return Some(return_at(state, frame, sp, fp));
+    }
+    let mut ret_follows = false;
+    for &b in &code[2..] {
+        ret_follows |= b == 0xc3;
+    }
+    if !ret_follows {
+        return None;
+    }
+    if code[1] == 0x5d {
+        // SAFETY: as above.
+        let saved_fp = unsafe { bpf_probe_read_user(sp as *const u64) }.ok()?;
+        return Some(return_at(state, frame, sp + 8, saved_fp));
+    }
+    if code[0] == 0x5d || code[0] == 0xc9 {
+        return Some(return_at(state, frame, sp, fp));
+    }
+    None
+}
+
+/// Steps to the return address at `at` (the caller's sp is just above it), with `fp` as
+/// the caller's frame pointer.
+#[inline(always)]
+fn return_at(state: &mut WalkState, frame: JavaFrame, at: u64, fp: u64) -> Step {
+    // SAFETY: a user-space read that fails cleanly.
+    match unsafe { bpf_probe_read_user(at as *const u64) } {
+        Ok(0) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
+        Ok(ret) => {
+            state.flags |= JAVA_STACK_HOTSPOT;
+            advance(state, frame, ret, at + 8, fp)
+        }
+        Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
     }
 }
 

@@ -57,8 +57,29 @@ pub enum WalkedFrame {
     Native(u64),
     /// A pc in the code cache: compiled Java code or a stub.
     Code(u64),
+    /// A pc in an nmethod whose compile id the unwinder read: named only while the code at
+    /// that pc still has it (freed and reused code is never misnamed).
+    Compiled { pc: u64, compile_id: u32 },
     /// An interpreted Java frame: the `Method*` and bytecode pointer read from its slots.
     Interpreted { method: u64, bcp: u64 },
+}
+
+/// Which unwinder walked a JVM's stacks, and how often it got through (`summary.json`
+/// `java_unwinder`, the end-of-run lines).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JavaUnwinder {
+    /// `hotspot`: compiled frames stepped by their code blob's frame size (a JVM without
+    /// `-XX:+PreserveFramePointer`); `frame_pointers`: every frame by its frame pointer.
+    pub unwinder: String,
+    /// Why a JVM without frame pointers is not unwound by the HotSpot unwinder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Walked stacks (per thread, CPU and cycle) in which the HotSpot unwinder stepped a
+    /// compiled frame, the others, and those of both that stopped before the thread's
+    /// first frame.
+    pub stacks_hotspot: u64,
+    pub stacks_frame_pointers: u64,
+    pub stacks_cut: u64,
 }
 
 /// A user stack walked by the sampler, leaf first.
@@ -70,6 +91,9 @@ pub struct WalkedStack {
     /// The walk stopped before the thread's first frame (a read failed, or code without
     /// frame pointers).
     pub cut: bool,
+    /// The HotSpot unwinder stepped a compiled frame by its frame size (the JVM runs
+    /// without frame pointers in JIT code).
+    pub hotspot: bool,
 }
 
 /// What kind of code a frame is, so flame graphs can colour it.

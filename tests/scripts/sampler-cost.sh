@@ -5,6 +5,8 @@
 # sleeping process), and an estimate per target sample:
 #   (run_time - non-target runs * idle ns/run) / target samples.
 # Usage (as root, after `cargo xtask test`): tests/scripts/sampler-cost.sh <bin> <class> [jvm flags]
+# The JVM runs with -XX:+PreserveFramePointer (frame-pointer unwinder); NO_FRAME_POINTERS=1
+# starts it without (HotSpot unwinder).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=$1 CLASS=$2
@@ -38,7 +40,9 @@ out=$(mktemp -d)
 sleep 600 & idle=$!
 read -r idle_ns idle_runs < <(window $idle "$out/idle.jsonl")
 kill $idle
-java -XX:+PreserveFramePointer "$@" -cp target/java "$CLASS" 600 > "$out/java" &
+FP_FLAG=-XX:+PreserveFramePointer
+[ "${NO_FRAME_POINTERS:-0}" = 1 ] && FP_FLAG=-XX:-PreserveFramePointer
+java $FP_FLAG "$@" -cp target/java "$CLASS" 600 > "$out/java" &
 jvm=$!
 for _ in $(seq 25); do grep -q ready "$out/java" && break; sleep 0.2; done
 sleep 2

@@ -41,7 +41,15 @@ pub fn java_cmd(class: &str, args: &[&str], jvm_flags: &[&str]) -> Vec<String> {
 
 /// [`java_cmd`] with another JDK's launcher.
 pub fn java_cmd_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&str]) -> Vec<String> {
-    let mut v = vec![java.to_string(), "-XX:+PreserveFramePointer".into()];
+    let mut flags = vec!["-XX:+PreserveFramePointer"];
+    flags.extend_from_slice(jvm_flags);
+    java_cmd_bare_on(java, class, args, &flags)
+}
+
+/// A fixture's command line with only `jvm_flags`: no frame pointers unless asked for, as
+/// JVMs in production run.
+pub fn java_cmd_bare_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&str]) -> Vec<String> {
+    let mut v = vec![java.to_string()];
     v.extend(jvm_flags.iter().map(|s| s.to_string()));
     v.extend(["-cp".into(), java_dir().display().to_string(), class.into()]);
     v.extend(args.iter().map(|s| s.to_string()));
@@ -61,7 +69,15 @@ impl Jvm {
 
     /// [`Jvm::start`] with another JDK's launcher.
     pub fn start_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
-        let argv = java_cmd_on(java, class, args, jvm_flags);
+        Self::start_argv(class, java_cmd_on(java, class, args, jvm_flags))
+    }
+
+    /// [`Jvm::start_on`] with only `jvm_flags` (see [`java_cmd_bare_on`]).
+    pub fn start_bare_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
+        Self::start_argv(class, java_cmd_bare_on(java, class, args, jvm_flags))
+    }
+
+    fn start_argv(class: &str, argv: Vec<String>) -> Self {
         let mut child = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().expect("start java");
         // The JVM may print other lines first (e.g. -XX:CompileCommand echoes itself).
         let mut reader = BufReader::new(child.stdout.take().unwrap());

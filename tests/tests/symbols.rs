@@ -94,8 +94,12 @@ fn java_methods_appear_as_leaves_with_their_known_cpu_split_and_agree_with_jfr()
     }
 }
 
+/// A JVM without -XX:+PreserveFramePointer is walked by the HotSpot unwinder: nobody is told
+/// to add the flag, the end-of-run line says which unwinder ran, and nothing crashes. Where
+/// the unwinder cannot run (`--java-symbols perf-map` reads no HotSpot tables), the flag to
+/// add is said once, with the reason.
 #[test]
-fn a_jvm_without_frame_pointers_gets_the_warning_and_nothing_crashes() {
+fn a_jvm_without_frame_pointers_is_unwound_or_gets_the_warning_with_the_reason() {
     let argv = java_cmd("DutyCycle", &["20", "1.0", "0.3"], &[]);
     // Same fixture, minus -XX:+PreserveFramePointer.
     let argv: Vec<&String> = argv.iter().filter(|a| !a.contains("PreserveFramePointer")).collect();
@@ -103,10 +107,16 @@ fn a_jvm_without_frame_pointers_gets_the_warning_and_nothing_crashes() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
     let pid = child.id().to_string();
-    let out = profile(&["--pid", &pid, "--duration", "2"], Duration::from_secs(60));
+    let unwound = profile(&["--pid", &pid, "--duration", "2"], Duration::from_secs(60));
+    let perf_map = profile(&["--pid", &pid, "--duration", "2", "--java-symbols", "perf-map"], Duration::from_secs(60));
     let _ = child.kill();
     let _ = child.wait();
-    assert_success(&out);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.matches("-XX:+PreserveFramePointer").count(), 1, "the flag to add, once: {err}");
+    assert_success(&unwound);
+    assert_success(&perf_map);
+    let err = String::from_utf8_lossy(&unwound.stderr);
+    assert_eq!(err.matches("-XX:+PreserveFramePointer").count(), 0, "flag advice with the HotSpot unwinder: {err}");
+    assert!(err.contains(&format!("JVM {pid}: Java stacks unwound by compiled frames by their code blobs' frame sizes")), "{err}");
+    let err = String::from_utf8_lossy(&perf_map.stderr);
+    assert_eq!(err.matches("restart it with -XX:+PreserveFramePointer").count(), 1, "the flag to add, once: {err}");
+    assert!(err.contains("--java-symbols perf-map reads no HotSpot tables"), "no reason given: {err}");
 }

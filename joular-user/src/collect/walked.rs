@@ -1,8 +1,8 @@
 //! The kernel's walked JVM stacks (`joular_ebpf::JavaStack`) as plain frames.
 
 use joular_ebpf::{
-    JavaFrame, JavaStack, FRAME_CODE, FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_VALUE_MASK,
-    JAVA_STACK_CUT, JAVA_STACK_TRUNCATED, MAX_JAVA_FRAMES,
+    JavaFrame, JavaStack, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT,
+    FRAME_VALUE_MASK, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED, MAX_JAVA_FRAMES,
 };
 
 use crate::model::{WalkedFrame, WalkedStack};
@@ -16,6 +16,7 @@ pub fn decode(raw: &JavaStack, leaf: &JavaFrame) -> WalkedStack {
         frames,
         truncated: raw.flags & JAVA_STACK_TRUNCATED != 0,
         cut: raw.flags & JAVA_STACK_CUT != 0,
+        hotspot: raw.flags & JAVA_STACK_HOTSPOT != 0,
     }
 }
 
@@ -25,6 +26,7 @@ fn frame(f: &JavaFrame) -> WalkedFrame {
     let value = f.aux & FRAME_VALUE_MASK;
     match f.aux >> FRAME_KIND_SHIFT {
         FRAME_INTERPRETED => WalkedFrame::Interpreted { method: f.addr, bcp: value },
+        FRAME_CODE if value & FRAME_CODE_COMPILE_ID != 0 => WalkedFrame::Compiled { pc: f.addr, compile_id: value as u32 },
         FRAME_CODE => WalkedFrame::Code(f.addr),
         // FRAME_NATIVE, and kinds from a newer kernel object.
         _ => WalkedFrame::Native(f.addr),
@@ -49,7 +51,11 @@ mod tests {
     fn frames_decode_by_kind_leaf_first_with_the_sample_leaf() {
         let interp = (FRAME_INTERPRETED << FRAME_KIND_SHIFT) | 0x7f00_1234_5678;
         // As stored: the leaf slot holds another sample's leaf.
-        let stack = raw(&[(0x7f00_0000_2000, FRAME_CODE << FRAME_KIND_SHIFT), (0x8000_2000, interp), (0x5555_0000_4000, 0)], 0);
+        let compiled = (FRAME_CODE << FRAME_KIND_SHIFT) | FRAME_CODE_COMPILE_ID | 417;
+        let stack = raw(
+            &[(0x7f00_0000_2000, FRAME_CODE << FRAME_KIND_SHIFT), (0x8000_2000, interp), (0x7f00_0000_3000, compiled), (0x5555_0000_4000, 0)],
+            JAVA_STACK_HOTSPOT,
+        );
         let leaf = JavaFrame { addr: 0x7f00_0000_1000, aux: FRAME_CODE << FRAME_KIND_SHIFT };
         let got = decode(&stack, &leaf);
         assert_eq!(
@@ -57,10 +63,11 @@ mod tests {
             [
                 WalkedFrame::Code(0x7f00_0000_1000),
                 WalkedFrame::Interpreted { method: 0x8000_2000, bcp: 0x7f00_1234_5678 },
+                WalkedFrame::Compiled { pc: 0x7f00_0000_3000, compile_id: 417 },
                 WalkedFrame::Native(0x5555_0000_4000),
             ]
         );
-        assert!(!got.truncated && !got.cut);
+        assert!(!got.truncated && !got.cut && got.hotspot);
     }
 
     #[test]
@@ -68,7 +75,7 @@ mod tests {
         let leaf = JavaFrame::default();
         let mut stack = raw(&[(0, 0), (2, 0)], JAVA_STACK_TRUNCATED | JAVA_STACK_CUT);
         let got = decode(&stack, &leaf);
-        assert!(got.truncated && got.cut);
+        assert!(got.truncated && got.cut && !got.hotspot);
         // A length past the array (a corrupt or foreign value) is clamped, never a panic;
         // a stack is never shorter than its leaf.
         stack.len = u32::MAX;

@@ -46,6 +46,10 @@ pub struct RunSummary {
     /// by thread kind (the JIT compiler's and the collector's share, which JFR does not show).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jvm: Option<JvmShares>,
+    /// Present when the sampler walked this JVM's stacks: which unwinder, and how its
+    /// stacks came out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java_unwinder: Option<crate::model::JavaUnwinder>,
     /// This process's energy that no method stands for, per view, by bucket (`(no samples)`,
     /// `[GC]`, `(no app frame)`...) or unnamed frame (`Interpreter`, `[unknown JIT code]`):
     /// what the JoularJX files leave out, so that their rows plus these make `energy_uj`.

@@ -71,6 +71,7 @@ struct Process {
     comm: String,
     /// Seen to be a JVM (`methods` says how); never goes back.
     jvm: bool,
+    java_unwinder: Option<crate::model::JavaUnwinder>,
     timeline: Timeline,
 }
 
@@ -152,6 +153,7 @@ impl Results {
                     threads: BTreeMap::new(),
                     comm: String::new(),
                     jvm: false,
+                    java_unwinder: None,
                     timeline: Timeline::default(),
                 },
             );
@@ -377,6 +379,14 @@ impl Results {
         Ok((charges, flipped))
     }
 
+    /// Which unwinder walks a JVM's stacks, as of the last symbolized cycle (a process not
+    /// seen in a cycle yet is left alone).
+    pub fn set_java_unwinder(&mut self, pid: u32, unwinder: &crate::model::JavaUnwinder) {
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.java_unwinder = Some(unwinder.clone());
+        }
+    }
+
     /// Counts a loss or degradation the session saw (`summary.json` `degraded`).
     pub fn add_degraded(&mut self, cause: &str, count: u64) {
         if count > 0 {
@@ -464,6 +474,7 @@ impl Results {
                 threads,
                 native_frames: self.config.native_frames,
                 jvm: process.jvm.then(JvmShares::default),
+                java_unwinder: process.java_unwinder.clone(),
                 unattributed: Default::default(),
                 degraded: self.degraded.clone(),
             },

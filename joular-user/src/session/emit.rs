@@ -82,6 +82,9 @@ impl Sinks {
         self.unreported_not_indexed +=
             reply.stats.perf_map_entries_not_indexed_total.saturating_sub(self.symbol_stats.perf_map_entries_not_indexed_total);
         self.symbol_stats = reply.stats;
+        for (pid, unwinder) in &self.symbol_stats.unwinders {
+            self.results.set_java_unwinder(*pid, unwinder);
+        }
         while let Some(front) = self.pending.front() {
             if front.report.cycle > reply.cycle {
                 break;

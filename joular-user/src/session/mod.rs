@@ -243,6 +243,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ("perf_map_malformed_lines", st.perf_map_bad_lines),
         ("perf_map_entries_over_budget", st.perf_map_entries_not_indexed_total),
         ("cut_java_stacks", st.cut_java_stacks),
+        ("compiled_frames_freed_before_named", st.stale_compiled_frames),
         ("unresolved_frames", st.unresolved_frames),
         ("cycles_written_before_symbols", sinks.cycles_written_late),
     ] {
@@ -331,6 +332,9 @@ fn print_symbol_line(sinks: &Sinks) {
     let st = &sinks.symbol_stats;
     if st.hotspot_jvms > 0 {
         errln!("joular-ebpf: {}", symbolize::hotspot_line(st));
+    }
+    for (pid, u) in &st.unwinders {
+        errln!("joular-ebpf: {}", symbolize::unwinder_line(*pid, u));
     }
     if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 || st.perf_map_entries_not_indexed_total > 0 {
         errln!(

@@ -268,11 +268,24 @@ mod tests {
     }
 }
 
+/// The end-of-run line about how a JVM's stacks were unwound.
+pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
+    let how = match (u.unwinder.as_str(), &u.reason) {
+        ("hotspot", _) => "compiled frames by their code blobs' frame sizes (HotSpot unwinder: no frame pointers in JIT code)".to_owned(),
+        (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
+        _ => "frame pointers (kept in JIT code)".to_owned(),
+    };
+    format!(
+        "JVM {pid}: Java stacks unwound by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
+        u.stacks_hotspot, u.stacks_frame_pointers, u.stacks_cut
+    )
+}
+
 /// The end-of-run line about Java frames named through HotSpot's tables.
 pub fn hotspot_line(st: &SymbolStats) -> String {
     format!(
         "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
-         {} code-cache re-reads, {} JIT frames left unknown, {} interpreted frames unnamed; \
+         {} code-cache re-reads, {} JIT frames left unknown ({} freed before they were named), {} interpreted frames unnamed; \
          misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
          {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
         st.hotspot_jvms,
@@ -280,6 +293,7 @@ pub fn hotspot_line(st: &SymbolStats) -> String {
         st.hotspot_nmethods_read,
         st.code_cache_refreshes,
         st.unknown_jit_frames,
+        st.stale_compiled_frames,
         st.unnamed_interpreted_frames,
         st.method_unreadable,
         st.method_stale,

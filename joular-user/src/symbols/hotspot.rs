@@ -12,13 +12,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS};
+use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::{
     CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, ProcessMemory,
     Reads,
 };
 
 use super::intern::{FrameId, Interner};
+use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
 
 /// Shown for an interpreted frame whose `Method*` could not be read, and for a pc in the
@@ -55,6 +56,11 @@ pub struct HotspotProcess<R = ProcessMemory> {
     refreshed: bool,
     /// The walk configuration the kernel has for this JVM.
     published: Option<JvmConfig>,
+    /// This cycle's compile ids of the nmethods at pcs the unwinder gave one for.
+    compile_ids: HashMap<u64, Option<u32>>,
+    /// Compiled frames whose nmethod had another compile id by the time it was named (the
+    /// code was freed and its space reused), shown as `[unknown JIT code]`.
+    stale_compiled_frames: u64,
 }
 
 impl HotspotProcess<ProcessMemory> {
@@ -72,17 +78,33 @@ impl<R: MemoryReader> HotspotProcess<R> {
         if jvm.layout().version.major == 0 {
             return Err(HotspotError::MissingField { what: "Abstract_VM_Version::_vm_major_version (JVM still starting)".into() });
         }
-        Ok(Self { jvm, code: HashMap::new(), interpreted: HashMap::new(), refreshed: false, published: None })
+        Ok(Self {
+            jvm,
+            code: HashMap::new(),
+            interpreted: HashMap::new(),
+            refreshed: false,
+            published: None,
+            compile_ids: HashMap::new(),
+            stale_compiled_frames: 0,
+        })
     }
 
     pub fn begin_cycle(&mut self) {
         self.code.clear();
         self.interpreted.clear();
+        self.compile_ids.clear();
         self.refreshed = false;
         // A JVM read while it starts may have no interpreter yet: nothing to walk with.
-        if self.walk_config().is_none() {
+        if self.walk_config(true).is_none() {
             self.jvm.refresh_code_cache();
+        } else {
+            // Heaps grow as code is committed: the kernel's unwinder needs their bounds.
+            self.jvm.refresh_code_heaps();
         }
+    }
+
+    pub fn stale_compiled_frames(&self) -> u64 {
+        self.stale_compiled_frames
     }
 
     pub fn misses(&self) -> Misses {
@@ -103,8 +125,9 @@ impl<R: MemoryReader> HotspotProcess<R> {
     /// The walk configuration for the kernel, if it differs from what was published last
     /// (then it counts as published). `None` while the JVM has no interpreter yet, or
     /// when its interpreter frame slots are not where the kernel can read them.
-    pub fn take_walk_config(&mut self) -> Option<JvmConfig> {
-        let config = self.walk_config()?;
+    /// `frame_pointers`: the JVM keeps them in JIT code (`-XX:+PreserveFramePointer`).
+    pub fn take_walk_config(&mut self, frame_pointers: bool) -> Option<JvmConfig> {
+        let config = self.walk_config(frame_pointers)?;
         if self.published == Some(config) {
             return None;
         }
@@ -112,14 +135,36 @@ impl<R: MemoryReader> HotspotProcess<R> {
         Some(config)
     }
 
-    fn walk_config(&self) -> Option<JvmConfig> {
+    /// How the kernel unwinds this JVM's compiled frames, once published.
+    pub fn published_unwind(&self) -> Option<u32> {
+        self.published.map(|c| c.unwind)
+    }
+
+    /// Why the HotSpot unwinder cannot walk this JVM's compiled frames, if it cannot.
+    pub fn hotspot_unwind_unavailable(&self) -> Option<Unavailable> {
+        self.hotspot_unwind().err()
+    }
+
+    fn hotspot_unwind(&self) -> Result<JvmConfig, Unavailable> {
+        let blob = walk_config::blob_layout(self.jvm.layout().code.as_ref())?;
+        let (heaps, heap_count) = walk_config::heaps(self.jvm.code_heaps())?;
+        Ok(JvmConfig { unwind: JVM_UNWIND_HOTSPOT, heaps, heap_count, blob, ..JvmConfig::default() })
+    }
+
+    fn walk_config(&self, frame_pointers: bool) -> Option<JvmConfig> {
         let (interpreter_start, interpreter_end) = self.jvm.interpreter_bounds()?;
         let (code_start, code_end) = self.jvm.code_cache_bounds().unwrap_or((interpreter_start, interpreter_end));
         let slots = self.jvm.layout().interpreter_frame;
         let in_window = |slot: i64| (-i64::from(INTERPRETER_WINDOW_WORDS)..0).contains(&slot);
-        if !in_window(slots.method_slot) || !in_window(slots.bcp_slot) {
+        if !in_window(slots.method_slot) || !in_window(slots.bcp_slot) || !in_window(slots.sender_sp_slot) {
             return None;
         }
+        // Frame pointers when the JVM keeps them (cheaper); its code blobs' frame sizes
+        // otherwise, when the tables allow; else frame pointers, cut at compiled frames.
+        let unwinder = match frame_pointers {
+            true => JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() },
+            false => self.hotspot_unwind().unwrap_or(JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() }),
+        };
         Some(JvmConfig {
             interpreter_start,
             interpreter_end,
@@ -127,6 +172,8 @@ impl<R: MemoryReader> HotspotProcess<R> {
             code_end,
             method_slot: slots.method_slot as i32,
             bcp_slot: slots.bcp_slot as i32,
+            sender_sp_slot: slots.sender_sp_slot as i32,
+            ..unwinder
         })
     }
 
@@ -165,6 +212,25 @@ impl<R: MemoryReader> HotspotProcess<R> {
         outcome.unknown = code == Code::UnknownJit;
         self.code.insert(pc, code.clone());
         (code, outcome)
+    }
+
+    /// [`HotspotProcess::code`] for a compiled frame the kernel read `compile_id` for: named
+    /// only if the nmethod at `pc` still has that compile id (checked once per pc and
+    /// cycle), else `[unknown JIT code]`, counted.
+    pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32) -> (Code, CodeOutcome) {
+        let now = match self.compile_ids.get(&pc) {
+            Some(&id) => id,
+            None => {
+                let id = self.jvm.compile_id_at(pc);
+                self.compile_ids.insert(pc, id);
+                id
+            }
+        };
+        if now != Some(compile_id) {
+            self.stale_compiled_frames += 1;
+            return (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true });
+        }
+        self.code(interner, pc, true)
     }
 
     fn resolve(&mut self, interner: &mut Interner, pc: u64) -> Code {
@@ -329,16 +395,41 @@ mod tests {
         assert!(h.code(&mut interner, 0x1000, true).1.refreshed);
     }
 
+    /// A compiled frame is named only while the nmethod at its pc has the compile id the
+    /// unwinder read: code freed and reused in between is `[unknown JIT code]`, counted.
+    #[test]
+    fn compiled_frames_are_named_only_with_their_compile_id() {
+        let (mem, manifest) = fixture(17);
+        let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        let pc = manifest.pcs[0];
+        let id = jvm.compile_id_at(pc).expect("an nmethod at a recorded pc");
+        let mut h = HotspotProcess::new(jvm).unwrap();
+        let mut interner = Interner::default();
+        let (code, _) = h.compiled(&mut interner, pc, id);
+        assert!(matches!(code, Code::Frames(_)), "{code:?}");
+        assert_eq!(h.stale_compiled_frames(), 0);
+        let (code, outcome) = h.compiled(&mut interner, pc, id + 1);
+        assert_eq!((code, outcome.unknown), (Code::UnknownJit, true));
+        assert_eq!(h.stale_compiled_frames(), 1);
+    }
+
     #[test]
     fn walk_config_carries_the_interpreter_and_its_frame_slots_once() {
         let (mem, manifest) = fixture(21);
         let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
-        let config = h.take_walk_config().expect("a config");
-        assert_eq!((config.method_slot, config.bcp_slot), (-3, -8));
+        let config = h.take_walk_config(true).expect("a config");
+        assert_eq!((config.method_slot, config.bcp_slot, config.sender_sp_slot), (-3, -8, -1));
+        assert_eq!(config.unwind, JVM_UNWIND_FP);
         let interp = manifest.interpreter_pc.unwrap();
         assert!((config.interpreter_start..config.interpreter_end).contains(&interp));
         assert!(config.code_start <= config.interpreter_start && config.interpreter_end <= config.code_end);
         assert!(manifest.pcs.iter().all(|pc| (config.code_start..config.code_end).contains(pc)));
-        assert_eq!(h.take_walk_config(), None, "unchanged: nothing to publish again");
+        assert_eq!(h.take_walk_config(true), None, "unchanged: nothing to publish again");
+        // Without frame pointers: the HotSpot unwinder, with the heaps holding every pc.
+        let config = h.take_walk_config(false).expect("a new config");
+        assert_eq!(config.unwind, JVM_UNWIND_HOTSPOT);
+        let heaps = &config.heaps[..config.heap_count as usize];
+        assert!(manifest.pcs.iter().all(|pc| heaps.iter().any(|hp| (hp.low..hp.high).contains(pc))));
+        assert_eq!(h.published_unwind(), Some(JVM_UNWIND_HOTSPOT));
     }
 }

@@ -28,15 +28,16 @@ mod jobs;
 mod jvm;
 mod kernel;
 mod native;
+mod walk_config;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use joular_ebpf::JvmConfig;
+use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
-use crate::model::{FrameKind, Stack, WalkedFrame, WalkedStack};
+use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
 use budget::SymbolBudget;
 use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
@@ -143,6 +144,10 @@ pub struct SymbolStats {
     pub walked_stacks_truncated: u64,
     /// Approximate heap bytes of the HotSpot readers' caches now.
     pub hotspot_cache_bytes: usize,
+    /// Compiled frames whose nmethod was freed and reused before it was named.
+    pub stale_compiled_frames: u64,
+    /// Per live JVM whose stacks the sampler walks: which unwinder, and its stacks.
+    pub unwinders: BTreeMap<u32, JavaUnwinder>,
     /// Wall time spent symbolizing stacks (`symbolize`, `symbolize_walked`), discovery included.
     pub symbolize_ns: u64,
 }
@@ -172,6 +177,8 @@ struct ProcessState {
     hotspot: Hotspot,
     /// Cycles left to check whether a process that is not a JVM became one.
     discovery_attempts_left: u32,
+    /// Walked stacks of this process: (HotSpot-unwound, frame pointers only, cut).
+    walked: (u64, u64, u64),
     /// Frames from the perf map; cleared when the map is reloaded.
     jit: HashMap<u64, FrameId>,
     native: HashMap<u64, FrameId>,
@@ -206,6 +213,7 @@ impl ProcessState {
 #[derive(Debug, Clone, Copy)]
 enum UserInput {
     Pc { pc: u64, code: bool },
+    Compiled { pc: u64, compile_id: u32 },
     Interpreted { method: u64, bcp: u64 },
 }
 
@@ -260,10 +268,33 @@ impl Symbolizer {
 
     /// Kernel map changes asked for since the last call, in order.
     pub fn take_kernel_updates(&mut self) -> Vec<KernelUpdate> {
+        let mut no_unwinder = Vec::new();
         for (&pid, process) in &mut self.processes {
-            if let Some(config) = process.hotspot().and_then(HotspotProcess::take_walk_config) {
-                self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config });
+            let Some(jvm) = &process.jvm else { continue };
+            let frame_pointers = jvm.info.preserve_frame_pointer == FlagState::On;
+            let reason = match &mut process.hotspot {
+                Hotspot::Ready(h) => {
+                    if let Some(config) = h.take_walk_config(frame_pointers) {
+                        self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config });
+                        if config.unwind == JVM_UNWIND_HOTSPOT {
+                            log::info!("JVM {pid}: no frame pointers in JIT code; its compiled frames are unwound by their code blobs' frame sizes");
+                        }
+                    }
+                    match h.published_unwind() {
+                        Some(JVM_UNWIND_HOTSPOT) | None => None,
+                        Some(_) => h.hotspot_unwind_unavailable().map(|u| u.reason()),
+                    }
+                }
+                Hotspot::Unavailable if self.opts.hotspot => Some("its HotSpot tables cannot be read"),
+                Hotspot::Unavailable => Some("--java-symbols perf-map reads no HotSpot tables"),
+                Hotspot::Pending { .. } => None,
+            };
+            if let (Some(reason), false) = (reason, frame_pointers) {
+                no_unwinder.push((pid, reason));
             }
+        }
+        for (pid, reason) in no_unwinder {
+            self.warn_frame_pointers(pid, reason);
         }
         std::mem::take(&mut self.kernel_updates)
     }
@@ -288,6 +319,7 @@ impl Symbolizer {
         s.method_stale += m.method_stale;
         s.method_corrupt += m.method_corrupt;
         s.code_unreadable += m.code_unreadable;
+        s.stale_compiled_frames += h.stale_compiled_frames();
         s.hotspot_methods_read += r.methods;
         s.hotspot_nmethods_read += r.nmethods;
         s.code_cache_refreshes += r.code_cache_refreshes;
@@ -295,7 +327,7 @@ impl Symbolizer {
 
     pub fn stats(&self) -> SymbolStats {
         let mut stats = self.stats.clone();
-        for process in self.processes.values() {
+        for (&pid, process) in &self.processes {
             if let Some(jvm) = &process.jvm {
                 stats.jvms += 1;
                 stats.perf_map_entries += jvm.map.index().len();
@@ -313,6 +345,22 @@ impl Symbolizer {
                 stats.hotspot_nmethods_read += r.nmethods;
                 stats.code_cache_refreshes += r.code_cache_refreshes;
                 stats.hotspot_cache_bytes += h.cached_bytes();
+                stats.stale_compiled_frames += h.stale_compiled_frames();
+                if let Some(mode) = h.published_unwind() {
+                    let hotspot = mode == JVM_UNWIND_HOTSPOT;
+                    let frame_pointers = process.jvm.as_ref().is_some_and(|j| j.info.preserve_frame_pointer == FlagState::On);
+                    let reason = (!hotspot && !frame_pointers).then(|| h.hotspot_unwind_unavailable()).flatten().map(|u| u.reason().to_owned());
+                    stats.unwinders.insert(
+                        pid,
+                        JavaUnwinder {
+                            unwinder: if hotspot { "hotspot" } else { "frame_pointers" }.into(),
+                            reason,
+                            stacks_hotspot: process.walked.0,
+                            stacks_frame_pointers: process.walked.1,
+                            stacks_cut: process.walked.2,
+                        },
+                    );
+                }
             }
         }
         stats.distinct_stacks = self.interner.distinct_stacks();
@@ -340,12 +388,20 @@ impl Symbolizer {
         self.stats.walked_stacks += 1;
         self.stats.walked_stacks_cut += u64::from(walked.cut);
         self.stats.walked_stacks_truncated += u64::from(walked.truncated);
+        if let Some(p) = self.processes.get_mut(&pid) {
+            match walked.hotspot {
+                true => p.walked.0 += 1,
+                false => p.walked.1 += 1,
+            }
+            p.walked.2 += u64::from(walked.cut);
+        }
         let inputs: Vec<UserInput> = walked
             .frames
             .iter()
             .map(|f| match *f {
                 WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
                 WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
+                WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id },
                 WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
             })
             .collect();
@@ -374,6 +430,7 @@ impl Symbolizer {
             jvm: None,
             hotspot: Hotspot::Unavailable,
             discovery_attempts_left: DISCOVERY_ATTEMPTS,
+            walked: (0, 0, 0),
             jit: HashMap::new(),
             native: HashMap::new(),
         };
@@ -448,18 +505,22 @@ impl Symbolizer {
         }
     }
 
-    /// Says once that a JVM runs without frame pointers, when that becomes known.
+    /// Counts a JVM that runs without frame pointers, when that becomes known. Whether that
+    /// needs a word to the user depends on the unwinder it gets (`take_kernel_updates`).
     fn note_frame_pointers(&mut self, pid: u32) {
         let Some(jvm) = self.processes.get(&pid).and_then(|p| p.jvm.as_ref()) else {
             return;
         };
-        if jvm.info.preserve_frame_pointer != FlagState::Off {
-            return;
+        if jvm.info.preserve_frame_pointer == FlagState::Off {
+            self.stats.jvms_without_frame_pointers += 1;
         }
-        self.stats.jvms_without_frame_pointers += 1;
+    }
+
+    /// Says once that a JVM's Java stacks are cut at compiled frames, and why.
+    fn warn_frame_pointers(&mut self, pid: u32, reason: &str) {
         if !std::mem::replace(&mut self.frame_pointer_warned, true) {
             log::warn!(
-                "JVM {pid} runs without frame pointers in JIT code, so its Java stacks \
+                "JVM {pid} runs without frame pointers in JIT code and {reason}, so its Java stacks \
                  are cut at the first compiled method: restart it with -XX:+PreserveFramePointer"
             );
         }
@@ -487,6 +548,19 @@ impl Symbolizer {
                     continue;
                 }
                 UserInput::Pc { pc, code } => (pc, code),
+                UserInput::Compiled { pc, compile_id } => {
+                    let code = process.hotspot().map(|h| h.compiled(&mut self.interner, pc, compile_id));
+                    slots[slot] = match code {
+                        Some((Code::Frames(ids), _)) => Some(ids),
+                        Some((_, outcome)) => {
+                            self.stats.unknown_jit_frames += u64::from(outcome.unknown);
+                            one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT))
+                        }
+                        // Only a JVM read through its tables is walked this way.
+                        None => one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT)),
+                    };
+                    continue;
+                }
             };
             if let Some(&id) = process.native.get(&pc) {
                 slots[slot] = one(id);
@@ -574,7 +648,12 @@ impl Symbolizer {
     /// one whose root is Java code was cut (no -XX:+PreserveFramePointer).
     fn note_cut_stack(&mut self, pid: u32, user_leaf_first: &[FrameId]) {
         let is_java = |kind: FrameKind| kind.is_java() || kind == FrameKind::Stub;
-        let Some(jvm) = self.processes.get_mut(&pid).and_then(|p| p.jvm.as_mut()) else {
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        // Frame pointers would not help a JVM the HotSpot unwinder walks.
+        let hotspot_unwound = process.hotspot().and_then(|h| h.published_unwind()) == Some(JVM_UNWIND_HOTSPOT);
+        let Some(jvm) = process.jvm.as_mut() else {
             return;
         };
         if !user_leaf_first.iter().any(|&id| is_java(self.interner.kind(id))) {
@@ -589,6 +668,7 @@ impl Symbolizer {
         // The flag to add is said once: when discovery already warned, cut stacks are expected.
         if !self.cut_warned
             && !self.frame_pointer_warned
+            && !hotspot_unwound
             && jvm.java_stacks >= CUT_STACKS_MIN_SAMPLE
             && jvm.cut_stacks * 2 > jvm.java_stacks
         {

@@ -182,6 +182,23 @@ impl<R: MemoryReader> HotspotJvm<R> {
         self.stubs = codecache::stub_entries(&self.reader, &self.layout.stub_entry_fields);
     }
 
+    /// Re-reads only the code heaps' bounds (cheap: a few words per heap).
+    pub fn refresh_code_heaps(&mut self) {
+        if let Some(code) = &self.layout.code {
+            if let Ok(heaps) = codecache::read_heaps(&self.reader, code) {
+                self.heaps = heaps;
+            }
+        }
+    }
+
+    /// The compile id of the nmethod holding `pc` now (`None`: no nmethod there).
+    pub fn compile_id_at(&mut self, pc: u64) -> Option<u32> {
+        match self.blob_at(pc)?.kind {
+            BlobKind::Nmethod { compile_id, .. } => Some(compile_id),
+            BlobKind::Other => None,
+        }
+    }
+
     /// The method at `m`, checked (see [`super::method`]); `None` is a counted miss.
     pub fn method(&mut self, m: u64) -> Option<Arc<JavaMethod>> {
         if let Some(cached) = self.methods.get(&m) {

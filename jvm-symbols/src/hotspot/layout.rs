@@ -86,6 +86,12 @@ pub struct CodeLayout {
     pub blob_name: u64,
     pub blob_size: Field,
     pub blob_code_start: CodeStart,
+    /// `CodeBlob::_frame_size`, in words: a frame of this code spans this many words from
+    /// its sp to its caller's sp (return address and saved rbp included).
+    pub blob_frame_size: Field,
+    /// `CodeBlob::_frame_complete_offset`: code before it (from the code start) runs
+    /// before the frame is set up.
+    pub blob_frame_complete_offset: Field,
     pub nmethod_method: u64,
     pub nmethod_compile_id: Field,
     /// Address of the static `AbstractInterpreter::_code` (a `StubQueue*`).
@@ -149,6 +155,10 @@ pub struct Layout {
 /// Where an x86_64 interpreter frame keeps its `Method*` and bcp, in words relative to fp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InterpreterFrame {
+    /// The caller's sp as it was before the callee's arguments and locals were pushed
+    /// (`interpreter_frame_sender_sp_offset`): a compiled caller's frame is measured
+    /// from it.
+    pub sender_sp_slot: i64,
     pub method_slot: i64,
     pub bcp_slot: i64,
 }
@@ -326,6 +336,8 @@ fn code_layout(l: &Lookup) -> Result<CodeLayout, HotspotError> {
         blob_name: l.offset("CodeBlob", &["_name"])?,
         blob_size: l.field("CodeBlob", &["_size"])?,
         blob_code_start,
+        blob_frame_size: l.field("CodeBlob", &["_frame_size"])?,
+        blob_frame_complete_offset: l.field("CodeBlob", &["_frame_complete_offset"])?,
         nmethod_method: l.offset("nmethod", &["_method"])?,
         nmethod_compile_id: l.field("nmethod", &["_compile_id"])?,
         interpreter_code: l.static_address("AbstractInterpreter", "_code")?,
@@ -379,7 +391,11 @@ fn interpreter_frame(vm: &VmStructs) -> InterpreterFrame {
     let bcp_slot = vm
         .int_constant("frame::interpreter_frame_bcp_offset")
         .map_or(method_slot - 5, i64::from);
+    let sender_sp_slot = vm
+        .int_constant("frame::interpreter_frame_sender_sp_offset")
+        .unwrap_or(-1) as i64;
     InterpreterFrame {
+        sender_sp_slot,
         method_slot,
         bcp_slot,
     }

@@ -1,0 +1,379 @@
+//! Issue 14 acceptance: JVMs started with no flags at all (no -XX:+PreserveFramePointer) keep
+//! their Java callers, through the sampler's HotSpot unwinder (compiled frames stepped by
+//! their code blob's frame size), on JDK 11, 17 and 21: the same method split and caller
+//! chain as with frame pointers, the `--filter` app view, a recursion deeper than the walk
+//! limit, and a code cache that churns under the profile (cross-checked against JFR in the
+//! same JVM). Run as root by `cargo xtask test` (which installs JDK 11 and 21).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use joular_tests::*;
+use serde_json::Value;
+
+const JAVA_KINDS: [&str; 3] = ["java_jit", "java_inlined", "java_interpreted"];
+const UNKNOWN_JIT: &str = "[unknown JIT code]";
+
+/// One profiled run: JSON cycles, stderr, the result directory and the busy thread's tid.
+struct Run {
+    cycles: Vec<Value>,
+    stderr: String,
+    results: PathBuf,
+    tid: u64,
+    pid: u32,
+    _dir: tempfile::TempDir,
+}
+
+/// Profiles `jvm` (its thread `thread`) for `seconds` at `hz`, with `extra` arguments.
+fn profile_jvm(jvm: &Jvm, thread: &str, seconds: u32, hz: u32, extra: &[&str]) -> Run {
+    let rapl = FakePowercap::start(40.0);
+    let tid = jvm.tid_of(thread) as u64;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.jsonl");
+    let out_dir = dir.path().join("results");
+    let (pid, root, secs, freq) = (jvm.pid().to_string(), rapl.sysfs_root(), seconds.to_string(), hz.to_string());
+    let mut args = vec!["--pid", &pid, "--json", json.to_str().unwrap(), "--sysfs-root", &root, "--output", out_dir.to_str().unwrap()];
+    args.extend(["--duration", &secs, "--frequency", &freq]);
+    args.extend_from_slice(extra);
+    let out = profile(&args, Duration::from_secs(120));
+    assert_success(&out);
+    let results = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
+        .unwrap_or_else(|| panic!("no result tree of {pid} under {}", out_dir.display()));
+    Run { cycles: read_jsonl(&json), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), results, tid, pid: jvm.pid(), _dir: dir }
+}
+
+impl Run {
+    /// A thread's stacks over all cycles: (frames root first, samples, energy µJ).
+    fn stacks_of(&self, tid: u64) -> Vec<(&[Value], u64, f64)> {
+        let mut out = Vec::new();
+        for c in &self.cycles {
+            for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == tid) {
+                for s in t["stacks"].as_array().expect("threads[].stacks") {
+                    out.push((s["frames"].as_array().unwrap().as_slice(), s["samples"].as_u64().unwrap(), s["energy_uj"].as_f64().unwrap()));
+                }
+            }
+        }
+        out
+    }
+
+    fn stacks(&self) -> Vec<(&[Value], u64, f64)> {
+        self.stacks_of(self.tid)
+    }
+
+    fn summary(&self) -> Value {
+        let text = std::fs::read_to_string(self.results.join("summary.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// `summary.json`'s `java_unwinder.unwinder`.
+    fn unwinder(&self) -> String {
+        let s = self.summary();
+        s["java_unwinder"]["unwinder"].as_str().unwrap_or_else(|| panic!("no java_unwinder in summary.json: {s}")).to_owned()
+    }
+}
+
+fn is_java(frame: &Value) -> bool {
+    JAVA_KINDS.contains(&frame["kind"].as_str().unwrap()) && frame["name"] != UNKNOWN_JIT
+}
+
+/// `com.acme.Foo.bar` from `long com.acme.Foo.bar(int)`.
+fn short(frame: &Value) -> &str {
+    let name = frame["name"].as_str().unwrap();
+    let head = &name[..name.find('(').unwrap_or(name.len())];
+    head.rsplit(' ').next().unwrap()
+}
+
+fn leaf_java(frames: &[Value]) -> Option<(usize, &Value)> {
+    frames.iter().enumerate().rev().find(|(_, f)| is_java(f))
+}
+
+/// InlineSplit's left share of left+right energy by leaf method, and the share of the busy
+/// thread's samples that carry `Spinner.run` and `java.lang.Thread.run` above the leaf.
+fn split_and_chain(run: &Run) -> (f64, f64) {
+    let (mut left, mut both, mut total, mut chained) = (0.0, 0.0, 0u64, 0u64);
+    for (frames, samples, uj) in run.stacks() {
+        total += samples;
+        let Some((at, leaf)) = leaf_java(frames) else { continue };
+        match short(leaf) {
+            "InlineSplit.left" => (left, both) = (left + uj, both + uj),
+            "InlineSplit.right" => both += uj,
+            _ => {}
+        }
+        let above = |name: &str| frames[..at].iter().any(|f| is_java(f) && short(f) == name);
+        if above("java.lang.Thread.run") && above("InlineSplit$Spinner.run") {
+            chained += samples;
+        }
+    }
+    assert!(both > 0.0 && total > 0, "no left/right samples");
+    (left / both, chained as f64 / total as f64)
+}
+
+/// The same fixture with no flags and with -XX:+PreserveFramePointer: the method split agrees
+/// within 3 pp, at least 95% of the busy thread's samples keep their Java callers down to
+/// `java.lang.Thread.run`, the no-flag JVM is unwound by the HotSpot unwinder (the frame-pointer
+/// one by frame pointers) and nobody is told to restart it with the flag.
+fn no_flag_jvm_keeps_its_callers(jdk: u32) {
+    let java = java_launcher(jdk);
+    let bare = {
+        let jvm = Jvm::start_bare_on(&java, "InlineSplit", &["60"], &[]);
+        profile_jvm(&jvm, "inliner", 15, 400, &[])
+    };
+    let with_fp = {
+        let jvm = Jvm::start_on(&java, "InlineSplit", &["60"], &[]);
+        profile_jvm(&jvm, "inliner", 15, 400, &[])
+    };
+    let (bare_left, bare_chained) = split_and_chain(&bare);
+    let (fp_left, fp_chained) = split_and_chain(&with_fp);
+    assert!(
+        (bare_left - fp_left).abs() <= 0.03,
+        "JDK {jdk}: left has {:.1}% without flags, {:.1}% with frame pointers",
+        bare_left * 100.0,
+        fp_left * 100.0
+    );
+    assert!((bare_left - 0.60).abs() <= 0.05, "JDK {jdk}: left has {:.1}% without flags, expected 60%", bare_left * 100.0);
+    assert!(bare_chained >= 0.95, "JDK {jdk}: only {:.1}% of the no-flag samples carry Spinner.run and Thread.run", bare_chained * 100.0);
+    assert!(fp_chained >= 0.95, "JDK {jdk}: only {:.1}% of the frame-pointer samples carry their callers", fp_chained * 100.0);
+    assert_eq!(bare.unwinder(), "hotspot", "JDK {jdk}: no-flag JVM");
+    assert_eq!(with_fp.unwinder(), "frame_pointers", "JDK {jdk}: JVM with -XX:+PreserveFramePointer");
+    let summary = bare.summary();
+    let u = &summary["java_unwinder"];
+    assert!(u["stacks_hotspot"].as_u64().unwrap() > 0, "JDK {jdk}: no stack stepped by frame size: {u}");
+    assert!(
+        bare.stderr.contains(&format!("JVM {}: Java stacks unwound by compiled frames by their code blobs' frame sizes", bare.pid)),
+        "JDK {jdk}: no unwinder line:\n{}",
+        bare.stderr
+    );
+    assert!(!bare.stderr.contains("restart it with -XX:+PreserveFramePointer"), "JDK {jdk}: flag advice with a working unwinder:\n{}", bare.stderr);
+}
+
+#[test]
+fn jdk17_unwind_a_jvm_without_flags_keeps_its_java_callers() {
+    no_flag_jvm_keeps_its_callers(17);
+}
+
+#[test]
+fn jdk11_unwind_a_jvm_without_flags_keeps_its_java_callers() {
+    no_flag_jvm_keeps_its_callers(11);
+}
+
+#[test]
+fn jdk21_unwind_a_jvm_without_flags_keeps_its_java_callers() {
+    no_flag_jvm_keeps_its_callers(21);
+}
+
+fn csv_rows(path: &Path) -> HashMap<String, f64> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| l.rsplit_once(','))
+        .map(|(k, v)| (k.to_owned(), v.trim().parse().unwrap_or_else(|_| panic!("bad row {k},{v}"))))
+        .collect()
+}
+
+/// `--filter NativeWork` on a JVM with no flags: the BigInteger work `crypto` causes (JDK
+/// Java code, intrinsic stubs and native multiply loops) is charged to `crypto` in the app
+/// view, as it is with frame pointers, and no JDK method is an app method.
+fn app_view_without_flags(jdk: u32) {
+    let jvm = Jvm::start_bare_on(&java_launcher(jdk), "NativeWork", &["60"], &[]);
+    let run = profile_jvm(&jvm, "modpow", 8, 200, &["--filter", "NativeWork"]);
+    let pid = run.pid;
+    let all = csv_rows(&run.results.join(format!("all/total/methods/joularJX-{pid}-all-methods-energy.csv")));
+    let app = csv_rows(&run.results.join(format!("app/total/methods/joularJX-{pid}-filtered-methods-energy.csv")));
+    let jdk_in_all: f64 = all.iter().filter(|(k, _)| k.starts_with("java.math.BigInteger")).map(|(_, v)| v).sum();
+    assert!(jdk_in_all > 0.0, "JDK {jdk}: no BigInteger work in the all view: {all:?}");
+    assert!(app.keys().all(|k| !k.starts_with("java.")), "JDK {jdk}: JDK methods in the app view: {app:?}");
+    let crypto_app = app.get("NativeWork.crypto").copied().unwrap_or(0.0);
+    let crypto_all = all.get("NativeWork.crypto").copied().unwrap_or(0.0);
+    assert!(
+        crypto_app >= crypto_all + 0.9 * jdk_in_all,
+        "JDK {jdk}: crypto: app {crypto_app} J, own {crypto_all} J, BigInteger {jdk_in_all} J"
+    );
+    // In the stacks themselves: the modpow thread's BigInteger samples sit under crypto.
+    let (mut big, mut under) = (0, 0);
+    for (frames, samples, _) in run.stacks() {
+        let Some((at, leaf)) = leaf_java(frames) else { continue };
+        if short(leaf).starts_with("java.math.BigInteger") {
+            big += samples;
+            if frames[..at].iter().any(|f| short(f) == "NativeWork.crypto") {
+                under += samples;
+            }
+        }
+    }
+    assert!(big > 0 && under * 100 >= big * 95, "JDK {jdk}: {under} of {big} BigInteger samples under NativeWork.crypto");
+}
+
+#[test]
+fn jdk17_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
+    app_view_without_flags(17);
+}
+
+#[test]
+fn jdk21_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
+    app_view_without_flags(21);
+}
+
+/// 500 calls of one method: every walked stack stops at the frame limit, flagged truncated
+/// and counted, with nothing but that method above the leaf (no loop, no mis-step).
+fn deep_recursion(jdk: u32) {
+    let jvm = Jvm::start_bare_on(&java_launcher(jdk), "DeepRecursion", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,DeepRecursion::*"]);
+    let run = profile_jvm(&jvm, "recurser", 6, 200, &[]);
+    let (mut total, mut deep) = (0, 0);
+    for (frames, samples, _) in run.stacks() {
+        total += samples;
+        let java: Vec<&str> = frames.iter().filter(|f| is_java(f)).map(short).collect();
+        let Some((leaf, callers)) = java.split_last() else { continue };
+        // Root first: Thread.run, the lambda's run, lambda$main$0 (unless the walk stopped at
+        // the limit before them), then only `down` frames down to the leaf.
+        let recursion = callers.iter().rev().take_while(|m| **m == "DeepRecursion.down").count();
+        let outer = &callers[..callers.len() - recursion];
+        let known_outer = |m: &&str| {
+            // JDK 21 adds Thread.runWith under Thread.run.
+            *m == "DeepRecursion.lambda$main$0" || m.starts_with("java.lang.Thread.run") || m.starts_with("DeepRecursion$$Lambda")
+        };
+        assert!(
+            outer.iter().all(known_outer)
+                && ["DeepRecursion.down", "DeepRecursion.spin", "DeepRecursion.lambda$main$0", "java.lang.System.nanoTime"].contains(leaf),
+            "JDK {jdk}: a frame the fixture cannot have: {java:?}"
+        );
+        assert!(java.len() <= 2 * 128, "JDK {jdk}: {} Java frames, more than the walk limit allows", java.len());
+        if recursion >= 127 {
+            deep += samples;
+        }
+    }
+    assert!(total >= 300, "JDK {jdk}: only {total} samples");
+    assert!(deep * 10 >= total * 9, "JDK {jdk}: only {deep} of {total} samples walked to the frame limit");
+    let truncated = run.summary()["drops"]["java_walk_truncated"].as_u64().unwrap_or(0);
+    assert!(truncated * 10 >= total * 9, "JDK {jdk}: {truncated} truncated walks counted for {total} samples");
+    let line = run.stderr.lines().find(|l| l.contains("Java frames:")).expect("Java frames line");
+    assert!(!line.contains(" 0 truncated"), "JDK {jdk}: no truncated stack counted: {line}");
+}
+
+#[test]
+fn jdk17_unwind_deep_recursion_stops_at_the_frame_limit() {
+    deep_recursion(17);
+}
+
+#[test]
+fn jdk11_unwind_deep_recursion_stops_at_the_frame_limit() {
+    deep_recursion(11);
+}
+
+#[test]
+fn jdk21_unwind_deep_recursion_stops_at_the_frame_limit() {
+    deep_recursion(21);
+}
+
+/// A JDK tool (`jcmd`, `jfr`) of the JDK whose launcher is `java`.
+fn jdk_tool(java: &str, tool: &str) -> String {
+    match Path::new(java).parent() {
+        Some(bin) if !bin.as_os_str().is_empty() => bin.join(tool).display().to_string(),
+        _ => tool.to_owned(),
+    }
+}
+
+/// Methods in the stack traces of a JFR recording's samples: of threads in Java code
+/// (`jdk.ExecutionSample`) and in native methods (`jdk.NativeMethodSample`).
+fn jfr_methods(jfr: &str, recording: &Path) -> HashSet<String> {
+    let out = Command::new(jfr)
+        .args(["print", "--events", "jdk.ExecutionSample,jdk.NativeMethodSample"])
+        .arg(recording)
+        .output()
+        .expect("run jfr");
+    assert!(out.status.success(), "jfr print: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.split_once('(').map(|(m, _)| m.trim().to_owned()))
+        .filter(|m| !m.is_empty() && !m.contains(' ') && !m.contains('='))
+        .collect()
+}
+
+/// The code cache churns under the profile (ClassChurn: classes loaded, compiled and freed
+/// all the time) on a JVM with no frame-pointer flag: no frame is ever another method's.
+/// Every Template.applyAsLong sample has the churn loop as its caller; every ClassChurn
+/// method named is one the fixture has; every method on 2% of the samples or more ran
+/// according to JFR's own samples in the same JVM; the compiler threads stay the JIT
+/// compiler's.
+fn churning_code_cache(jdk: u32) {
+    let java = java_launcher(jdk);
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("churn.jfr");
+    let jfr = format!("-XX:StartFlightRecording=filename={},settings=profile", recording.display());
+    let jvm = Jvm::start_bare_on(&java, "ClassChurn", &["60"], &[&jfr]);
+    let run = profile_jvm(&jvm, "churner", 8, 200, &[]);
+    let dump = Command::new(jdk_tool(&java, "jcmd"))
+        .args([&jvm.pid().to_string(), "JFR.dump", &format!("filename={}", recording.display())])
+        .output()
+        .expect("jcmd");
+    assert!(dump.status.success(), "JDK {jdk}: JFR.dump: {}", String::from_utf8_lossy(&dump.stdout));
+    let jfr = jfr_methods(&jdk_tool(&java, "jfr"), &recording);
+    assert!(jfr.contains("ClassChurn$Template.applyAsLong"), "JDK {jdk}: JFR saw no applyAsLong: {jfr:?}");
+    let (mut total, mut template, mut template_in_loop) = (0u64, 0u64, 0u64);
+    let mut ours: HashMap<String, u64> = HashMap::new();
+    for (frames, samples, _) in run.stacks() {
+        total += samples;
+        let java: Vec<&str> = frames.iter().filter(|f| is_java(f)).map(short).collect();
+        let distinct: HashSet<&str> = java.iter().copied().collect();
+        for m in distinct {
+            *ours.entry(m.to_owned()).or_default() += samples;
+        }
+        if let [.., caller, "ClassChurn$Template.applyAsLong"] = java.as_slice() {
+            template += samples;
+            template_in_loop += u64::from(caller.starts_with("ClassChurn.lambda$main$")) * samples;
+        }
+    }
+    assert!(total >= 300, "JDK {jdk}: only {total} samples");
+    let unknown_leaf: u64 = run.stacks().iter().filter(|(f, _, _)| f.last().is_some_and(|l| l["name"] == UNKNOWN_JIT)).map(|s| s.1).sum();
+    assert!(template * 2 >= total, "JDK {jdk}: {template} of {total} samples in Template.applyAsLong, {unknown_leaf} in unknown JIT code; stderr:\n{}", run.stderr);
+    assert_eq!(template_in_loop, template, "JDK {jdk}: applyAsLong samples with another caller than the churn loop");
+    // The fixture's own methods, whatever their share, are methods it has.
+    let fixture = ["ClassChurn.lambda$main$0", "ClassChurn$Template.applyAsLong", "ClassChurn$Template.<init>", "ClassChurn$OneShotLoader.loadClass", "ClassChurn$OneShotLoader.<init>"];
+    for m in ours.keys().filter(|m| m.starts_with("ClassChurn")) {
+        assert!(fixture.contains(&m.as_str()) || m.starts_with("ClassChurn$$Lambda"), "JDK {jdk}: {m}: not a method of ClassChurn");
+    }
+    // Every method on 2% of the samples or more ran according to JFR's own samples (~1,000 of
+    // them miss such a method with odds of 1 in 10^8); JFR leaves out the frames of hidden
+    // classes (a lambda's), whose host class must run instead.
+    for (m, &n) in &ours {
+        if n * 50 < total {
+            continue;
+        }
+        let hidden_host = m.split_once("$$Lambda").is_some_and(|(host, _)| jfr.iter().any(|j| j.starts_with(&format!("{host}."))));
+        // JDK 21's Thread.runWith is @Hidden: JFR never shows it.
+        let hidden_method = m == "java.lang.Thread.runWith";
+        assert!(jfr.contains(m) || hidden_host || hidden_method, "JDK {jdk}: {m} is on {n} of {total} samples but never ran according to JFR ({jfr:?})");
+    }
+    let unwinder = run.summary()["java_unwinder"].clone();
+    assert_eq!(unwinder["unwinder"], "hotspot", "{unwinder}");
+    // The compiler threads: the JIT compiler's energy, never a Java method's.
+    for c in &run.cycles {
+        for t in c["threads"].as_array().unwrap() {
+            let comm = t["comm"].as_str().unwrap_or("");
+            if comm.starts_with("C2 CompilerThre") || comm.starts_with("C1 CompilerThre") {
+                let tid = t["tid"].as_u64().unwrap();
+                for m in c["methods"].as_array().unwrap().iter().filter(|m| m["tid"] == tid) {
+                    assert_eq!(m["method"], "[JIT compiler]", "JDK {jdk}: compiler thread {tid} charged to {}: {:?}", m["method"], run.stacks_of(tid));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+    churning_code_cache(17);
+}
+
+#[test]
+fn jdk11_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+    churning_code_cache(11);
+}
+
+#[test]
+fn jdk21_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+    churning_code_cache(21);
+}
