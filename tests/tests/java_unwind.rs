@@ -144,7 +144,7 @@ fn no_flag_jvm_keeps_its_callers(jdk: u32) {
     let u = &summary["java_unwinder"];
     assert!(u["stacks_hotspot"].as_u64().unwrap() > 0, "JDK {jdk}: no stack stepped by frame size: {u}");
     assert!(
-        bare.stderr.contains(&format!("JVM {}: Java stacks unwound by compiled frames by their code blobs' frame sizes", bare.pid)),
+        bare.stderr.contains(&format!("JVM {}: Java stacks walked by the HotSpot unwinder (compiled frames stepped by their code blobs' frame sizes", bare.pid)),
         "JDK {jdk}: no unwinder line:\n{}",
         bare.stderr
     );

@@ -115,7 +115,7 @@ fn a_jvm_without_frame_pointers_is_unwound_or_gets_the_warning_with_the_reason()
     assert_success(&perf_map);
     let err = String::from_utf8_lossy(&unwound.stderr);
     assert_eq!(err.matches("-XX:+PreserveFramePointer").count(), 0, "flag advice with the HotSpot unwinder: {err}");
-    assert!(err.contains(&format!("JVM {pid}: Java stacks unwound by compiled frames by their code blobs' frame sizes")), "{err}");
+    assert!(err.contains(&format!("JVM {pid}: Java stacks walked by the HotSpot unwinder (compiled frames stepped by their code blobs' frame sizes")), "{err}");
     let err = String::from_utf8_lossy(&perf_map.stderr);
     assert_eq!(err.matches("restart it with -XX:+PreserveFramePointer").count(), 1, "the flag to add, once: {err}");
     assert!(err.contains("--java-symbols perf-map reads no HotSpot tables"), "no reason given: {err}");

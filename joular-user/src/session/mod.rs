@@ -249,9 +249,6 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     ] {
         sinks.results.add_degraded(cause, count);
     }
-    if st.hotspot_jvms > 0 {
-        errln!("joular-ebpf: {}", symbolize::hotspot_line(&st));
-    }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = sinks.results.finish();
     out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));

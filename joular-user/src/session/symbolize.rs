@@ -271,12 +271,12 @@ mod tests {
 /// The end-of-run line about how a JVM's stacks were unwound.
 pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
     let how = match (u.unwinder.as_str(), &u.reason) {
-        ("hotspot", _) => "compiled frames by their code blobs' frame sizes (HotSpot unwinder: no frame pointers in JIT code)".to_owned(),
+        ("hotspot", _) => "the HotSpot unwinder (compiled frames stepped by their code blobs' frame sizes; the JIT code keeps no frame pointers)".to_owned(),
         (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
-        _ => "frame pointers (kept in JIT code)".to_owned(),
+        _ => "frame pointers (the JIT code keeps them)".to_owned(),
     };
     format!(
-        "JVM {pid}: Java stacks unwound by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
+        "JVM {pid}: Java stacks walked by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
         u.stacks_hotspot, u.stacks_frame_pointers, u.stacks_cut
     )
 }
