@@ -58,7 +58,7 @@ impl RunDir {
     pub fn create(results_root: &OutDir, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
         let name = format!("{pid}-{start_epoch_ms}");
         let dir = results_root
-            .subdir(&name)
+            .new_subdir(&name)
             .map_err(|e| OutputError::io(&results_root.join(&name), e))?;
         Self::create_at(dir, pid)
     }

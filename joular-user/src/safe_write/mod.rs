@@ -189,6 +189,44 @@ impl OutDir {
         self.open_subdir(name)
     }
 
+    /// A new subdirectory `name` that is ours from the moment it has its name: made and opened
+    /// under a random hidden name, then renamed into place. A directory made as `name` and then
+    /// opened could be swapped for a symlink between the two steps by anyone who may write
+    /// here; renamed away later, ours is still the directory the run writes into. A name
+    /// taken meanwhile is opened as [`OutDir::subdir`] does.
+    pub fn new_subdir(&self, name: &str) -> io::Result<OutDir> {
+        check_name(name)?;
+        let at = Some(self.fd.as_raw_fd());
+        let mode = Mode::from_bits_truncate(self.modes.dir_mode());
+        for _ in 0..8 {
+            let tmp = format!(".joular-{}-{:016x}.dir", std::process::id(), random_u64());
+            match nix::sys::stat::mkdirat(at, tmp.as_str(), mode) {
+                Ok(()) => {}
+                Err(nix::errno::Errno::EEXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            // Swapped before it was opened: leave what is there and take another name. Opened
+            // for reading, not O_PATH, so that its mode can be set exactly (umask).
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let Ok(raw) = openat(at, tmp.as_str(), flags, Mode::empty()) else { continue };
+            // SAFETY: the kernel just returned this descriptor and nothing else owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            if self.modes.is_exact() {
+                fchmod(fd.as_raw_fd(), mode)?;
+            }
+            let placed = nix::fcntl::renameat2(at, tmp.as_str(), at, name, nix::fcntl::RenameFlags::RENAME_NOREPLACE);
+            if placed.is_err() {
+                let _ = unlinkat(at, tmp.as_str(), UnlinkatFlags::RemoveDir);
+            }
+            return match placed {
+                Ok(()) => Ok(OutDir { fd, path: self.path.join(name), modes: self.modes }),
+                Err(nix::errno::Errno::EEXIST) => self.subdir(name),
+                Err(e) => Err(e.into()),
+            };
+        }
+        Err(io::Error::other(format!("{}: another process kept taking the directories made for {name}", self.path.display())))
+    }
+
     /// [`OutDir::subdir`] for each component of `rel` in turn (`all/runtime/methods`).
     pub fn create_subdirs(&self, rel: &str) -> io::Result<OutDir> {
         let mut names = rel.split('/').filter(|n| !n.is_empty());

@@ -282,6 +282,32 @@ fn a_directory_swapped_for_a_symlink_mid_run_keeps_receiving_our_files() {
     victim.assert_untouched();
 }
 
+/// The run directory is renamed into place already open: no moment exists in which its name
+/// is ours but not yet opened (the swap the test above makes after the open could otherwise
+/// come between `mkdir` and `open`, and end the run). Nothing temporary is left.
+#[test]
+fn a_new_run_directory_is_opened_before_it_has_its_name() {
+    assert_root();
+    let shared = scratch(0o777, false);
+    let root = OutDir::create_all(shared.path(), Modes::exact(0o750)).unwrap();
+    let run = root.new_subdir("42-1700000000000").unwrap();
+    assert_eq!(run.path(), shared.path().join("42-1700000000000"));
+    assert_eq!(mode_of(&shared.path().join("42-1700000000000")), 0o750);
+    assert_eq!(names(shared.path()), ["42-1700000000000"]);
+    // Moved away and replaced by a symlink after that: our files follow the directory.
+    fs::rename(shared.path().join("42-1700000000000"), shared.path().join("moved")).unwrap();
+    symlink("/", shared.path().join("42-1700000000000")).unwrap();
+    write_whole(&run, "summary.json", "ours");
+    assert_eq!(fs::read_to_string(shared.path().join("moved/summary.json")).unwrap(), "ours");
+    // A name that exists already is opened as subdir() does: a directory is used, a symlink
+    // refused.
+    fs::create_dir(shared.path().join("7-1")).unwrap();
+    assert_eq!(root.new_subdir("7-1").unwrap().path(), shared.path().join("7-1"));
+    let err = root.new_subdir("42-1700000000000").unwrap_err();
+    assert!(err.to_string().contains("is a symlink"), "{err}");
+    assert_eq!(names(shared.path()), ["42-1700000000000", "7-1", "moved"]);
+}
+
 #[test]
 fn reads_refuse_symlinks_fifos_and_oversized_files() {
     let tmp = tempfile::tempdir().unwrap();
