@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod attack;
+pub mod java_stack;
 
 pub fn bin() -> PathBuf {
     let p = PathBuf::from(std::env::var_os("JOULAR_BIN").expect("JOULAR_BIN is not set: run these tests with `cargo xtask test`"));

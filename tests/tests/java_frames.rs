@@ -9,11 +9,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use joular_tests::java_stack::{is_java, leaf_java, short, UNKNOWN_JIT};
 use joular_tests::*;
 use serde_json::Value;
 
-const JAVA_KINDS: [&str; 3] = ["java_jit", "java_inlined", "java_interpreted"];
-const UNKNOWN_JIT: &str = "[unknown JIT code]";
 
 /// One profiled run of a fixture: the JSON cycles, the profiler's stderr, the busy thread's
 /// tid (and those of the other threads asked for), and the result tree.
@@ -141,21 +140,8 @@ fn share_with_callers(paths: &[(Vec<String>, f64)], leaves: &[&str], callers: &[
     (with, total)
 }
 
-fn is_java(frame: &Value) -> bool {
-    JAVA_KINDS.contains(&frame["kind"].as_str().unwrap()) && frame["name"] != UNKNOWN_JIT
-}
 
-/// `com.acme.Foo.bar` from `long com.acme.Foo.bar(int)`.
-fn short(frame: &Value) -> &str {
-    let name = frame["name"].as_str().unwrap();
-    let head = &name[..name.find('(').unwrap_or(name.len())];
-    head.rsplit(' ').next().unwrap()
-}
 
-/// The innermost named Java frame (JoularJX's method of a sample) and its index.
-fn leaf_java(frames: &[Value]) -> Option<(usize, &Value)> {
-    frames.iter().enumerate().rev().find(|(_, f)| is_java(f))
-}
 
 /// Shares of energy among `methods` by leaf Java frame, and how many of their samples had
 /// the leaf in each frame kind.

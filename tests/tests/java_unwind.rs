@@ -10,11 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use joular_tests::java_stack::{is_java, leaf_java, short, UNKNOWN_JIT};
 use joular_tests::*;
 use serde_json::Value;
 
-const JAVA_KINDS: [&str; 3] = ["java_jit", "java_inlined", "java_interpreted"];
-const UNKNOWN_JIT: &str = "[unknown JIT code]";
 
 /// One profiled run: JSON cycles, stderr, the result directory and the busy thread's tid.
 struct Run {
@@ -77,20 +76,8 @@ impl Run {
     }
 }
 
-fn is_java(frame: &Value) -> bool {
-    JAVA_KINDS.contains(&frame["kind"].as_str().unwrap()) && frame["name"] != UNKNOWN_JIT
-}
 
-/// `com.acme.Foo.bar` from `long com.acme.Foo.bar(int)`.
-fn short(frame: &Value) -> &str {
-    let name = frame["name"].as_str().unwrap();
-    let head = &name[..name.find('(').unwrap_or(name.len())];
-    head.rsplit(' ').next().unwrap()
-}
 
-fn leaf_java(frames: &[Value]) -> Option<(usize, &Value)> {
-    frames.iter().enumerate().rev().find(|(_, f)| is_java(f))
-}
 
 /// InlineSplit's left share of left+right energy by leaf method, and the share of the busy
 /// thread's samples that carry `Spinner.run` and `java.lang.Thread.run` above the leaf.

@@ -92,21 +92,11 @@ impl Timeline {
             self.energy_uj[index] += energy_uj;
             let len = self.covered_s.len();
             if self.index.len() != self.threads.len() {
-                self.index = self
-                    .threads
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| (t.tid, i))
-                    .collect();
+                self.rebuild_index();
             }
             if !self.index.contains_key(&tid) && self.threads.len() >= MAX_THREAD_SERIES {
                 self.fold_least_energy_thread();
-                self.index = self
-                    .threads
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| (t.tid, i))
-                    .collect();
+                self.rebuild_index();
             }
             let next = self.threads.len();
             let i = *self.index.entry(tid).or_insert(next);
@@ -123,6 +113,15 @@ impl Timeline {
             }
             series.energy_uj[index] += energy_uj;
         }
+    }
+
+    fn rebuild_index(&mut self) {
+        self.index = self
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.tid, i))
+            .collect();
     }
 
     /// Moves the thread with the least energy so far (the oldest of equals) into
