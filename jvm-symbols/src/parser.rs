@@ -11,7 +11,8 @@ pub struct ParsedLine<'a> {
 }
 
 /// Parses one line (without its `\n`). `None` means the line is bad: missing fields,
-/// numbers that are not hex or overflow, a zero size (it can hold no address), an empty
+/// numbers that are not hex or overflow, a zero size (it can hold no address), a size of
+/// 4 GiB or more (no JIT blob is that large; the index keeps sizes in 32 bits), an empty
 /// name, or a range that wraps past the end of the address space.
 pub fn parse_line(line: &[u8]) -> Option<ParsedLine<'_>> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -19,7 +20,7 @@ pub fn parse_line(line: &[u8]) -> Option<ParsedLine<'_>> {
     let (size, name) = split_field(rest)?;
     let start = parse_hex(start)?;
     let size = parse_hex(size)?;
-    if size == 0 || name.is_empty() {
+    if size == 0 || size > u64::from(u32::MAX) || name.is_empty() {
         return None;
     }
     start.checked_add(size)?;
@@ -96,8 +97,10 @@ mod tests {
             b"12345678901234567 10 too-many-digits",
             b"ffffffffffffffff 2 wraps",
             b" 10 20 leading-space",
+            b"0x7f1b10ec78a0 0x100000000 four-gib",
         ] {
             assert_eq!(parse_line(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
+        assert_eq!(parse_line(b"0x10 0xffffffff largest").map(|p| p.size), Some(0xffff_ffff));
     }
 }
