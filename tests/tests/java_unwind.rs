@@ -221,9 +221,11 @@ fn deep_recursion(jdk: u32) {
             // JDK 21 adds Thread.runWith under Thread.run.
             *m == "DeepRecursion.lambda$main$0" || m.starts_with("java.lang.Thread.run") || m.starts_with("DeepRecursion$$Lambda")
         };
+        // A leaf among the outer frames is a sample taken in the adapter or stub between two
+        // of them (its own frame is not Java), early in the thread's life.
         assert!(
             outer.iter().all(known_outer)
-                && ["DeepRecursion.down", "DeepRecursion.spin", "DeepRecursion.lambda$main$0", "java.lang.System.nanoTime"].contains(leaf),
+                && (known_outer(leaf) || ["DeepRecursion.down", "DeepRecursion.spin", "java.lang.System.nanoTime"].contains(leaf)),
             "JDK {jdk}: a frame the fixture cannot have: {java:?}"
         );
         assert!(java.len() <= 2 * 128, "JDK {jdk}: {} Java frames, more than the walk limit allows", java.len());
