@@ -22,3 +22,16 @@ pub fn short(frame: &Value) -> &str {
 pub fn leaf_java(frames: &[Value]) -> Option<(usize, &Value)> {
     frames.iter().enumerate().rev().find(|(_, f)| is_java(f))
 }
+
+/// A thread's stacks over all `--json` cycles: (frames root first, samples, energy µJ).
+pub fn thread_stacks(cycles: &[Value], tid: u64) -> Vec<(&[Value], u64, f64)> {
+    let mut out = Vec::new();
+    for c in cycles {
+        for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == tid) {
+            for s in t["stacks"].as_array().expect("threads[].stacks") {
+                out.push((s["frames"].as_array().unwrap().as_slice(), s["samples"].as_u64().unwrap(), s["energy_uj"].as_f64().unwrap()));
+            }
+        }
+    }
+    out
+}

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use joular_tests::java_stack::{is_java, leaf_java, short, UNKNOWN_JIT};
+use joular_tests::java_stack::{is_java, leaf_java, short, thread_stacks, UNKNOWN_JIT};
 use joular_tests::*;
 use serde_json::Value;
 
@@ -62,15 +62,7 @@ impl Run {
 
     /// A thread's stacks over all cycles.
     fn stacks_of(&self, tid: u64) -> Vec<(&[Value], u64, f64)> {
-        let mut out = Vec::new();
-        for c in &self.cycles {
-            for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == tid) {
-                for s in t["stacks"].as_array().expect("threads[].stacks") {
-                    out.push((s["frames"].as_array().unwrap().as_slice(), s["samples"].as_u64().unwrap(), s["energy_uj"].as_f64().unwrap()));
-                }
-            }
-        }
-        out
+        thread_stacks(&self.cycles, tid)
     }
 
     fn samples(&self) -> u64 {
