@@ -152,11 +152,9 @@ fn jit_frames_from_the_perf_map() {
     assert_eq!(symbolizer.stats().jvms, 0);
 }
 
-/// A real JVM: on first contact the symbolizer dumps its perf map over attach and
-/// resolves an address of a compiled method; an address of its code cache that the map
-/// does not cover triggers one re-dump at the next cycle.
-#[test]
-fn real_jvm_perf_map_is_dumped_and_used() {
+/// A JVM running jvm-symbols' HotLoop fixture (with frame pointers), once it says it is ready;
+/// killed when the returned guard drops, however the test ends.
+fn hot_loop_jvm() -> (KilledOnDrop, u32) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
@@ -175,17 +173,27 @@ fn real_jvm_perf_map_is_dumped_and_used() {
     BufReader::new(java.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
     assert!(ready.starts_with("ready"), "{ready:?}");
     let pid = java.id();
+    (KilledOnDrop(java, classes), pid)
+}
+
+/// The JVM, and its class directory kept for as long as it runs.
+struct KilledOnDrop(std::process::Child, tempfile::TempDir);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A real JVM: on first contact the symbolizer dumps its perf map over attach and
+/// resolves an address of a compiled method; an address of its code cache that the map
+/// does not cover triggers one re-dump at the next cycle.
+#[test]
+fn real_jvm_perf_map_is_dumped_and_used() {
+    let (java, pid) = hot_loop_jvm();
     let map_path = format!("/tmp/perf-{pid}.map");
 
-    // Killed however the test ends.
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let java = Kill(java);
     // The perf-map path, as used for JVMs whose HotSpot tables cannot be read.
     let mut symbolizer = Symbolizer::new(SymbolizerOptions {
         attach: true,
@@ -239,29 +247,12 @@ fn real_jvm_perf_map_is_dumped_and_used() {
 /// from any perf map) resolves to the method.
 #[test]
 fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-
     use jvm_symbols::hotspot::codecache::{blocks, read_blob, BlobKind};
     use jvm_symbols::hotspot::HotspotJvm;
 
     use crate::model::{WalkedFrame, WalkedStack};
 
-    let classes = tempfile::tempdir().unwrap();
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../jvm-symbols/tests/java/HotLoop.java");
-    assert!(Command::new("javac").arg("-d").arg(classes.path()).arg(source).status().unwrap().success());
-    let mut java = Command::new("java")
-        .args(["-XX:+PreserveFramePointer", "-cp"])
-        .arg(classes.path())
-        .arg("HotLoop")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut ready = String::new();
-    BufReader::new(java.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
-    assert!(ready.starts_with("ready"), "{ready:?}");
-    let pid = java.id();
+    let (java, pid) = hot_loop_jvm();
 
     let mut symbolizer = Symbolizer::new(SymbolizerOptions { attach: true, min_dump_interval: Duration::ZERO, ..options() });
     symbolizer.watch(pid);
@@ -303,6 +294,5 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
 
     symbolizer.forget_process(pid);
     assert_eq!(symbolizer.take_kernel_updates(), [KernelUpdate::ForgetJvm { pid }]);
-    let _ = java.kill();
-    let _ = java.wait();
+    drop(java);
 }
