@@ -173,16 +173,19 @@ fn hot_loop_jvm() -> (KilledOnDrop, u32) {
     BufReader::new(java.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
     assert!(ready.starts_with("ready"), "{ready:?}");
     let pid = java.id();
-    (KilledOnDrop(java, classes), pid)
+    (KilledOnDrop { child: java, _classes: classes }, pid)
 }
 
 /// The JVM, and its class directory kept for as long as it runs.
-struct KilledOnDrop(std::process::Child, tempfile::TempDir);
+struct KilledOnDrop {
+    child: std::process::Child,
+    _classes: tempfile::TempDir,
+}
 
 impl Drop for KilledOnDrop {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
