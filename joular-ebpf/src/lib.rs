@@ -298,6 +298,22 @@ pub struct ExitValue {
     pub comm: [u8; 16],
 }
 
+/// Kernel addresses `joular_ksym` names per run: the raw tracepoint test-run context holds
+/// 12 `u64` arguments, the count and the addresses.
+pub const KSYM_BATCH: usize = 11;
+/// Longest name kept (NUL included); a longer one is cut, which `len` shows.
+pub const KSYM_NAME_BYTES: usize = 128;
+
+/// What one `joular_ksym` run wrote: for each address, the `%ps` text (the kernel's
+/// `symbol [module]`, or `0x<address>` when no symbol covers it) and `bpf_snprintf`'s result
+/// (the text's length with its NUL, or a negative error).
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub struct KsymNames {
+    pub len: [i64; KSYM_BATCH],
+    pub names: [[u8; KSYM_NAME_BYTES]; KSYM_BATCH],
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: all of these are #[repr(C)] plain data with no padding holes left implicit.
@@ -313,4 +329,5 @@ mod pod {
     unsafe impl aya::Pod for super::JavaFrame {}
     unsafe impl aya::Pod for super::JavaStack {}
     unsafe impl aya::Pod for super::SampleLog {}
+    unsafe impl aya::Pod for super::KsymNames {}
 }

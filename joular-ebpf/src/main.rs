@@ -5,6 +5,7 @@
 mod account;
 mod codeblob;
 mod follow;
+mod ksym;
 mod maps;
 mod walk;
 
@@ -44,6 +45,13 @@ pub fn joular_switch_raw(_ctx: RawTracePointContext) -> u32 {
 pub fn joular_switch_tp(_ctx: TracePointContext) -> u32 {
     account::on_switch();
     0
+}
+
+/// Names kernel addresses for user space; run with `BPF_PROG_TEST_RUN`, never attached (the
+/// tracepoint name is only the section's).
+#[raw_tracepoint(tracepoint = "joular_ksym")]
+pub fn joular_ksym(ctx: RawTracePointContext) -> u32 {
+    ksym::on_request(&ctx)
 }
 
 #[tracepoint]

@@ -7,7 +7,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use joular_ebpf::{
-    CpuState, CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, ThreadCpuKey,
+    CpuState, CpuTimeValue, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, ThreadCpuKey,
     SampleLog, ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_JAVA_STACKS, MAX_JVMS,
     MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
@@ -77,3 +77,7 @@ pub static JAVA_SCRATCH: PerCpuArray<JavaStack> = PerCpuArray::with_max_entries(
 /// The JVM stack walk in progress on this CPU (see `walk.rs`).
 #[map]
 pub static WALK_STATE: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(1, 0);
+
+/// Where `joular_ksym` writes the names user space asked for (see `ksym.rs`).
+#[map]
+pub static KSYM_NAMES: Array<KsymNames> = Array::with_max_entries(1, 0);

@@ -120,3 +120,67 @@ fn a_jvm_without_frame_pointers_is_unwound_or_gets_the_warning_with_the_reason()
     assert_eq!(err.matches("restart it with -XX:+PreserveFramePointer").count(), 1, "the flag to add, once: {err}");
     assert!(err.contains("--java-symbols perf-map reads no HotSpot tables"), "no reason given: {err}");
 }
+
+/// Kernel frames are named by the kernel's own symbol table (an eBPF `bpf_snprintf("%ps")`
+/// per new address), not by reading /proc/kallsyms, and the names are those kallsyms gives:
+/// a process that spends its time copying zeroes in the kernel shows its system-call path.
+#[test]
+fn kernel_frames_are_named_by_the_kernels_symbol_table_with_kallsyms_names() {
+    let mut dd = Command::new("dd")
+        .args(["if=/dev/zero", "of=/dev/null", "bs=64k", "count=100000000"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("k.jsonl");
+    let pid = dd.id().to_string();
+    let out = {
+        let child = Command::new(bin())
+            .args(["--pid", &pid, "--duration", "3", "--json", json.to_str().unwrap(), "--output", dir.path().join("r").to_str().unwrap()])
+            .env("RUST_LOG", "joular_user::symbols=info")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_bounded(child, Duration::from_secs(60))
+    };
+    let _ = dd.kill();
+    let _ = dd.wait();
+    assert_success(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("kernel frames are named by the kernel's own symbol table"), "{err}");
+    assert!(!err.contains("kernel frames are named through"), "kallsyms was read: {err}");
+
+    let functions: std::collections::HashSet<String> = std::fs::read_to_string("/proc/kallsyms")
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_, kind, name) = (f.next()?, f.next()?, f.next()?);
+            matches!(kind, "T" | "t" | "W" | "w").then(|| name.to_string())
+        })
+        .collect();
+    let mut kernel_samples = 0.0;
+    let mut named_samples = 0.0;
+    let mut names = std::collections::BTreeSet::new();
+    for c in read_jsonl(&json) {
+        for t in c["threads"].as_array().unwrap() {
+            for s in t["stacks"].as_array().unwrap() {
+                let frames = s["frames"].as_array().unwrap();
+                let kernel: Vec<&str> = frames.iter().filter(|f| f["kind"] == "kernel").map(|f| f["name"].as_str().unwrap()).collect();
+                if kernel.is_empty() {
+                    continue;
+                }
+                let n = s["samples"].as_f64().unwrap();
+                kernel_samples += n;
+                if kernel.iter().all(|name| functions.contains(*name)) {
+                    named_samples += n;
+                }
+                names.extend(kernel.iter().map(|s| s.to_string()));
+            }
+        }
+    }
+    assert!(kernel_samples >= 50.0, "dd should spend most of its time in the kernel: {kernel_samples} samples, {names:?}");
+    assert!(named_samples >= 0.95 * kernel_samples, "{named_samples} of {kernel_samples} kernel stacks fully named as in kallsyms: {names:?}");
+    assert!(names.iter().any(|n| n.contains("read")), "no read path among {names:?}");
+}

@@ -16,7 +16,7 @@ use joular_ebpf::{
     CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS,
 };
 
-use super::{preflight, sizing::per_cycle_entries, ProbeError};
+use super::{kernel_names::KernelNames, preflight, sizing::per_cycle_entries, ProbeError};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/joular-ebpf"));
 
@@ -70,6 +70,9 @@ pub struct Probe {
     /// Whether the sampler walks the stacks of JVMs given to `set_jvm` (Linux 5.15+);
     /// otherwise every user stack comes from `bpf_get_stackid`.
     pub walks_jvms: bool,
+    /// Names kernel addresses through the kernel's own symbol table (None on a kernel without
+    /// `bpf_snprintf` or raw tracepoint test runs: /proc/kallsyms is read instead).
+    pub kernel_names: Option<KernelNames>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     // Dropping the Ebpf detaches every program; it must outlive the map handles' use.
     _ebpf: Ebpf,
@@ -133,6 +136,13 @@ impl Probe {
         };
         attach_exit(&mut ebpf)?;
         let walks_jvms = attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
+        let kernel_names = match KernelNames::load(&mut ebpf) {
+            Ok(names) => Some(names),
+            Err(e) => {
+                log::debug!("kernel frames will be named through /proc/kallsyms: {e}");
+                None
+            }
+        };
 
         Ok(Self {
             config,
@@ -145,6 +155,7 @@ impl Probe {
             online_cpus,
             scheduler_hook,
             walks_jvms,
+            kernel_names,
             logger,
             _ebpf: ebpf,
         })

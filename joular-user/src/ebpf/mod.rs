@@ -1,5 +1,6 @@
 //! Loading and attaching the kernel programs, and the handles user space drains them through.
 
+pub mod kernel_names;
 mod loader;
 pub mod preflight;
 mod sizing;

@@ -76,6 +76,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         proc_root: common.proc_root.clone(),
         max_symbol_bytes: common.max_symbol_mb << 20,
         hotspot: common.java_symbols == JavaSymbols::Hotspot,
+        kernel_names: probe.kernel_names.clone(),
         ..Default::default()
     };
     let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids())?;

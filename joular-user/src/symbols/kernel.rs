@@ -10,6 +10,10 @@
 //!
 //! The first copy is made at the first kernel address, not at start: a profile of user code
 //! may never need one, and start-up runs inside the target's first seconds.
+//!
+//! All of that is the fallback. When the profiler's eBPF object is loaded, the kernel names
+//! the addresses itself (`KernelNames`, a `bpf_snprintf("%ps")` per address): no copy, no
+//! parse, and always current, modules included.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -19,6 +23,7 @@ use blazesym::symbolize::Symbolizer;
 use blazesym::MaybeDefault;
 
 use super::native::resolve;
+use crate::ebpf::kernel_names::KernelNames;
 
 /// Modules files are small (a line per module); a bigger one is not what we think it is.
 const MAX_MODULES_BYTES: u64 = 1 << 20;
@@ -28,12 +33,16 @@ const MODULES_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 const MAX_KALLSYMS_BYTES: u64 = 256 << 20;
 
 pub struct KernelResolver {
+    /// The kernel's own lookup, while it works.
+    kernel_names: Option<KernelNames>,
     symbolizer: Symbolizer,
     kallsyms: PathBuf,
     /// The copy blazesym reads, when one could be made (else it reads `kallsyms` itself).
     snapshot: Option<Snapshot>,
-    /// Whether kallsyms was read yet (at the first kernel address).
-    loaded: bool,
+    /// Whether the kernel named an address yet (logged once).
+    kernel_named: bool,
+    /// Whether kallsyms was read yet (at the first kernel address it has to name).
+    kallsyms_read: bool,
     modules: PathBuf,
     /// Hash of the modules list at the last parse (`None`: no such file, e.g. no module support).
     modules_seen: Option<u64>,
@@ -44,13 +53,15 @@ pub struct KernelResolver {
 
 impl KernelResolver {
     /// `proc_root` is normally `/proc`; tests give a fake tree with `kallsyms` and `modules`.
-    pub fn new(proc_root: &std::path::Path) -> Self {
+    pub fn new(proc_root: &std::path::Path, kernel_names: Option<KernelNames>) -> Self {
         let modules = proc_root.join("modules");
         let kallsyms = proc_root.join("kallsyms");
         KernelResolver {
+            kernel_names,
             symbolizer: symbolizer(),
             snapshot: None,
-            loaded: false,
+            kernel_named: false,
+            kallsyms_read: false,
             kallsyms,
             modules_seen: None,
             modules,
@@ -76,11 +87,27 @@ impl KernelResolver {
         if addrs.is_empty() {
             return Vec::new();
         }
-        if !self.loaded {
+        if let Some(kernel) = &self.kernel_names {
+            match kernel.names(addrs) {
+                Ok(names) => {
+                    if !self.kernel_named {
+                        log::info!("kernel frames are named by the kernel's own symbol table");
+                        self.kernel_named = true;
+                    }
+                    return names;
+                }
+                Err(e) => {
+                    log::warn!("the kernel's symbol lookup failed ({e}); naming kernel frames through /proc/kallsyms from now on");
+                    self.kernel_names = None;
+                }
+            }
+        }
+        if !self.kallsyms_read {
+            log::info!("kernel frames are named through {}", self.kallsyms.display());
+            self.kallsyms_read = true;
             self.modules_seen = fingerprint(&self.modules);
             self.last_check = Some(Instant::now());
             self.snapshot = Snapshot::of(&self.kallsyms);
-            self.loaded = true;
         } else if self.modules_changed() {
             self.snapshot = Snapshot::of(&self.kallsyms);
             self.symbolizer = symbolizer();
@@ -187,7 +214,7 @@ mod tests {
     #[test]
     fn a_module_loaded_after_start_resolves_once_the_modules_change() {
         let proc = fake_proc(CORE, "");
-        let mut k = KernelResolver::new(proc.path()).with_check_interval(Duration::ZERO);
+        let mut k = KernelResolver::new(proc.path(), None).with_check_interval(Duration::ZERO);
         let module_fn = 0xffff_ffff_c000_0010;
         assert_eq!(k.resolve(&[0xffff_ffff_8100_0110]), vec![Some("do_work".to_string())]);
         // Not loaded yet: kallsyms has no sizes, so the address falls to the last symbol below it.
@@ -202,7 +229,7 @@ mod tests {
     #[test]
     fn kallsyms_is_read_at_the_first_kernel_address_not_at_start() {
         let proc = fake_proc("ffffffff81000000 T _stext\nffffffff81000100 T at_start\n", "");
-        let mut k = KernelResolver::new(proc.path()).with_check_interval(Duration::ZERO);
+        let mut k = KernelResolver::new(proc.path(), None).with_check_interval(Duration::ZERO);
         // No kernel address yet: nothing is read (a missing kallsyms is not even noticed).
         std::fs::remove_file(proc.path().join("kallsyms")).unwrap();
         assert_eq!(k.resolve(&[]), Vec::<Option<String>>::new());
@@ -215,7 +242,7 @@ mod tests {
     #[test]
     fn kallsyms_is_not_parsed_again_while_the_modules_stay_the_same() {
         let proc = fake_proc(CORE, "a 1 0 - Live 0x0\n");
-        let mut k = KernelResolver::new(proc.path()).with_check_interval(Duration::ZERO);
+        let mut k = KernelResolver::new(proc.path(), None).with_check_interval(Duration::ZERO);
         assert_eq!(k.resolve(&[0xffff_ffff_8100_0110]), vec![Some("do_work".to_string())]);
         // kallsyms changes under us (as /proc's inode and times can) but no module was loaded:
         // the parsed copy is kept, and so is the name.

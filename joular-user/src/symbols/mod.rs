@@ -38,6 +38,7 @@ use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
+use crate::ebpf::kernel_names::KernelNames;
 use budget::SymbolBudget;
 use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
@@ -73,6 +74,9 @@ pub struct SymbolizerOptions {
     /// Name Java frames through the JVMs' HotSpot tables (off: perf maps only, and the
     /// sampler walks no JVM stacks).
     pub hotspot: bool,
+    /// The kernel's own symbol lookup (from the loaded probe); without it kernel frames are
+    /// named through /proc/kallsyms.
+    pub kernel_names: Option<KernelNames>,
 }
 
 impl Default for SymbolizerOptions {
@@ -86,6 +90,7 @@ impl Default for SymbolizerOptions {
             load_timeout: Duration::from_secs(10),
             max_symbol_bytes: 256 << 20,
             hotspot: true,
+            kernel_names: None,
         }
     }
 }
@@ -244,7 +249,7 @@ impl Symbolizer {
             pool: budget.maps_pool().clone(),
         };
         Symbolizer {
-            kernel_symbols: KernelResolver::new(&opts.proc_root),
+            kernel_symbols: KernelResolver::new(&opts.proc_root, opts.kernel_names.clone()),
             native: NativeResolver::new(),
             interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),
             opts,
