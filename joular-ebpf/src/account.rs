@@ -21,12 +21,12 @@ use joular_ebpf::{
     ExitValue, JavaFrame, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
     CONFIG_ALL_PROCESSES, DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED,
     DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED,
-    MAX_CPUS, SAMPLE_LOG_SLOTS,
+    MAX_CPUS, SAMPLE_LOG_SLOTS, STACK_ID_OVERFLOW,
 };
 
 use crate::maps::{
     CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG,
-    STACKS_0, STACKS_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
+    STACKS_0, STACKS_1, STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
 };
 use crate::walk;
 
@@ -151,11 +151,19 @@ fn stack_id(result: Result<i64, i32>, collision: u32, failed: u32) -> i32 {
     }
 }
 
-/// A stack id from `bpf_get_stackid` in `buffer`'s stack map (`flags`: user or kernel).
+/// A stack id from `bpf_get_stackid` in the stack maps of the buffer `tag` names (`flags`:
+/// user or kernel): `STACKS_*`, or `STACKS_OVERFLOW_*` (the id then has `STACK_ID_OVERFLOW`)
+/// when the stack's bucket in the first holds another stack.
 #[inline(always)]
-fn get_stack_id(ctx: &PerfEventContext, buffer: u32, flags: u64) -> i32 {
-    let stacks = if buffer == 0 { &STACKS_0 } else { &STACKS_1 };
-    let result = ctx.get_stackid(stacks, flags);
+fn get_stack_id(ctx: &PerfEventContext, tag: u32, flags: u64) -> i32 {
+    let stacks = if buffer_of(tag) == 0 { &STACKS_0 } else { &STACKS_1 };
+    let result = match ctx.get_stackid(stacks, flags) {
+        Err(e) if e == -EEXIST => {
+            let overflow = if buffer_of(tag) == 0 { &STACKS_OVERFLOW_0 } else { &STACKS_OVERFLOW_1 };
+            ctx.get_stackid(overflow, flags).map(|id| id | i64::from(STACK_ID_OVERFLOW))
+        }
+        result => result,
+    };
     if flags & BPF_F_USER_STACK != 0 {
         stack_id(result, DROP_USTACK_COLLISION, DROP_USTACK_FAILED)
     } else {
@@ -180,7 +188,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let user_mode = walk::sampled_user_mode(ctx);
     // A sample that interrupted user mode has no kernel stack: skip the helper. Taken before
     // the walk, so no map choice is live across it.
-    let kernel_stack_id = if user_mode { -1 } else { get_stack_id(ctx, buffer_of(tag), 0) };
+    let kernel_stack_id = if user_mode { -1 } else { get_stack_id(ctx, tag, 0) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
     let jvm = if WALK_JVMS { JVMS.get_ptr(tgid) } else { None };
     let (user_stack_id, java_stack_hash, java_leaf) = match jvm {
@@ -192,7 +200,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
                 (hash, leaf) => (-1, hash, leaf),
             }
         }
-        None => (get_stack_id(ctx, buffer_of(tag), BPF_F_USER_STACK), 0, JavaFrame::default()),
+        None => (get_stack_id(ctx, tag, BPF_F_USER_STACK), 0, JavaFrame::default()),
     };
     let key = SampleKey {
         tgid,

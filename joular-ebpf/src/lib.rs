@@ -22,8 +22,12 @@ pub const CONFIG_LEN: u32 = 3;
 pub const MAX_CPUS: u32 = 1024;
 /// Sample-count hash map entries per buffer.
 pub const MAX_SAMPLE_KEYS: u32 = 32 * 1024;
-/// Stack-trace map entries per buffer.
+/// Stack-trace map entries per buffer, as declared; the loader sizes the maps for the run
+/// (`STACKS_*` and their `STACKS_OVERFLOW_*`, see joular-user's `ebpf/sizing.rs`).
 pub const MAX_STACKS: u32 = 32 * 1024;
+/// Set in a stack id that lives in `STACKS_OVERFLOW_*`: a stack whose hash bucket in
+/// `STACKS_*` held another stack (stack ids are below the map size, far under this bit).
+pub const STACK_ID_OVERFLOW: i32 = 1 << 30;
 /// On-CPU (tid, cpu) entries per buffer.
 pub const MAX_THREAD_CPU: u32 = 32 * 1024;
 pub const MAX_TARGETS: u32 = 4096;

@@ -33,6 +33,15 @@ pub static STACKS_0: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
 #[map]
 pub static STACKS_1: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
 
+/// Second chance for a stack whose bucket in `STACKS_*` another stack holds (a stack map keeps
+/// one stack per hash bucket and refuses the next): the kernel hashes the same way, but only
+/// colliding stacks come here, so two rarely meet again. Small main maps thus lose fewer stacks
+/// than one big map did, in a fraction of the memory (see `STACK_ID_OVERFLOW`).
+#[map]
+pub static STACKS_OVERFLOW_0: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
+#[map]
+pub static STACKS_OVERFLOW_1: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
+
 #[map]
 pub static THREAD_CPU_0: HashMap<ThreadCpuKey, ThreadCpuValue> =
     HashMap::with_max_entries(MAX_THREAD_CPU, 0);

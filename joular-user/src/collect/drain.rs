@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use joular_ebpf::{CpuTimeValue, JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS};
+use joular_ebpf::{CpuTimeValue, JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS, STACK_ID_OVERFLOW};
 
 use super::monotonic;
 use crate::ebpf::{Probe, ProbeError};
@@ -132,9 +132,13 @@ fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycl
         }
         stacks
             .entry(id)
-            .or_insert_with(|| match maps.stacks.get(&(id as u32), 0) {
-                Ok(trace) => trace.frames().iter().map(|f| f.ip).collect(),
-                Err(_) => empty.clone(),
+            .or_insert_with(|| {
+                let (map, id) = stack_map_of(id);
+                let map = if map == StackMap::Overflow { &maps.stacks_overflow } else { &maps.stacks };
+                match map.get(&id, 0) {
+                    Ok(trace) => trace.frames().iter().map(|f| f.ip).collect(),
+                    Err(_) => empty.clone(),
+                }
             })
             .clone()
     };
@@ -165,15 +169,32 @@ fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycl
     for (key, _) in counted {
         let _ = maps.counts.remove(&key);
     }
-    let ids: Vec<u32> = maps.stacks.stack_ids().filter_map(Result::ok).collect();
-    for id in ids {
-        let _ = maps.stacks.remove(&id);
+    for map in [&mut maps.stacks, &mut maps.stacks_overflow] {
+        let ids: Vec<u32> = map.stack_ids().filter_map(Result::ok).collect();
+        for id in ids {
+            let _ = map.remove(&id);
+        }
     }
     let hashes: Vec<u64> = maps.java_stacks.keys().filter_map(Result::ok).collect();
     for hash in hashes {
         let _ = maps.java_stacks.remove(&hash);
     }
     Ok(())
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum StackMap {
+    Main,
+    Overflow,
+}
+
+/// Which of a buffer's two stack maps holds a (non-negative) stack id, and its id there.
+fn stack_map_of(id: i32) -> (StackMap, u32) {
+    if id & STACK_ID_OVERFLOW != 0 {
+        (StackMap::Overflow, (id & !STACK_ID_OVERFLOW) as u32)
+    } else {
+        (StackMap::Main, id as u32)
+    }
 }
 
 fn drain_thread_cpu(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result<(), ProbeError> {
@@ -222,4 +243,17 @@ fn drain_cpu_times(probe: &mut Probe, buffer: u32, cycle: &mut RawCycle) -> Resu
             .map_err(|e| ProbeError::Map("CPU_TIMES", e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overflow_stack_id_names_the_second_map_and_its_own_id() {
+        assert_eq!(stack_map_of(0), (StackMap::Main, 0));
+        assert_eq!(stack_map_of(4095), (StackMap::Main, 4095));
+        assert_eq!(stack_map_of(STACK_ID_OVERFLOW), (StackMap::Overflow, 0));
+        assert_eq!(stack_map_of(STACK_ID_OVERFLOW | 1023), (StackMap::Overflow, 1023));
+    }
 }

@@ -13,10 +13,15 @@ use aya::{
 };
 use joular_ebpf::{
     CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
-    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS,
 };
 
-use super::{kernel_names::KernelNames, preflight, sizing::per_cycle_entries, ProbeError};
+use super::{
+    kernel_names::KernelNames,
+    preflight,
+    sizing::{per_cycle_entries, stack_map_entries},
+    ProbeError,
+};
 
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/joular-ebpf"));
 
@@ -47,6 +52,8 @@ pub enum SchedulerHook {
 pub struct BufferMaps {
     pub counts: HashMap<MapData, SampleKey, u64>,
     pub stacks: StackTraceMap<MapData>,
+    /// Stacks refused by `stacks` (a full hash bucket); their ids carry `STACK_ID_OVERFLOW`.
+    pub stacks_overflow: StackTraceMap<MapData>,
     pub thread_cpu: HashMap<MapData, ThreadCpuKey, ThreadCpuValue>,
     pub exits: HashMap<MapData, u32, ExitValue>,
     /// Walked JVM stacks by hash (`SampleKey::java_stack_hash`).
@@ -97,6 +104,13 @@ impl Probe {
         loader.override_global(aya_log::LEVEL, &log_level, false);
         for name in ["COUNTS_0", "COUNTS_1"] {
             loader.map_max_entries(name, sample_keys);
+        }
+        let (stacks, stacks_overflow) = stack_map_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_STACKS);
+        for name in ["STACKS_0", "STACKS_1"] {
+            loader.map_max_entries(name, stacks);
+        }
+        for name in ["STACKS_OVERFLOW_0", "STACKS_OVERFLOW_1"] {
+            loader.map_max_entries(name, stacks_overflow);
         }
         for name in ["JAVA_STACKS_0", "JAVA_STACKS_1"] {
             loader.map_max_entries(name, java_stacks);
@@ -200,14 +214,15 @@ where
 }
 
 fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError> {
-    const NAMES: [[&str; 5]; 2] = [
-        ["COUNTS_0", "STACKS_0", "THREAD_CPU_0", "EXITS_0", "JAVA_STACKS_0"],
-        ["COUNTS_1", "STACKS_1", "THREAD_CPU_1", "EXITS_1", "JAVA_STACKS_1"],
+    const NAMES: [[&str; 6]; 2] = [
+        ["COUNTS_0", "STACKS_0", "STACKS_OVERFLOW_0", "THREAD_CPU_0", "EXITS_0", "JAVA_STACKS_0"],
+        ["COUNTS_1", "STACKS_1", "STACKS_OVERFLOW_1", "THREAD_CPU_1", "EXITS_1", "JAVA_STACKS_1"],
     ];
-    let [counts, stacks, thread_cpu, exits, java_stacks] = NAMES[buffer];
+    let [counts, stacks, stacks_overflow, thread_cpu, exits, java_stacks] = NAMES[buffer];
     Ok(BufferMaps {
         counts: take(ebpf, counts)?,
         stacks: take(ebpf, stacks)?,
+        stacks_overflow: take(ebpf, stacks_overflow)?,
         thread_cpu: take(ebpf, thread_cpu)?,
         exits: take(ebpf, exits)?,
         java_stacks: take(ebpf, java_stacks)?,
