@@ -144,8 +144,14 @@ impl RunDir {
         duration_s: f64,
     ) -> Result<(), OutputError> {
         let (dir, name) = self.location(scope, Period::Runtime, kind);
-        let rows = totals.iter().map(|t| (&*t.name, t.energy_uj));
-        write_rows(&self.subdir(&dir)?, &name, rows, watts_per_uj(duration_s))
+        let dir = self.subdir(&dir)?;
+        let path = dir.join(&name);
+        // Rewritten every cycle: in place (see `OutDir::overwrite`), from one buffer.
+        let mut bytes = Vec::new();
+        for t in totals {
+            write_row(&mut bytes, &t.name, t.energy_uj * watts_per_uj(duration_s)).map_err(|e| OutputError::io(&path, e))?;
+        }
+        dir.overwrite(&name, &bytes).map_err(|e| OutputError::io(&path, e))
     }
 
     /// Appends one `unix seconds,watts` row per method active in this cycle.

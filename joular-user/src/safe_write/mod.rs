@@ -278,8 +278,37 @@ impl OutDir {
     /// file of the caller's with one link: never a symlink, a FIFO, or a hard link to a file
     /// elsewhere.
     pub fn append(&self, name: &str) -> io::Result<File> {
+        self.open_own(name, OFlag::O_APPEND)
+    }
+
+    /// Writes `bytes` as the whole content of `name`, in place: a file rewritten every cycle
+    /// (JoularJX's runtime files) keeps its inode. Replacing it each time, as [`OutDir::replace`]
+    /// does, made a new inode per write; on ext4 the churn of recently deleted inodes slows every
+    /// later file creation and each rename over a file forces its data to disk. The bytes go
+    /// from offset 0 and the file is then cut to their length (never truncated to empty first,
+    /// which would also force a flush), so a reader may briefly see a mix of old and new rows,
+    /// as with JoularJX, which rewrites these files in place too. An existing `name` must be a
+    /// regular file of ours with one link ([`OutDir::append`]'s rule); anything else there is
+    /// replaced instead, never written through.
+    pub fn overwrite(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let mut file = match self.open_own(name, OFlag::empty()) {
+            Ok(file) => file,
+            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<PathError>()) => {
+                let mut file = self.replace(name)?;
+                file.write_all(bytes)?;
+                return file.commit();
+            }
+            Err(e) => return Err(e),
+        };
+        file.write_all(bytes)?;
+        file.set_len(bytes.len() as u64)
+    }
+
+    /// Opens `name` to write (`extra`: `O_APPEND` or nothing), creating it if missing; an
+    /// existing `name` must be a regular file of the caller's with one link.
+    fn open_own(&self, name: &str, extra: OFlag) -> io::Result<File> {
         check_name(name)?;
-        let flags = OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let flags = OFlag::O_WRONLY | extra | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
         let mode = Mode::from_bits_truncate(self.modes.file);
         let file = match openat(Some(self.fd.as_raw_fd()), name, flags | OFlag::O_CREAT | OFlag::O_EXCL, mode) {
             Ok(fd) => {
@@ -298,7 +327,7 @@ impl OutDir {
             return Err(PathError::Refused {
                 component: self.path.join(name),
                 reason: format!(
-                    "is not a regular file of ours with a single link (uid {}, {} links): not appending to it",
+                    "is not a regular file of ours with a single link (uid {}, {} links): not writing to it",
                     meta.uid(),
                     meta.nlink()
                 ),

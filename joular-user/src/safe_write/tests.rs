@@ -256,6 +256,39 @@ fn appends_go_only_to_our_own_single_link_regular_files() {
 }
 
 #[test]
+fn an_overwrite_keeps_our_file_in_place_and_replaces_anything_else() {
+    use std::os::unix::fs::MetadataExt;
+    assert_root();
+    let victim = Victim::new();
+    let tmp = scratch(0o777, false);
+    let dir = OutDir::create_all(tmp.path(), Modes::for_caller()).unwrap();
+    dir.overwrite("runtime.csv", b"a,1.0000\nb,2.0000\n").unwrap();
+    let inode = fs::metadata(tmp.path().join("runtime.csv")).unwrap().ino();
+    // Shorter content: cut to its length, same inode (no new file per cycle).
+    dir.overwrite("runtime.csv", b"c,3.0000\n").unwrap();
+    assert_eq!(fs::read_to_string(tmp.path().join("runtime.csv")).unwrap(), "c,3.0000\n");
+    assert_eq!(fs::metadata(tmp.path().join("runtime.csv")).unwrap().ino(), inode);
+    dir.overwrite("runtime.csv", b"").unwrap();
+    assert_eq!(fs::read_to_string(tmp.path().join("runtime.csv")).unwrap(), "");
+
+    // Planted entries are replaced by a file of ours, never written through.
+    nobody_symlink(&victim.file, &tmp.path().join("link.csv"));
+    fs::hard_link(&victim.file, tmp.path().join("hard.csv")).unwrap();
+    nix::unistd::mkfifo(&tmp.path().join("fifo.csv"), Mode::S_IRWXU).unwrap();
+    let theirs = tmp.path().join("theirs.csv");
+    fs::write(&theirs, "theirs").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    for name in ["link.csv", "hard.csv", "fifo.csv", "theirs.csv"] {
+        dir.overwrite(name, b"ours\n").unwrap();
+        let path = tmp.path().join(name);
+        let meta = fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_file() && meta.nlink() == 1 && meta.uid() == 0, "{name}: {meta:?}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "ours\n", "{name}");
+    }
+    victim.assert_untouched();
+}
+
+#[test]
 fn a_directory_swapped_for_a_symlink_mid_run_keeps_receiving_our_files() {
     assert_root();
     let victim = Victim::new();
