@@ -20,7 +20,7 @@ use aya_ebpf::{
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
-    CpuState, CpuTimes, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue,
+    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue,
     ThreadSlot,
     CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_TARGETS_GEN,
     DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL,
@@ -116,7 +116,9 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) {
     let times = &mut state.times[buffer];
     if times.tag != tag {
         // Last written in an older cycle of this buffer, which user space has drained.
-        *times = CpuTimes { tag, ..CpuTimes::default() };
+        times.tag = tag;
+        times.busy_ns = 0;
+        times.idle_ns = 0;
         for slot in &mut state.threads[buffer] {
             slot.pid_tgid = 0;
         }
@@ -131,16 +133,27 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) {
     }
 }
 
-/// Adds `delta_ns` to the thread's slot. A thread whose slot holds another thread takes it
-/// over, after moving that thread's time to `THREAD_CPU_*`: the few threads a CPU switches
-/// between keep their slots, and a switch among them costs no hash map operation.
+/// Adds `delta_ns` to the thread's slot, one of the pair its tid selects. A thread without
+/// one takes an empty slot of the pair, or the less charged one after moving that thread's
+/// time to `THREAD_CPU_*`: the few threads a CPU switches between keep their slots (two that
+/// share a pair too), and a switch among them costs no hash map operation.
 #[inline(always)]
 fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64) {
-    let slot = &mut state.threads[buffer as usize][pid_tgid as usize % THREAD_SLOTS];
-    if slot.pid_tgid == pid_tgid {
-        slot.on_cpu_ns += delta_ns;
-        return;
+    let pair = pid_tgid as usize % (THREAD_SLOTS / 2) * 2;
+    let slots = &mut state.threads[buffer as usize];
+    for slot in &mut slots[pair..pair + 2] {
+        if slot.pid_tgid == pid_tgid {
+            slot.on_cpu_ns += delta_ns;
+            return;
+        }
     }
+    let (first, second) = (&slots[pair], &slots[pair + 1]);
+    let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
+        pair
+    } else {
+        pair + 1
+    };
+    let slot = &mut slots[taken];
     if slot.pid_tgid != 0 {
         flush_thread(slot, cpu, buffer);
     }

@@ -277,15 +277,15 @@ pub struct ThreadCpuValue {
     pub comm: [u8; 16],
 }
 
-/// Thread slots each CPU has per buffer (`CpuState::threads`), a power of two.
+/// Thread slots each CPU has per buffer (`CpuState::threads`): pairs, a power of two of them.
 pub const THREAD_SLOTS: usize = 32;
 /// `TARGETS` answers each CPU keeps (`CpuState::targets`), a power of two.
 pub const TARGET_CACHE: usize = 8;
 
 /// A thread's on-CPU time on one CPU in one buffer, not yet added to `THREAD_CPU_*`. A CPU
-/// charges a thread in the slot at `tid % THREAD_SLOTS` with a plain add, and moves a
-/// thread's time to the hash map only when its slot is needed for another thread; user space
-/// adds the slots of the drained buffer to its `THREAD_CPU_*` entries.
+/// charges a thread in one of the two slots at `2 * (tid % (THREAD_SLOTS / 2))` with a plain
+/// add, and moves a thread's time to the hash map only when its slot is needed for another
+/// thread; user space adds the slots of the drained buffer to its `THREAD_CPU_*` entries.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadSlot {
@@ -322,7 +322,7 @@ pub struct TargetAnswer {
 /// Per-CPU scheduler state (`CPU_STATE`): everything a context switch reads and writes, what
 /// each switch touches first.
 #[repr(C)]
-#[derive(Copy, Clone, Debug)]
+#[derive(Copy, Clone, Debug, Default)]
 pub struct CpuState {
     /// When the running task's slice was last accounted.
     pub last_ns: u64,
