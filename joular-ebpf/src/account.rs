@@ -10,23 +10,27 @@
 //! is the timer interrupt), and every per-CPU value is written only by its own CPU, so plain
 //! read-modify-write is safe.
 
+use core::ffi::c_void;
+
 use aya_ebpf::{
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
-        bpf_ktime_get_ns,
+        bpf_ktime_get_ns, generated,
     },
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
-    ExitValue, JavaFrame, SampleKey, ThreadCpuKey, ThreadCpuValue, CONFIG_ACTIVE_BUFFER,
-    CONFIG_ALL_PROCESSES, DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED,
-    DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED,
-    MAX_CPUS, SAMPLE_LOG_SLOTS, STACK_ID_OVERFLOW,
+    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue,
+    ThreadSlot,
+    CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_TARGETS_GEN,
+    DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL,
+    DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED, SAMPLE_LOG_SLOTS,
+    STACK_ID_OVERFLOW, TARGET_CACHE, THREAD_SLOTS,
 };
 
 use crate::maps::{
-    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, CPU_TIMES, DROPS, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG,
-    STACKS_0, STACKS_1, STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
+    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, DROPS, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, STACKS_0,
+    STACKS_1, STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
 };
 use crate::walk;
 
@@ -37,15 +41,15 @@ const EEXIST: i32 = 17;
 /// Offset of `group_dead` in the sched_process_exit tracepoint record (see its `format`).
 const EXIT_GROUP_DEAD_OFFSET: usize = 32;
 
+#[inline(always)]
+fn config(index: u32) -> u32 {
+    CONFIG.get(index).map_or(0, |v| *v as u32)
+}
+
 /// `CONFIG[CONFIG_ACTIVE_BUFFER]`: generation and buffer (the low bit).
 #[inline(always)]
 fn active_tag() -> u32 {
-    CONFIG.get(CONFIG_ACTIVE_BUFFER).copied().unwrap_or(0)
-}
-
-#[inline(always)]
-fn active_buffer() -> u32 {
-    buffer_of(active_tag())
+    config(CONFIG_ACTIVE_BUFFER)
 }
 
 /// The buffer a tag names. Each map choice recomputes it from a copy of the tag the verifier
@@ -56,14 +60,28 @@ fn buffer_of(tag: u32) -> u32 {
     core::hint::black_box(tag) & 1
 }
 
+/// Whether `tgid` is profiled. A `TARGETS` lookup costs a switch more than the rest of its
+/// accounting, so each CPU keeps recent answers, valid while `CONFIG_TARGETS_GEN` holds the
+/// value it had when they were read.
 #[inline(always)]
 fn targeted(tgid: u32) -> bool {
-    if let Some(all) = CONFIG.get(CONFIG_ALL_PROCESSES) {
-        if *all == 1 {
-            return true;
-        }
+    if config(CONFIG_ALL_PROCESSES) == 1 {
+        return true;
     }
-    TARGETS.get_ptr(tgid).is_some()
+    let Some(state) = CPU_STATE.get_ptr_mut(0) else {
+        return TARGETS.get_ptr(tgid).is_some();
+    };
+    // Read before `TARGETS`: a change is made before its value is stored, so the answer below
+    // is never older than the state this value names.
+    let generation = CONFIG.get(CONFIG_TARGETS_GEN).copied().unwrap_or(0);
+    // SAFETY: per-CPU value, only this CPU writes it.
+    let entry = unsafe { &mut (*state).targets[tgid as usize % TARGET_CACHE] };
+    if entry.tgid == tgid && entry.generation == generation {
+        return entry.targeted != 0;
+    }
+    let answer = TARGETS.get_ptr(tgid).is_some();
+    *entry = TargetAnswer { generation, tgid, targeted: u32::from(answer) };
+    answer
 }
 
 #[inline(always)]
@@ -80,57 +98,97 @@ fn is_target(pid_tgid: u64) -> bool {
     pid_tgid as u32 != 0 && targeted((pid_tgid >> 32) as u32)
 }
 
-/// Charges the time since this CPU's last accounting point to the task running now
-/// (`target`: `is_target` of it, which the caller may need too).
+/// Charges the time since this CPU's last accounting point to the task running now, in the
+/// buffer `tag` names (`target`: `is_target` of it, which the caller may need too).
 #[inline(always)]
-fn account(now_ns: u64, pid_tgid: u64, cpu: u32, buffer: u32, target: bool) {
+fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) {
     let Some(state) = CPU_STATE.get_ptr_mut(0) else {
         return;
     };
-    // SAFETY: per-CPU slot, only this CPU writes it.
-    let last_ns = unsafe { (*state).last_ns };
-    unsafe { (*state).last_ns = now_ns };
-    if last_ns == 0 || now_ns <= last_ns || cpu >= MAX_CPUS {
+    // SAFETY: per-CPU value, only this CPU writes it.
+    let state = unsafe { &mut *state };
+    let last_ns = core::mem::replace(&mut state.last_ns, now_ns);
+    if last_ns == 0 || now_ns <= last_ns {
         return;
     }
     let delta_ns = now_ns - last_ns;
-    let tid = pid_tgid as u32;
-    let tgid = (pid_tgid >> 32) as u32;
-    if let Some(times) = CPU_TIMES.get_ptr_mut(buffer * MAX_CPUS + cpu) {
-        // SAFETY: slot (buffer, cpu) is written only by this CPU.
-        unsafe {
-            if tid == 0 {
-                (*times).idle_ns += delta_ns;
-            } else {
-                (*times).busy_ns += delta_ns;
-            }
+    let buffer = buffer_of(tag) as usize;
+    let times = &mut state.times[buffer];
+    if times.tag != tag {
+        // Last written in an older cycle of this buffer, which user space has drained.
+        times.tag = tag;
+        times.busy_ns = 0;
+        times.idle_ns = 0;
+        for slot in &mut state.threads[buffer] {
+            slot.pid_tgid = 0;
         }
     }
-    if !target {
-        return;
+    if pid_tgid as u32 == 0 {
+        times.idle_ns += delta_ns;
+    } else {
+        times.busy_ns += delta_ns;
     }
-    let key = ThreadCpuKey { tid, cpu };
+    if target {
+        charge_thread(state, pid_tgid, cpu, buffer_of(tag), delta_ns);
+    }
+}
+
+/// Adds `delta_ns` to the thread's slot, one of the pair its tid selects. A thread without
+/// one takes an empty slot of the pair, or the less charged one after moving that thread's
+/// time to `THREAD_CPU_*`: the few threads a CPU switches between keep their slots (two that
+/// share a pair too), and a switch among them costs no hash map operation.
+#[inline(always)]
+fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64) {
+    let pair = pid_tgid as usize % (THREAD_SLOTS / 2) * 2;
+    let slots = &mut state.threads[buffer as usize];
+    for slot in &mut slots[pair..pair + 2] {
+        if slot.pid_tgid == pid_tgid {
+            slot.on_cpu_ns += delta_ns;
+            return;
+        }
+    }
+    let (first, second) = (&slots[pair], &slots[pair + 1]);
+    let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
+        pair
+    } else {
+        pair + 1
+    };
+    let slot = &mut slots[taken];
+    if slot.pid_tgid != 0 {
+        flush_thread(slot, cpu, buffer);
+    }
+    slot.pid_tgid = pid_tgid;
+    slot.on_cpu_ns = delta_ns;
+    // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
+    unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
+}
+
+/// Adds a slot's time to its thread's `THREAD_CPU_*` entry for this CPU.
+#[inline(always)]
+fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32) {
+    let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu };
     let map = if buffer == 0 { &THREAD_CPU_0 } else { &THREAD_CPU_1 };
     if let Some(v) = map.get_ptr_mut(&key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
-        unsafe { (*v).on_cpu_ns += delta_ns };
+        unsafe { (*v).on_cpu_ns += slot.on_cpu_ns };
         return;
     }
     let value = ThreadCpuValue {
-        on_cpu_ns: delta_ns,
-        tgid,
+        on_cpu_ns: slot.on_cpu_ns,
+        tgid: (slot.pid_tgid >> 32) as u32,
         _pad: 0,
-        comm: bpf_get_current_comm().unwrap_or([0; 16]),
+        comm: slot.comm,
     };
     if map.insert(&key, &value, BPF_NOEXIST).is_err() {
         count_drop(DROP_THREAD_CPU_MAP_FULL);
     }
 }
 
+#[inline(always)]
 pub fn on_switch() {
-    let cpu = unsafe { bpf_get_smp_processor_id() };
     let pid_tgid = bpf_get_current_pid_tgid();
-    account(unsafe { bpf_ktime_get_ns() }, pid_tgid, cpu, active_buffer(), is_target(pid_tgid));
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    account(unsafe { bpf_ktime_get_ns() }, pid_tgid, cpu, active_tag(), is_target(pid_tgid));
 }
 
 #[inline(always)]
@@ -179,7 +237,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let tag = active_tag();
     let target = is_target(pid_tgid);
-    account(now_ns, pid_tgid, cpu, buffer_of(tag), target);
+    account(now_ns, pid_tgid, cpu, tag, target);
     if !target {
         return Ok(0);
     }
@@ -260,8 +318,8 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
     // Charge the slice up to the exit now, so a thread that dies at a cycle's end is
     // counted in that cycle; its last switch-out adds only the few µs after this.
     let cpu = unsafe { bpf_get_smp_processor_id() };
-    let buffer = active_buffer();
-    account(now_ns, pid_tgid, cpu, buffer, true);
+    let tag = active_tag();
+    account(now_ns, pid_tgid, cpu, tag, true);
     let group_dead: u8 = unsafe { ctx.read_at(EXIT_GROUP_DEAD_OFFSET) }.unwrap_or(0);
     let value = ExitValue {
         tgid,
@@ -269,7 +327,7 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
         exit_ns: now_ns,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),
     };
-    let exits = if buffer == 0 { &EXITS_0 } else { &EXITS_1 };
+    let exits = if buffer_of(tag) == 0 { &EXITS_0 } else { &EXITS_1 };
     if exits.insert(&tid, &value, 0).is_err() {
         count_drop(DROP_EXITS_MAP_FULL);
     }

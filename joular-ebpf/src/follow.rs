@@ -6,11 +6,14 @@
 //! and a thread's TID must never enter `TARGETS` (a JVM would fill it with its threads). It fires
 //! in `copy_process`, before the child is first woken, with the parent as `current`.
 
-use aya_ebpf::{helpers::bpf_get_current_pid_tgid, programs::TracePointContext};
-use joular_ebpf::{CONFIG_FOLLOW_CHILDREN, DROP_TARGETS_MAP_FULL};
+use aya_ebpf::{
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
+    programs::TracePointContext,
+};
+use joular_ebpf::{CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, DROP_TARGETS_MAP_FULL};
 
 use crate::account::count_drop;
-use crate::maps::{CONFIG, TARGETS};
+use crate::maps::{CONFIG, CPU_STATE, TARGETS};
 
 const CLONE_THREAD: u64 = 0x0001_0000;
 /// Offsets in the task_newtask record (see its `format`; unchanged since it was added in 3.14).
@@ -32,7 +35,9 @@ pub fn on_new_task(ctx: &TracePointContext) -> Result<u32, u32> {
     let child: i32 = unsafe { ctx.read_at(NEWTASK_PID_OFFSET) }.map_err(|_| 0u32)?;
     if TARGETS.insert(&(child as u32), &1u8, 0).is_err() {
         count_drop(DROP_TARGETS_MAP_FULL);
+        return Ok(0);
     }
+    targets_changed();
     Ok(0)
 }
 
@@ -40,5 +45,26 @@ pub fn on_new_task(ctx: &TracePointContext) -> Result<u32, u32> {
 /// PID is not profiled by mistake.
 #[inline(always)]
 pub fn forget(tgid: u32) {
-    let _ = TARGETS.remove(&tgid);
+    if TARGETS.remove(&tgid).is_ok() {
+        targets_changed();
+    }
+}
+
+/// Makes the per-CPU caches of `TARGETS` answers stale: stores a value `CONFIG_TARGETS_GEN`
+/// never held (this CPU's change count and the CPU). Called after each change.
+#[inline(always)]
+fn targets_changed() {
+    let Some(state) = CPU_STATE.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: per-CPU value, only this CPU writes it.
+    let changes = unsafe {
+        (*state).targets_changes += 1;
+        (*state).targets_changes
+    };
+    if let Some(generation) = CONFIG.get_ptr_mut(CONFIG_TARGETS_GEN) {
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        // SAFETY: a plain 8-byte store; other CPUs and user space store theirs the same way.
+        unsafe { *generation = changes << 16 | u64::from(cpu) };
+    }
 }

@@ -16,10 +16,17 @@ pub const CONFIG_ACTIVE_BUFFER: u32 = 0;
 pub const CONFIG_ALL_PROCESSES: u32 = 1;
 /// 1 = a process forked by a target becomes a target (`record`, `--follow-children`).
 pub const CONFIG_FOLLOW_CHILDREN: u32 = 2;
-pub const CONFIG_LEN: u32 = 3;
+/// The state of `TARGETS`: whoever changes `TARGETS` (user space adding targets, the kernel
+/// following children and forgetting ended processes) stores a value never stored before right
+/// after the change, `count << 16 | writer` (`writer`: the CPU, or `TARGETS_WRITER_USER`).
+/// Plain stores suffice: whichever store lands last, the value differs from every one before
+/// it. Per-CPU caches of `TARGETS` answers (`CpuState::targets`) hold only answers read under
+/// the current value.
+pub const CONFIG_TARGETS_GEN: u32 = 3;
+pub const CONFIG_LEN: u32 = 4;
+/// `CONFIG_TARGETS_GEN`'s writer field for user space (above any CPU number).
+pub const TARGETS_WRITER_USER: u64 = 0xffff;
 
-/// Most CPUs the per-CPU time arrays hold (index = buffer * MAX_CPUS + cpu).
-pub const MAX_CPUS: u32 = 1024;
 /// Sample-count hash map entries per buffer.
 pub const MAX_SAMPLE_KEYS: u32 = 32 * 1024;
 /// Stack-trace map entries per buffer, as declared; the loader sizes the maps for the run
@@ -274,20 +281,63 @@ pub struct ThreadCpuValue {
     pub comm: [u8; 16],
 }
 
-/// One CPU's time in one buffer. Only that CPU writes it (scheduler and sampler programs run
-/// with interrupts off or in the timer interrupt on their own CPU), so plain adds suffice.
+/// Thread slots each CPU has per buffer (`CpuState::threads`): pairs, a power of two of them.
+pub const THREAD_SLOTS: usize = 32;
+/// `TARGETS` answers each CPU keeps (`CpuState::targets`), a power of two.
+pub const TARGET_CACHE: usize = 8;
+
+/// A thread's on-CPU time on one CPU in one buffer, not yet added to `THREAD_CPU_*`. A CPU
+/// charges a thread in one of the two slots at `2 * (tid % (THREAD_SLOTS / 2))` with a plain
+/// add, and moves a thread's time to the hash map only when its slot is needed for another
+/// thread; user space adds the slots of the drained buffer to its `THREAD_CPU_*` entries.
 #[repr(C)]
-#[derive(Copy, Clone, Debug, Default)]
-pub struct CpuTimeValue {
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadSlot {
+    /// `tgid << 32 | tid`; 0 = empty.
+    pub pid_tgid: u64,
+    pub on_cpu_ns: u64,
+    /// The thread's name when it took the slot.
+    pub comm: [u8; 16],
+}
+
+/// One CPU's time in one buffer. Written only by that CPU, which resets it and the buffer's
+/// thread slots (like `SampleLog`) when it first writes them under a new `CONFIG_ACTIVE_BUFFER`
+/// tag, so user space never clears them: with another `tag` than the drained buffer's, they
+/// hold an older cycle, already drained.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    pub tag: u32,
+    pub _pad: u32,
     pub busy_ns: u64,
     pub idle_ns: u64,
 }
 
-/// Per-CPU scheduler state: when the running task's slice was last accounted.
+/// A per-CPU cache entry of `TARGETS`: whether `tgid` was in it when `CONFIG_TARGETS_GEN` was
+/// `generation`.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default)]
+pub struct TargetAnswer {
+    pub generation: u64,
+    pub tgid: u32,
+    pub targeted: u32,
+}
+
+/// Per-CPU scheduler state (`CPU_STATE`): everything a context switch reads and writes, what
+/// each switch touches first.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, Default)]
 pub struct CpuState {
+    /// When the running task's slice was last accounted.
     pub last_ns: u64,
+    /// Index = buffer.
+    pub times: [CpuTimes; BUFFERS as usize],
+    /// Recent `TARGETS` answers, at `tgid % TARGET_CACHE`.
+    pub targets: [TargetAnswer; TARGET_CACHE],
+    /// Changes this CPU made to `TARGETS` (the count in `CONFIG_TARGETS_GEN`).
+    pub targets_changes: u64,
+    /// Index = buffer; valid under `times[buffer].tag`.
+    pub threads: [[ThreadSlot; THREAD_SLOTS]; BUFFERS as usize],
 }
 
 /// A thread that exited, recorded by sched_process_exit so user space can name it and knows
@@ -324,8 +374,9 @@ mod pod {
     unsafe impl aya::Pod for super::SampleKey {}
     unsafe impl aya::Pod for super::ThreadCpuKey {}
     unsafe impl aya::Pod for super::ThreadCpuValue {}
-    unsafe impl aya::Pod for super::CpuTimeValue {}
     unsafe impl aya::Pod for super::CpuState {}
+    unsafe impl aya::Pod for super::CpuTimes {}
+    unsafe impl aya::Pod for super::ThreadSlot {}
     unsafe impl aya::Pod for super::ExitValue {}
     unsafe impl aya::Pod for super::JvmConfig {}
     unsafe impl aya::Pod for super::CodeHeapConfig {}

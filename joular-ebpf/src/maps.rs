@@ -7,13 +7,15 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use joular_ebpf::{
-    CpuState, CpuTimeValue, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, ThreadCpuKey,
-    SampleLog, ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_CPUS, MAX_JAVA_STACKS, MAX_JVMS,
+    CpuState, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, ThreadCpuKey,
+    SampleLog, ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS,
     MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
+/// Index = `CONFIG_*`. 64-bit values: the kernel bumps `CONFIG_TARGETS_GEN_KERNEL` with an
+/// atomic add, which BPF programs in Rust have only for 64-bit words.
 #[map]
-pub static CONFIG: Array<u32> = Array::with_max_entries(CONFIG_LEN, 0);
+pub static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_LEN, 0);
 
 /// TGIDs to profile when not in host mode (value unused).
 #[map]
@@ -54,10 +56,7 @@ pub static EXITS_0: HashMap<u32, ExitValue> = HashMap::with_max_entries(MAX_THRE
 #[map]
 pub static EXITS_1: HashMap<u32, ExitValue> = HashMap::with_max_entries(MAX_THREAD_CPU, 0);
 
-/// Index `buffer * MAX_CPUS + cpu`.
-#[map]
-pub static CPU_TIMES: Array<CpuTimeValue> = Array::with_max_entries(BUFFERS * MAX_CPUS, 0);
-
+/// Each CPU's accounting state and its time per buffer (see `CpuState`).
 #[map]
 pub static CPU_STATE: PerCpuArray<CpuState> = PerCpuArray::with_max_entries(1, 0);
 

@@ -75,6 +75,70 @@ fn ebpf_on_cpu_time_matches_proc_jiffies() {
     }
 }
 
+/// A thread's CPU time as the kernel counts it (`/proc/<pid>/task/<tid>/schedstat`, ns).
+fn schedstat_ns(pid: u32, tid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).expect("schedstat");
+    text.split_whitespace().next().and_then(|f| f.parse().ok()).unwrap_or_else(|| panic!("bad schedstat {text:?}"))
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec; CLOCK_MONOTONIC is the clock of the cycles' start_ns/end_ns.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `(at_ns, value)` readings, increasing in time: the value at `t_ns`, linearly interpolated.
+fn value_at(readings: &[(u64, u64)], t_ns: u64) -> f64 {
+    let after = readings.iter().position(|r| r.0 >= t_ns).unwrap_or_else(|| panic!("no reading after {t_ns}"));
+    assert!(after > 0, "no reading before {t_ns}");
+    let ((t0, v0), (t1, v1)) = (readings[after - 1], readings[after]);
+    v0 as f64 + (v1 - v0) as f64 * (t_ns - t0) as f64 / (t1 - t0).max(1) as f64
+}
+
+/// The per-thread on-CPU time the scheduler programs count (per-CPU thread slots, spilled to
+/// `THREAD_CPU_*`) against the kernel's own nanosecond count for a busy thread, over the same
+/// span: its schedstat, read every 2 ms during the run and interpolated at the cycle bounds.
+/// The first cycle also holds the slice since the programs were attached, so it is left out.
+#[test]
+fn ebpf_on_cpu_time_of_a_busy_thread_matches_its_schedstat() {
+    let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
+    let (pid, busy) = (jvm.pid(), jvm.tid_of("busy"));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut readings = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                readings.push((monotonic_ns(), schedstat_ns(pid, busy)));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            readings.push((monotonic_ns(), schedstat_ns(pid, busy)));
+            readings
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cycles.jsonl");
+    let out = profile(&["--pid", &pid.to_string(), "--duration", "4", "--json", json.to_str().unwrap()], Duration::from_secs(60));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let readings = reader.join().expect("schedstat reader");
+    assert_success(&out);
+    let cycles = read_jsonl(&json);
+    assert_eq!(cycles.len(), 4, "4 s at 1 s cycles gives 4 cycles");
+    let counted = &cycles[1..];
+    let ebpf_ns = per_thread_sum(counted, "on_cpu_ns")[&(busy as u64)];
+    let (from, to) = (counted[0]["start_ns"].as_u64().unwrap(), counted.last().unwrap()["end_ns"].as_u64().unwrap());
+    let kernel_ns = value_at(&readings, to) - value_at(&readings, from);
+    assert!(kernel_ns > 1e9, "the busy thread ran only {kernel_ns} ns in {} ns", to - from);
+    assert!(
+        (ebpf_ns - kernel_ns).abs() <= 0.03 * kernel_ns,
+        "busy thread: eBPF {:.4} s vs schedstat {:.4} s over the same {:.3} s",
+        ebpf_ns / 1e9,
+        kernel_ns / 1e9,
+        (to - from) as f64 / 1e9
+    );
+}
+
 #[test]
 fn a_target_that_exits_mid_run_still_gets_a_summary() {
     let jvm = Jvm::start("DutyCycle", &["1.5", "1.0", "0.3"], &[]);

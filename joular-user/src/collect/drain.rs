@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use joular_ebpf::{CpuTimeValue, JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, MAX_CPUS, STACK_ID_OVERFLOW};
+use joular_ebpf::{JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, STACK_ID_OVERFLOW};
 
 use super::monotonic;
 use crate::ebpf::{Probe, ProbeError};
+use super::cpu_time::{self, comm_str};
 use super::{sample_log, walked};
 use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
@@ -67,7 +68,7 @@ impl Collector {
         // would have to survive that long untouched to be mistaken for a current one.
         self.generation = self.generation.wrapping_add(1) & (u32::MAX >> 1);
         let tag = self.generation << 1 | self.active;
-        probe.config.set(CONFIG_ACTIVE_BUFFER, tag, 0).map_err(|e| ProbeError::Map("CONFIG", e))?;
+        probe.config.set(CONFIG_ACTIVE_BUFFER, u64::from(tag), 0).map_err(|e| ProbeError::Map("CONFIG", e))?;
         self.retired_tag = std::mem::replace(&mut self.tag, tag);
         let end_ns = monotonic::now_ns();
         let start_ns = std::mem::replace(&mut self.last_flip_ns, end_ns);
@@ -80,9 +81,8 @@ impl Collector {
         let old = 1 - self.active;
         let mut cycle = RawCycle { start_ns, end_ns, ..Default::default() };
         drain_samples(probe, old as usize, self.retired_tag, &mut cycle)?;
-        drain_thread_cpu(probe, old as usize, &mut cycle)?;
+        drain_cpu_time(probe, old as usize, self.retired_tag, &mut cycle)?;
         drain_exits(probe, old as usize, &mut cycle)?;
-        drain_cpu_times(probe, old, &mut cycle)?;
         cycle.drops = self.drop_deltas(probe)?;
         probe.flush_log();
         Ok(cycle)
@@ -111,11 +111,6 @@ impl Default for Collector {
     fn default() -> Self {
         Self::new()
     }
-}
-
-fn comm_str(comm: &[u8; 16]) -> String {
-    let end = comm.iter().position(|&b| b == 0).unwrap_or(comm.len());
-    String::from_utf8_lossy(&comm[..end]).into_owned()
 }
 
 fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycle) -> Result<(), ProbeError> {
@@ -197,19 +192,16 @@ fn stack_map_of(id: i32) -> (StackMap, u32) {
     }
 }
 
-fn drain_thread_cpu(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+/// Busy and idle time per online CPU and on-CPU time per (thread, CPU), from `CPU_STATE`
+/// and `THREAD_CPU_*` (see `cpu_time::merge`).
+fn drain_cpu_time(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+    let states = probe.cpu_state.get(&0, 0).map_err(|e| ProbeError::Map("CPU_STATE", e))?;
+    let cpus: Vec<_> = probe.online_cpus.iter().filter_map(|&cpu| states.get(cpu as usize).map(|s| (cpu, *s))).collect();
     let map = &mut probe.buffers[buffer].thread_cpu;
-    let entries: Vec<_> = map.iter().filter_map(Result::ok).collect();
-    for (key, value) in &entries {
-        cycle.thread_cpu.push(ThreadCpuTime {
-            pid: value.tgid,
-            tid: key.tid,
-            cpu: key.cpu,
-            on_cpu_ns: value.on_cpu_ns,
-        });
-        cycle.comms.entry(key.tid).or_insert_with(|| (value.tgid, comm_str(&value.comm)));
-    }
-    for (key, _) in entries {
+    let spilled: Vec<_> = map.iter().filter_map(Result::ok).collect();
+    let merged = cpu_time::merge(&cpus, tag, &spilled);
+    (cycle.cpus, cycle.thread_cpu, cycle.comms) = (merged.cpus, merged.threads, merged.comms);
+    for (key, _) in spilled {
         let _ = map.remove(&key);
     }
     Ok(())
@@ -228,19 +220,6 @@ fn drain_exits(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result
     }
     for (tid, _) in entries {
         let _ = map.remove(&tid);
-    }
-    Ok(())
-}
-
-fn drain_cpu_times(probe: &mut Probe, buffer: u32, cycle: &mut RawCycle) -> Result<(), ProbeError> {
-    for &cpu in &probe.online_cpus {
-        let index = buffer * MAX_CPUS + cpu;
-        let v = probe.cpu_times.get(&index, 0).map_err(|e| ProbeError::Map("CPU_TIMES", e))?;
-        cycle.cpus.push(CpuTime { cpu, busy_ns: v.busy_ns, idle_ns: v.idle_ns });
-        probe
-            .cpu_times
-            .set(index, CpuTimeValue::default(), 0)
-            .map_err(|e| ProbeError::Map("CPU_TIMES", e))?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! Draining the kernel's counters once per cycle into plain data (`RawCycle`).
 
+mod cpu_time;
 mod drain;
 pub mod monotonic;
 mod sample_log;

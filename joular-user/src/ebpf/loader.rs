@@ -12,8 +12,9 @@ use aya::{
     Ebpf, EbpfLoader,
 };
 use joular_ebpf::{
-    CpuTimeValue, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
-    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS,
+    CpuState, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS,
+    TARGETS_WRITER_USER,
 };
 
 use super::{
@@ -61,14 +62,15 @@ pub struct BufferMaps {
 }
 
 pub struct Probe {
-    pub config: Array<MapData, u32>,
+    pub config: Array<MapData, u64>,
     pub targets: HashMap<MapData, u32, u8>,
     /// JVMs whose stacks the sampler walks (see `set_jvm`).
     pub jvms: HashMap<MapData, u32, JvmConfig>,
     pub buffers: [BufferMaps; 2],
     /// Per CPU, index = buffer: samples logged without hashing (see `SampleLog`).
     pub sample_log: PerCpuArray<MapData, SampleLog>,
-    pub cpu_times: Array<MapData, CpuTimeValue>,
+    /// Per CPU: its scheduler state, with its time and thread slots per buffer (see `CpuState`).
+    pub cpu_state: PerCpuArray<MapData, CpuState>,
     pub drops: PerCpuArray<MapData, u64>,
     pub online_cpus: Vec<u32>,
     /// None when no scheduler program could be attached (or none was asked for): per-thread
@@ -80,6 +82,8 @@ pub struct Probe {
     /// Names kernel addresses through the kernel's own symbol table (None on a kernel without
     /// `bpf_snprintf` or raw tracepoint test runs: /proc/kallsyms is read instead).
     pub kernel_names: Option<KernelNames>,
+    /// Changes made to `TARGETS` from here (the count in `CONFIG_TARGETS_GEN`).
+    targets_changes: u64,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     // Dropping the Ebpf detaches every program; it must outlive the map handles' use.
     _ebpf: Ebpf,
@@ -128,9 +132,9 @@ impl Probe {
             None
         };
 
-        let mut config: Array<MapData, u32> = take(&mut ebpf, "CONFIG")?;
+        let mut config: Array<MapData, u64> = take(&mut ebpf, "CONFIG")?;
         config
-            .set(CONFIG_ALL_PROCESSES, u32::from(opts.all_processes), 0)
+            .set(CONFIG_ALL_PROCESSES, u64::from(opts.all_processes), 0)
             .map_err(|e| ProbeError::Map("CONFIG", e))?;
         if opts.follow_children {
             config.set(CONFIG_FOLLOW_CHILDREN, 1, 0).map_err(|e| ProbeError::Map("CONFIG", e))?;
@@ -164,12 +168,13 @@ impl Probe {
             jvms: take(&mut ebpf, "JVMS")?,
             buffers: [buffer_maps(&mut ebpf, 0)?, buffer_maps(&mut ebpf, 1)?],
             sample_log: take(&mut ebpf, "SAMPLE_LOG")?,
-            cpu_times: take(&mut ebpf, "CPU_TIMES")?,
+            cpu_state: take(&mut ebpf, "CPU_STATE")?,
             drops: take(&mut ebpf, "DROPS")?,
             online_cpus,
             scheduler_hook,
             walks_jvms,
             kernel_names,
+            targets_changes: 0,
             logger,
             _ebpf: ebpf,
         })
@@ -177,7 +182,11 @@ impl Probe {
 
     /// Starts profiling a process (all its threads, present and future).
     pub fn add_target(&mut self, tgid: u32) -> Result<(), ProbeError> {
-        self.targets.insert(tgid, 1, 0).map_err(|e| ProbeError::Map("TARGETS", e))
+        self.targets.insert(tgid, 1, 0).map_err(|e| ProbeError::Map("TARGETS", e))?;
+        // After the change: the kernel's per-CPU caches of `TARGETS` answers go stale.
+        self.targets_changes += 1;
+        let generation = self.targets_changes << 16 | TARGETS_WRITER_USER;
+        self.config.set(CONFIG_TARGETS_GEN, generation, 0).map_err(|e| ProbeError::Map("CONFIG", e))
     }
 
     /// From the next sample on, the sampler walks the user stacks of `tgid`'s threads with
