@@ -20,6 +20,10 @@
 //! precedes (a step through garbage) end the walk there, flagged `JAVA_STACK_CUT` and
 //! counted by cause; the suspicious frame itself is not kept. Compiled frames carry their
 //! nmethod's compile id, which user space checks against the blob it names them from.
+//! A per-CPU cache of blob lookups (`joular_ebpf::blob_cache`) spares the segment-map hops,
+//! the name read and a known return address's call check of blobs seen before; the block
+//! header and the compile id are read at every frame, so a freed or reused blob is never
+//! trusted.
 //!
 //! The walk is one `bpf_loop` (one frame per call, state in a per-CPU map), so the verifier
 //! checks the step once rather than once per frame. It stops at the thread's first frame (a
@@ -41,6 +45,7 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 use joular_ebpf::{
+    blob_cache::{BlobCache, BLOB_CACHE_SLOTS},
     JavaFrame, JavaStack, JvmConfig, BLOB_WINDOW_WORDS, DROP_JAVA_STACK_COLLISION,
     DROP_JAVA_STACK_MAP_FULL, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB,
     DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE,
@@ -50,7 +55,7 @@ use joular_ebpf::{
 };
 
 use crate::account::count_drop;
-use crate::codeblob::{find_block, follows_call, window_field};
+use crate::codeblob::{find_block, follows_call, holds_pc, place, window_field};
 use crate::maps::{JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, RECENT_STACKS, WALK_STATE};
 
 const BPF_NOEXIST: u64 = 1;
@@ -101,8 +106,13 @@ pub struct WalkState {
     pub hash: u64,
     pub len: u32,
     pub flags: u32,
+    /// The JVM walked.
+    pub tgid: u32,
+    pub _pad: u32,
     /// The code heap block the current frame's pc is in, as read.
     pub blob: [u64; BLOB_WINDOW_WORDS],
+    /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
+    pub cache: BlobCache,
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
@@ -163,7 +173,7 @@ fn mix(h: u64, v: u64) -> u64 {
 /// frames below the leaf. Returns that hash (0 when the stack could not be stored,
 /// counted) and the leaf frame, which the sample's key carries.
 #[inline(always)]
-pub fn walk_and_store(cfg: &JvmConfig, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
+pub fn walk_and_store(cfg: &JvmConfig, tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
     let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(0), WALK_STATE.get_ptr_mut(0)) else {
         return (0, JavaFrame::default());
     };
@@ -177,6 +187,7 @@ pub fn walk_and_store(cfg: &JvmConfig, regs: &UserRegs, tag: u32) -> (u64, JavaF
         return (0, JavaFrame::default());
     }
     state.cfg = *cfg;
+    state.tgid = tgid;
     state.pc = regs.pc;
     state.sp = regs.sp;
     state.fp = regs.fp;
@@ -287,35 +298,78 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         aux: FRAME_CODE << FRAME_KIND_SHIFT,
     };
     // A return address into compiled code or a stub follows a call instruction (the
-    // interpreter pushes its own return addresses, so it is not checked).
-    if !leaf && !follows_call(pc) {
+    // interpreter pushes its own return addresses, so it is not checked). One the blob
+    // cache vouches for is checked below, once the blob is known to be the same nmethod.
+    let place = if cfg.unwind == JVM_UNWIND_HOTSPOT {
+        place(state, pc)
+    } else {
+        None
+    };
+    let vouched = match place {
+        Some(p) => {
+            !leaf && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc
+        }
+        None => false,
+    };
+    if !leaf && !vouched && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
-    if cfg.unwind != JVM_UNWIND_HOTSPOT {
+    if state.cfg.unwind != JVM_UNWIND_HOTSPOT {
         return fp_step(state, frame);
     }
     // The leaf's pc is where the thread was: kept (user space names it or says it is
     // unknown); a caller's pc that no blob holds may be garbage: dropped.
-    let Some(block) = find_block(state, pc) else {
+    let Some(place) = place else {
         return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
-    let l = state.cfg.blob;
-    let blob = block + u64::from(l.blob);
-    let size = window_field(state, l.size, 4);
-    let code_begin = window_field(state, l.code_begin, 8);
-    if window_field(state, l.used, 1) == 0 || pc < code_begin || pc >= blob + size {
+    let Some(block) = find_block(state, pc, &place) else {
+        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
+    };
+    if !holds_pc(state, block, pc) {
         return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     }
+    let l = state.cfg.blob;
+    let blob = block + u64::from(l.blob);
+    let code_begin = window_field(state, l.code_begin, 8);
     let frame_words = window_field(state, l.frame_size, 4) as u32;
     let complete = window_field(state, l.frame_complete, 4) as u32;
-    // SAFETY: user-space reads that fail cleanly.
-    let name = unsafe { bpf_probe_read_user(window_field(state, l.name, 8) as *const u64) };
-    if let Ok(NAME_NMETHOD | NAME_NATIVE_NMETHOD) = name {
+    let name = window_field(state, l.name, 8);
+    let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
+    let nmethod = match state.cache.entries[slot].known_name(name) {
+        Some(nmethod) => nmethod,
+        None => {
+            // SAFETY: user-space reads that fail cleanly.
+            match unsafe { bpf_probe_read_user(name as *const u64) } {
+                Ok(s) => {
+                    let nmethod = s == NAME_NMETHOD || s == NAME_NATIVE_NMETHOD;
+                    state.cache.entries[slot].learn_name(name, nmethod);
+                    nmethod
+                }
+                Err(_) => false,
+            }
+        }
+    };
+    let mut compile_id = 0;
+    if nmethod {
+        // SAFETY: as above.
         let id = unsafe { bpf_probe_read_user((blob + u64::from(l.compile_id)) as *const u32) };
         match id {
-            Ok(id) => frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(id),
+            Ok(id) => {
+                frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(id);
+                state.cache.entries[slot].saw_compile_id(id);
+                compile_id = id;
+            }
             Err(_) => return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_READ_FAILED),
         }
+    }
+    if vouched
+        && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id)
+        && !follows_call(pc)
+    {
+        return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
+    }
+    if !leaf && nmethod {
+        state.cache.entries[slot].learn_return(pc, compile_id);
     }
     // `_frame_complete_offset` is -1 for blobs that never set up a frame of their own.
     if leaf && (complete as i32) > 0 && pc < code_begin + u64::from(complete) {
