@@ -25,6 +25,10 @@
 //! header and the compile id are read at every frame, so a freed or reused blob is never
 //! trusted.
 //!
+//! Saved frame pointers and return addresses are taken from a window of the thread's stack
+//! read once for several frames (`stack_pair`); the stack does not change while its
+//! thread is interrupted, and the window is forgotten at each walk's start.
+//!
 //! The walk is one `bpf_loop` (one frame per call, state in a per-CPU map), so the verifier
 //! checks the step once rather than once per frame. It stops at the thread's first frame (a
 //! saved fp or return address of 0), at a failed read (cut, counted) or after
@@ -40,7 +44,10 @@ use aya_ebpf::{
     bindings::pt_regs,
     helpers::{
         bpf_probe_read_kernel, bpf_probe_read_user,
-        generated::{bpf_get_current_task_btf, bpf_loop, bpf_task_pt_regs},
+        generated::{
+            bpf_get_current_task_btf, bpf_loop, bpf_probe_read_user as read_user_into,
+            bpf_task_pt_regs,
+        },
     },
     programs::PerfEventContext,
 };
@@ -61,6 +68,11 @@ use crate::maps::{JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, RECENT_STACKS, WAL
 const BPF_NOEXIST: u64 = 1;
 /// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
 pub const RECENT_STACK_SLOTS: usize = 64;
+
+/// Words of the sampled thread's stack one read brings in: the frames of the callers
+/// below the Java code (libjvm, libc) are small and adjacent, so most of their
+/// frame-pointer steps are served from the last read instead of a read of their own.
+const STACK_WINDOW_WORDS: usize = 32;
 
 /// Per CPU: (hash, tag) of stacks stored lately, by `hash % RECENT_STACK_SLOTS`.
 #[repr(C)]
@@ -111,6 +123,10 @@ pub struct WalkState {
     pub _pad: u32,
     /// The code heap block the current frame's pc is in, as read.
     pub blob: [u64; BLOB_WINDOW_WORDS],
+    /// `STACK_WINDOW_WORDS` of the thread's stack read at `stack_base` during this walk
+    /// (0: none yet).
+    pub stack_base: u64,
+    pub stack: [u64; STACK_WINDOW_WORDS],
     /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
     pub cache: BlobCache,
 }
@@ -188,6 +204,7 @@ pub fn walk_and_store(cfg: &JvmConfig, tgid: u32, regs: &UserRegs, tag: u32) -> 
     }
     state.cfg = *cfg;
     state.tgid = tgid;
+    state.stack_base = 0;
     state.pc = regs.pc;
     state.sp = regs.sp;
     state.fp = regs.fp;
@@ -386,7 +403,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     }
     let caller_sp = sp + u64::from(frame_words) * 8;
     // SAFETY: as above.
-    match unsafe { bpf_probe_read_user((caller_sp - 16) as *const [u64; 2]) } {
+    match stack_pair(state, caller_sp - 16) {
         // Compiled code always has a caller: a return address of 0 is not the end.
         Ok([_, 0]) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
         Ok([saved_fp, ret]) => {
@@ -425,11 +442,47 @@ fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     if fp & 7 != 0 || fp < sp || fp - sp >= MAX_FRAME_BYTES {
         return Step::stop(Some(frame), JAVA_STACK_CUT);
     }
-    // SAFETY: a user-space read that fails cleanly.
-    match unsafe { bpf_probe_read_user(fp as *const [u64; 2]) } {
+    match stack_pair(state, fp) {
         Ok([saved_fp, ret]) => advance(state, frame, ret, fp + 16, saved_fp),
         Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
     }
+}
+
+/// The two stack words at `at`: from the stack window when it holds them, else read with
+/// the window refilled from `at` (or alone when the window's read fails: near the top of
+/// the thread's stack). The stack does not move while its thread is interrupted.
+#[inline(always)]
+fn stack_pair(state: &mut WalkState, at: u64) -> Result<[u64; 2], i64> {
+    let base = state.stack_base;
+    let last = (STACK_WINDOW_WORDS as u64 - 2) * 8;
+    if at & 7 != 0 {
+        // SAFETY: a user-space read that fails cleanly.
+        return unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from);
+    }
+    if base != 0 && at >= base && at - base <= last {
+        let i = ((at - base) / 8) as usize;
+        let w = &state.stack;
+        return Ok([
+            w[i & (STACK_WINDOW_WORDS - 1)],
+            w[(i + 1) & (STACK_WINDOW_WORDS - 1)],
+        ]);
+    }
+    state.stack_base = 0;
+    // SAFETY: the destination is this CPU's map value, `STACK_WINDOW_WORDS` words long;
+    // the source is a user-space address, read with a read that fails cleanly.
+    let read = unsafe {
+        read_user_into(
+            state.stack.as_mut_ptr() as *mut c_void,
+            (STACK_WINDOW_WORDS * 8) as u32,
+            at as *const c_void,
+        )
+    };
+    if read == 0 {
+        state.stack_base = at;
+        return Ok([state.stack[0], state.stack[1]]);
+    }
+    // SAFETY: as above.
+    unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from)
 }
 
 /// An interpreted frame: `Method*` and bcp from its slots, then a frame-pointer step whose
