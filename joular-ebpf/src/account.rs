@@ -253,7 +253,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
         Some(cfg) => {
             // SAFETY: a map value, written only by user space between cycles.
             let cfg = unsafe { &*cfg };
-            match walk::walk_and_store(cfg, &walk::user_regs(ctx, user_mode), tag) {
+            match walk::walk_and_store(cfg, tgid, &walk::user_regs(ctx, user_mode), tag) {
                 (0, _) => (-3, 0, JavaFrame::default()),
                 (hash, leaf) => (-1, hash, leaf),
             }

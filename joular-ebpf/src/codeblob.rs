@@ -1,10 +1,14 @@
 //! Code blobs of a HotSpot JVM as the sampler's unwinder sees them: the block that holds a
-//! pc, found through the code heap's segment map as `CodeHeap::find_blob` does, its fields
+//! pc, found through the code heap's segment map as `CodeHeap::find_blob` does (or the
+//! per-CPU blob cache, `joular_ebpf::blob_cache`), its fields
 //! read at the offsets user space published (`joular_ebpf::BlobLayout`), and whether a
 //! return address follows a call instruction.
 
 use aya_ebpf::helpers::bpf_probe_read_user;
-use joular_ebpf::{BLOB_WINDOW_WORDS, MAX_CODE_HEAPS, MAX_SEGMAP_HOPS};
+use joular_ebpf::{
+    blob_cache::{self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS},
+    CodeHeapConfig, BLOB_WINDOW_WORDS, MAX_CODE_HEAPS, MAX_SEGMAP_HOPS,
+};
 
 use crate::walk::WalkState;
 
@@ -26,11 +30,17 @@ pub fn follows_call(ret: u64) -> bool {
         || (b[2] == 0xff && (b[3] & 0xf8 == 0x90 || b[3] == 0x15))
 }
 
-/// The start of the used code heap block holding `pc`, its first `BLOB_WINDOW_WORDS`
-/// words read into `state.blob`; as `CodeHeap::find_blob`: the segment map gives, per
-/// segment, how many segments to go back towards the block start (0 at the start).
+/// Where a pc in the code cache stands before any read: its heap's segment (`pc >>
+/// log2_segment_bytes`) and the blob cache slot of that segment. `None`: no heap holds it.
+#[derive(Copy, Clone)]
+pub struct CodePlace {
+    pub heap: CodeHeapConfig,
+    pub segment: u64,
+    pub slot: usize,
+}
+
 #[inline(always)]
-pub fn find_block(state: &mut WalkState, pc: u64) -> Option<u64> {
+pub fn place(state: &WalkState, pc: u64) -> Option<CodePlace> {
     let cfg = &state.cfg;
     let mut found = None;
     for h in 0..MAX_CODE_HEAPS {
@@ -40,9 +50,47 @@ pub fn find_block(state: &mut WalkState, pc: u64) -> Option<u64> {
         }
     }
     let heap = found?;
+    let segment = pc >> (heap.log2_segment_bytes & 31);
+    Some(CodePlace {
+        heap,
+        segment,
+        slot: blob_cache_slot(segment, state.tgid),
+    })
+}
+
+/// The start of the used code heap block holding `pc`, its first `BLOB_WINDOW_WORDS`
+/// words read into `state.blob`: the block the blob cache remembers for the pc's segment
+/// if, read now, it still holds the pc (see `joular_ebpf::blob_cache`), else the one the
+/// segment map gives, which the cache then remembers.
+#[inline(always)]
+pub fn find_block(state: &mut WalkState, pc: u64, place: &CodePlace) -> Option<u64> {
+    let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
+    let entry = state.cache.entries[slot];
+    if entry.holds(place.segment, state.tgid, state.cfg.interpreter_start)
+        && read_window(state, entry.block)
+        && holds_pc(state, entry.block, pc)
+    {
+        return Some(entry.block);
+    }
+    let block = segmap_block(&place.heap, pc)?;
+    if !read_window(state, block) {
+        return None;
+    }
+    state.cache.entries[slot] = BlobCacheEntry::new(
+        place.segment,
+        state.tgid,
+        state.cfg.interpreter_start,
+        block,
+    );
+    Some(block)
+}
+
+/// As `CodeHeap::find_blob`: the segment map gives, per segment, how many segments to go
+/// back towards the block start (0 at the start).
+#[inline(always)]
+fn segmap_block(heap: &CodeHeapConfig, pc: u64) -> Option<u64> {
     let shift = heap.log2_segment_bytes & 31;
     let mut segment = (pc - heap.low) >> shift;
-    let mut at_start = false;
     for _ in 0..MAX_SEGMAP_HOPS {
         // SAFETY: a user-space read that fails cleanly.
         let tag = unsafe { bpf_probe_read_user((heap.segmap + segment) as *const u8) }.ok()?;
@@ -50,30 +98,36 @@ pub fn find_block(state: &mut WalkState, pc: u64) -> Option<u64> {
             return None;
         }
         if tag == 0 {
-            at_start = true;
-            break;
+            return Some(heap.low + (segment << shift));
         }
         segment = segment.checked_sub(u64::from(tag))?;
     }
-    if !at_start {
-        return None;
-    }
-    let block = heap.low + (segment << shift);
-    // SAFETY: as above; the window lies in the heap (a blob is at least that big, and a
-    // small stub's window runs into the next block, which is mapped too).
-    state.blob = unsafe { bpf_probe_read_user(block as *const [u64; BLOB_WINDOW_WORDS]) }.ok()?;
-    Some(block)
+    None
 }
 
-/// A field of the block read into `state.blob`: `bytes` wide at `offset` (user space
-/// checks that each field lies inside one aligned word of the window).
+/// Reads the block's first `BLOB_WINDOW_WORDS` words into `state.blob`.
+#[inline(always)]
+fn read_window(state: &mut WalkState, block: u64) -> bool {
+    // SAFETY: a user-space read that fails cleanly; the window lies in the heap (a blob is
+    // at least that big, and a small stub's window runs into the next block, which is
+    // mapped too).
+    match unsafe { bpf_probe_read_user(block as *const [u64; BLOB_WINDOW_WORDS]) } {
+        Ok(w) => {
+            state.blob = w;
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether the block read into `state.blob` is in use and its blob's code holds `pc`.
+#[inline(always)]
+pub fn holds_pc(state: &WalkState, block: u64, pc: u64) -> bool {
+    window_holds_pc(&state.blob, &state.cfg.blob, block, pc)
+}
+
+/// A field of the block read into `state.blob` (see `blob_cache::window_field`).
 #[inline(always)]
 pub fn window_field(state: &WalkState, offset: u32, bytes: u32) -> u64 {
-    let word = state.blob[(offset / 8) as usize & (BLOB_WINDOW_WORDS - 1)];
-    let value = word >> ((offset & 7) * 8);
-    if bytes >= 8 {
-        value
-    } else {
-        value & ((1u64 << (bytes * 8)) - 1)
-    }
+    blob_cache::window_field(&state.blob, offset, bytes)
 }

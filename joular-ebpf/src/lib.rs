@@ -2,6 +2,8 @@
 //! explicit padding so both sides agree on the layout byte for byte.
 #![no_std]
 
+pub mod blob_cache;
+
 /// Maps come in two copies (buffer 0 and 1). The kernel writes the buffer named by
 /// `CONFIG[CONFIG_ACTIVE_BUFFER]`; user space flips it at a cycle's end and drains the other
 /// one while the next cycle fills, so a drain always sees a complete cycle.

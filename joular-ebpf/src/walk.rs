@@ -20,6 +20,14 @@
 //! precedes (a step through garbage) end the walk there, flagged `JAVA_STACK_CUT` and
 //! counted by cause; the suspicious frame itself is not kept. Compiled frames carry their
 //! nmethod's compile id, which user space checks against the blob it names them from.
+//! A per-CPU cache of blob lookups (`joular_ebpf::blob_cache`) spares the segment-map hops,
+//! the name read and a known return address's call check of blobs seen before; the block
+//! header and the compile id are read at every frame, so a freed or reused blob is never
+//! trusted.
+//!
+//! Saved frame pointers and return addresses are taken from a window of the thread's stack
+//! read once for several frames (`stack_pair`); the stack does not change while its
+//! thread is interrupted, and the window is forgotten at each walk's start.
 //!
 //! The walk is one `bpf_loop` (one frame per call, state in a per-CPU map), so the verifier
 //! checks the step once rather than once per frame. It stops at the thread's first frame (a
@@ -36,11 +44,15 @@ use aya_ebpf::{
     bindings::pt_regs,
     helpers::{
         bpf_probe_read_kernel, bpf_probe_read_user,
-        generated::{bpf_get_current_task_btf, bpf_loop, bpf_task_pt_regs},
+        generated::{
+            bpf_get_current_task_btf, bpf_loop, bpf_probe_read_user as read_user_into,
+            bpf_task_pt_regs,
+        },
     },
     programs::PerfEventContext,
 };
 use joular_ebpf::{
+    blob_cache::{BlobCache, BLOB_CACHE_SLOTS},
     JavaFrame, JavaStack, JvmConfig, BLOB_WINDOW_WORDS, DROP_JAVA_STACK_COLLISION,
     DROP_JAVA_STACK_MAP_FULL, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB,
     DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE,
@@ -50,12 +62,17 @@ use joular_ebpf::{
 };
 
 use crate::account::count_drop;
-use crate::codeblob::{find_block, follows_call, window_field};
+use crate::codeblob::{find_block, follows_call, holds_pc, place, window_field};
 use crate::maps::{JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, RECENT_STACKS, WALK_STATE};
 
 const BPF_NOEXIST: u64 = 1;
 /// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
 pub const RECENT_STACK_SLOTS: usize = 64;
+
+/// Words of the sampled thread's stack one read brings in: the frames of the callers
+/// below the Java code (libjvm, libc) are small and adjacent, so most of their
+/// frame-pointer steps are served from the last read instead of a read of their own.
+const STACK_WINDOW_WORDS: usize = 32;
 
 /// Per CPU: (hash, tag) of stacks stored lately, by `hash % RECENT_STACK_SLOTS`.
 #[repr(C)]
@@ -101,8 +118,17 @@ pub struct WalkState {
     pub hash: u64,
     pub len: u32,
     pub flags: u32,
+    /// The JVM walked.
+    pub tgid: u32,
+    pub _pad: u32,
     /// The code heap block the current frame's pc is in, as read.
     pub blob: [u64; BLOB_WINDOW_WORDS],
+    /// `STACK_WINDOW_WORDS` of the thread's stack read at `stack_base` during this walk
+    /// (0: none yet).
+    pub stack_base: u64,
+    pub stack: [u64; STACK_WINDOW_WORDS],
+    /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
+    pub cache: BlobCache,
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
@@ -163,7 +189,7 @@ fn mix(h: u64, v: u64) -> u64 {
 /// frames below the leaf. Returns that hash (0 when the stack could not be stored,
 /// counted) and the leaf frame, which the sample's key carries.
 #[inline(always)]
-pub fn walk_and_store(cfg: &JvmConfig, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
+pub fn walk_and_store(cfg: &JvmConfig, tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
     let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(0), WALK_STATE.get_ptr_mut(0)) else {
         return (0, JavaFrame::default());
     };
@@ -177,6 +203,8 @@ pub fn walk_and_store(cfg: &JvmConfig, regs: &UserRegs, tag: u32) -> (u64, JavaF
         return (0, JavaFrame::default());
     }
     state.cfg = *cfg;
+    state.tgid = tgid;
+    state.stack_base = 0;
     state.pc = regs.pc;
     state.sp = regs.sp;
     state.fp = regs.fp;
@@ -287,35 +315,78 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         aux: FRAME_CODE << FRAME_KIND_SHIFT,
     };
     // A return address into compiled code or a stub follows a call instruction (the
-    // interpreter pushes its own return addresses, so it is not checked).
-    if !leaf && !follows_call(pc) {
+    // interpreter pushes its own return addresses, so it is not checked). One the blob
+    // cache vouches for is checked below, once the blob is known to be the same nmethod.
+    let place = if cfg.unwind == JVM_UNWIND_HOTSPOT {
+        place(state, pc)
+    } else {
+        None
+    };
+    let vouched = match place {
+        Some(p) => {
+            !leaf && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc
+        }
+        None => false,
+    };
+    if !leaf && !vouched && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
-    if cfg.unwind != JVM_UNWIND_HOTSPOT {
+    if state.cfg.unwind != JVM_UNWIND_HOTSPOT {
         return fp_step(state, frame);
     }
     // The leaf's pc is where the thread was: kept (user space names it or says it is
     // unknown); a caller's pc that no blob holds may be garbage: dropped.
-    let Some(block) = find_block(state, pc) else {
+    let Some(place) = place else {
         return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
-    let l = state.cfg.blob;
-    let blob = block + u64::from(l.blob);
-    let size = window_field(state, l.size, 4);
-    let code_begin = window_field(state, l.code_begin, 8);
-    if window_field(state, l.used, 1) == 0 || pc < code_begin || pc >= blob + size {
+    let Some(block) = find_block(state, pc, &place) else {
+        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
+    };
+    if !holds_pc(state, block, pc) {
         return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     }
+    let l = state.cfg.blob;
+    let blob = block + u64::from(l.blob);
+    let code_begin = window_field(state, l.code_begin, 8);
     let frame_words = window_field(state, l.frame_size, 4) as u32;
     let complete = window_field(state, l.frame_complete, 4) as u32;
-    // SAFETY: user-space reads that fail cleanly.
-    let name = unsafe { bpf_probe_read_user(window_field(state, l.name, 8) as *const u64) };
-    if let Ok(NAME_NMETHOD | NAME_NATIVE_NMETHOD) = name {
+    let name = window_field(state, l.name, 8);
+    let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
+    let nmethod = match state.cache.entries[slot].known_name(name) {
+        Some(nmethod) => nmethod,
+        None => {
+            // SAFETY: user-space reads that fail cleanly.
+            match unsafe { bpf_probe_read_user(name as *const u64) } {
+                Ok(s) => {
+                    let nmethod = s == NAME_NMETHOD || s == NAME_NATIVE_NMETHOD;
+                    state.cache.entries[slot].learn_name(name, nmethod);
+                    nmethod
+                }
+                Err(_) => false,
+            }
+        }
+    };
+    let mut compile_id = 0;
+    if nmethod {
+        // SAFETY: as above.
         let id = unsafe { bpf_probe_read_user((blob + u64::from(l.compile_id)) as *const u32) };
         match id {
-            Ok(id) => frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(id),
+            Ok(id) => {
+                frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(id);
+                state.cache.entries[slot].saw_compile_id(id);
+                compile_id = id;
+            }
             Err(_) => return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_READ_FAILED),
         }
+    }
+    if vouched
+        && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id)
+        && !follows_call(pc)
+    {
+        return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
+    }
+    if !leaf && nmethod {
+        state.cache.entries[slot].learn_return(pc, compile_id);
     }
     // `_frame_complete_offset` is -1 for blobs that never set up a frame of their own.
     if leaf && (complete as i32) > 0 && pc < code_begin + u64::from(complete) {
@@ -332,7 +403,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     }
     let caller_sp = sp + u64::from(frame_words) * 8;
     // SAFETY: as above.
-    match unsafe { bpf_probe_read_user((caller_sp - 16) as *const [u64; 2]) } {
+    match stack_pair(state, caller_sp - 16) {
         // Compiled code always has a caller: a return address of 0 is not the end.
         Ok([_, 0]) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
         Ok([saved_fp, ret]) => {
@@ -371,11 +442,47 @@ fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     if fp & 7 != 0 || fp < sp || fp - sp >= MAX_FRAME_BYTES {
         return Step::stop(Some(frame), JAVA_STACK_CUT);
     }
-    // SAFETY: a user-space read that fails cleanly.
-    match unsafe { bpf_probe_read_user(fp as *const [u64; 2]) } {
+    match stack_pair(state, fp) {
         Ok([saved_fp, ret]) => advance(state, frame, ret, fp + 16, saved_fp),
         Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
     }
+}
+
+/// The two stack words at `at`: from the stack window when it holds them, else read with
+/// the window refilled from `at` (or alone when the window's read fails: near the top of
+/// the thread's stack). The stack does not move while its thread is interrupted.
+#[inline(always)]
+fn stack_pair(state: &mut WalkState, at: u64) -> Result<[u64; 2], i64> {
+    let base = state.stack_base;
+    let last = (STACK_WINDOW_WORDS as u64 - 2) * 8;
+    if at & 7 != 0 {
+        // SAFETY: a user-space read that fails cleanly.
+        return unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from);
+    }
+    if base != 0 && at >= base && at - base <= last {
+        let i = ((at - base) / 8) as usize;
+        let w = &state.stack;
+        return Ok([
+            w[i & (STACK_WINDOW_WORDS - 1)],
+            w[(i + 1) & (STACK_WINDOW_WORDS - 1)],
+        ]);
+    }
+    state.stack_base = 0;
+    // SAFETY: the destination is this CPU's map value, `STACK_WINDOW_WORDS` words long;
+    // the source is a user-space address, read with a read that fails cleanly.
+    let read = unsafe {
+        read_user_into(
+            state.stack.as_mut_ptr() as *mut c_void,
+            (STACK_WINDOW_WORDS * 8) as u32,
+            at as *const c_void,
+        )
+    };
+    if read == 0 {
+        state.stack_base = at;
+        return Ok([state.stack[0], state.stack[1]]);
+    }
+    // SAFETY: as above.
+    unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from)
 }
 
 /// An interpreted frame: `Method*` and bcp from its slots, then a frame-pointer step whose

@@ -1,5 +1,7 @@
 //! Loading and attaching the kernel programs, and the handles user space drains them through.
 
+#[cfg(test)]
+mod blob_cache_rules;
 pub mod kernel_names;
 mod loader;
 pub mod preflight;
