@@ -44,7 +44,7 @@ FP_FLAG=-XX:+PreserveFramePointer
 [ "${NO_FRAME_POINTERS:-0}" = 1 ] && FP_FLAG=-XX:-PreserveFramePointer
 java $FP_FLAG "$@" -cp target/java "$CLASS" 600 > "$out/java" &
 jvm=$!
-for _ in $(seq 25); do grep -q ready "$out/java" && break; sleep 0.2; done
+for _ in $(seq 25); do grep -Eq "ready|measuring" "$out/java" && break; sleep 0.2; done
 sleep 2
 read -r run_ns runs < <(window $jvm "$out/r.jsonl")
 kill $jvm
