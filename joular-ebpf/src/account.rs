@@ -248,17 +248,14 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     // the walk, so no map choice is live across it.
     let kernel_stack_id = if user_mode { -1 } else { get_stack_id(ctx, tag, 0) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
-    let jvm = if WALK_JVMS { JVMS.get_ptr(tgid) } else { None };
-    let (user_stack_id, java_stack_hash, java_leaf) = match jvm {
-        Some(cfg) => {
-            // SAFETY: a map value, written only by user space between cycles.
-            let cfg = unsafe { &*cfg };
-            match walk::walk_and_store(cfg, tgid, &walk::user_regs(ctx, user_mode), tag) {
-                (0, _) => (-3, 0, JavaFrame::default()),
-                (hash, leaf) => (-1, hash, leaf),
-            }
+    let jvm = WALK_JVMS && walk::load_jvm(tgid);
+    let (user_stack_id, java_stack_hash, java_leaf) = if jvm {
+        match walk::walk_and_store(tgid, &walk::user_regs(ctx, user_mode), tag) {
+            (0, _) => (-3, 0, JavaFrame::default()),
+            (hash, leaf) => (-1, hash, leaf),
         }
-        None => (get_stack_id(ctx, tag, BPF_F_USER_STACK), 0, JavaFrame::default()),
+    } else {
+        (get_stack_id(ctx, tag, BPF_F_USER_STACK), 0, JavaFrame::default())
     };
     let key = SampleKey {
         tgid,
@@ -333,8 +330,11 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
     }
     if group_dead != 0 {
         crate::follow::forget(tgid);
-        // A recycled PID must not be walked with the old JVM's bounds.
-        let _ = JVMS.remove(&tgid);
+        // A recycled PID must not be walked with the old JVM's bounds (nor with the copy
+        // a CPU keeps of them: the generation tells it).
+        if JVMS.remove(&tgid).is_ok() {
+            crate::follow::targets_changed();
+        }
     }
     aya_log_ebpf::debug!(ctx, "exit tid {} tgid {} group_dead {}", tid, tgid, group_dead);
     Ok(0)

@@ -50,10 +50,11 @@ pub fn forget(tgid: u32) {
     }
 }
 
-/// Makes the per-CPU caches of `TARGETS` answers stale: stores a value `CONFIG_TARGETS_GEN`
-/// never held (this CPU's change count and the CPU). Called after each change.
+/// Makes the per-CPU caches of `TARGETS` and `JVMS` answers stale: stores a value
+/// `CONFIG_TARGETS_GEN` never held (this CPU's change count and the CPU). Called after each
+/// change to either map.
 #[inline(always)]
-fn targets_changed() {
+pub fn targets_changed() {
     let Some(state) = CPU_STATE.get_ptr_mut(0) else {
         return;
     };

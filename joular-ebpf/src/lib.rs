@@ -18,12 +18,13 @@ pub const CONFIG_ACTIVE_BUFFER: u32 = 0;
 pub const CONFIG_ALL_PROCESSES: u32 = 1;
 /// 1 = a process forked by a target becomes a target (`record`, `--follow-children`).
 pub const CONFIG_FOLLOW_CHILDREN: u32 = 2;
-/// The state of `TARGETS`: whoever changes `TARGETS` (user space adding targets, the kernel
-/// following children and forgetting ended processes) stores a value never stored before right
-/// after the change, `count << 16 | writer` (`writer`: the CPU, or `TARGETS_WRITER_USER`).
-/// Plain stores suffice: whichever store lands last, the value differs from every one before
-/// it. Per-CPU caches of `TARGETS` answers (`CpuState::targets`) hold only answers read under
-/// the current value.
+/// The state of `TARGETS` and `JVMS`: whoever changes either (user space adding targets and
+/// JVMs, the kernel following children and forgetting ended processes) stores a value never
+/// stored before right after the change, `count << 16 | writer` (`writer`: the CPU, or
+/// `TARGETS_WRITER_USER`). Plain stores suffice: whichever store lands last, the value differs
+/// from every one before it. Per-CPU caches of `TARGETS` answers (`CpuState::targets`) and of
+/// the last `JVMS` answer (the sampler's walk state) hold only answers read under the current
+/// value.
 pub const CONFIG_TARGETS_GEN: u32 = 3;
 pub const CONFIG_LEN: u32 = 4;
 /// `CONFIG_TARGETS_GEN`'s writer field for user space (above any CPU number).

@@ -58,12 +58,12 @@ use joular_ebpf::{
     DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE,
     FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK,
     INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED,
-    JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
+    CONFIG_TARGETS_GEN, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 
 use crate::account::count_drop;
 use crate::codeblob::{find_block, follows_call, holds_pc, place, window_field};
-use crate::maps::{JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, RECENT_STACKS, WALK_STATE};
+use crate::maps::{CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, WALK_STATE};
 
 const BPF_NOEXIST: u64 = 1;
 /// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
@@ -129,6 +129,11 @@ pub struct WalkState {
     pub stack: [u64; STACK_WINDOW_WORDS],
     /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
     pub cache: BlobCache,
+    /// The last `JVMS` answer (see `load_jvm`): for `cfg_tgid`, read under
+    /// `CONFIG_TARGETS_GEN` = `cfg_generation`; `cfg` holds its config when `cfg_is_jvm`.
+    pub cfg_generation: u64,
+    pub cfg_tgid: u32,
+    pub cfg_is_jvm: u32,
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
@@ -184,25 +189,58 @@ fn mix(h: u64, v: u64) -> u64 {
     (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
 }
 
+/// Whether `tgid` is a JVM in `JVMS`, its config then in this CPU's walk state. The answer
+/// is kept with the `CONFIG_TARGETS_GEN` it was read under, which every change to `JVMS`
+/// replaces: a thread sampled again (most samples) costs neither the hash lookup nor the
+/// config's copy, whose cold cache lines were a tenth of a sample's cost.
+#[inline(never)]
+pub fn load_jvm(tgid: u32) -> bool {
+    let Some(state) = WALK_STATE.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: per-CPU value, only this CPU's sampler uses it.
+    let state = unsafe { &mut *state };
+    // Read before `JVMS`: a change is made before its value is stored, so the answer below
+    // is never older than the state this value names.
+    let generation = CONFIG.get(CONFIG_TARGETS_GEN).copied().unwrap_or(0);
+    if state.cfg_tgid != tgid || state.cfg_generation != generation {
+        let jvm = match JVMS.get_ptr(tgid) {
+            // SAFETY: a map value, written only by user space (which then changes the
+            // generation).
+            Some(cfg) => {
+                state.cfg = unsafe { *cfg };
+                true
+            }
+            None => false,
+        };
+        state.cfg_tgid = tgid;
+        state.cfg_generation = generation;
+        state.cfg_is_jvm = u32::from(jvm);
+    }
+    // Read back on both ways, so the verifier checks the walk after them once.
+    // SAFETY: as above.
+    unsafe { core::ptr::read_volatile(&state.cfg_is_jvm) != 0 }
+}
+
 /// Walks the current thread's user stack into the per-CPU scratch stack and stores it in
 /// the stack map of the buffer `tag` names (`CONFIG_ACTIVE_BUFFER`) under the hash of its
-/// frames below the leaf. Returns that hash (0 when the stack could not be stored,
-/// counted) and the leaf frame, which the sample's key carries.
+/// frames below the leaf; the JVM's config is the one `load_jvm` just loaded. Returns that
+/// hash (0 when the stack could not be stored, counted) and the leaf frame, which the
+/// sample's key carries.
 #[inline(always)]
-pub fn walk_and_store(cfg: &JvmConfig, tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
+pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
     let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(0), WALK_STATE.get_ptr_mut(0)) else {
         return (0, JavaFrame::default());
     };
     // SAFETY: per-CPU scratch, only this CPU uses it, and programs on a CPU do not nest
     // into the sampler.
     let (out, state) = unsafe { (&mut *out, &mut *state) };
-    let method_word = (INTERPRETER_WINDOW_WORDS + cfg.method_slot) as u32;
-    let bcp_word = (INTERPRETER_WINDOW_WORDS + cfg.bcp_slot) as u32;
+    let method_word = (INTERPRETER_WINDOW_WORDS + state.cfg.method_slot) as u32;
+    let bcp_word = (INTERPRETER_WINDOW_WORDS + state.cfg.bcp_slot) as u32;
     if method_word >= INTERPRETER_WINDOW_WORDS as u32 || bcp_word >= INTERPRETER_WINDOW_WORDS as u32
     {
         return (0, JavaFrame::default());
     }
-    state.cfg = *cfg;
     state.tgid = tgid;
     state.stack_base = 0;
     state.pc = regs.pc;

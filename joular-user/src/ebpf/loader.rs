@@ -82,7 +82,7 @@ pub struct Probe {
     /// Names kernel addresses through the kernel's own symbol table (None on a kernel without
     /// `bpf_snprintf` or raw tracepoint test runs: /proc/kallsyms is read instead).
     pub kernel_names: Option<KernelNames>,
-    /// Changes made to `TARGETS` from here (the count in `CONFIG_TARGETS_GEN`).
+    /// Changes made to `TARGETS` and `JVMS` from here (the count in `CONFIG_TARGETS_GEN`).
     targets_changes: u64,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     // Dropping the Ebpf detaches every program; it must outlive the map handles' use.
@@ -183,7 +183,12 @@ impl Probe {
     /// Starts profiling a process (all its threads, present and future).
     pub fn add_target(&mut self, tgid: u32) -> Result<(), ProbeError> {
         self.targets.insert(tgid, 1, 0).map_err(|e| ProbeError::Map("TARGETS", e))?;
-        // After the change: the kernel's per-CPU caches of `TARGETS` answers go stale.
+        self.lookups_changed()
+    }
+
+    /// After a change to `TARGETS` or `JVMS`: the kernel's per-CPU copies of their answers
+    /// go stale (see `CONFIG_TARGETS_GEN`).
+    fn lookups_changed(&mut self) -> Result<(), ProbeError> {
         self.targets_changes += 1;
         let generation = self.targets_changes << 16 | TARGETS_WRITER_USER;
         self.config.set(CONFIG_TARGETS_GEN, generation, 0).map_err(|e| ProbeError::Map("CONFIG", e))
@@ -192,12 +197,17 @@ impl Probe {
     /// From the next sample on, the sampler walks the user stacks of `tgid`'s threads with
     /// `config` (a JVM whose HotSpot tables were read) instead of `bpf_get_stackid`.
     pub fn set_jvm(&mut self, tgid: u32, config: JvmConfig) -> Result<(), ProbeError> {
-        self.jvms.insert(tgid, config, 0).map_err(|e| ProbeError::Map("JVMS", e))
+        self.jvms.insert(tgid, config, 0).map_err(|e| ProbeError::Map("JVMS", e))?;
+        self.lookups_changed()
     }
 
     /// Back to `bpf_get_stackid` for `tgid` (the kernel also drops a JVM when it exits).
     pub fn remove_jvm(&mut self, tgid: u32) {
-        let _ = self.jvms.remove(&tgid);
+        if self.jvms.remove(&tgid).is_ok() {
+            // A failed store leaves the sampler walking with the copy it had: the JVM's
+            // config, as before this function existed, until its next change.
+            let _ = self.lookups_changed();
+        }
     }
 
     /// The processes profiled now: those given to `add_target` and, when following children,
