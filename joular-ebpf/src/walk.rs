@@ -486,24 +486,34 @@ fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     }
 }
 
-/// The two stack words at `at`: from the stack window when it holds them, else read with
-/// the window refilled from `at` (or alone when the window's read fails: near the top of
-/// the thread's stack). The stack does not move while its thread is interrupted.
+/// The two stack words at `at`: from the stack window (see `stack_window`), or read alone
+/// when the window cannot hold them.
 #[inline(always)]
 fn stack_pair(state: &mut WalkState, at: u64) -> Result<[u64; 2], i64> {
-    let base = state.stack_base;
-    let last = (STACK_WINDOW_WORDS as u64 - 2) * 8;
-    if at & 7 != 0 {
-        // SAFETY: a user-space read that fails cleanly.
-        return unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from);
-    }
-    if base != 0 && at >= base && at - base <= last {
-        let i = ((at - base) / 8) as usize;
+    if let Some(i) = stack_window(state, at, 2) {
         let w = &state.stack;
         return Ok([
             w[i & (STACK_WINDOW_WORDS - 1)],
             w[(i + 1) & (STACK_WINDOW_WORDS - 1)],
         ]);
+    }
+    // SAFETY: a user-space read that fails cleanly.
+    unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from)
+}
+
+/// Where the `words` stack words at `at` are in the stack window (`state.stack`, read at
+/// `state.stack_base`): the window is refilled from `at` when it does not hold them. `None`
+/// when `at` is unaligned or the window's read fails there (near the top of the thread's
+/// stack); the caller then reads the words alone. The stack does not move while its thread
+/// is interrupted.
+#[inline(always)]
+fn stack_window(state: &mut WalkState, at: u64, words: usize) -> Option<usize> {
+    if at & 7 != 0 {
+        return None;
+    }
+    let base = state.stack_base;
+    if base != 0 && at >= base && at - base <= ((STACK_WINDOW_WORDS - words) * 8) as u64 {
+        return Some(((at - base) / 8) as usize);
     }
     state.stack_base = 0;
     // SAFETY: the destination is this CPU's map value, `STACK_WINDOW_WORDS` words long;
@@ -515,12 +525,11 @@ fn stack_pair(state: &mut WalkState, at: u64) -> Result<[u64; 2], i64> {
             at as *const c_void,
         )
     };
-    if read == 0 {
-        state.stack_base = at;
-        return Ok([state.stack[0], state.stack[1]]);
+    if read != 0 {
+        return None;
     }
-    // SAFETY: as above.
-    unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from)
+    state.stack_base = at;
+    Some(0)
 }
 
 /// An interpreted frame: `Method*` and bcp from its slots, then a frame-pointer step whose
@@ -542,11 +551,21 @@ fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
         };
     }
     let window_bytes = (INTERPRETER_WINDOW_WORDS as u64) * 8;
-    // SAFETY: a user-space read that fails cleanly.
-    let w = match unsafe { bpf_probe_read_user((fp - window_bytes) as *const [u64; WINDOW_WORDS]) }
-    {
-        Ok(w) => w,
-        Err(_) => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+    // From the stack window: the frame usually lies just above the callee's, which the
+    // window was last read for.
+    let w = match stack_window(state, fp - window_bytes, WINDOW_WORDS) {
+        Some(i) => {
+            let mut w = [0u64; WINDOW_WORDS];
+            for (k, word) in w.iter_mut().enumerate() {
+                *word = state.stack[(i + k) & (STACK_WINDOW_WORDS - 1)];
+            }
+            w
+        }
+        // SAFETY: a user-space read that fails cleanly.
+        None => match unsafe { bpf_probe_read_user((fp - window_bytes) as *const [u64; WINDOW_WORDS]) } {
+            Ok(w) => w,
+            Err(_) => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+        },
     };
     let cfg = &state.cfg;
     let saved_bcp = w[slot_index(&cfg.bcp_slot)];
