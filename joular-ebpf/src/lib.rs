@@ -177,6 +177,9 @@ pub struct JvmConfig {
     pub _pad: u32,
     pub heaps: [CodeHeapConfig; MAX_CODE_HEAPS],
     pub blob: BlobLayout,
+    /// `StubRoutines::_call_stub_return_address` (0: unknown): a caller frame with this pc is
+    /// an entry frame, stepped by its frame pointer with no lookup and no call check.
+    pub call_stub_return: u64,
 }
 
 /// An interpreted frame's slots are read in one window of this many words below fp, plus

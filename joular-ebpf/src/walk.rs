@@ -340,6 +340,17 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     if pc >= cfg.interpreter_start && pc < cfg.interpreter_end {
         return interpreted_step(state, leaf);
     }
+    if !leaf && pc == cfg.call_stub_return && pc != 0 {
+        // An entry frame: the call stub, returned into from the first Java frame the VM
+        // called. HotSpot knows it by this very address, and the stub keeps an rbp frame;
+        // its blob needs no lookup and the address no call check (one of each per sample
+        // of every Java thread otherwise).
+        let frame = JavaFrame {
+            addr: pc,
+            aux: FRAME_CODE << FRAME_KIND_SHIFT,
+        };
+        return fp_step(state, frame);
+    }
     let in_code = pc >= cfg.code_start && pc < cfg.code_end;
     if !in_code {
         let frame = JavaFrame {
@@ -486,26 +497,22 @@ fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     }
 }
 
-/// The two stack words at `at`: from the stack window (see `stack_window`), or read alone
-/// when the window cannot hold them.
+/// The two stack words at `at` (see `stack_window`).
 #[inline(always)]
 fn stack_pair(state: &mut WalkState, at: u64) -> Result<[u64; 2], i64> {
-    if let Some(i) = stack_window(state, at, 2) {
-        let w = &state.stack;
-        return Ok([
-            w[i & (STACK_WINDOW_WORDS - 1)],
-            w[(i + 1) & (STACK_WINDOW_WORDS - 1)],
-        ]);
-    }
-    // SAFETY: a user-space read that fails cleanly.
-    unsafe { bpf_probe_read_user(at as *const [u64; 2]) }.map_err(i64::from)
+    let i = stack_window(state, at, 2).ok_or(-1i64)?;
+    let w = &state.stack;
+    Ok([
+        w[i & (STACK_WINDOW_WORDS - 1)],
+        w[(i + 1) & (STACK_WINDOW_WORDS - 1)],
+    ])
 }
 
-/// Where the `words` stack words at `at` are in the stack window (`state.stack`, read at
-/// `state.stack_base`): the window is refilled from `at` when it does not hold them. `None`
-/// when `at` is unaligned or the window's read fails there (near the top of the thread's
-/// stack); the caller then reads the words alone. The stack does not move while its thread
-/// is interrupted.
+/// Where the `words` stack words at `at` (8-aligned) are in `state.stack`: in the window
+/// read at `state.stack_base` when it holds them, else in a window read from `at`; when
+/// that read fails (near the top of the thread's stack), the words alone are read into its
+/// start and the window is forgotten. `None`: they cannot be read. The stack does not move
+/// while its thread is interrupted.
 #[inline(always)]
 fn stack_window(state: &mut WalkState, at: u64, words: usize) -> Option<usize> {
     if at & 7 != 0 {
@@ -516,20 +523,18 @@ fn stack_window(state: &mut WalkState, at: u64, words: usize) -> Option<usize> {
         return Some(((at - base) / 8) as usize);
     }
     state.stack_base = 0;
-    // SAFETY: the destination is this CPU's map value, `STACK_WINDOW_WORDS` words long;
-    // the source is a user-space address, read with a read that fails cleanly.
-    let read = unsafe {
-        read_user_into(
-            state.stack.as_mut_ptr() as *mut c_void,
-            (STACK_WINDOW_WORDS * 8) as u32,
-            at as *const c_void,
-        )
-    };
-    if read != 0 {
-        return None;
+    let into = state.stack.as_mut_ptr() as *mut c_void;
+    // SAFETY: the destination is this CPU's map value, `STACK_WINDOW_WORDS` words long (and
+    // `words` is at most that); the source is a user-space address, read with a read that
+    // fails cleanly.
+    unsafe {
+        if read_user_into(into, (STACK_WINDOW_WORDS * 8) as u32, at as *const c_void) == 0 {
+            state.stack_base = at;
+            return Some(0);
+        }
+        let bytes = (words.min(STACK_WINDOW_WORDS) * 8) as u32;
+        (read_user_into(into, bytes, at as *const c_void) == 0).then_some(0)
     }
-    state.stack_base = at;
-    Some(0)
 }
 
 /// An interpreted frame: `Method*` and bcp from its slots, then a frame-pointer step whose
@@ -553,22 +558,12 @@ fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
     let window_bytes = (INTERPRETER_WINDOW_WORDS as u64) * 8;
     // From the stack window: the frame usually lies just above the callee's, which the
     // window was last read for.
-    let w = match stack_window(state, fp - window_bytes, WINDOW_WORDS) {
-        Some(i) => {
-            let mut w = [0u64; WINDOW_WORDS];
-            for (k, word) in w.iter_mut().enumerate() {
-                *word = state.stack[(i + k) & (STACK_WINDOW_WORDS - 1)];
-            }
-            w
-        }
-        // SAFETY: a user-space read that fails cleanly.
-        None => match unsafe { bpf_probe_read_user((fp - window_bytes) as *const [u64; WINDOW_WORDS]) } {
-            Ok(w) => w,
-            Err(_) => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
-        },
+    let Some(i) = stack_window(state, fp - window_bytes, WINDOW_WORDS) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
     };
+    let w = |k: usize| state.stack[(i + k) & (STACK_WINDOW_WORDS - 1)];
     let cfg = &state.cfg;
-    let saved_bcp = w[slot_index(&cfg.bcp_slot)];
+    let saved_bcp = w(slot_index(&cfg.bcp_slot));
     let bcp = match leaf {
         true if state
             .live_bcp
@@ -581,22 +576,17 @@ fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
         _ => saved_bcp,
     };
     let frame = JavaFrame {
-        addr: w[slot_index(&cfg.method_slot)],
+        addr: w(slot_index(&cfg.method_slot)),
         aux: (FRAME_INTERPRETED << FRAME_KIND_SHIFT) | (bcp & FRAME_VALUE_MASK),
     };
-    let sender_sp = w[slot_index(&cfg.sender_sp_slot)];
+    let sender_sp = w(slot_index(&cfg.sender_sp_slot));
     let caller_sp = if sender_sp >= fp + 16 && sender_sp - fp < MAX_INTERPRETER_EXTENSION_BYTES {
         sender_sp
     } else {
         fp + 16
     };
-    advance(
-        state,
-        frame,
-        w[WINDOW_WORDS - 1],
-        caller_sp,
-        w[WINDOW_WORDS - 2],
-    )
+    let (ret, saved_fp) = (w(WINDOW_WORDS - 1), w(WINDOW_WORDS - 2));
+    advance(state, frame, ret, caller_sp, saved_fp)
 }
 
 /// A leaf interrupted in its epilogue, after its frame was torn down (the frame size no

@@ -173,6 +173,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             method_slot: slots.method_slot as i32,
             bcp_slot: slots.bcp_slot as i32,
             sender_sp_slot: slots.sender_sp_slot as i32,
+            call_stub_return: self.jvm.call_stub_return_address().unwrap_or(0),
             ..unwinder
         })
     }
@@ -420,6 +421,10 @@ mod tests {
         let config = h.take_walk_config(true).expect("a config");
         assert_eq!((config.method_slot, config.bcp_slot, config.sender_sp_slot), (-3, -8, -1));
         assert_eq!(config.unwind, JVM_UNWIND_FP);
+        // Entry frames are known by the call stub's return address, the pc the call stub
+        // is named at.
+        assert_eq!(Some(config.call_stub_return), manifest.stub_pc);
+        assert_ne!(config.call_stub_return, 0);
         let interp = manifest.interpreter_pc.unwrap();
         assert!((config.interpreter_start..config.interpreter_end).contains(&interp));
         assert!(config.code_start <= config.interpreter_start && config.interpreter_end <= config.code_end);

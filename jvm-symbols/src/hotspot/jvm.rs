@@ -154,6 +154,16 @@ impl<R: MemoryReader> HotspotJvm<R> {
         self.interpreter
     }
 
+    /// `StubRoutines::_call_stub_return_address`: where every entry frame (the VM calling
+    /// Java) returns into the call stub. HotSpot's own `frame::sender` knows entry frames by
+    /// it. `None` before the stubs are generated.
+    pub fn call_stub_return_address(&self) -> Option<u64> {
+        self.stubs
+            .iter()
+            .find(|(_, name)| name == "StubRoutines::call_stub")
+            .map(|(address, _)| *address)
+    }
+
     /// `[start, end)` of the code cache (see [`codecache::code_cache_bounds`]).
     pub fn code_cache_bounds(&self) -> Option<(u64, u64)> {
         self.code_bounds
