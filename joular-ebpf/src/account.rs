@@ -243,20 +243,21 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     }
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
-    let user_mode = walk::sampled_user_mode(ctx);
-    // A sample that interrupted user mode has no kernel stack: skip the helper. Taken before
-    // the walk, so no map choice is live across it.
-    let kernel_stack_id = if user_mode { -1 } else { get_stack_id(ctx, tag, 0) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
     let jvm = WALK_JVMS && walk::load_jvm(tgid);
     let (user_stack_id, java_stack_hash, java_leaf) = if jvm {
-        match walk::walk_and_store(tgid, &walk::user_regs(ctx, user_mode), tag) {
+        let regs = walk::user_regs(ctx, walk::sampled_user_mode(ctx));
+        match walk::walk_and_store(tgid, &regs, tag) {
             (0, _) => (-3, 0, JavaFrame::default()),
             (hash, leaf) => (-1, hash, leaf),
         }
     } else {
         (get_stack_id(ctx, tag, BPF_F_USER_STACK), 0, JavaFrame::default())
     };
+    // A sample that interrupted user mode has no kernel stack: skip the helper. Taken after
+    // the walk, with the mode read again, so that nothing the verifier tells apart (a map
+    // choice, a known stack id) is live across the walk and it checks the walk once.
+    let kernel_stack_id = if walk::sampled_user_mode(ctx) { -1 } else { get_stack_id(ctx, tag, 0) };
     let key = SampleKey {
         tgid,
         tid,

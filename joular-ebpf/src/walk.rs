@@ -140,7 +140,8 @@ pub struct WalkState {
 #[inline(always)]
 pub fn sampled_user_mode(ctx: &PerfEventContext) -> bool {
     // SAFETY: ctx is the perf_event context; the verifier checks the constant-offset load.
-    unsafe { (*ctx.ctx).regs.cs & 3 == 3 }
+    // Volatile: each caller reads it afresh (see `on_sample`).
+    unsafe { core::ptr::read_volatile(&raw const (*ctx.ctx).regs.cs) & 3 == 3 }
 }
 
 /// The user registers: the sampled ones when the sample hit user mode, else the ones saved
