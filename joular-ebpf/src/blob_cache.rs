@@ -17,8 +17,15 @@
 //!   and size) has another id and the return address is checked again. Stubs and other
 //!   blobs without a compile id are always checked.
 //!
-//! Nothing else is cached: frame size, frame-complete offset, code start and size always
-//! come from the block as it is now.
+//! - an nmethod's frame size, frame-complete offset and code range, with its compile id.
+//!   They are fixed for an nmethod's life, so a block still in use that holds the same
+//!   compile id, both read now, is served from the cache without its header window. A
+//!   freed block is not in use; a block reused by another nmethod has another id; a
+//!   non-nmethod blob reusing it would have to hold the very id at that offset by chance,
+//!   and even then user space names a compiled frame only from a blob that has that id at
+//!   that pc now, so the frame stays unnamed rather than misnamed.
+//!
+//! Other blobs' facts always come from the block as it is now.
 
 use crate::{BlobLayout, BLOB_WINDOW_WORDS};
 
@@ -45,7 +52,14 @@ pub struct BlobCacheEntry {
     pub compile_id: u32,
     /// Whether `name`'s string is an nmethod's.
     pub nmethod: u32,
+    /// The nmethod `compile_id`'s frame size (words) and frame-complete offset; valid while
+    /// `code_end` is not 0.
+    pub frame_words: u32,
+    pub frame_complete: u32,
     pub _pad: u32,
+    /// Its code, `[code_begin, code_end)`.
+    pub code_begin: u64,
+    pub code_end: u64,
 }
 
 /// One CPU's cache.
@@ -103,8 +117,37 @@ impl BlobCacheEntry {
     pub fn saw_compile_id(&mut self, compile_id: u32) {
         if self.compile_id != compile_id {
             self.checked_return = 0;
+            self.code_end = 0;
         }
         self.compile_id = compile_id;
+    }
+
+    /// Remembers the frame facts of the nmethod `compile_id` (read from its block now).
+    #[inline(always)]
+    pub fn learn_nmethod(&mut self, compile_id: u32, code_begin: u64, code_end: u64, frame_words: u32, frame_complete: u32) {
+        if self.compile_id == compile_id && compile_id != 0 && self.nmethod != 0 {
+            self.code_begin = code_begin;
+            self.code_end = code_end;
+            self.frame_words = frame_words;
+            self.frame_complete = frame_complete;
+        }
+    }
+
+    /// Whether the entry has an nmethod's facts for this segment of this JVM whose code
+    /// holds `pc`: then reading the block's `used` flag and compile id decides (`serves`).
+    #[inline(always)]
+    pub fn may_serve(&self, segment: u64, tgid: u32, interpreter_start: u64, pc: u64) -> bool {
+        self.holds(segment, tgid, interpreter_start)
+            && self.code_end != 0
+            && pc >= self.code_begin
+            && pc < self.code_end
+    }
+
+    /// Whether the block, read now (`used`, `compile_id` at the nmethod's compile-id offset),
+    /// is still the nmethod whose facts the entry has.
+    #[inline(always)]
+    pub fn serves(&self, used: bool, compile_id: u32) -> bool {
+        used && self.code_end != 0 && compile_id != 0 && compile_id == self.compile_id
     }
 
     /// Whether `ret` was proven to follow a call in the nmethod `compile_id` (`nmethod`:

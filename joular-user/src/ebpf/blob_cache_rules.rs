@@ -131,3 +131,77 @@ fn slots_stay_in_the_table() {
     }
     assert_eq!(used.len(), BLOB_CACHE_SLOTS, "consecutive segments leave slots unused");
 }
+
+/// What the sampler does with a pc in the segment the entry names: serve the nmethod's facts
+/// from the cache when the block, read now (`used`, the id at its compile-id offset), is
+/// still that nmethod; else read the header window and learn them again, as `blob_facts`
+/// does. Returns whether the cache served them.
+fn served_from_cache(entry: &mut BlobCacheEntry, pc: u64, used: bool, compile_id: u32, w: &[u64; BLOB_WINDOW_WORDS]) -> bool {
+    let segment = pc >> 6;
+    if entry.may_serve(segment, TGID, INTERPRETER, pc) && entry.serves(used, compile_id) {
+        return true;
+    }
+    if !entry.holds(segment, TGID, INTERPRETER) || !window_holds_pc(w, &LAYOUT, entry.block, pc) {
+        *entry = BlobCacheEntry::new(segment, TGID, INTERPRETER, BLOCK);
+    }
+    if !window_holds_pc(w, &LAYOUT, BLOCK, pc) {
+        return false;
+    }
+    let name = window_field(w, LAYOUT.name, 8);
+    let nmethod = entry.known_name(name).unwrap_or_else(|| {
+        let nmethod = name == NMETHOD_NAME;
+        entry.learn_name(name, nmethod);
+        nmethod
+    });
+    if nmethod {
+        entry.saw_compile_id(compile_id);
+        let code_begin = window_field(w, LAYOUT.code_begin, 8);
+        let code_end = BLOCK + u64::from(LAYOUT.blob) + window_field(w, LAYOUT.size, 4);
+        entry.learn_nmethod(compile_id, code_begin, code_end, 12, 0x20);
+    }
+    false
+}
+
+#[test]
+fn an_nmethods_facts_are_served_only_while_its_block_is_in_use_with_its_compile_id() {
+    let pc = BLOCK + 0x400;
+    let w = window(true, 0x1000, 0x100, NMETHOD_NAME);
+    let mut entry = BlobCacheEntry::default();
+    assert!(!served_from_cache(&mut entry, pc, true, 77, &w), "first sight: read from the block");
+    assert_eq!((entry.frame_words, entry.frame_complete, entry.code_begin), (12, 0x20, BLOCK + 0x100));
+    assert!(served_from_cache(&mut entry, pc, true, 77, &w), "same live nmethod: served");
+    assert!(served_from_cache(&mut entry, pc + 0x10, true, 77, &w), "any pc of its code");
+    // Freed: the block is not in use, though its bytes (the id) are still there.
+    assert!(!served_from_cache(&mut entry, pc, false, 77, &window(false, 0x1000, 0x100, NMETHOD_NAME)));
+    // Reused by another nmethod (a recompilation, same size and header): another id.
+    let mut entry = BlobCacheEntry::default();
+    served_from_cache(&mut entry, pc, true, 77, &w);
+    assert!(!served_from_cache(&mut entry, pc, true, 78, &w), "a reused block's facts must be read again");
+    assert_eq!(entry.compile_id, 78, "and learned for the new nmethod");
+    assert!(served_from_cache(&mut entry, pc, true, 78, &w));
+    assert!(!entry.serves(true, 77), "the old id does not revive the old facts");
+    // A pc outside the learned code (its header, or past the blob) is never served.
+    assert!(!entry.may_serve(pc >> 6, TGID, INTERPRETER, BLOCK + 0x80));
+    assert!(!entry.may_serve(pc >> 6, TGID, INTERPRETER, BLOCK + 0x10 + 0x1000));
+    assert!(!entry.may_serve(pc >> 6, TGID + 1, INTERPRETER, pc), "another process");
+}
+
+#[test]
+fn stubs_and_unread_ids_have_no_facts_to_serve() {
+    let pc = BLOCK + 0x400;
+    let stub = window(true, 0x1000, 0x100, NMETHOD_NAME + 0x100);
+    let mut entry = BlobCacheEntry::default();
+    for _ in 0..3 {
+        assert!(!served_from_cache(&mut entry, pc, true, 0, &stub), "a stub's facts were served");
+    }
+    // Facts are learned only for the compile id the entry last saw, and only for nmethods.
+    let mut e = BlobCacheEntry::new(pc >> 6, TGID, INTERPRETER, BLOCK);
+    e.learn_name(NMETHOD_NAME, true);
+    e.saw_compile_id(5);
+    e.learn_nmethod(6, BLOCK + 0x100, BLOCK + 0x1010, 12, 0x20);
+    assert!(!e.may_serve(pc >> 6, TGID, INTERPRETER, pc), "facts of another id were kept");
+    e.learn_name(NMETHOD_NAME + 0x100, false);
+    e.learn_nmethod(5, BLOCK + 0x100, BLOCK + 0x1010, 12, 0x20);
+    assert!(!e.may_serve(pc >> 6, TGID, INTERPRETER, pc), "facts of a non-nmethod were kept");
+    assert!(!e.serves(true, 0), "id 0 (none read) is never served");
+}
