@@ -120,6 +120,13 @@ pub struct WalkState {
     pub flags: u32,
     /// The JVM walked.
     pub tgid: u32,
+    /// The last `JVMS` answer (see `load_jvm`): for `cfg_tgid`, read under
+    /// `CONFIG_TARGETS_GEN` = `cfg_generation`; `cfg` holds its config when `cfg_is_jvm`.
+    /// Next to the cursor, so a sample's first look at the state touches the line the walk
+    /// uses anyway.
+    pub cfg_is_jvm: u32,
+    pub cfg_generation: u64,
+    pub cfg_tgid: u32,
     pub _pad: u32,
     /// The code heap block the current frame's pc is in, as read.
     pub blob: [u64; BLOB_WINDOW_WORDS],
@@ -129,11 +136,6 @@ pub struct WalkState {
     pub stack: [u64; STACK_WINDOW_WORDS],
     /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
     pub cache: BlobCache,
-    /// The last `JVMS` answer (see `load_jvm`): for `cfg_tgid`, read under
-    /// `CONFIG_TARGETS_GEN` = `cfg_generation`; `cfg` holds its config when `cfg_is_jvm`.
-    pub cfg_generation: u64,
-    pub cfg_tgid: u32,
-    pub cfg_is_jvm: u32,
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
