@@ -220,7 +220,6 @@ pub fn load_jvm(tgid: u32) -> bool {
         state.cfg_generation = generation;
         state.cfg_is_jvm = u32::from(jvm);
     }
-    // Read back on both ways, so the verifier checks the walk after them once.
     // SAFETY: as above.
     unsafe { core::ptr::read_volatile(&state.cfg_is_jvm) != 0 }
 }
