@@ -24,14 +24,12 @@ fn window(used: bool, size: u32, code_offset: u64, name: u64) -> [u64; BLOB_WIND
     w
 }
 
-/// What the sampler does with a compiled caller's return address `ret` whose block the
-/// cache slot `entry` names, given the block as read now (`window`, `compile_id` at its
-/// compile-id offset): whether the call-instruction check may be skipped, with the entry
-/// updated as the sampler updates it.
-fn skips_call_check(entry: &mut BlobCacheEntry, w: &[u64; BLOB_WINDOW_WORDS], compile_id: u32, ret: u64) -> bool {
-    let segment = ret >> 6;
-    let vouched = entry.checked_return == ret;
-    if !entry.holds(segment, TGID, INTERPRETER) || !window_holds_pc(w, &LAYOUT, entry.block, ret) {
+/// Entry match and name, as the sampler applies them to a block read now (`window`,
+/// `compile_id` at its compile-id offset) for `pc`: whether the blob is an nmethod, with the
+/// entry updated as the sampler updates it.
+fn classify(entry: &mut BlobCacheEntry, w: &[u64; BLOB_WINDOW_WORDS], compile_id: u32, pc: u64) -> bool {
+    let segment = pc >> 6;
+    if !entry.holds(segment, TGID, INTERPRETER) || !window_holds_pc(w, &LAYOUT, entry.block, pc) {
         // The segment map is walked again and the entry starts afresh.
         *entry = BlobCacheEntry::new(segment, TGID, INTERPRETER, BLOCK);
     }
@@ -44,6 +42,16 @@ fn skips_call_check(entry: &mut BlobCacheEntry, w: &[u64; BLOB_WINDOW_WORDS], co
     if nmethod {
         entry.saw_compile_id(compile_id);
     }
+    nmethod
+}
+
+/// What the sampler does with a compiled caller's return address `ret` whose block the
+/// cache slot `entry` names, given the block as read now (`window`, `compile_id` at its
+/// compile-id offset): whether the call-instruction check may be skipped, with the entry
+/// updated as the sampler updates it.
+fn skips_call_check(entry: &mut BlobCacheEntry, w: &[u64; BLOB_WINDOW_WORDS], compile_id: u32, ret: u64) -> bool {
+    let vouched = entry.checked_return == ret;
+    let nmethod = classify(entry, w, compile_id, ret);
     let skipped = vouched && entry.return_checked(ret, nmethod, compile_id);
     if nmethod {
         entry.learn_return(ret, compile_id);
@@ -137,24 +145,10 @@ fn slots_stay_in_the_table() {
 /// still that nmethod; else read the header window and learn them again, as `blob_facts`
 /// does. Returns whether the cache served them.
 fn served_from_cache(entry: &mut BlobCacheEntry, pc: u64, used: bool, compile_id: u32, w: &[u64; BLOB_WINDOW_WORDS]) -> bool {
-    let segment = pc >> 6;
-    if entry.may_serve(segment, TGID, INTERPRETER, pc) && entry.serves(used, compile_id) {
+    if entry.may_serve(pc >> 6, TGID, INTERPRETER, pc) && entry.serves(used, compile_id) {
         return true;
     }
-    if !entry.holds(segment, TGID, INTERPRETER) || !window_holds_pc(w, &LAYOUT, entry.block, pc) {
-        *entry = BlobCacheEntry::new(segment, TGID, INTERPRETER, BLOCK);
-    }
-    if !window_holds_pc(w, &LAYOUT, BLOCK, pc) {
-        return false;
-    }
-    let name = window_field(w, LAYOUT.name, 8);
-    let nmethod = entry.known_name(name).unwrap_or_else(|| {
-        let nmethod = name == NMETHOD_NAME;
-        entry.learn_name(name, nmethod);
-        nmethod
-    });
-    if nmethod {
-        entry.saw_compile_id(compile_id);
+    if classify(entry, w, compile_id, pc) && window_holds_pc(w, &LAYOUT, BLOCK, pc) {
         let code_begin = window_field(w, LAYOUT.code_begin, 8);
         let code_end = BLOCK + u64::from(LAYOUT.blob) + window_field(w, LAYOUT.size, 4);
         entry.learn_nmethod(compile_id, code_begin, code_end, 12, 0x20);
