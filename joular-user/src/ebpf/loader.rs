@@ -204,8 +204,8 @@ impl Probe {
     /// Back to `bpf_get_stackid` for `tgid` (the kernel also drops a JVM when it exits).
     pub fn remove_jvm(&mut self, tgid: u32) {
         if self.jvms.remove(&tgid).is_ok() {
-            // A failed store leaves the sampler walking with the copy it had: the JVM's
-            // config, as before this function existed, until its next change.
+            // If this store fails, a CPU that copied the config keeps walking the JVM with
+            // it until the next change: the stacks stay walked, as they were before.
             let _ = self.lookups_changed();
         }
     }
