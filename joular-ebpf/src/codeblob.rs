@@ -1,17 +1,23 @@
 //! Code blobs of a HotSpot JVM as the sampler's unwinder sees them: the block that holds a
 //! pc, found through the code heap's segment map as `CodeHeap::find_blob` does (or the
 //! per-CPU blob cache, `joular_ebpf::blob_cache`), its fields
-//! read at the offsets user space published (`joular_ebpf::BlobLayout`), and whether a
-//! return address follows a call instruction.
+//! read at the offsets user space published (`joular_ebpf::BlobLayout`) or, for an nmethod
+//! the cache has, its cached facts (`known_nmethod`, `blob_facts`), and whether a return
+//! address follows a call instruction.
 
 use aya_ebpf::helpers::bpf_probe_read_user;
 use joular_ebpf::{
     blob_cache::{self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS},
-    CodeHeapConfig, BLOB_WINDOW_WORDS, MAX_CODE_HEAPS, MAX_SEGMAP_HOPS,
+    CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED,
+    MAX_CODE_HEAPS, MAX_SEGMAP_HOPS,
 };
 
 use crate::walk::WalkState;
 
+/// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
+/// "native nmethod" (JNI wrappers), little-endian.
+const NAME_NMETHOD: u64 = u64::from_le_bytes(*b"nmethod\0");
+const NAME_NATIVE_NMETHOD: u64 = u64::from_le_bytes(*b"native n");
 /// Segment-map value of a free segment.
 const FREE_SEGMENT: u8 = 0xff;
 
@@ -63,7 +69,7 @@ pub fn place(state: &WalkState, pc: u64) -> Option<CodePlace> {
 /// if, read now, it still holds the pc (see `joular_ebpf::blob_cache`), else the one the
 /// segment map gives, which the cache then remembers.
 #[inline(always)]
-pub fn find_block(state: &mut WalkState, pc: u64, place: &CodePlace) -> Option<u64> {
+fn find_block(state: &mut WalkState, pc: u64, place: &CodePlace) -> Option<u64> {
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
     let entry = state.cache.entries[slot];
     if entry.holds(place.segment, state.tgid, state.cfg.interpreter_start)
@@ -122,12 +128,74 @@ fn read_window(state: &mut WalkState, block: u64) -> bool {
 
 /// Whether the block read into `state.blob` is in use and its blob's code holds `pc`.
 #[inline(always)]
-pub fn holds_pc(state: &WalkState, block: u64, pc: u64) -> bool {
+fn holds_pc(state: &WalkState, block: u64, pc: u64) -> bool {
     window_holds_pc(&state.blob, &state.cfg.blob, block, pc)
 }
 
 /// A field of the block read into `state.blob` (see `blob_cache::window_field`).
 #[inline(always)]
-pub fn window_field(state: &WalkState, offset: u32, bytes: u32) -> u64 {
+fn window_field(state: &WalkState, offset: u32, bytes: u32) -> u64 {
     blob_cache::window_field(&state.blob, offset, bytes)
+}
+
+/// The compile id of the nmethod whose facts the blob cache has for `pc`, if its block,
+/// read now, is in use and still holds that id (see `joular_ebpf::blob_cache`): two small
+/// reads instead of the header window, name and compile id.
+#[inline(always)]
+pub fn known_nmethod(state: &WalkState, pc: u64, place: &CodePlace) -> Option<u32> {
+    let e = &state.cache.entries[place.slot & (BLOB_CACHE_SLOTS - 1)];
+    if !e.may_serve(place.segment, state.tgid, state.cfg.interpreter_start, pc) {
+        return None;
+    }
+    let l = &state.cfg.blob;
+    // SAFETY: user-space reads that fail cleanly.
+    let used = unsafe { bpf_probe_read_user((e.block + u64::from(l.used)) as *const u8) }.ok()?;
+    let id = unsafe {
+        bpf_probe_read_user((e.block + u64::from(l.blob) + u64::from(l.compile_id)) as *const u32)
+    }
+    .ok()?;
+    e.serves(used != 0, id).then_some(id)
+}
+
+/// The facts of the blob holding `pc` read from its block now: code start, frame size
+/// (words), frame-complete offset, whether it is an nmethod and its compile id. Else the
+/// `DROP_*` counter of why not: no live blob holds `pc`, or its compile id cannot be read.
+#[inline(always)]
+pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<(u64, u32, u32, bool, u32), u32> {
+    let block = find_block(state, pc, place).ok_or(DROP_JAVA_WALK_NO_BLOB)?;
+    if !holds_pc(state, block, pc) {
+        return Err(DROP_JAVA_WALK_NO_BLOB);
+    }
+    let l = state.cfg.blob;
+    let blob = block + u64::from(l.blob);
+    let code_begin = window_field(state, l.code_begin, 8);
+    let code_end = blob + window_field(state, l.size, 4);
+    let frame_words = window_field(state, l.frame_size, 4) as u32;
+    let complete = window_field(state, l.frame_complete, 4) as u32;
+    let name = window_field(state, l.name, 8);
+    let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
+    let nmethod = match state.cache.entries[slot].known_name(name) {
+        Some(nmethod) => nmethod,
+        None => {
+            // SAFETY: user-space reads that fail cleanly.
+            match unsafe { bpf_probe_read_user(name as *const u64) } {
+                Ok(s) => {
+                    let nmethod = s == NAME_NMETHOD || s == NAME_NATIVE_NMETHOD;
+                    state.cache.entries[slot].learn_name(name, nmethod);
+                    nmethod
+                }
+                Err(_) => false,
+            }
+        }
+    };
+    let mut compile_id = 0;
+    if nmethod {
+        // SAFETY: a user-space read that fails cleanly.
+        compile_id = unsafe { bpf_probe_read_user((blob + u64::from(l.compile_id)) as *const u32) }
+            .map_err(|_| DROP_JAVA_WALK_READ_FAILED)?;
+        let e = &mut state.cache.entries[slot];
+        e.saw_compile_id(compile_id);
+        e.learn_nmethod(compile_id, code_begin, code_end, frame_words, complete);
+    }
+    Ok((code_begin, frame_words, complete, nmethod, compile_id))
 }

@@ -62,7 +62,7 @@ use joular_ebpf::{
 };
 
 use crate::account::count_drop;
-use crate::codeblob::{find_block, follows_call, holds_pc, place, window_field, CodePlace};
+use crate::codeblob::{blob_facts, follows_call, known_nmethod, place};
 use crate::maps::{CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, WALK_STATE};
 
 const BPF_NOEXIST: u64 = 1;
@@ -92,10 +92,6 @@ const MAX_FRAME_BYTES: u64 = 1 << 20;
 /// Most bytes an interpreted frame's saved caller sp may lie above its fp (its arguments
 /// and locals sit in between; a method has at most 255 argument words and 65535 locals).
 const MAX_INTERPRETER_EXTENSION_BYTES: u64 = 1 << 20;
-/// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
-/// "native nmethod" (JNI wrappers), little-endian.
-const NAME_NMETHOD: u64 = u64::from_le_bytes(*b"nmethod\0");
-const NAME_NATIVE_NMETHOD: u64 = u64::from_le_bytes(*b"native n");
 
 /// The user-mode registers the walk starts from.
 pub struct UserRegs {
@@ -196,7 +192,7 @@ fn mix(h: u64, v: u64) -> u64 {
 /// is kept with the `CONFIG_TARGETS_GEN` it was read under, which every change to `JVMS`
 /// replaces: a thread sampled again (most samples) costs neither the hash lookup nor the
 /// config's copy, whose cold cache lines were a tenth of a sample's cost.
-#[inline(never)]
+#[inline(always)]
 pub fn load_jvm(tgid: u32) -> bool {
     let Some(state) = WALK_STATE.get_ptr_mut(0) else {
         return false;
@@ -438,68 +434,6 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         }
         Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
     }
-}
-
-/// The compile id of the nmethod whose facts the blob cache has for `pc`, if its block,
-/// read now, is in use and still holds that id (see `joular_ebpf::blob_cache`): two small
-/// reads instead of the header window, name and compile id.
-#[inline(always)]
-fn known_nmethod(state: &WalkState, pc: u64, place: &CodePlace) -> Option<u32> {
-    let e = &state.cache.entries[place.slot & (BLOB_CACHE_SLOTS - 1)];
-    if !e.may_serve(place.segment, state.tgid, state.cfg.interpreter_start, pc) {
-        return None;
-    }
-    let l = &state.cfg.blob;
-    // SAFETY: user-space reads that fail cleanly.
-    let used = unsafe { bpf_probe_read_user((e.block + u64::from(l.used)) as *const u8) }.ok()?;
-    let id = unsafe {
-        bpf_probe_read_user((e.block + u64::from(l.blob) + u64::from(l.compile_id)) as *const u32)
-    }
-    .ok()?;
-    e.serves(used != 0, id).then_some(id)
-}
-
-/// The facts of the blob holding `pc` read from its block now: code start, frame size
-/// (words), frame-complete offset, whether it is an nmethod and its compile id. Else the
-/// `DROP_*` counter of why not: no live blob holds `pc`, or its compile id cannot be read.
-#[inline(always)]
-fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<(u64, u32, u32, bool, u32), u32> {
-    let block = find_block(state, pc, place).ok_or(DROP_JAVA_WALK_NO_BLOB)?;
-    if !holds_pc(state, block, pc) {
-        return Err(DROP_JAVA_WALK_NO_BLOB);
-    }
-    let l = state.cfg.blob;
-    let blob = block + u64::from(l.blob);
-    let code_begin = window_field(state, l.code_begin, 8);
-    let code_end = blob + window_field(state, l.size, 4);
-    let frame_words = window_field(state, l.frame_size, 4) as u32;
-    let complete = window_field(state, l.frame_complete, 4) as u32;
-    let name = window_field(state, l.name, 8);
-    let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
-    let nmethod = match state.cache.entries[slot].known_name(name) {
-        Some(nmethod) => nmethod,
-        None => {
-            // SAFETY: user-space reads that fail cleanly.
-            match unsafe { bpf_probe_read_user(name as *const u64) } {
-                Ok(s) => {
-                    let nmethod = s == NAME_NMETHOD || s == NAME_NATIVE_NMETHOD;
-                    state.cache.entries[slot].learn_name(name, nmethod);
-                    nmethod
-                }
-                Err(_) => false,
-            }
-        }
-    };
-    let mut compile_id = 0;
-    if nmethod {
-        // SAFETY: a user-space read that fails cleanly.
-        compile_id = unsafe { bpf_probe_read_user((blob + u64::from(l.compile_id)) as *const u32) }
-            .map_err(|_| DROP_JAVA_WALK_READ_FAILED)?;
-        let e = &mut state.cache.entries[slot];
-        e.saw_compile_id(compile_id);
-        e.learn_nmethod(compile_id, code_begin, code_end, frame_words, complete);
-    }
-    Ok((code_begin, frame_words, complete, nmethod, compile_id))
 }
 
 /// Moves the cursor to the caller (pc `ret`, sp, fp): a return address of 0 is the
