@@ -147,9 +147,9 @@ impl RunDir {
         let dir = self.subdir(&dir)?;
         let path = dir.join(&name);
         // Rewritten every cycle: in place (see `OutDir::overwrite`), from one buffer.
-        let mut bytes = Vec::new();
+        let (mut bytes, to_watts) = (Vec::new(), watts_per_uj(duration_s));
         for t in totals {
-            write_row(&mut bytes, &t.name, t.energy_uj * watts_per_uj(duration_s)).map_err(|e| OutputError::io(&path, e))?;
+            write_row(&mut bytes, &t.name, t.energy_uj * to_watts).map_err(|e| OutputError::io(&path, e))?;
         }
         dir.overwrite(&name, &bytes).map_err(|e| OutputError::io(&path, e))
     }
