@@ -173,6 +173,23 @@ pub struct CycleReport {
     pub methods: Vec<MethodReport>,
 }
 
+impl CycleReport {
+    /// The sockets' energy (µJ).
+    pub fn socket_energy_uj(&self) -> f64 {
+        sum_uj(self.sockets.iter().map(|s| s.energy_uj))
+    }
+
+    /// The profiled processes' energy (µJ).
+    pub fn process_energy_uj(&self) -> f64 {
+        sum_uj(self.processes.iter().map(|p| p.energy_uj))
+    }
+}
+
+/// A sum that starts at +0.0: `f64`'s `sum` of nothing is -0.0, printed as "-0.00 J".
+fn sum_uj(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |a, b| a + b)
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ThreadReport {
     pub pid: u32,
@@ -263,4 +280,24 @@ pub struct MethodReport {
     pub method: String,
     pub energy_uj: f64,
     pub samples: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cycle_without_processes_has_zero_energy_not_minus_zero() {
+        let empty = CycleReport::default();
+        // "-0.00 J" in the cycle line: a sum of no processes must be +0.0.
+        assert!(empty.process_energy_uj().is_sign_positive());
+        assert!(empty.socket_energy_uj().is_sign_positive());
+        assert_eq!(format!("{:.2}", empty.process_energy_uj() / 1e6), "0.00");
+        let report = CycleReport {
+            sockets: vec![SocketReport { energy_uj: 3.0, ..SocketReport::default() }; 2],
+            processes: vec![ProcessReport { energy_uj: 1.5, ..ProcessReport::default() }],
+            ..CycleReport::default()
+        };
+        assert_eq!((report.socket_energy_uj(), report.process_energy_uj()), (6.0, 1.5));
+    }
 }

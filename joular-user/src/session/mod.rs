@@ -380,8 +380,8 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, estimated: bool, verbos
         .map(|c| format!("cpu{} {:.0}%", c.cpu, 100.0 * c.busy_ns as f64 / (c.busy_ns + c.idle_ns).max(1) as f64))
         .collect();
     let drops: u64 = r.drops.values().sum();
-    let socket_uj: f64 = r.sockets.iter().map(|s| s.energy_uj).sum();
-    let target_uj: f64 = r.processes.iter().map(|p| p.energy_uj).sum();
+    let socket_uj = r.socket_energy_uj();
+    let target_uj = r.process_energy_uj();
     let est = if estimated { " estimated" } else { "" };
     errln!(
         "[cycle {:>3}] {secs:.2} s  host {:.2} J ({:.1} W{est})  profiled {:.2} J ({:.1} W)  threads {:>4}  on-CPU {:.3} s  samples {:>5}  | {} | drops {drops}",
