@@ -12,8 +12,8 @@ use joular_ebpf::{
     MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
-/// Index = `CONFIG_*`. 64-bit values: the kernel bumps `CONFIG_TARGETS_GEN_KERNEL` with an
-/// atomic add, which BPF programs in Rust have only for 64-bit words.
+/// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
+/// `follow::targets_changed`).
 #[map]
 pub static CONFIG: Array<u64> = Array::with_max_entries(CONFIG_LEN, 0);
 
