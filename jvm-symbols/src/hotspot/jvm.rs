@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::codecache::{self, BlobKind, CodeBlob, CodeHeap};
 use super::error::HotspotError;
-use super::layout::Layout;
+use super::layout::{self, Layout};
 use super::libjvm::{locate_tables, TableSymbols};
 use super::memory::{MemoryReader, ProcessMemory};
 use super::method::{read_method, still_valid, JavaMethod, MethodMiss};
@@ -160,7 +160,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
     pub fn call_stub_return_address(&self) -> Option<u64> {
         self.stubs
             .iter()
-            .find(|(_, name)| name == "StubRoutines::call_stub")
+            .find(|(_, name)| name == layout::CALL_STUB_NAME)
             .map(|(address, _)| *address)
     }
 

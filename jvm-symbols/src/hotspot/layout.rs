@@ -358,6 +358,9 @@ fn scopes_layout(l: &Lookup) -> Result<ScopesLayout, HotspotError> {
     })
 }
 
+/// The name `stub_entry_fields` gives `StubRoutines::_call_stub_return_address`.
+pub const CALL_STUB_NAME: &str = "StubRoutines::call_stub";
+
 fn stub_entry_fields(vm: &VmStructs) -> Vec<(String, u64)> {
     let mut fields: Vec<(String, u64)> = vm
         .fields
