@@ -9,10 +9,18 @@ use super::memory::{MemoryReader, ReadError};
 
 /// Segment-map value of a free segment.
 const FREE_SEGMENT: u8 = 0xff;
-/// Hops back through the segment map (each up to 254 segments) before giving up.
-const MAX_SEGMAP_HOPS: usize = 1 << 16;
+/// The largest blob a HotSpot code heap holds: nmethods are at most a few MB (huge methods
+/// are not compiled), the interpreter and stub blobs a few hundred KB.
+pub const MAX_BLOB_BYTES: u64 = 16 << 20;
+/// Segments one segment-map byte can step back (HotSpot stores at most 0xFE).
+const SEGMENTS_PER_HOP: u64 = 254;
+/// Segment-map bytes read at once while walking back to a block start: a map whose hops are
+/// all 1 costs one read per this many hops, not one per hop.
+const SEGMAP_WINDOW_BYTES: u64 = 4096;
 /// More heaps than HotSpot has (non-nmethods, profiled, non-profiled).
 const MAX_HEAPS: u64 = 16;
+/// `-XX:ReservedCodeCacheSize` is at most 2 GB: no heap or interpreter spans more.
+pub const MAX_CODE_SPAN_BYTES: u64 = 2 << 30;
 /// Longest blob name read.
 const MAX_NAME_BYTES: usize = 256;
 
@@ -61,9 +69,14 @@ pub fn read_heaps(reader: &impl MemoryReader, l: &CodeLayout) -> Result<Vec<Code
         if !(4..=16).contains(&log2) {
             continue;
         }
+        let low = reader.read_u64(memory + l.virtual_space_low)?;
+        let high = reader.read_u64(memory + l.virtual_space_high)?;
+        if low > high || high - low > MAX_CODE_SPAN_BYTES {
+            continue;
+        }
         heaps.push(CodeHeap {
-            low: reader.read_u64(memory + l.virtual_space_low)?,
-            high: reader.read_u64(memory + l.virtual_space_high)?,
+            low,
+            high,
             segmap: reader.read_u64(heap + l.code_heap_segmap + l.virtual_space_low)?,
             log2_segment_size: log2,
         });
@@ -82,8 +95,17 @@ pub fn find_block(
         return Ok(None);
     }
     let mut seg = (pc - heap.low) >> heap.log2_segment_size;
-    for _ in 0..MAX_SEGMAP_HOPS {
-        match reader.read_u8(heap.segmap + seg)? {
+    // No block spans more than the largest blob, whatever the map says.
+    let max_hops = ((MAX_BLOB_BYTES >> heap.log2_segment_size) / SEGMENTS_PER_HOP + 1) as usize;
+    // The map bytes `[window_start, seg]`, read backwards a window at a time.
+    let mut window: Vec<u8> = Vec::new();
+    let mut window_start = 0u64;
+    for _ in 0..max_hops {
+        if window.is_empty() || seg < window_start {
+            window_start = seg.saturating_sub(SEGMAP_WINDOW_BYTES - 1);
+            window = reader.read_vec(heap.segmap.wrapping_add(window_start), (seg - window_start + 1) as usize)?;
+        }
+        match window[(seg - window_start) as usize] {
             FREE_SEGMENT => return Ok(None),
             0 => {
                 let block = heap.low + (seg << heap.log2_segment_size);
@@ -124,8 +146,8 @@ pub fn read_blob(
     l: &CodeLayout,
     address: u64,
 ) -> Result<CodeBlob, ReadError> {
-    let mut header = vec![0u8; header_len(l) as usize];
-    reader.read(address, &mut header)?;
+    // The layout bounds every offset (`layout::MAX_FIELD_OFFSET_BYTES`): a few KB at most.
+    let header = reader.read_vec(address, header_len(l) as usize)?;
     let err = ReadError {
         addr: address,
         len: header.len(),
@@ -143,7 +165,7 @@ pub fn read_blob(
     let size_bytes = l.blob_size.get(&header).ok_or(err)?;
     let code_begin = match l.blob_code_start {
         CodeStart::Pointer(off) => ptr(off)?,
-        CodeStart::Offset(f) => address + f.get(&header).ok_or(err)?,
+        CodeStart::Offset(f) => address.wrapping_add(f.get(&header).ok_or(err)?),
     };
     // JDK 9 to 22 have no kind field; HotSpot itself names every nmethod "nmethod" and JNI
     // wrappers "native nmethod" (async-profiler tells them apart the same way).
@@ -178,7 +200,7 @@ pub fn find_blob(
         return Ok(None);
     };
     let blob = read_blob(reader, l, block + l.heap_block_size)?;
-    Ok((pc < blob.address + blob.size_bytes).then_some(blob))
+    Ok((pc < blob.address.saturating_add(blob.size_bytes)).then_some(blob))
 }
 
 /// Every used block of a heap, in address order (for fixtures and diagnostics; a live JVM
@@ -201,7 +223,10 @@ pub fn blocks(
         if l.heap_block_used.read(reader, block).is_ok_and(|u| u != 0) {
             out.push(block);
         }
-        block += len_segments << heap.log2_segment_size;
+        match len_segments.checked_shl(heap.log2_segment_size).and_then(|len| block.checked_add(len)) {
+            Some(next) if next > block => block = next,
+            _ => break,
+        }
     }
     out
 }
@@ -233,7 +258,10 @@ pub fn interpreter_bounds(
     let queue = reader.read_u64(l.interpreter_code)?;
     let start = reader.read_u64(queue + l.stub_queue_buffer)?;
     let limit = l.stub_queue_limit.read(reader, queue)?;
-    Ok((start, start + limit))
+    match start.checked_add(limit) {
+        Some(end) if limit <= MAX_CODE_SPAN_BYTES => Ok((start, end)),
+        _ => Err(ReadError { addr: queue, len: 0 }),
+    }
 }
 
 /// Entry points of the named `StubRoutines`, sorted by address: (entry, name). Fields still

@@ -4,6 +4,9 @@
 
 use std::path::PathBuf;
 
+use super::bounded::Overrun;
+#[cfg(doc)]
+use super::bounded::ReadBudget;
 use super::memory::ReadError;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,13 +35,26 @@ pub enum HotspotError {
     BadTable { table: &'static str, reason: String },
     #[error("HotSpot introspection tables lack {what}")]
     MissingField { what: String },
+    /// A size, count or offset in the tables beyond what HotSpot produces: a hostile or
+    /// corrupt table, never read further.
+    #[error("HotSpot introspection tables out of bounds: {what} = {value}, over the limit of {limit}")]
+    Bound { what: String, value: u64, limit: u64 },
+    /// Reading the tables spent the budget of bytes or time ([`ReadBudget::TABLES`]).
+    #[error("reading the HotSpot introspection tables stopped: {0}")]
+    Overrun(Overrun),
     #[error(transparent)]
     Read(#[from] ReadError),
 }
 
+/// A value read from the target over `limit`, as a [`HotspotError::Bound`].
+pub(crate) fn bound(what: impl Into<String>, value: u64, limit: u64) -> HotspotError {
+    HotspotError::Bound { what: what.into(), value, limit }
+}
+
 impl HotspotError {
     /// Whether trying again later may succeed: a JVM read while it starts has tables that
-    /// are not filled in yet, but a missing libjvm or missing tables stay missing.
+    /// are not filled in yet (and one read under load may overrun its budget), but a
+    /// missing libjvm or missing tables stay missing, and tables out of bounds stay so.
     pub fn may_pass(&self) -> bool {
         !matches!(
             self,
@@ -46,6 +62,7 @@ impl HotspotError {
                 | HotspotError::Elf { .. }
                 | HotspotError::TooLarge { .. }
                 | HotspotError::MissingSymbol { .. }
+                | HotspotError::Bound { .. }
         )
     }
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::bounded::{BoundedReader, Overrun, ReadBudget};
 use super::codecache::{self, BlobKind, CodeBlob, CodeHeap};
 use super::error::HotspotError;
 use super::layout::{self, Layout};
@@ -74,6 +75,8 @@ pub struct Reads {
     /// nmethods whose debug information (scopes, PcDescs) was read.
     pub nmethods: u64,
     pub code_cache_refreshes: u64,
+    /// Times the caches were dropped for going over their byte cap.
+    pub cache_resets: u64,
 }
 
 /// Methods cached before the cache is cleared (a Jetty-size JVM has ~30k methods).
@@ -81,7 +84,7 @@ const MAX_CACHED_METHODS: usize = 1 << 17;
 const MAX_CACHED_NMETHODS: usize = 1 << 15;
 
 pub struct HotspotJvm<R> {
-    reader: R,
+    reader: BoundedReader<R>,
     layout: Layout,
     heaps: Vec<CodeHeap>,
     code_bounds: Option<(u64, u64)>,
@@ -89,8 +92,9 @@ pub struct HotspotJvm<R> {
     stubs: Vec<(u64, String)>,
     methods: HashMap<u64, Arc<JavaMethod>>,
     nmethods: HashMap<u64, (u32, Arc<NmethodDebugInfo>)>,
-    /// Approximate heap bytes held by `methods` and `nmethods`.
+    /// Approximate heap bytes held by `methods` and `nmethods`, and their cap.
     cached_bytes: usize,
+    max_cached_bytes: usize,
     misses: Misses,
     reads: Reads,
 }
@@ -104,9 +108,17 @@ impl HotspotJvm<ProcessMemory> {
 }
 
 impl<R: MemoryReader> HotspotJvm<R> {
+    /// Reads the tables within [`ReadBudget::TABLES`]; afterwards reads are bounded per
+    /// object only, until [`HotspotJvm::start_budget`] sets another budget.
     pub fn new(reader: R, symbols: &TableSymbols) -> Result<Self, HotspotError> {
-        let vm = VmStructs::read(&reader, symbols)?;
-        let layout = Layout::new(&vm, &reader)?;
+        let reader = BoundedReader::new(reader, ReadBudget::TABLES);
+        let tables = VmStructs::read(&reader, symbols).and_then(|vm| Layout::new(&vm, &reader));
+        // A read refused for the budget shows as a failed read: say what it was.
+        if let Some(overrun) = reader.overrun() {
+            return Err(HotspotError::Overrun(overrun));
+        }
+        let layout = tables?;
+        reader.start(ReadBudget::UNLIMITED);
         let mut jvm = Self {
             reader,
             layout,
@@ -117,6 +129,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             methods: HashMap::new(),
             nmethods: HashMap::new(),
             cached_bytes: 0,
+            max_cached_bytes: usize::MAX,
             misses: Misses::default(),
             reads: Reads::default(),
         };
@@ -128,8 +141,37 @@ impl<R: MemoryReader> HotspotJvm<R> {
         &self.layout
     }
 
-    pub fn reader(&self) -> &R {
+    pub fn reader(&self) -> &BoundedReader<R> {
         &self.reader
+    }
+
+    /// Bounds the reads from now on (one cycle's, for a profiler): once `budget` is spent,
+    /// reads fail as misses and [`HotspotJvm::overrun`] says so.
+    pub fn start_budget(&self, budget: ReadBudget) {
+        self.reader.start(budget);
+    }
+
+    /// Whether the budget of the last [`HotspotJvm::start_budget`] was spent.
+    pub fn overrun(&self) -> Option<Overrun> {
+        self.reader.overrun()
+    }
+
+    /// Bytes read since the last [`HotspotJvm::start_budget`].
+    pub fn bytes_read(&self) -> u64 {
+        self.reader.bytes_read()
+    }
+
+    /// Caps the method and nmethod caches: past it they are dropped and start over.
+    pub fn set_max_cached_bytes(&mut self, max_bytes: usize) {
+        self.max_cached_bytes = max_bytes;
+        if self.cached_bytes > max_bytes {
+            self.reset_caches();
+        }
+    }
+
+    fn reset_caches(&mut self) {
+        self.reads.cache_resets += 1;
+        self.clear_caches();
     }
 
     pub fn misses(&self) -> Misses {
@@ -223,8 +265,8 @@ impl<R: MemoryReader> HotspotJvm<R> {
         match read_method(&self.reader, &self.layout.methods, self.layout.encoding, m) {
             Ok(method) => {
                 self.reads.methods += 1;
-                if self.methods.len() >= MAX_CACHED_METHODS {
-                    self.clear_caches();
+                if self.methods.len() >= MAX_CACHED_METHODS || self.cached_bytes + method.heap_bytes() > self.max_cached_bytes {
+                    self.reset_caches();
                 }
                 self.cached_bytes += method.heap_bytes();
                 let method = Arc::new(method);
@@ -295,8 +337,8 @@ impl<R: MemoryReader> HotspotJvm<R> {
             }
         };
         self.reads.nmethods += 1;
-        if self.nmethods.len() >= MAX_CACHED_NMETHODS {
-            self.clear_caches();
+        if self.nmethods.len() >= MAX_CACHED_NMETHODS || self.cached_bytes + info.heap_bytes() > self.max_cached_bytes {
+            self.reset_caches();
         }
         self.cached_bytes += info.heap_bytes();
         if let Some((_, old)) = self

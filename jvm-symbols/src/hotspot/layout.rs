@@ -2,7 +2,9 @@
 //! versions differ, the alternatives are listed here and the first that exists wins; a
 //! reader whose fields are all present works on a JDK it was never tested on.
 
-use super::error::HotspotError;
+use std::cell::RefCell;
+
+use super::error::{bound, HotspotError};
 use super::memory::MemoryReader;
 use super::stream::Encoding;
 use super::vmstructs::VmStructs;
@@ -167,7 +169,18 @@ fn missing(what: String) -> HotspotError {
     HotspotError::MissingField { what }
 }
 
-struct Lookup<'a>(&'a VmStructs);
+/// Offsets of the fields the readers use: they sit in the first KB or so of their objects
+/// (`Method`, `ConstMethod`, `CodeBlob`, `nmethod`...; the largest offset of any field in JDK
+/// 11 to 21 is 3,408, in a GC heap no reader touches).
+pub const MAX_FIELD_OFFSET_BYTES: u64 = 4096;
+/// Sizes of the objects read whole (`ConstMethod`, `ConstantPool`, `HeapBlock`, `PcDesc`:
+/// 16 to ~100 bytes).
+pub const MAX_OBJECT_SIZE_BYTES: u64 = 4096;
+
+/// The fields of [`VmStructs`] by name, each checked against the bounds above. The first
+/// field out of bounds is kept: it makes the whole layout an error, even for the parts
+/// (code cache, scopes) whose absence is otherwise tolerated.
+struct Lookup<'a>(&'a VmStructs, RefCell<Option<HotspotError>>);
 
 impl Lookup<'_> {
     fn size_of_type(&self, type_string: &str) -> Option<usize> {
@@ -189,22 +202,41 @@ impl Lookup<'_> {
         })
     }
 
-    /// The first of `names` that `type_name` (or a superclass) has.
-    fn field(&self, type_name: &str, names: &[&str]) -> Result<Field, HotspotError> {
+    /// Records (the first) bound broken, and returns it.
+    fn broken(&self, what: String, value: u64, limit: u64) -> HotspotError {
+        let mut first = self.1.borrow_mut();
+        if first.is_none() {
+            *first = Some(bound(what.clone(), value, limit));
+        }
+        bound(what, value, limit)
+    }
+
+    /// The first of `names` that `type_name` (or a superclass) has: its name, offset and
+    /// type.
+    fn entry<'n>(&self, type_name: &str, names: &[&'n str]) -> Result<(&'n str, u64, &str), HotspotError> {
         for name in names {
             if let Some(f) = self.0.field(type_name, name).filter(|f| !f.is_static) {
-                let size_bytes = self.size_of_type(&f.type_string).unwrap_or(8);
-                return Ok(Field {
-                    offset: f.offset,
-                    size_bytes,
-                });
+                if f.offset > MAX_FIELD_OFFSET_BYTES {
+                    return Err(self.broken(format!("offset of {type_name}::{name}"), f.offset, MAX_FIELD_OFFSET_BYTES));
+                }
+                return Ok((name, f.offset, &f.type_string));
             }
         }
         Err(missing(format!("{type_name}::{}", names.join("|"))))
     }
 
+    /// A field whose value is read: an integer or a pointer.
+    fn field(&self, type_name: &str, names: &[&str]) -> Result<Field, HotspotError> {
+        let (name, offset, type_string) = self.entry(type_name, names)?;
+        let size_bytes = self.size_of_type(type_string).unwrap_or(8);
+        if ![1, 2, 4, 8].contains(&size_bytes) {
+            return Err(self.broken(format!("size of {type_name}::{name} ({type_string})"), size_bytes as u64, 8));
+        }
+        Ok(Field { offset, size_bytes })
+    }
+
     fn offset(&self, type_name: &str, names: &[&str]) -> Result<u64, HotspotError> {
-        self.field(type_name, names).map(|f| f.offset)
+        self.entry(type_name, names).map(|(_, offset, _)| offset)
     }
 
     fn static_address(&self, type_name: &str, name: &str) -> Result<u64, HotspotError> {
@@ -216,17 +248,22 @@ impl Lookup<'_> {
     }
 
     fn size(&self, type_name: &str) -> Result<u64, HotspotError> {
-        self.0
+        let size = self
+            .0
             .type_size(type_name)
-            .ok_or_else(|| missing(format!("sizeof({type_name})")))
+            .ok_or_else(|| missing(format!("sizeof({type_name})")))?;
+        if size > MAX_OBJECT_SIZE_BYTES {
+            return Err(self.broken(format!("sizeof({type_name})"), size, MAX_OBJECT_SIZE_BYTES));
+        }
+        Ok(size)
     }
 }
 
 impl Layout {
     pub fn new(vm: &VmStructs, reader: &impl MemoryReader) -> Result<Self, HotspotError> {
-        let l = Lookup(vm);
+        let l = Lookup(vm, RefCell::new(None));
         let version = read_version(&l, reader)?;
-        Ok(Self {
+        let layout = Self {
             version,
             encoding: version.stream_encoding(),
             methods: method_layout(&l)?,
@@ -234,7 +271,11 @@ impl Layout {
             scopes: scopes_layout(&l).ok(),
             interpreter_frame: interpreter_frame(vm),
             stub_entry_fields: stub_entry_fields(vm),
-        })
+        };
+        match l.1.into_inner() {
+            Some(broken) => Err(broken),
+            None => Ok(layout),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use std::io::Read as _;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use object::read::elf::{ElfFile64, ProgramHeader};
+use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader};
 use object::{Endianness, Object, ObjectSymbol, ReadCache, ReadRef};
 
 use super::error::HotspotError;
@@ -45,6 +45,9 @@ pub const TABLE_SYMBOLS: &[&str] = &[
 
 /// A stripped libjvm.so is about 20 MB; the target controls this file, so bound it.
 const MAX_LIBJVM_BYTES: u64 = 256 << 20;
+/// libjvm.so's dynamic symbol and string tables are about 12 and 8 KB (JDK 17): whatever
+/// the file says, no more than this is read of either.
+const MAX_DYNAMIC_TABLE_BYTES: u64 = 4 << 20;
 
 /// Runtime addresses (in the target) of the [`TABLE_SYMBOLS`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -111,6 +114,15 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
         .map(|ph| ph.p_vaddr(endian))
         .min()
         .ok_or_else(|| elf_err("no PT_LOAD segment".into()))?;
+    let sections = elf.elf_section_table();
+    for dynsym in sections.iter().filter(|s| s.sh_type(endian) == object::elf::SHT_DYNSYM) {
+        let strings = sections.section(object::SectionIndex(dynsym.sh_link(endian) as usize)).ok();
+        for size_bytes in [Some(dynsym.sh_size(endian)), strings.map(|s| s.sh_size(endian))].into_iter().flatten() {
+            if size_bytes > MAX_DYNAMIC_TABLE_BYTES {
+                return Err(HotspotError::TooLarge { path: path.to_owned(), size_bytes, limit_bytes: MAX_DYNAMIC_TABLE_BYTES });
+            }
+        }
+    }
     // The loader maps the first segment at a page boundary: the bias is what it added.
     let bias = mapped_start.wrapping_sub(first_load_vaddr & !0xfff);
     let mut addrs = BTreeMap::new();

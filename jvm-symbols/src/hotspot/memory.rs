@@ -6,6 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use super::bounded::MAX_OBJECT_BYTES;
+
 /// A read that could not be served: unmapped, freed or never recorded memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("cannot read {len} bytes at {addr:#x}")]
@@ -18,6 +20,17 @@ pub struct ReadError {
 pub trait MemoryReader {
     /// Fills `buf` with the bytes at `addr`, all of them or an error.
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError>;
+
+    /// `len` bytes at `addr` in a new buffer. `len` comes from the target: over
+    /// [`MAX_OBJECT_BYTES`] it is refused before anything is allocated.
+    fn read_vec(&self, addr: u64, len: usize) -> Result<Vec<u8>, ReadError> {
+        if len > MAX_OBJECT_BYTES {
+            return Err(ReadError { addr, len });
+        }
+        let mut buf = vec![0u8; len];
+        self.read(addr, &mut buf)?;
+        Ok(buf)
+    }
 
     fn read_u8(&self, addr: u64) -> Result<u8, ReadError> {
         let mut b = [0u8; 1];
@@ -64,7 +77,7 @@ pub trait MemoryReader {
         const CHUNK: usize = 32;
         let mut out = Vec::new();
         while out.len() < max_len {
-            let at = addr + out.len() as u64;
+            let at = addr.checked_add(out.len() as u64).ok_or(ReadError { addr, len: max_len })?;
             // Never cross a 4 KiB page in one read: the next page may be unmapped.
             let to_page_end = (4096 - (at % 4096)) as usize;
             let mut buf = [0u8; CHUNK];

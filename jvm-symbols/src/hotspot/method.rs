@@ -170,11 +170,7 @@ pub fn read_symbol(
     };
     let bytes = match bytes {
         Some(b) => b,
-        None => {
-            let mut b = vec![0u8; len];
-            reader.read(symbol + l.symbol_body, &mut b)?;
-            b
-        }
+        None => reader.read_vec(symbol.wrapping_add(l.symbol_body), len)?,
     };
     // Modified UTF-8 differs from UTF-8 only for NUL and supplementary characters.
     Ok(String::from_utf8_lossy(&bytes).into_owned())
@@ -191,7 +187,7 @@ fn pool_symbol(
     if index == 0 || index >= pool_length {
         return Err(MethodMiss::Corrupt(m));
     }
-    let symbol = reader.read_u64(pool + l.constant_pool_size + index * 8)?;
+    let symbol = reader.read_u64(pool.wrapping_add(l.constant_pool_size).wrapping_add(index.wrapping_mul(8)))?;
     Ok(read_symbol(reader, l, symbol)?)
 }
 
@@ -209,8 +205,7 @@ fn holder_lists(
     if len > MAX_METHODS {
         return Ok(false);
     }
-    let mut all = vec![0u8; len as usize * 8];
-    reader.read(methods + l.method_array_data, &mut all)?;
+    let all = reader.read_vec(methods.wrapping_add(l.method_array_data), len as usize * 8)?;
     let mut listed = all
         .chunks_exact(8)
         .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
@@ -262,12 +257,11 @@ pub fn read_method(
     let corrupt = MethodMiss::Corrupt(m);
     let cm = reader.read_u64(m + l.method_const_method)?;
     // Each header in one read, then its fields from the copy.
-    let mut cm_bytes = vec![0u8; l.const_method_size as usize];
-    reader.read(cm, &mut cm_bytes)?;
+    // Object sizes are bounded by the layout (`layout::MAX_OBJECT_SIZE_BYTES`).
+    let cm_bytes = reader.read_vec(cm, l.const_method_size as usize)?;
     let cm_field = |f: &Field| f.get(&cm_bytes).ok_or(corrupt);
     let pool = read_ptr(&cm_bytes, l.const_method_constants).ok_or(corrupt)?;
-    let mut pool_bytes = vec![0u8; l.constant_pool_size as usize];
-    reader.read(pool, &mut pool_bytes)?;
+    let pool_bytes = reader.read_vec(pool, l.constant_pool_size as usize)?;
     let holder = read_ptr(&pool_bytes, l.constant_pool_holder).ok_or(corrupt)?;
     let pool_length = l.constant_pool_length.get(&pool_bytes).ok_or(corrupt)?;
     if !holder_lists(reader, l, holder, m, cm_field(&l.const_method_idnum)?)?

@@ -15,7 +15,16 @@
 //!
 //! All target memory goes through [`MemoryReader`]: `process_vm_readv` for a live pid,
 //! recorded segments for tests ([`fixture`], `cargo xtask dump-hotspot-fixture`). A failed
-//! read is a counted miss ([`Misses`]), never a panic.
+//! read is a counted miss ([`Misses`]), never a panic. A JVM's reader is a
+//! [`bounded::BoundedReader`]: no object over a fixed cap is allocated, and each JVM's reads
+//! stop once its budget of bytes and time is spent.
+//!
+//! # Bounds
+//! The target writes the tables, so every size, count, offset and stride read from them is
+//! checked against what HotSpot itself produces before use (`vmstructs`: strides, entry
+//! counts, name lengths and their total; `layout`: field offsets and object sizes of a few KB;
+//! `codecache`: heap spans, segment-map hops, interpreter size). A table that breaks one makes
+//! the JVM unreadable with [`HotspotError::Bound`], which is final (never retried).
 //!
 //! # Fields used
 //! - Naming a `Method*` ([`method`]): `Method::_constMethod`; `ConstMethod::_constants`,
@@ -60,6 +69,7 @@
 //! is in r13; the slot holds the bcp saved at the last call or safepoint (same method).
 //! A bcp becomes a bci by subtracting `ConstMethod* + sizeof(ConstMethod)`.
 
+pub mod bounded;
 pub mod codecache;
 pub mod error;
 pub mod fixture;
@@ -72,6 +82,10 @@ pub mod scopes;
 pub mod stream;
 pub mod vmstructs;
 
+#[cfg(test)]
+mod bounds_tests;
+
+pub use bounded::{BoundedReader, Overrun, ReadBudget, MAX_OBJECT_BYTES};
 pub use error::HotspotError;
 pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses, Reads};
 pub use libjvm::{locate_tables, TableSymbols};

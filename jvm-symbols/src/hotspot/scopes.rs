@@ -62,8 +62,7 @@ impl NmethodDebugInfo {
         if !ordered || deps_off - metadata_off > MAX_DEBUG_INFO_BYTES || l.pc_desc_size == 0 {
             return Ok(None);
         }
-        let mut region = vec![0u8; (deps_off - metadata_off) as usize];
-        reader.read(nmethod + metadata_off, &mut region)?;
+        let region = reader.read_vec(nmethod.wrapping_add(metadata_off), (deps_off - metadata_off) as usize)?;
         let rel = |off: u64| (off - metadata_off) as usize;
         let metadata = region[..rel(scopes_off)]
             .chunks_exact(8)

@@ -4,18 +4,22 @@
 
 use std::collections::HashMap;
 
-use super::error::HotspotError;
+use super::error::{bound, HotspotError};
 use super::libjvm::TableSymbols;
-use super::memory::MemoryReader;
+use super::memory::{MemoryReader, ReadError};
 
 /// Entry strides above this are not HotSpot's (real entries are 16 to 48 bytes).
-const MAX_STRIDE_BYTES: u64 = 256;
-/// Real tables hold a few thousand entries; the target controls the memory, so bound it.
-const MAX_ENTRIES: usize = 1 << 17;
+pub const MAX_STRIDE_BYTES: u64 = 256;
+/// Entries per table: JDK 11 to 21 have under 1,000 in each (838 fields, 802 types, 417 int
+/// and 97 long constants at most).
+pub const MAX_ENTRIES: u64 = 8192;
 /// Table entries read at once.
 const ENTRIES_PER_READ: usize = 64;
-/// Longest type, field or constant name read.
-const MAX_NAME_BYTES: usize = 512;
+/// Longest type, field or constant name (HotSpot's longest is 68 bytes).
+pub const MAX_NAME_BYTES: usize = 256;
+/// All distinct names of the four tables together (about 42 KB on JDK 11 to 21): what the
+/// model of one JVM's tables may hold, whatever the entry count and name lengths.
+pub const MAX_TABLE_NAME_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldEntry {
@@ -59,7 +63,11 @@ impl Table {
         // The table symbol is a pointer variable holding the array's address.
         let first_entry = reader.read_u64(syms.get(name)?)?;
         let stride = reader.read_u64(syms.get(stride_symbol)?)?;
-        if first_entry == 0 || stride == 0 || stride > MAX_STRIDE_BYTES {
+        if stride > MAX_STRIDE_BYTES {
+            return Err(bound(stride_symbol, stride, MAX_STRIDE_BYTES));
+        }
+        // Zero while the VM starts: not filled in yet.
+        if first_entry == 0 || stride == 0 {
             return Err(HotspotError::BadTable {
                 table: name,
                 reason: format!("base {first_entry:#x}, stride {stride}"),
@@ -82,8 +90,12 @@ impl Table {
         let stride = self.stride as usize;
         let mut chunk = vec![0u8; stride * ENTRIES_PER_READ];
         let mut i = 0u64;
-        while i < MAX_ENTRIES as u64 {
-            let at = self.first_entry + i * self.stride;
+        // Entries 0 to MAX_ENTRIES - 1, then the end marker.
+        while i <= MAX_ENTRIES {
+            let at = self
+                .first_entry
+                .checked_add(i * self.stride)
+                .ok_or_else(|| bound(format!("{} address", self.name), self.first_entry, u64::MAX - MAX_ENTRIES * self.stride))?;
             // Many entries per read; near the end of the mapping, one at a time.
             let n = if reader.read(at, &mut chunk).is_ok() {
                 ENTRIES_PER_READ
@@ -91,18 +103,18 @@ impl Table {
                 reader.read(at, &mut chunk[..stride])?;
                 1
             };
-            for entry in chunk[..n * stride].chunks_exact(stride) {
+            for (k, entry) in chunk[..n * stride].chunks_exact(stride).enumerate() {
                 if field_u64(entry, name_offset, self.name)? == 0 {
                     return Ok(());
+                }
+                if i + k as u64 == MAX_ENTRIES {
+                    return Err(bound(format!("{} entries", self.name), MAX_ENTRIES + 1, MAX_ENTRIES));
                 }
                 f(entry)?;
             }
             i += n as u64;
         }
-        Err(HotspotError::BadTable {
-            table: self.name,
-            reason: format!("no end marker in {MAX_ENTRIES} entries"),
-        })
+        Err(bound(format!("{} entries", self.name), MAX_ENTRIES + 1, MAX_ENTRIES))
     }
 }
 
@@ -114,10 +126,7 @@ fn field_bytes<'a>(
 ) -> Result<&'a [u8], HotspotError> {
     entry
         .get(offset..offset + len)
-        .ok_or_else(|| HotspotError::BadTable {
-            table,
-            reason: format!("field at {offset} outside its {}-byte entry", entry.len()),
-        })
+        .ok_or_else(|| bound(format!("{table} field end"), (offset + len) as u64, entry.len() as u64))
 }
 
 fn field_u64(entry: &[u8], offset: usize, table: &'static str) -> Result<u64, HotspotError> {
@@ -142,28 +151,41 @@ fn read_offset(
     name: &str,
 ) -> Result<usize, HotspotError> {
     let value = reader.read_u64(syms.get(name)?)?;
-    usize::try_from(value)
-        .ok()
-        .filter(|&v| v < MAX_STRIDE_BYTES as usize)
-        .ok_or_else(|| HotspotError::BadTable {
-            table: "offsets",
-            reason: format!("{name} = {value}"),
-        })
+    if value >= MAX_STRIDE_BYTES {
+        return Err(bound(name, value, MAX_STRIDE_BYTES - 1));
+    }
+    Ok(value as usize)
 }
 
 /// Reads the C strings the tables point at. The same literal (`"Method"`, `"address"`)
-/// is shared by many entries, so each pointer is read once.
+/// is shared by many entries, so each pointer is read once. Each name is bounded, and so
+/// are all of them together ([`MAX_TABLE_NAME_BYTES`]).
 #[derive(Default)]
-struct Names(HashMap<u64, String>);
+struct Names {
+    by_ptr: HashMap<u64, String>,
+    total_bytes: u64,
+}
 
 impl Names {
     fn read(&mut self, reader: &impl MemoryReader, ptr: u64) -> Result<String, HotspotError> {
-        if let Some(name) = self.0.get(&ptr) {
+        if let Some(name) = self.by_ptr.get(&ptr) {
             return Ok(name.clone());
         }
-        let bytes = reader.read_c_string(ptr, MAX_NAME_BYTES)?;
+        let bytes = match reader.read_c_string(ptr, MAX_NAME_BYTES) {
+            Ok(bytes) => bytes,
+            // `read_c_string` reports a string with no NUL within the limit as the whole
+            // limit at its start (an unreadable chunk has another address or length).
+            Err(e) if e == (ReadError { addr: ptr, len: MAX_NAME_BYTES }) => {
+                return Err(bound(format!("name length at {ptr:#x}"), MAX_NAME_BYTES as u64 + 1, MAX_NAME_BYTES as u64));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.total_bytes += bytes.len() as u64;
+        if self.total_bytes > MAX_TABLE_NAME_BYTES {
+            return Err(bound("bytes of all names", self.total_bytes, MAX_TABLE_NAME_BYTES));
+        }
         let name = String::from_utf8_lossy(&bytes).into_owned();
-        self.0.insert(ptr, name.clone());
+        self.by_ptr.insert(ptr, name.clone());
         Ok(name)
     }
 }
@@ -337,7 +359,8 @@ pub(crate) mod tests {
         next_string: u64,
     }
 
-    const STRINGS: u64 = 0x10_0000;
+    /// Far above the tables, so that tables of thousands of long names fit.
+    const STRINGS: u64 = 0x1000_0000;
     const SYMBOLS: u64 = 0x20_0000;
 
     impl TableBuilder {
@@ -502,7 +525,7 @@ pub(crate) mod tests {
         );
         assert!(matches!(
             VmStructs::read(&bad, &syms),
-            Err(HotspotError::BadTable { .. })
+            Err(HotspotError::Bound { .. })
         ));
         syms.addrs.remove("gHotSpotVMLongConstants");
         assert!(matches!(
