@@ -247,6 +247,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ("compiled_frames_freed_before_named", st.stale_compiled_frames),
         ("unresolved_frames", st.unresolved_frames),
         ("cycles_written_before_symbols", sinks.cycles_written_late),
+        ("jvms_with_unreadable_hotspot_tables", st.jvms_unreadable),
+        ("jvms_backed_off_for_read_budget", st.jvms_backed_off),
+        ("hotspot_reader_panics", st.hotspot_panics),
     ] {
         sinks.results.add_degraded(cause, count);
     }

@@ -9,13 +9,14 @@
 //! across cycles.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
 
 use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::{
-    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, ProcessMemory,
-    Reads,
+    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, Overrun, ProcessMemory,
+    ReadBudget, Reads,
 };
 
 use super::intern::{FrameId, Interner};
@@ -48,8 +49,30 @@ pub struct CodeOutcome {
     pub unknown: bool,
 }
 
+/// Longest back-off, in cycles, of a JVM that keeps spending its budget.
+const MAX_BACKOFF_CYCLES: u32 = 64;
+
+/// What [`HotspotProcess::begin_cycle`] tells its caller, to warn and count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CycleStart {
+    /// Read this cycle, within a fresh budget.
+    Read,
+    /// Not read this cycle: backed off.
+    Skipped,
+    /// The last cycle spent the budget: not read for `cycles` cycles from now.
+    BackedOff { overrun: Overrun, cycles: u32 },
+}
+
 pub struct HotspotProcess<R = ProcessMemory> {
     jvm: HotspotJvm<R>,
+    /// Cycles this JVM is still not read for, and the back-off the next overrun gets.
+    skip_cycles: u32,
+    next_backoff_cycles: u32,
+    /// The reader panicked on this JVM: never read again (its frames stay unnamed).
+    panicked: bool,
+    /// Not read in this cycle (backed off, or panicked).
+    skipping: bool,
+    back_off_warned: bool,
     code: HashMap<u64, Code>,
     interpreted: HashMap<(u64, u64), FrameId>,
     /// Set once the code cache was re-read in this cycle (at most once per cycle).
@@ -66,8 +89,13 @@ pub struct HotspotProcess<R = ProcessMemory> {
 impl HotspotProcess<ProcessMemory> {
     /// Reads the tables of `pid`. Fails for a process that is not HotSpot, a HotSpot
     /// without the tables, or one too early in its start to have filled them.
+    /// A panic in the reader (a bug these tables found) is caught and returned as
+    /// [`HotspotError::Panicked`].
     pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
-        Self::new(HotspotJvm::attach(proc_root, pid)?)
+        match catch_unwind(|| HotspotJvm::attach(proc_root, pid).and_then(Self::new)) {
+            Ok(result) => result,
+            Err(panic) => Err(HotspotError::Panicked(panic_message(&panic))),
+        }
     }
 }
 
@@ -80,6 +108,11 @@ impl<R: MemoryReader> HotspotProcess<R> {
         }
         Ok(Self {
             jvm,
+            skip_cycles: 0,
+            next_backoff_cycles: 1,
+            panicked: false,
+            skipping: false,
+            back_off_warned: false,
             code: HashMap::new(),
             interpreted: HashMap::new(),
             refreshed: false,
@@ -89,17 +122,79 @@ impl<R: MemoryReader> HotspotProcess<R> {
         })
     }
 
-    pub fn begin_cycle(&mut self) {
+    /// Starts a cycle with a fresh `budget` of reads and a cap on the caches. A JVM whose
+    /// last cycle spent its budget is backed off (1, 2, 4... up to [`MAX_BACKOFF_CYCLES`]
+    /// cycles, reset by a cycle within budget): meanwhile nothing of it is read and its
+    /// frames stay unnamed, so it cannot starve the other JVMs.
+    pub fn begin_cycle(&mut self, budget: ReadBudget, max_cached_bytes: usize) -> CycleStart {
         self.code.clear();
         self.interpreted.clear();
         self.compile_ids.clear();
         self.refreshed = false;
+        let start = match self.jvm.overrun() {
+            Some(overrun) => {
+                let cycles = self.next_backoff_cycles;
+                self.skip_cycles = cycles;
+                self.next_backoff_cycles = (cycles * 2).min(MAX_BACKOFF_CYCLES);
+                CycleStart::BackedOff { overrun, cycles }
+            }
+            None if self.skip_cycles > 0 => CycleStart::Skipped,
+            None => {
+                // A whole cycle read within budget ends the streak.
+                if !self.skipping {
+                    self.next_backoff_cycles = 1;
+                }
+                CycleStart::Read
+            }
+        };
+        // The budget starts over even when skipped: nothing is read then, so nothing is
+        // spent, and the next cycle sees no overrun.
+        self.jvm.start_budget(budget);
+        self.skipping = self.skip_cycles > 0 || self.panicked;
+        if self.skipping {
+            self.skip_cycles = self.skip_cycles.saturating_sub(1);
+            return if self.panicked { CycleStart::Skipped } else { start };
+        }
+        self.jvm.set_max_cached_bytes(max_cached_bytes);
         // A JVM read while it starts may have no interpreter yet: nothing to walk with.
-        if self.walk_config(true).is_none() {
-            self.jvm.refresh_code_cache();
-        } else {
+        let starting = self.walk_config(true).is_none();
+        self.guarded(|jvm| match starting {
+            true => jvm.refresh_code_cache(),
             // Heaps grow as code is committed: the kernel's unwinder needs their bounds.
-            self.jvm.refresh_code_heaps();
+            false => jvm.refresh_code_heaps(),
+        });
+        start
+    }
+
+    /// True the first time only: whether a back-off is worth a warning (later ones are
+    /// logged at debug level).
+    pub fn first_back_off(&mut self) -> bool {
+        !std::mem::replace(&mut self.back_off_warned, true)
+    }
+
+    /// Whether the reader panicked on this JVM (then it is read no more).
+    pub fn panicked(&self) -> bool {
+        self.panicked
+    }
+
+    /// Whether this cycle's reads are over: backed off, panicked, or the budget spent.
+    fn stopped(&self) -> bool {
+        self.panicked || self.skipping || self.jvm.overrun().is_some()
+    }
+
+    /// Runs `f` on the reader, catching a panic: the JVM is then marked bad and never read
+    /// again, and `None` returned.
+    fn guarded<T>(&mut self, f: impl FnOnce(&mut HotspotJvm<R>) -> T) -> Option<T> {
+        if self.panicked {
+            return None;
+        }
+        match catch_unwind(AssertUnwindSafe(|| f(&mut self.jvm))) {
+            Ok(v) => Some(v),
+            Err(panic) => {
+                self.panicked = true;
+                log::warn!("a JVM's HotSpot reader panicked ({}); its Java frames are no longer named", panic_message(&panic));
+                None
+            }
         }
     }
 
@@ -184,7 +279,10 @@ impl<R: MemoryReader> HotspotProcess<R> {
         if let Some(&id) = self.interpreted.get(&(method, bcp)) {
             return Some(id);
         }
-        let frame = self.jvm.interpreted_frame(method, bcp)?;
+        if self.stopped() {
+            return None;
+        }
+        let frame = self.guarded(|jvm| jvm.interpreted_frame(method, bcp))??;
         let id = java_frame(interner, &frame);
         self.interpreted.insert((method, bcp), id);
         Some(id)
@@ -201,9 +299,9 @@ impl<R: MemoryReader> HotspotProcess<R> {
         let mut outcome = CodeOutcome::default();
         let mut code = self.resolve(interner, pc);
         let missed = code == Code::UnknownJit || (code == Code::Native && looks_like_code);
-        if missed && !self.refreshed {
+        if missed && !self.refreshed && !self.stopped() {
             self.refreshed = true;
-            self.jvm.refresh_code_cache();
+            self.guarded(|jvm| jvm.refresh_code_cache());
             outcome.refreshed = true;
             code = self.resolve(interner, pc);
         }
@@ -221,8 +319,9 @@ impl<R: MemoryReader> HotspotProcess<R> {
     pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32) -> (Code, CodeOutcome) {
         let now = match self.compile_ids.get(&pc) {
             Some(&id) => id,
+            None if self.stopped() => None,
             None => {
-                let id = self.jvm.compile_id_at(pc);
+                let id = self.guarded(|jvm| jvm.compile_id_at(pc)).flatten();
                 self.compile_ids.insert(pc, id);
                 id
             }
@@ -238,7 +337,13 @@ impl<R: MemoryReader> HotspotProcess<R> {
         if !self.jvm.in_code_cache(pc) {
             return Code::Native;
         }
-        match self.jvm.code_at(pc) {
+        if self.stopped() {
+            return Code::UnknownJit;
+        }
+        let Some(code) = self.guarded(|jvm| jvm.code_at(pc)) else {
+            return Code::UnknownJit;
+        };
+        match code {
             CodeAt::Java(frames) => Code::Frames(frames.iter().map(|f| java_frame(interner, f)).collect()),
             CodeAt::Interpreter => Code::Frames(Arc::from([interner.frame(FrameKind::Stub, INTERPRETER, INTERPRETER)])),
             // An nmethod whose Method* could not be read is a Java method we cannot name.
@@ -247,6 +352,14 @@ impl<R: MemoryReader> HotspotProcess<R> {
             CodeAt::NotCode => Code::UnknownJit,
         }
     }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 fn java_frame(interner: &mut Interner, frame: &JavaFrame) -> FrameId {
@@ -318,7 +431,7 @@ mod tests {
             assert_eq!((&*interp[0].name, interp[0].kind), (INTERPRETER, FrameKind::Stub));
             // Outside the code cache: native code, unless other evidence says it is code.
             assert_eq!(h.code(&mut interner, 0x1000, false).0, Code::Native);
-            h.begin_cycle();
+            h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
             let (code, outcome) = h.code(&mut interner, 0x1000, true);
             assert_eq!(code, Code::UnknownJit);
             assert!(outcome.refreshed && outcome.unknown);
@@ -392,7 +505,7 @@ mod tests {
         let (code, outcome) = h.code(&mut interner, 0x1000, true);
         assert_eq!((code, outcome.refreshed), (Code::UnknownJit, false));
         // Resolved pcs are kept for the cycle only.
-        h.begin_cycle();
+        h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
         assert!(h.code(&mut interner, 0x1000, true).1.refreshed);
     }
 
@@ -412,6 +525,68 @@ mod tests {
         let (code, outcome) = h.compiled(&mut interner, pc, id + 1);
         assert_eq!((code, outcome.unknown), (Code::UnknownJit, true));
         assert_eq!(h.stale_compiled_frames(), 1);
+    }
+
+    /// A JVM that spends its read budget is backed off for 1, then 2, then 4 cycles, and
+    /// nothing of it is read meanwhile.
+    #[test]
+    fn a_jvm_over_its_read_budget_is_backed_off_exponentially() {
+        let (mem, manifest) = fixture(17);
+        let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
+        let mut interner = Interner::default();
+        let tiny = ReadBudget { max_bytes: 64, max_time: std::time::Duration::MAX };
+        let mut starts = Vec::new();
+        for (cycle, &pc) in manifest.pcs.iter().cycle().take(12).enumerate() {
+            let start = h.begin_cycle(tiny, usize::MAX);
+            let read_before = h.jvm.bytes_read();
+            let (code, _) = h.code(&mut interner, pc, true);
+            if start != CycleStart::Read && !matches!(start, CycleStart::BackedOff { .. }) {
+                assert_eq!(h.jvm.bytes_read(), read_before, "cycle {cycle}: read while backed off");
+                assert_eq!(code, Code::UnknownJit);
+            }
+            starts.push(match start {
+                CycleStart::Read => 'R',
+                CycleStart::Skipped => 's',
+                CycleStart::BackedOff { cycles, .. } => char::from_digit(cycles, 10).unwrap(),
+            });
+        }
+        assert_eq!(starts.iter().collect::<String>(), "R1R2sR4sssR8");
+        assert!(h.first_back_off() && !h.first_back_off(), "warned once");
+        // Within budget, a cycle names again, and ends the streak.
+        for _ in 0..12 {
+            h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
+        }
+        let (code, _) = h.code(&mut interner, manifest.pcs[0], true);
+        assert!(matches!(code, Code::Frames(_)), "{code:?}");
+    }
+
+    /// Memory whose reads panic once armed: a bug the tables might find in the reader.
+    struct Bomb<'a> {
+        mem: &'a SegmentsMemory,
+        armed: &'a Cell<bool>,
+    }
+
+    impl MemoryReader for Bomb<'_> {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+            assert!(!self.armed.get(), "reader bug");
+            self.mem.read(addr, buf)
+        }
+    }
+
+    #[test]
+    fn a_panic_in_the_reader_is_caught_and_the_jvm_read_no_more() {
+        let (mem, manifest) = fixture(17);
+        let armed = Cell::new(false);
+        let mut h = HotspotProcess::new(HotspotJvm::new(Bomb { mem: &mem, armed: &armed }, &manifest.symbols).unwrap()).unwrap();
+        let mut interner = Interner::default();
+        armed.set(true);
+        let (code, _) = h.code(&mut interner, manifest.pcs[0], true);
+        assert_eq!(code, Code::UnknownJit);
+        assert!(h.panicked());
+        h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
+        assert_eq!(h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX), CycleStart::Skipped);
+        assert_eq!(h.code(&mut interner, manifest.pcs[1], true).0, Code::UnknownJit, "no read, no second panic");
+        assert_eq!(h.interpreted(&mut interner, 0x1000, 0x2000), None);
     }
 
     #[test]

@@ -5,12 +5,30 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use jvm_symbols::hotspot::ReadBudget;
+
 use super::budget::{self, Consumer};
+use super::hotspot::CycleStart;
 use super::jvm::Refresh;
 use super::{ProcessState, SymbolStats, Symbolizer};
 
 /// How often [`Symbolizer::settle`] looks at the jobs it waits for.
 const SETTLE_POLL: Duration = Duration::from_millis(5);
+/// Time all HotSpot JVMs together may spend reading target memory per cycle, and the most
+/// and least one JVM gets: a real JVM's cycle takes a few ms (its first, tens), so the
+/// bounds only bite on a target that makes each read slow or the reads endless.
+const HOTSPOT_READ_TIME_PER_CYCLE: Duration = Duration::from_millis(300);
+const MAX_READ_TIME_PER_JVM: Duration = Duration::from_millis(150);
+const MIN_READ_TIME_PER_JVM: Duration = Duration::from_millis(30);
+
+/// Each of `jvms` HotSpot JVMs' share per cycle: its read budget (time, and a quarter of
+/// the symbol budget in bytes read) and the cap on its caches (half the symbol budget split
+/// between them; the rest is the interner's and the perf maps').
+fn hotspot_shares(max_symbol_bytes: u64, jvms: usize) -> (ReadBudget, usize) {
+    let max_time = (HOTSPOT_READ_TIME_PER_CYCLE / jvms as u32).clamp(MIN_READ_TIME_PER_JVM, MAX_READ_TIME_PER_JVM);
+    let read = ReadBudget { max_bytes: max_symbol_bytes / 4, max_time };
+    (read, (max_symbol_bytes / 2 / jvms as u64) as usize)
+}
 
 impl Symbolizer {
     /// Call once per cycle before symbolizing its stacks: takes what the JVMs' jobs produced,
@@ -19,10 +37,24 @@ impl Symbolizer {
         self.cycle_started = Instant::now();
         self.budget.report(Consumer::Interner, self.interner.bytes());
         let known: Vec<u32> = self.processes.keys().copied().collect();
+        let hotspot_jvms = self.processes.values().filter(|p| matches!(p.hotspot, super::Hotspot::Ready(_))).count().max(1);
+        let (read_budget, max_cached_bytes) = hotspot_shares(self.opts.max_symbol_bytes, hotspot_jvms);
         for pid in known {
             self.retry_discovery(pid);
             if let Some(h) = self.processes.get_mut(&pid).and_then(ProcessState::hotspot) {
-                h.begin_cycle();
+                if let CycleStart::BackedOff { overrun, cycles } = h.begin_cycle(read_budget, max_cached_bytes) {
+                    self.stats.jvms_backed_off += 1;
+                    let message = format!(
+                        "JVM {pid}: its HotSpot tables {overrun} in one cycle (budget {} ms, {} MiB); \
+                         not read for {cycles} cycle(s), its Java frames unnamed meanwhile",
+                        read_budget.max_time.as_millis(),
+                        read_budget.max_bytes >> 20
+                    );
+                    match h.first_back_off() {
+                        true => log::warn!("{message}"),
+                        false => log::debug!("{message}"),
+                    }
+                }
                 let bytes = h.cached_bytes() as u64;
                 self.budget.report(Consumer::HotSpot(pid), bytes);
             }

@@ -35,6 +35,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
+use jvm_symbols::hotspot::HotspotError;
 use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
@@ -155,7 +156,19 @@ pub struct SymbolStats {
     pub unwinders: BTreeMap<u32, JavaUnwinder>,
     /// Wall time spent symbolizing stacks (`symbolize`, `symbolize_walked`), discovery included.
     pub symbolize_ns: u64,
+    /// JVMs whose HotSpot tables could not be read (their perf map names them instead), and
+    /// why (`pid: reason`, the first [`MAX_UNREADABLE_REASONS`]).
+    pub jvms_unreadable: u64,
+    pub jvms_unreadable_reasons: Vec<String>,
+    /// Times a JVM was backed off for spending its per-cycle budget of HotSpot reads.
+    pub jvms_backed_off: u64,
+    /// Panics caught in a JVM's HotSpot reader (that JVM is then read no more).
+    pub hotspot_panics: u64,
 }
+
+/// Reasons kept in [`SymbolStats::jvms_unreadable_reasons`]: a host full of hostile fakes
+/// must not grow the summary without bound.
+const MAX_UNREADABLE_REASONS: usize = 32;
 
 /// A change to the kernel's maps the symbolizer asks for: it learns which processes are
 /// HotSpot JVMs, and the sampler walks those stacks itself. Plain data, so the symbolizer
@@ -171,8 +184,9 @@ pub enum KernelUpdate {
 /// How far a JVM's HotSpot tables got.
 enum Hotspot {
     Ready(Box<HotspotProcess>),
-    /// Not readable yet: tried again at the next cycles.
-    Pending { attempts_left: u32 },
+    /// Not readable yet: tried again after `wait_cycles` cycles, a wait that doubles with
+    /// each attempt (tables that never become readable are not read every cycle).
+    Pending { attempts_left: u32, wait_cycles: u32 },
     /// Not readable: the perf map names its JIT code.
     Unavailable,
 }
@@ -328,6 +342,7 @@ impl Symbolizer {
         s.hotspot_methods_read += r.methods;
         s.hotspot_nmethods_read += r.nmethods;
         s.code_cache_refreshes += r.code_cache_refreshes;
+        s.hotspot_panics += u64::from(h.panicked());
     }
 
     pub fn stats(&self) -> SymbolStats {
@@ -350,6 +365,7 @@ impl Symbolizer {
                 stats.hotspot_nmethods_read += r.nmethods;
                 stats.code_cache_refreshes += r.code_cache_refreshes;
                 stats.hotspot_cache_bytes += h.cached_bytes();
+                stats.hotspot_panics += u64::from(h.panicked());
                 stats.stale_compiled_frames += h.stale_compiled_frames();
                 if let Some(mode) = h.published_unwind() {
                     let hotspot = mode == JVM_UNWIND_HOTSPOT;
@@ -458,7 +474,7 @@ impl Symbolizer {
                 self.note_frame_pointers(pid);
             }
         } else if let Hotspot::Pending { .. } = process.hotspot {
-            Self::attach_hotspot(&self.opts.proc_root, pid, process);
+            Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats);
         }
     }
 
@@ -471,10 +487,10 @@ impl Symbolizer {
                 if self.opts.hotspot {
                     // No perf map is asked for while the HotSpot tables may still be read.
                     jvm.needs_dump = false;
-                    process.hotspot = Hotspot::Pending { attempts_left: DISCOVERY_ATTEMPTS };
+                    process.hotspot = Hotspot::Pending { attempts_left: DISCOVERY_ATTEMPTS, wait_cycles: 0 };
                 }
                 process.jvm = Some(jvm);
-                Self::attach_hotspot(&self.opts.proc_root, pid, process);
+                Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats);
             }
             Ok(None) => {}
             Err(e) => log::debug!("process {pid}: {e}"),
@@ -482,13 +498,17 @@ impl Symbolizer {
     }
 
     /// Reads the JVM's HotSpot tables; after the last failed attempt its perf map is used.
-    fn attach_hotspot(proc_root: &std::path::Path, pid: u32, process: &mut ProcessState) {
-        let Hotspot::Pending { attempts_left } = process.hotspot else {
+    fn attach_hotspot(proc_root: &std::path::Path, pid: u32, process: &mut ProcessState, stats: &mut SymbolStats) {
+        let Hotspot::Pending { attempts_left, wait_cycles } = process.hotspot else {
             return;
         };
         let Some(jvm) = &mut process.jvm else {
             return;
         };
+        if wait_cycles > 0 {
+            process.hotspot = Hotspot::Pending { attempts_left, wait_cycles: wait_cycles - 1 };
+            return;
+        }
         let started = std::time::Instant::now();
         match HotspotProcess::attach(proc_root, pid) {
             Ok(h) => {
@@ -499,13 +519,25 @@ impl Symbolizer {
             }
             // Not HotSpot, or one without the tables: retrying cannot help.
             Err(e) if attempts_left <= 1 || !e.may_pass() => {
-                log::info!("JVM {pid}: HotSpot tables not readable ({e}); naming its JIT code from its perf map");
+                match e {
+                    // Tables no HotSpot writes: a hostile or broken target, worth a warning.
+                    HotspotError::Bound { .. } | HotspotError::Panicked(_) | HotspotError::TooLarge { .. } => {
+                        log::warn!("JVM {pid}: HotSpot tables unreadable ({e}); naming its JIT code from its perf map")
+                    }
+                    _ => log::info!("JVM {pid}: HotSpot tables not readable ({e}); naming its JIT code from its perf map"),
+                }
+                stats.jvms_unreadable += 1;
+                stats.hotspot_panics += u64::from(matches!(e, HotspotError::Panicked(_)));
+                if stats.jvms_unreadable_reasons.len() < MAX_UNREADABLE_REASONS {
+                    stats.jvms_unreadable_reasons.push(format!("{pid}: {e}"));
+                }
                 process.hotspot = Hotspot::Unavailable;
                 jvm.needs_dump = true;
             }
             Err(e) => {
                 log::debug!("JVM {pid}: HotSpot tables not readable yet ({e})");
-                process.hotspot = Hotspot::Pending { attempts_left: attempts_left - 1 };
+                let tried = DISCOVERY_ATTEMPTS - attempts_left;
+                process.hotspot = Hotspot::Pending { attempts_left: attempts_left - 1, wait_cycles: (1 << tried.min(3)) - 1 };
             }
         }
     }

@@ -42,6 +42,9 @@ pub enum HotspotError {
     /// Reading the tables spent the budget of bytes or time ([`ReadBudget::TABLES`]).
     #[error("reading the HotSpot introspection tables stopped: {0}")]
     Overrun(Overrun),
+    /// The reader panicked on these tables (a bug the tables found; caught, never retried).
+    #[error("reading the HotSpot introspection tables panicked: {0}")]
+    Panicked(String),
     #[error(transparent)]
     Read(#[from] ReadError),
 }
@@ -63,6 +66,7 @@ impl HotspotError {
                 | HotspotError::TooLarge { .. }
                 | HotspotError::MissingSymbol { .. }
                 | HotspotError::Bound { .. }
+                | HotspotError::Panicked(_)
         )
     }
 }

@@ -262,20 +262,22 @@ impl Lookup<'_> {
 impl Layout {
     pub fn new(vm: &VmStructs, reader: &impl MemoryReader) -> Result<Self, HotspotError> {
         let l = Lookup(vm, RefCell::new(None));
+        // Every field is looked up before any error is returned: a bound broken anywhere
+        // is the error, whatever else is missing.
+        let (methods, code, scopes) = (method_layout(&l), code_layout(&l).ok(), scopes_layout(&l).ok());
+        if let Some(broken) = l.1.take() {
+            return Err(broken);
+        }
         let version = read_version(&l, reader)?;
-        let layout = Self {
+        Ok(Self {
             version,
             encoding: version.stream_encoding(),
-            methods: method_layout(&l)?,
-            code: code_layout(&l).ok(),
-            scopes: scopes_layout(&l).ok(),
+            methods: methods?,
+            code,
+            scopes,
             interpreter_frame: interpreter_frame(vm),
             stub_entry_fields: stub_entry_fields(vm),
-        };
-        match l.1.into_inner() {
-            Some(broken) => Err(broken),
-            None => Ok(layout),
-        }
+        })
     }
 }
 
