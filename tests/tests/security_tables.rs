@@ -1,0 +1,276 @@
+//! Issue 22, items 1 and 3: a local user (`nobody`) runs a process that maps a crafted
+//! `libjvm.so` (built here with gcc from `tests/fakes/`) exporting HotSpot's introspection
+//! tables, filled to attack the root profiler that reads them:
+//! - `CodeBlob::_name` at offset 2^40 (the blob reader allocated a terabyte: SIGABRT);
+//! - four tables of 131,071 entries with distinct 511-byte names (558 MB against a 64 MB
+//!   budget, every sample on the host unsymbolized, runs 5 to 7 s late);
+//! - a code heap whose segment map is all 1s (65,536 reads per pc).
+//!
+//! Each attack is run against `--pid`, `--all` and `serve`: the run must end on time with
+//! exit 0 and its results, within `--max-symbol-mb 64`, the fake reported. A real JVM beside
+//! six fakes keeps its Java methods named. Run as root by `cargo xtask test security_tables`.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use joular_tests::attack::{nobody_cmd, open_dir};
+use joular_tests::*;
+use serde_json::Value;
+
+const RUN_S: u64 = 3;
+const BUDGET_MB: u64 = 64;
+/// Start-up (eBPF load, first discovery) and shut-down on top of `--duration`.
+const SLACK: Duration = Duration::from_millis(1500);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attack {
+    HugeOffset,
+    HugeTables,
+    SegmapOfOnes,
+}
+
+impl Attack {
+    fn define(self) -> &'static str {
+        match self {
+            Attack::HugeOffset => "-DHUGE_OFFSET",
+            Attack::HugeTables => "-DHUGE_TABLES",
+            Attack::SegmapOfOnes => "-DSEGMAP_ONES",
+        }
+    }
+}
+
+fn fakes_src() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fakes")
+}
+
+/// The attacker's build: `libjvm.so` and the program that maps it, in a directory nobody can
+/// read.
+fn build(attack: Attack) -> tempfile::TempDir {
+    let dir = open_dir(true);
+    let gcc = |args: &[&str]| {
+        let out = Command::new("gcc").args(["-O1", "-Wall", "-Werror"]).args(args).current_dir(dir.path()).output().expect("gcc is installed");
+        assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let lib = fakes_src().join("libjvm.c");
+    gcc(&["-shared", "-fPIC", attack.define(), "-o", "libjvm.so", lib.to_str().unwrap()]);
+    let main = fakes_src().join("fake_jvm.c");
+    let rpath = format!("-Wl,-rpath,{}", dir.path().display());
+    gcc(&["-o", "fake", main.to_str().unwrap(), "-L.", "-ljvm", &rpath]);
+    dir
+}
+
+/// A crafted "JVM" run by nobody; killed on drop.
+struct Fake {
+    child: Child,
+}
+
+impl Fake {
+    fn start(dir: &Path) -> Self {
+        let mut child = nobody_cmd(&[dir.join("fake").to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n", "the fake JVM did not start");
+        Fake { child }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One profiler run: exit code, peak RSS (wait4), wall time, stderr, cycles, summary.json.
+struct Run {
+    code: i32,
+    max_rss_kb: i64,
+    elapsed: Duration,
+    stderr: String,
+    cycles: Vec<Value>,
+    summaries: Vec<Value>,
+}
+
+impl Run {
+    fn degraded(&self, cause: &str) -> u64 {
+        self.summaries.iter().map(|s| s["degraded"][cause].as_u64().unwrap_or(0)).max().unwrap_or(0)
+    }
+
+    /// Samples of `pid` whose method is named `prefix...`, and all its samples with a method.
+    fn named_share(&self, pid: u32, prefix: &str) -> (u64, u64) {
+        let mut named = 0;
+        let mut all = 0;
+        for m in self.cycles.iter().flat_map(|c| c["methods"].as_array().cloned().unwrap_or_default()) {
+            if m["pid"] == pid {
+                let samples = m["samples"].as_u64().unwrap();
+                all += samples;
+                named += samples * u64::from(m["method"].as_str().unwrap().starts_with(prefix));
+            }
+        }
+        (named, all)
+    }
+}
+
+fn find_summaries(dir: &Path, out: &mut Vec<Value>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            find_summaries(&path, out);
+        } else if path.file_name().is_some_and(|n| n == "summary.json") {
+            out.push(serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap());
+        }
+    }
+}
+
+/// Runs the profiler in `mode` (`--pid P`, `--all`, `serve ...`) for `seconds` with a
+/// 64 MB symbol budget.
+fn profile_run(mode: &[&str], seconds: u64) -> Run {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("cycles.jsonl");
+    let results = out.path().join("results");
+    let started = Instant::now();
+    // `serve` writes a result tree only with `--results`.
+    let results_flag = if mode[0] == "serve" { "--results" } else { "--output" };
+    let mut child = Command::new(bin())
+        .args(mode)
+        .args(["--duration", &seconds.to_string(), "--energy-source", "model", "--max-symbol-mb", &BUDGET_MB.to_string()])
+        .arg("--json")
+        .arg(&json)
+        .arg(results_flag)
+        .arg(&results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    });
+    let (code, max_rss_kb) = wait_with_rusage(&mut child, Duration::from_secs(seconds + 60));
+    let elapsed = started.elapsed();
+    let stderr = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    let cycles = if json.exists() { read_jsonl(&json) } else { Vec::new() };
+    let mut summaries = Vec::new();
+    find_summaries(&results, &mut summaries);
+    Run { code, max_rss_kb, elapsed, stderr, cycles, summaries }
+}
+
+/// Waits for `child` (bounded); its exit code (-signal when killed) and peak RSS in KiB.
+/// The peak is the process's own `VmHWM`, read until it exits: `wait4`'s `ru_maxrss` also
+/// counts the test process's image the child was forked from.
+fn wait_with_rusage(child: &mut Child, timeout: Duration) -> (i32, i64) {
+    let start = Instant::now();
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0;
+    loop {
+        if let Some(kb) = std::fs::read_to_string(&status_path).ok().and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<i64>().ok())
+        }) {
+            peak_kb = peak_kb.max(kb);
+        }
+        let mut status = 0;
+        // SAFETY: pid is our child; status is a valid out-pointer.
+        let rc = unsafe { libc::waitpid(child.id() as i32, &mut status, libc::WNOHANG) };
+        if rc == child.id() as i32 {
+            let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -libc::WTERMSIG(status) };
+            return (code, peak_kb);
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            panic!("joular-ebpf did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What every run under attack must show: it survived, ended on time with all its cycles
+/// and results, and stayed within its symbol budget.
+fn assert_survived(run: &Run, what: &str) {
+    eprintln!("{what}: rc {}, peak RSS {} MiB, {:.2} s for {RUN_S} s, {} cycles", run.code, run.max_rss_kb >> 10, run.elapsed.as_secs_f64(), run.cycles.len());
+    assert_eq!(run.code, 0, "{what}: the profiler failed\n{}", run.stderr);
+    assert!(!run.summaries.is_empty(), "{what}: no summary.json written\n{}", run.stderr);
+    assert_eq!(run.cycles.len() as u64, RUN_S, "{what}: one cycle per second, all written\n{}", run.stderr);
+    assert!(run.elapsed <= Duration::from_secs(RUN_S) + SLACK, "{what}: {RUN_S} s run took {:?}\n{}", run.elapsed, run.stderr);
+    assert!(run.max_rss_kb < (BUDGET_MB << 10) as i64, "{what}: peak RSS {} KiB over --max-symbol-mb {BUDGET_MB}", run.max_rss_kb);
+    assert_eq!(run.degraded("hotspot_reader_panics"), 0, "{what}: a reader panicked\n{}", run.stderr);
+}
+
+fn modes(pid: u32) -> Vec<(String, Vec<String>)> {
+    vec![
+        ("--pid".into(), vec!["--pid".into(), pid.to_string()]),
+        ("--all".into(), vec!["--all".into()]),
+        ("serve".into(), vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()]),
+    ]
+}
+
+/// Attacks whose tables break a bound: the fake is reported unreadable, once, by pid and
+/// bound, and counted in summary.json.
+fn unreadable_tables_are_refused(attack: Attack, bound: &str) {
+    let dir = build(attack);
+    let fake = Fake::start(dir.path());
+    for (name, mode) in modes(fake.pid()) {
+        let what = format!("{attack:?} {name}");
+        let args: Vec<&str> = mode.iter().map(String::as_str).collect();
+        let run = profile_run(&args, RUN_S);
+        assert_survived(&run, &what);
+        let warning = format!("JVM {}: HotSpot tables unreadable (HotSpot introspection tables out of bounds: {bound}", fake.pid());
+        assert_eq!(run.stderr.matches(&warning).count(), 1, "{what}: the fake is reported once, with the bound it broke\n{}", run.stderr);
+        assert!(run.degraded("jvms_with_unreadable_hotspot_tables") >= 1, "{what}: not counted in summary.json");
+    }
+}
+
+#[test]
+fn hostile_tables_a_blob_name_offset_of_2_to_the_40_is_refused_not_allocated() {
+    unreadable_tables_are_refused(Attack::HugeOffset, "offset of CodeBlob::_name = 1099511627776");
+}
+
+#[test]
+fn hostile_tables_of_131071_entries_with_long_distinct_names_are_refused_within_budget() {
+    unreadable_tables_are_refused(Attack::HugeTables, "name length");
+}
+
+/// The segment map is within bounds value by value: the fake is read, and each of its pcs
+/// costs a few reads, not 65,536, so the cycles keep their cadence.
+#[test]
+fn hostile_tables_a_segment_map_of_ones_costs_a_few_reads_per_pc() {
+    let dir = build(Attack::SegmapOfOnes);
+    let fake = Fake::start(dir.path());
+    for (name, mode) in modes(fake.pid()) {
+        let what = format!("SegmapOfOnes {name}");
+        let args: Vec<&str> = mode.iter().map(String::as_str).collect();
+        let run = profile_run(&args, RUN_S);
+        assert_survived(&run, &what);
+        let fake_samples: u64 = run
+            .cycles
+            .iter()
+            .flat_map(|c| c["threads"].as_array().cloned().unwrap_or_default())
+            .filter(|t| t["pid"] == fake.pid())
+            .map(|t| t["samples"].as_u64().unwrap())
+            .sum();
+        assert!(fake_samples > 0, "{what}: the fake was not sampled");
+        assert_eq!(run.degraded("cycles_written_before_symbols"), 0, "{what}: cycles went out unsymbolized\n{}", run.stderr);
+    }
+}
+
+/// Six fakes (two of each attack) cannot blind a real JVM beside them under `--all`.
+#[test]
+fn hostile_tables_a_real_jvm_beside_six_fakes_keeps_its_methods_named() {
+    let dirs: Vec<tempfile::TempDir> = [Attack::HugeOffset, Attack::HugeTables, Attack::SegmapOfOnes].into_iter().map(build).collect();
+    let _fakes: Vec<Fake> = dirs.iter().flat_map(|d| [Fake::start(d.path()), Fake::start(d.path())]).collect();
+    let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
+    let run = profile_run(&["--all"], RUN_S);
+    assert_survived(&run, "real JVM + 6 fakes --all");
+    let (named, all) = run.named_share(jvm.pid(), "MethodSplit.");
+    eprintln!("real JVM + 6 fakes --all: {named} of {all} samples of the real JVM named in MethodSplit");
+    assert!(all > 0, "the real JVM was not sampled\n{}", run.stderr);
+    assert!(named * 2 > all, "the real JVM lost its names: {named} of {all} samples named\n{}", run.stderr);
+    assert!(run.degraded("jvms_with_unreadable_hotspot_tables") >= 4, "the four fakes with broken bounds are counted");
+}
