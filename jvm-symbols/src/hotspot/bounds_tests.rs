@@ -160,3 +160,26 @@ fn a_segment_map_of_ones_costs_a_few_reads_per_pc() {
     let max_hops = (codecache::MAX_BLOB_BYTES >> log2_segment_size) / 254 + 1;
     assert!(reader.reads.get() <= max_hops / 4096 + 2, "{} reads for one pc", reader.reads.get());
 }
+
+/// A heap or an interpreter spanning more than the largest code cache HotSpot reserves is
+/// not taken as code: its pcs are not looked up.
+#[test]
+fn code_spans_over_the_largest_code_cache_are_ignored() {
+    let (mem, manifest) = fixture_17();
+    let jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+    let code = jvm.layout().code.clone().unwrap();
+    let heaps = codecache::read_heaps(&mem, &code).unwrap();
+    assert_eq!(heaps.len(), 3);
+    let mut bad = mem.clone();
+    let array = mem.read_u64(code.code_cache_heaps).unwrap();
+    let first_heap = mem.read_u64(mem.read_u64(array + code.growable_array_data).unwrap()).unwrap();
+    let high_at = first_heap + code.code_heap_memory + code.virtual_space_high;
+    bad.insert(high_at, &(heaps[0].low + codecache::MAX_CODE_SPAN_BYTES + 1).to_le_bytes());
+    assert_eq!(codecache::read_heaps(&bad, &code).unwrap(), heaps[1..].to_vec(), "the heap spanning over 2 GB is left out");
+
+    assert!(codecache::interpreter_bounds(&mem, &code).is_ok());
+    let queue = mem.read_u64(code.interpreter_code).unwrap();
+    let mut bad = mem.clone();
+    bad.insert(queue + code.stub_queue_limit.offset, &u32::MAX.to_le_bytes()[..code.stub_queue_limit.size_bytes]);
+    assert!(codecache::interpreter_bounds(&bad, &code).is_err());
+}
