@@ -21,8 +21,10 @@ use serde_json::Value;
 
 const RUN_S: u64 = 3;
 const BUDGET_MB: u64 = 64;
-/// Start-up (eBPF load, first discovery) and shut-down on top of `--duration`.
-const SLACK: Duration = Duration::from_millis(1500);
+/// How late a run may end (issue 22: hostile tables made runs 5 to 7 s late).
+const SLACK: Duration = Duration::from_secs(1);
+/// Loading the eBPF programs and the first discovery, on a loaded machine.
+const START_UP: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Attack {
@@ -68,7 +70,15 @@ struct Fake {
 
 impl Fake {
     fn start(dir: &Path) -> Self {
-        let mut child = nobody_cmd(&[dir.join("fake").to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
+        Self::start_niced(dir, 0)
+    }
+
+    /// Started at `nice` (the fakes spin: six of them at full priority would take the 2 CPUs
+    /// of a small test machine from the profiler itself, whatever it reads).
+    fn start_niced(dir: &Path, nice: u8) -> Self {
+        let fake = dir.join("fake");
+        let nice = nice.to_string();
+        let mut child = nobody_cmd(&["nice", "-n", &nice, fake.to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert_eq!(line, "ready\n", "the fake JVM did not start");
@@ -91,7 +101,9 @@ impl Drop for Fake {
 struct Run {
     code: i32,
     max_rss_kb: i64,
-    /// From the start to "stopping": the run's own length, start-up included.
+    /// When its first cycle was printed, from the start.
+    first_cycle_at: Duration,
+    /// From the first cycle to "stopping": `--duration` less one cycle when on time.
     elapsed: Duration,
     stderr: String,
     cycles: Vec<Value>,
@@ -137,40 +149,46 @@ fn profile_run(mode: &[&str], seconds: u64) -> Run {
     let results = out.path().join("results");
     let started = Instant::now();
     // `serve` writes a result tree only with `--results`.
-    let results_flag = if mode[0] == "serve" { "--results" } else { "--output" };
+    let results_flag: &[&str] = if mode[0] == "serve" { &["--results"] } else { &[] };
     let mut child = Command::new(bin())
         .args(mode)
         .args(["--duration", &seconds.to_string(), "--energy-source", "model", "--max-symbol-mb", &BUDGET_MB.to_string()])
         .arg("--json")
         .arg(&json)
-        .arg(results_flag)
+        .args(results_flag)
+        .arg("--output")
         .arg(&results)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pipe = child.stderr.take().unwrap();
-    // When the profiler says it stops: the end of its cycles, before the results are written
-    // (under --all on a busy host, writing them is other processes' doing).
+    // When the first cycle ends and when the profiler says it stops: the run's own length,
+    // apart from start-up and from writing the results (under --all on a busy host, both
+    // scale with the other processes).
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
-        let mut stopped = None;
+        let (mut first_cycle, mut stopped) = (None, None);
         for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            if line.starts_with("[cycle ") {
+                first_cycle.get_or_insert(started.elapsed());
+            }
             if line.starts_with("joular-ebpf: stopping") {
                 stopped.get_or_insert(started.elapsed());
             }
             text.push_str(&line);
             text.push('\n');
         }
-        (text, stopped)
+        (text, first_cycle, stopped)
     });
     let (code, max_rss_kb) = wait_with_rusage(&mut child, Duration::from_secs(seconds + 60));
-    let (stderr, stopped) = reader.join().unwrap();
-    let elapsed = stopped.unwrap_or_else(|| started.elapsed());
+    let (stderr, first_cycle, stopped) = reader.join().unwrap();
+    let first_cycle_at = first_cycle.unwrap_or(Duration::MAX);
+    let elapsed = stopped.unwrap_or_else(|| started.elapsed()).saturating_sub(first_cycle_at.min(started.elapsed()));
     let cycles = if json.exists() { read_jsonl(&json) } else { Vec::new() };
     let mut summaries = Vec::new();
     find_summaries(&results, &mut summaries);
-    Run { code, max_rss_kb, elapsed, stderr, cycles, summaries }
+    Run { code, max_rss_kb, first_cycle_at, elapsed, stderr, cycles, summaries }
 }
 
 /// Waits for `child` (bounded); its exit code (-signal when killed) and peak RSS in KiB.
@@ -204,11 +222,20 @@ fn wait_with_rusage(child: &mut Child, timeout: Duration) -> (i32, i64) {
 /// What every run under attack must show: it survived, ended on time with all its cycles
 /// and results, and stayed within its symbol budget.
 fn assert_survived(run: &Run, what: &str) {
-    eprintln!("{what}: rc {}, peak RSS {} MiB, {:.2} s for {RUN_S} s, {} cycles", run.code, run.max_rss_kb >> 10, run.elapsed.as_secs_f64(), run.cycles.len());
+    eprintln!(
+        "{what}: rc {}, peak RSS {} MiB, first cycle after {:.2} s, then {:.2} s to stop for {} more cycle(s), {} cycles written",
+        run.code,
+        run.max_rss_kb >> 10,
+        run.first_cycle_at.as_secs_f64(),
+        run.elapsed.as_secs_f64(),
+        RUN_S - 1,
+        run.cycles.len()
+    );
     assert_eq!(run.code, 0, "{what}: the profiler failed\n{}", run.stderr);
     assert!(!run.summaries.is_empty(), "{what}: no summary.json written\n{}", run.stderr);
     assert_eq!(run.cycles.len() as u64, RUN_S, "{what}: one cycle per second, all written\n{}", run.stderr);
-    assert!(run.elapsed <= Duration::from_secs(RUN_S) + SLACK, "{what}: {RUN_S} s run took {:?}\n{}", run.elapsed, run.stderr);
+    assert!(run.first_cycle_at <= Duration::from_secs(1) + START_UP, "{what}: the first cycle came after {:?}\n{}", run.first_cycle_at, run.stderr);
+    assert!(run.elapsed <= Duration::from_secs(RUN_S - 1) + SLACK, "{what}: {} more cycles took {:?}\n{}", RUN_S - 1, run.elapsed, run.stderr);
     assert!(run.max_rss_kb < (BUDGET_MB << 10) as i64, "{what}: peak RSS {} KiB over --max-symbol-mb {BUDGET_MB}", run.max_rss_kb);
     assert_eq!(run.degraded("hotspot_reader_panics"), 0, "{what}: a reader panicked\n{}", run.stderr);
 }
@@ -274,7 +301,7 @@ fn hostile_tables_a_segment_map_of_ones_costs_a_few_reads_per_pc() {
 #[test]
 fn hostile_tables_a_real_jvm_beside_six_fakes_keeps_its_methods_named() {
     let dirs: Vec<tempfile::TempDir> = [Attack::HugeOffset, Attack::HugeTables, Attack::SegmapOfOnes].into_iter().map(build).collect();
-    let _fakes: Vec<Fake> = dirs.iter().flat_map(|d| [Fake::start(d.path()), Fake::start(d.path())]).collect();
+    let fakes: Vec<Fake> = dirs.iter().flat_map(|d| [Fake::start_niced(d.path(), 10), Fake::start_niced(d.path(), 10)]).collect();
     let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
     let run = profile_run(&["--all"], RUN_S);
     let (named, all) = run.named_share(jvm.pid(), "MethodSplit.");
@@ -282,5 +309,7 @@ fn hostile_tables_a_real_jvm_beside_six_fakes_keeps_its_methods_named() {
     assert_survived(&run, "real JVM + 6 fakes --all");
     assert!(all > 0, "the real JVM was not sampled\n{}", run.stderr);
     assert!(named * 2 > all, "the real JVM lost its names: {named} of {all} samples named\n{}", run.stderr);
-    assert!(run.degraded("jvms_with_unreadable_hotspot_tables") >= 4, "the four fakes with broken bounds are counted");
+    for fake in &fakes[..4] {
+        assert!(run.stderr.contains(&format!("JVM {}: HotSpot tables unreadable", fake.pid())), "fake {} not reported\n{}", fake.pid(), run.stderr);
+    }
 }
