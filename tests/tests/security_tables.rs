@@ -21,6 +21,10 @@ use serde_json::Value;
 
 const RUN_S: u64 = 3;
 const BUDGET_MB: u64 = 64;
+/// What the symbol budget does not cover (eBPF maps, per-process state, blazesym's caches):
+/// 8 MB under `--pid`, 40 to 60 MB under `--all` and `serve` on a busy test machine. The
+/// hostile tables took 558 MB before.
+const UNBUDGETED_MB: u64 = 32;
 /// How late a run may end (issue 22: hostile tables made runs 5 to 7 s late).
 const SLACK: Duration = Duration::from_secs(1);
 /// Loading the eBPF programs and the first discovery, on a loaded machine.
@@ -236,7 +240,8 @@ fn assert_survived(run: &Run, what: &str) {
     assert_eq!(run.cycles.len() as u64, RUN_S, "{what}: one cycle per second, all written\n{}", run.stderr);
     assert!(run.first_cycle_at <= Duration::from_secs(1) + START_UP, "{what}: the first cycle came after {:?}\n{}", run.first_cycle_at, run.stderr);
     assert!(run.elapsed <= Duration::from_secs(RUN_S - 1) + SLACK, "{what}: {} more cycles took {:?}\n{}", RUN_S - 1, run.elapsed, run.stderr);
-    assert!(run.max_rss_kb < (BUDGET_MB << 10) as i64, "{what}: peak RSS {} KiB over --max-symbol-mb {BUDGET_MB}", run.max_rss_kb);
+    let max_rss_mb = BUDGET_MB + UNBUDGETED_MB;
+    assert!(run.max_rss_kb < (max_rss_mb << 10) as i64, "{what}: peak RSS {} KiB over --max-symbol-mb {BUDGET_MB} + {UNBUDGETED_MB} MB", run.max_rss_kb);
     assert_eq!(run.degraded("hotspot_reader_panics"), 0, "{what}: a reader panicked\n{}", run.stderr);
 }
 
