@@ -231,7 +231,10 @@ pub fn blocks(
         if l.heap_block_used.read(reader, block).is_ok_and(|u| u != 0) {
             out.push(block);
         }
-        match len_segments.checked_shl(heap.log2_segment_size).and_then(|len| block.checked_add(len)) {
+        match len_segments
+            .checked_shl(heap.log2_segment_size)
+            .and_then(|len| block.checked_add(len))
+        {
             Some(next) if next > block => block = next,
             _ => break,
         }
@@ -268,7 +271,10 @@ pub fn interpreter_bounds(
     let limit = l.stub_queue_limit.read(reader, queue)?;
     match start.checked_add(limit) {
         Some(end) if limit <= MAX_CODE_SPAN_BYTES => Ok((start, end)),
-        _ => Err(ReadError { addr: queue, len: 0 }),
+        _ => Err(ReadError {
+            addr: queue,
+            len: 0,
+        }),
     }
 }
 

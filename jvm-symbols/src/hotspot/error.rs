@@ -37,8 +37,14 @@ pub enum HotspotError {
     MissingField { what: String },
     /// A size, count or offset in the tables beyond what HotSpot produces: a hostile or
     /// corrupt table, never read further.
-    #[error("HotSpot introspection tables out of bounds: {what} = {value}, over the limit of {limit}")]
-    Bound { what: String, value: u64, limit: u64 },
+    #[error(
+        "HotSpot introspection tables out of bounds: {what} = {value}, over the limit of {limit}"
+    )]
+    Bound {
+        what: String,
+        value: u64,
+        limit: u64,
+    },
     /// Reading the tables spent the budget of bytes or time ([`ReadBudget::TABLES`]).
     #[error("reading the HotSpot introspection tables stopped: {0}")]
     Overrun(Overrun),
@@ -51,7 +57,11 @@ pub enum HotspotError {
 
 /// A value read from the target over `limit`, as a [`HotspotError::Bound`].
 pub(crate) fn bound(what: impl Into<String>, value: u64, limit: u64) -> HotspotError {
-    HotspotError::Bound { what: what.into(), value, limit }
+    HotspotError::Bound {
+        what: what.into(),
+        value,
+        limit,
+    }
 }
 
 impl HotspotError {

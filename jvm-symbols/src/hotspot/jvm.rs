@@ -265,7 +265,9 @@ impl<R: MemoryReader> HotspotJvm<R> {
         match read_method(&self.reader, &self.layout.methods, self.layout.encoding, m) {
             Ok(method) => {
                 self.reads.methods += 1;
-                if self.methods.len() >= MAX_CACHED_METHODS || self.cached_bytes + method.heap_bytes() > self.max_cached_bytes {
+                if self.methods.len() >= MAX_CACHED_METHODS
+                    || self.cached_bytes + method.heap_bytes() > self.max_cached_bytes
+                {
                     self.reset_caches();
                 }
                 self.cached_bytes += method.heap_bytes();
@@ -337,7 +339,9 @@ impl<R: MemoryReader> HotspotJvm<R> {
             }
         };
         self.reads.nmethods += 1;
-        if self.nmethods.len() >= MAX_CACHED_NMETHODS || self.cached_bytes + info.heap_bytes() > self.max_cached_bytes {
+        if self.nmethods.len() >= MAX_CACHED_NMETHODS
+            || self.cached_bytes + info.heap_bytes() > self.max_cached_bytes
+        {
             self.reset_caches();
         }
         self.cached_bytes += info.heap_bytes();

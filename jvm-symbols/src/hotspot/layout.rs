@@ -213,11 +213,19 @@ impl Lookup<'_> {
 
     /// The first of `names` that `type_name` (or a superclass) has: its name, offset and
     /// type.
-    fn entry<'n>(&self, type_name: &str, names: &[&'n str]) -> Result<(&'n str, u64, &str), HotspotError> {
+    fn entry<'n>(
+        &self,
+        type_name: &str,
+        names: &[&'n str],
+    ) -> Result<(&'n str, u64, &str), HotspotError> {
         for name in names {
             if let Some(f) = self.0.field(type_name, name).filter(|f| !f.is_static) {
                 if f.offset > MAX_FIELD_OFFSET_BYTES {
-                    return Err(self.broken(format!("offset of {type_name}::{name}"), f.offset, MAX_FIELD_OFFSET_BYTES));
+                    return Err(self.broken(
+                        format!("offset of {type_name}::{name}"),
+                        f.offset,
+                        MAX_FIELD_OFFSET_BYTES,
+                    ));
                 }
                 return Ok((name, f.offset, &f.type_string));
             }
@@ -230,7 +238,11 @@ impl Lookup<'_> {
         let (name, offset, type_string) = self.entry(type_name, names)?;
         let size_bytes = self.size_of_type(type_string).unwrap_or(8);
         if ![1, 2, 4, 8].contains(&size_bytes) {
-            return Err(self.broken(format!("size of {type_name}::{name} ({type_string})"), size_bytes as u64, 8));
+            return Err(self.broken(
+                format!("size of {type_name}::{name} ({type_string})"),
+                size_bytes as u64,
+                8,
+            ));
         }
         Ok(Field { offset, size_bytes })
     }
@@ -264,7 +276,11 @@ impl Layout {
         let l = Lookup(vm, RefCell::new(None));
         // Every field is looked up before any error is returned: a bound broken anywhere
         // is the error, whatever else is missing.
-        let (methods, code, scopes) = (method_layout(&l), code_layout(&l).ok(), scopes_layout(&l).ok());
+        let (methods, code, scopes) = (
+            method_layout(&l),
+            code_layout(&l).ok(),
+            scopes_layout(&l).ok(),
+        );
         if let Some(broken) = l.1.take() {
             return Err(broken);
         }

@@ -77,7 +77,9 @@ pub trait MemoryReader {
         const CHUNK: usize = 32;
         let mut out = Vec::new();
         while out.len() < max_len {
-            let at = addr.checked_add(out.len() as u64).ok_or(ReadError { addr, len: max_len })?;
+            let at = addr
+                .checked_add(out.len() as u64)
+                .ok_or(ReadError { addr, len: max_len })?;
             // Never cross a 4 KiB page in one read: the next page may be unmapped.
             let to_page_end = (4096 - (at % 4096)) as usize;
             let mut buf = [0u8; CHUNK];

@@ -187,7 +187,10 @@ fn pool_symbol(
     if index == 0 || index >= pool_length {
         return Err(MethodMiss::Corrupt(m));
     }
-    let symbol = reader.read_u64(pool.wrapping_add(l.constant_pool_size).wrapping_add(index.wrapping_mul(8)))?;
+    let symbol = reader.read_u64(
+        pool.wrapping_add(l.constant_pool_size)
+            .wrapping_add(index.wrapping_mul(8)),
+    )?;
     Ok(read_symbol(reader, l, symbol)?)
 }
 

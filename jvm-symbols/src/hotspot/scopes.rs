@@ -62,7 +62,10 @@ impl NmethodDebugInfo {
         if !ordered || deps_off - metadata_off > MAX_DEBUG_INFO_BYTES || l.pc_desc_size == 0 {
             return Ok(None);
         }
-        let region = reader.read_vec(nmethod.wrapping_add(metadata_off), (deps_off - metadata_off) as usize)?;
+        let region = reader.read_vec(
+            nmethod.wrapping_add(metadata_off),
+            (deps_off - metadata_off) as usize,
+        )?;
         let rel = |off: u64| (off - metadata_off) as usize;
         let metadata = region[..rel(scopes_off)]
             .chunks_exact(8)

@@ -95,7 +95,13 @@ impl Table {
             let at = self
                 .first_entry
                 .checked_add(i * self.stride)
-                .ok_or_else(|| bound(format!("{} address", self.name), self.first_entry, u64::MAX - MAX_ENTRIES * self.stride))?;
+                .ok_or_else(|| {
+                    bound(
+                        format!("{} address", self.name),
+                        self.first_entry,
+                        u64::MAX - MAX_ENTRIES * self.stride,
+                    )
+                })?;
             // Many entries per read; near the end of the mapping, one at a time.
             let n = if reader.read(at, &mut chunk).is_ok() {
                 ENTRIES_PER_READ
@@ -108,13 +114,21 @@ impl Table {
                     return Ok(());
                 }
                 if i + k as u64 == MAX_ENTRIES {
-                    return Err(bound(format!("{} entries", self.name), MAX_ENTRIES + 1, MAX_ENTRIES));
+                    return Err(bound(
+                        format!("{} entries", self.name),
+                        MAX_ENTRIES + 1,
+                        MAX_ENTRIES,
+                    ));
                 }
                 f(entry)?;
             }
             i += n as u64;
         }
-        Err(bound(format!("{} entries", self.name), MAX_ENTRIES + 1, MAX_ENTRIES))
+        Err(bound(
+            format!("{} entries", self.name),
+            MAX_ENTRIES + 1,
+            MAX_ENTRIES,
+        ))
     }
 }
 
@@ -124,9 +138,13 @@ fn field_bytes<'a>(
     len: usize,
     table: &'static str,
 ) -> Result<&'a [u8], HotspotError> {
-    entry
-        .get(offset..offset + len)
-        .ok_or_else(|| bound(format!("{table} field end"), (offset + len) as u64, entry.len() as u64))
+    entry.get(offset..offset + len).ok_or_else(|| {
+        bound(
+            format!("{table} field end"),
+            (offset + len) as u64,
+            entry.len() as u64,
+        )
+    })
 }
 
 fn field_u64(entry: &[u8], offset: usize, table: &'static str) -> Result<u64, HotspotError> {
@@ -175,14 +193,27 @@ impl Names {
             Ok(bytes) => bytes,
             // `read_c_string` reports a string with no NUL within the limit as the whole
             // limit at its start (an unreadable chunk has another address or length).
-            Err(e) if e == (ReadError { addr: ptr, len: MAX_NAME_BYTES }) => {
-                return Err(bound(format!("name length at {ptr:#x}"), MAX_NAME_BYTES as u64 + 1, MAX_NAME_BYTES as u64));
+            Err(e)
+                if e == (ReadError {
+                    addr: ptr,
+                    len: MAX_NAME_BYTES,
+                }) =>
+            {
+                return Err(bound(
+                    format!("name length at {ptr:#x}"),
+                    MAX_NAME_BYTES as u64 + 1,
+                    MAX_NAME_BYTES as u64,
+                ));
             }
             Err(e) => return Err(e.into()),
         };
         self.total_bytes += bytes.len() as u64;
         if self.total_bytes > MAX_TABLE_NAME_BYTES {
-            return Err(bound("bytes of all names", self.total_bytes, MAX_TABLE_NAME_BYTES));
+            return Err(bound(
+                "bytes of all names",
+                self.total_bytes,
+                MAX_TABLE_NAME_BYTES,
+            ));
         }
         let name = String::from_utf8_lossy(&bytes).into_owned();
         self.by_ptr.insert(ptr, name.clone());
