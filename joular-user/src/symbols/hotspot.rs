@@ -70,6 +70,7 @@ pub struct HotspotProcess<R = ProcessMemory> {
     next_backoff_cycles: u32,
     /// The reader panicked on this JVM: never read again (its frames stay unnamed).
     panicked: bool,
+    panic_message: Option<String>,
     /// Not read in this cycle (backed off, or panicked).
     skipping: bool,
     back_off_warned: bool,
@@ -94,7 +95,7 @@ impl HotspotProcess<ProcessMemory> {
     pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
         match catch_unwind(|| HotspotJvm::attach(proc_root, pid).and_then(Self::new)) {
             Ok(result) => result,
-            Err(panic) => Err(HotspotError::Panicked(panic_message(&panic))),
+            Err(panic) => Err(HotspotError::Panicked(panic_message(&*panic))),
         }
     }
 }
@@ -111,6 +112,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             skip_cycles: 0,
             next_backoff_cycles: 1,
             panicked: false,
+            panic_message: None,
             skipping: false,
             back_off_warned: false,
             code: HashMap::new(),
@@ -172,6 +174,12 @@ impl<R: MemoryReader> HotspotProcess<R> {
         !std::mem::replace(&mut self.back_off_warned, true)
     }
 
+    /// What the reader panicked with, the first time it is asked after the panic (to
+    /// warn once, with the JVM's pid).
+    pub fn take_panic(&mut self) -> Option<String> {
+        self.panic_message.take()
+    }
+
     /// Whether the reader panicked on this JVM (then it is read no more).
     pub fn panicked(&self) -> bool {
         self.panicked
@@ -192,7 +200,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             Ok(v) => Some(v),
             Err(panic) => {
                 self.panicked = true;
-                log::warn!("a JVM's HotSpot reader panicked ({}); its Java frames are no longer named", panic_message(&panic));
+                self.panic_message = Some(panic_message(&*panic));
                 None
             }
         }
@@ -319,7 +327,8 @@ impl<R: MemoryReader> HotspotProcess<R> {
     pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32) -> (Code, CodeOutcome) {
         let now = match self.compile_ids.get(&pc) {
             Some(&id) => id,
-            None if self.stopped() => None,
+            // Not read: unknown, but not known to be stale either.
+            None if self.stopped() => return (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true }),
             None => {
                 let id = self.guarded(|jvm| jvm.compile_id_at(pc)).flatten();
                 self.compile_ids.insert(pc, id);
@@ -583,6 +592,8 @@ mod tests {
         let (code, _) = h.code(&mut interner, manifest.pcs[0], true);
         assert_eq!(code, Code::UnknownJit);
         assert!(h.panicked());
+        assert_eq!(h.take_panic().as_deref(), Some("reader bug"));
+        assert_eq!(h.take_panic(), None, "said once");
         h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
         assert_eq!(h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX), CycleStart::Skipped);
         assert_eq!(h.code(&mut interner, manifest.pcs[1], true).0, Code::UnknownJit, "no read, no second panic");

@@ -42,6 +42,9 @@ impl Symbolizer {
         for pid in known {
             self.retry_discovery(pid);
             if let Some(h) = self.processes.get_mut(&pid).and_then(ProcessState::hotspot) {
+                if let Some(message) = h.take_panic() {
+                    log::warn!("JVM {pid}: its HotSpot reader panicked ({message}); its Java frames are no longer named");
+                }
                 if let CycleStart::BackedOff { overrun, cycles } = h.begin_cycle(read_budget, max_cached_bytes) {
                     self.stats.jvms_backed_off += 1;
                     let message = format!(
