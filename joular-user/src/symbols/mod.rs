@@ -19,7 +19,9 @@
 //! kernel needs to know each HotSpot JVM to walk its stacks:
 //! [`Symbolizer::take_kernel_updates`] hands those changes to whoever owns the maps.
 //!
-//! All symbol memory is bounded by one budget ([`budget`]).
+//! All symbol memory is bounded by one budget ([`budget`]). A HotSpot JVM's reads of its target
+//! are bounded too: per object by the reader, per cycle in time and bytes ([`jobs`]); a JVM
+//! that overruns is backed off, so hostile tables cannot starve the other JVMs.
 
 pub mod budget;
 mod hotspot;
