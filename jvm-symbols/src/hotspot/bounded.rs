@@ -96,10 +96,6 @@ impl<R: MemoryReader> BoundedReader<R> {
         self.bytes.get()
     }
 
-    pub fn inner(&self) -> &R {
-        &self.inner
-    }
-
     fn admit(&self, len: usize) -> bool {
         if self.overrun.get().is_some() {
             return false;
