@@ -26,6 +26,8 @@ fn main() {
             exit_code(&e)
         }
     };
+    // Attaches still waiting for a JVM are not joined: their trigger files go now.
+    jvm_symbols::attach::remove_trigger_files();
     std::process::exit(code);
 }
 
