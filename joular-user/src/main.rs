@@ -31,6 +31,9 @@ fn main() {
     std::process::exit(code);
 }
 
+/// What to do about a result directory `report` cannot read.
+const REPORT_FIX: &str = "pass a result directory written by joular-ebpf (its --output, or one `<pid>-<epochms>` in it), or profile again";
+
 fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::CommonArgs) -> Option<session::profiles::ProfileOptions> {
     let dir = args.profile_dir.clone()?;
     let mut formats = Vec::new();
@@ -54,7 +57,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
         Some(Command::Report(args)) => {
             cli::args::validate_report(&args).map_err(UsageError)?;
-            if let Err(e) = joular_user::output::report(&args) {
+            let loaded = joular_user::output::load_report(&args).map_err(|e| UsageError(format!("report: {e}: {REPORT_FIX}")))?;
+            if let Err(e) = joular_user::output::report(&args, loaded) {
                 // The table goes last: a closed stdout ends the printing, not the run.
                 if !is_broken_pipe(&e) {
                     return Err(e.into());
@@ -63,8 +67,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             return Ok(0);
         }
         Some(Command::Serve(serve)) => {
-            serve.common.validate_for(serve.results).map_err(UsageError)?;
-            serve.profiles.validate().map_err(UsageError)?;
+            serve.validate().map_err(UsageError)?;
             let fleet = session::FleetOptions {
                 listen: serve.listen,
                 top_methods: serve.top_methods,

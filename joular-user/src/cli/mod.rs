@@ -2,3 +2,4 @@
 pub mod term;
 pub mod args;
 pub mod errors;
+pub mod paths;
