@@ -152,6 +152,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut next_tick = start + interval;
     let mut stop_reason = None;
     let mut pacer = pace::ReplyPacer::default();
+    pace::punctual();
     // Each pass drains one cycle; replies of the symbol worker are written as they come, unless
     // writing one would delay the next flip (then just after it).
     while stop_reason.is_none() {
@@ -218,6 +219,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             symbols.abandon_through(cycle);
         }
     }
+    pace::relaxed();
     // The worker's answers for the last cycles, or (past the wait) the cycles without them.
     pacer.write_deferred(&mut sinks, &mut energy.totals)?;
     let give_up = Instant::now() + SHUTDOWN_SYMBOL_WAIT;

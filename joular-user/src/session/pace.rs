@@ -1,8 +1,16 @@
-//! Keeps the cycle boundary on time: the loop is one thread, so writing a cycle (the result
-//! tree, JSON, metrics) when its symbols come back just before a boundary would delay the next
-//! flip by as long as the writing takes (1-3 s per cycle for a JVM starting 5,000 threads under
-//! `--all`). A reply that would not be written before the next boundary waits until just after
-//! it, when a whole cycle is ahead.
+//! Keeps the cycle boundary on time.
+//!
+//! - The loop is one thread, so writing a cycle (the result tree, JSON, metrics) when its
+//!   symbols come back just before a boundary would delay the next flip by as long as the
+//!   writing takes (1-3 s per cycle for a JVM starting 5,000 threads under `--all`). A reply
+//!   that would not be written before the next boundary waits until just after it, when a whole
+//!   cycle is ahead.
+//! - Thousands of busy threads (a JVM starting 5,000) leave a normal thread a sliver of a CPU:
+//!   the loop woke on time but then took 1-2 s to drain and write a cycle it does in 0.1-0.5 s
+//!   alone, so the next flip came late. While the session runs, the loop thread is real-time at
+//!   the lowest priority ([`punctual`]), as `perf record --realtime` makes perf; the threads it
+//!   starts, the symbol worker and every JVM job are normal threads, and the kernel's real-time
+//!   throttling still leaves the targets 5% of each CPU even if the loop never slept.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -15,6 +23,29 @@ use super::symbolize::SymbolReply;
 
 /// Slack kept before a boundary beyond the expected writing time (timer and scheduling delay).
 const MARGIN: Duration = Duration::from_millis(20);
+
+/// The lowest real-time priority: above every normal thread, below any real-time one.
+const WAKE_PRIORITY: libc::c_int = 1;
+
+/// The calling thread becomes real-time (`SCHED_FIFO`; threads and processes it starts are
+/// not). Without CAP_SYS_NICE it stays as it was: the load then costs cadence only.
+pub fn punctual() {
+    set_policy(libc::SCHED_FIFO, WAKE_PRIORITY);
+}
+
+/// The calling thread is a normal one again.
+pub fn relaxed() {
+    set_policy(libc::SCHED_OTHER, 0);
+}
+
+fn set_policy(policy: libc::c_int, priority: libc::c_int) {
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(0, policy | libc::SCHED_RESET_ON_FORK, &param) };
+    if rc != 0 {
+        log::debug!("sched_setscheduler({policy}): {}", std::io::Error::last_os_error());
+    }
+}
 
 #[derive(Default)]
 pub struct ReplyPacer {
@@ -84,6 +115,22 @@ mod tests {
         let kept: Vec<u64> = std::mem::take(&mut pacer.deferred).iter().map(|r| r.cycle).collect();
         assert_eq!(kept, [1, 2]);
         assert!(pacer.admit(reply(3), now, boundary).is_some(), "room again once the kept ones are taken");
+    }
+
+    #[test]
+    fn the_loop_thread_is_real_time_only_while_punctual_and_its_threads_never_are() {
+        let policy = || unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK;
+        std::thread::spawn(move || {
+            punctual();
+            // Unprivileged test runs keep the normal policy; as root it is SCHED_FIFO.
+            let root = unsafe { libc::geteuid() } == 0;
+            assert_eq!(policy(), if root { libc::SCHED_FIFO } else { libc::SCHED_OTHER });
+            assert_eq!(std::thread::spawn(policy).join().unwrap(), libc::SCHED_OTHER, "a thread it starts is normal");
+            relaxed();
+            assert_eq!(policy(), libc::SCHED_OTHER);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
