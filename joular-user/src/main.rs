@@ -84,7 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         None => {
             let p = cli.profile;
-            p.common.validate().map_err(UsageError)?;
+            p.validate().map_err(UsageError)?;
             let target = if p.all {
                 Target::All
             } else if !p.pid.is_empty() {

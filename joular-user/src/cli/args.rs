@@ -210,6 +210,17 @@ pub struct ProfileArgs {
     pub common: CommonArgs,
 }
 
+impl ProfileArgs {
+    /// Every flag of a run without a subcommand, before anything is loaded.
+    pub fn validate(&self) -> Result<(), String> {
+        // clap's `requires` lets `--all --follow-children` through.
+        if self.follow_children && self.pid.is_empty() {
+            return Err("--follow-children needs --pid: --all already profiles every process, and `record` follows its command's".into());
+        }
+        self.common.validate()
+    }
+}
+
 /// Longest `--duration`: beyond it a typo (`1e20`) is likelier than a plan.
 const MAX_DURATION_S: f64 = 30.0 * 86_400.0;
 /// Longest `--interval`: a cycle's counters must be read well before they could wrap.
@@ -599,6 +610,8 @@ mod tests {
     #[test]
     fn follow_children_needs_pid() {
         assert!(Cli::try_parse_from(["joular-ebpf", "--follow-children"]).is_err());
+        let cli = Cli::try_parse_from(["joular-ebpf", "--all", "--follow-children"]).unwrap();
+        assert!(cli.profile.validate().unwrap_err().starts_with("--follow-children needs --pid"));
         let cli = Cli::try_parse_from(["joular-ebpf", "--pid", "4", "--follow-children"]).unwrap();
         assert!(cli.profile.follow_children);
     }
