@@ -117,14 +117,19 @@ mod tests {
         assert!(pacer.admit(reply(3), now, boundary).is_some(), "room again once the kept ones are taken");
     }
 
+    /// capability(7) number.
+    const CAP_SYS_NICE: u32 = 23;
+
     #[test]
     fn the_loop_thread_is_real_time_only_while_punctual_and_its_threads_never_are() {
         let policy = || unsafe { libc::sched_getscheduler(0) } & !libc::SCHED_RESET_ON_FORK;
         std::thread::spawn(move || {
             punctual();
-            // Unprivileged test runs keep the normal policy; as root it is SCHED_FIFO.
-            let root = unsafe { libc::geteuid() } == 0;
-            assert_eq!(policy(), if root { libc::SCHED_FIFO } else { libc::SCHED_OTHER });
+            // Without CAP_SYS_NICE (an unprivileged run) the thread keeps the normal policy.
+            let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+            let caps = status.lines().find_map(|l| l.strip_prefix("CapEff:")).unwrap();
+            let sys_nice = u64::from_str_radix(caps.trim(), 16).unwrap() & (1 << CAP_SYS_NICE) != 0;
+            assert_eq!(policy(), if sys_nice { libc::SCHED_FIFO } else { libc::SCHED_OTHER });
             assert_eq!(std::thread::spawn(policy).join().unwrap(), libc::SCHED_OTHER, "a thread it starts is normal");
             relaxed();
             assert_eq!(policy(), libc::SCHED_OTHER);
