@@ -425,7 +425,7 @@ impl EnergyArgs {
             }
         }
         if let Some(idle_w) = self.idle_power {
-            if !(idle_w >= 0.0 && idle_w <= MAX_SOCKET_W) {
+            if !(0.0..=MAX_SOCKET_W).contains(&idle_w) {
                 return Err(format!("--idle-power must be between 0 and {MAX_SOCKET_W} W per socket (got {idle_w})"));
             }
             if self.tdp.is_some_and(|tdp_w| idle_w >= tdp_w) {
