@@ -2,6 +2,7 @@
 //! input (as clap does for the input it rejects itself), 1 for everything else.
 
 use joular_user::energy::EnergyError;
+use joular_user::fleet::FleetError;
 
 /// Input that parsed but cannot be used; the message names the flag.
 #[derive(Debug, thiserror::Error)]
@@ -10,7 +11,9 @@ pub struct UsageError(pub String);
 
 pub fn exit_code(e: &anyhow::Error) -> i32 {
     let bad_energy_flag = e.chain().filter_map(|c| c.downcast_ref::<EnergyError>()).any(is_bad_energy_flag);
-    if e.downcast_ref::<UsageError>().is_some() || bad_energy_flag {
+    // `serve` binds before anything loads: an address taken, not of this host, or not ours.
+    let bad_listen = e.chain().any(|c| matches!(c.downcast_ref::<FleetError>(), Some(FleetError::Bind { .. })));
+    if e.downcast_ref::<UsageError>().is_some() || bad_energy_flag || bad_listen {
         2
     } else {
         1
@@ -75,5 +78,15 @@ mod tests {
         assert!(one_line(&e).starts_with("--energy-source msr is not available: /dev/cpu/0/msr is missing"), "{}", one_line(&e));
         let e = anyhow::Error::new(EnergyError::MsrMissing { path: "/dev/cpu/0/msr".into() });
         assert_eq!(exit_code(&e), 1, "a failure of the machine, not of the flags");
+    }
+
+    #[test]
+    fn an_address_serve_cannot_listen_on_is_bad_input() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let source = std::net::TcpListener::bind(addr).unwrap_err();
+        let e = anyhow::Error::new(FleetError::Bind { addr, source });
+        assert_eq!(exit_code(&e), 2);
+        assert!(one_line(&e).starts_with(&format!("--listen {addr}: cannot listen there: ")), "{}", one_line(&e));
     }
 }
