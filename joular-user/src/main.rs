@@ -31,9 +31,6 @@ fn main() {
     std::process::exit(code);
 }
 
-/// What to do about a result directory `report` cannot read.
-const REPORT_FIX: &str = "pass a result directory written by joular-ebpf (its --output, or one `<pid>-<epochms>` in it), or profile again";
-
 fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::CommonArgs) -> Option<session::profiles::ProfileOptions> {
     let dir = args.profile_dir.clone()?;
     let mut formats = Vec::new();
@@ -55,17 +52,7 @@ fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::Comm
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
-        Some(Command::Report(args)) => {
-            cli::args::validate_report(&args).map_err(UsageError)?;
-            let loaded = joular_user::output::load_report(&args).map_err(|e| UsageError(format!("report: {e}: {REPORT_FIX}")))?;
-            if let Err(e) = joular_user::output::report(&args, loaded) {
-                // The table goes last: a closed stdout ends the printing, not the run.
-                if !is_broken_pipe(&e) {
-                    return Err(e.into());
-                }
-            }
-            return Ok(0);
-        }
+        Some(Command::Report(args)) => return cli::report::run(&args),
         Some(Command::Serve(serve)) => {
             serve.validate().map_err(UsageError)?;
             let fleet = session::FleetOptions {
@@ -101,8 +88,4 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(session::run(target, &common, None))
-}
-
-fn is_broken_pipe(e: &joular_user::output::OutputError) -> bool {
-    matches!(e, joular_user::output::OutputError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
 }

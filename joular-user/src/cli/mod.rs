@@ -3,3 +3,4 @@ pub mod term;
 pub mod args;
 pub mod errors;
 pub mod paths;
+pub mod report;
