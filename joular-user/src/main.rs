@@ -26,6 +26,8 @@ fn main() {
             exit_code(&e)
         }
     };
+    // Attaches still waiting for a JVM are not joined: their trigger files go now.
+    jvm_symbols::attach::remove_trigger_files();
     std::process::exit(code);
 }
 
@@ -50,19 +52,9 @@ fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::Comm
 
 fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
-        Some(Command::Report(args)) => {
-            cli::args::validate_report(&args).map_err(UsageError)?;
-            if let Err(e) = joular_user::output::report(&args) {
-                // The table goes last: a closed stdout ends the printing, not the run.
-                if !is_broken_pipe(&e) {
-                    return Err(e.into());
-                }
-            }
-            return Ok(0);
-        }
+        Some(Command::Report(args)) => return cli::report::run(&args),
         Some(Command::Serve(serve)) => {
-            serve.common.validate_for(serve.results).map_err(UsageError)?;
-            serve.profiles.validate().map_err(UsageError)?;
+            serve.validate().map_err(UsageError)?;
             let fleet = session::FleetOptions {
                 listen: serve.listen,
                 top_methods: serve.top_methods,
@@ -79,7 +71,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         None => {
             let p = cli.profile;
-            p.common.validate().map_err(UsageError)?;
+            p.validate().map_err(UsageError)?;
             let target = if p.all {
                 Target::All
             } else if !p.pid.is_empty() {
@@ -96,8 +88,4 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(session::run(target, &common, None))
-}
-
-fn is_broken_pipe(e: &joular_user::output::OutputError) -> bool {
-    matches!(e, joular_user::output::OutputError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
 }

@@ -12,7 +12,10 @@
 //! has become the JVM's user, with no capabilities ([`crate::identity`]): the kernel checks
 //! every open, link and signal as it would for that user. On top of that:
 //! - the trigger file is created with `O_EXCL|O_NOFOLLOW`: an existing file is never
-//!   truncated or handed over, and only the file we created is removed;
+//!   truncated or handed over, and only the file we created is removed (same device, inode
+//!   and owner, checked and unlinked through the directory's descriptor, never through a
+//!   link): once the JVM's listener answers, when the attach fails, and at the latest when
+//!   the profiler exits ([`remove_trigger_files`]), so none is left behind;
 //! - the socket is opened with `O_PATH|O_NOFOLLOW` and must be a socket owned by the JVM's
 //!   uid with no group/other access (HotSpot's own rule); we connect through that very
 //!   descriptor, so it cannot be swapped in between, and the peer (`SO_PEERCRED`) must be the
@@ -29,6 +32,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -107,7 +111,7 @@ fn exchange(jvm: &JvmInfo, request: &[u8], deadline: Instant) -> std::result::Re
         // creates a new one on SIGQUIT only when the name is free.
         tmp.remove_if_same(&socket.name, id);
     }
-    let _trigger = TriggerFile::create(jvm, &tmp)?;
+    let trigger = TriggerFile::create(jvm, &tmp)?;
     if !catches_sigquit(&jvm.proc_dir) {
         // The pid now names a process that would die of SIGQUIT (the JVM exited meanwhile).
         return Err(Error::SigquitNotCaught { pid: jvm.pid }.into());
@@ -119,6 +123,8 @@ fn exchange(jvm: &JvmInfo, request: &[u8], deadline: Instant) -> std::result::Re
     while Instant::now() < deadline {
         thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
         if let Connect::Connected(stream) = socket.connect(deadline)? {
+            // The listener is up: the trigger has served.
+            drop(trigger);
             return talk(stream, &socket.path, request, deadline);
         }
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -131,8 +137,21 @@ fn exchange(jvm: &JvmInfo, request: &[u8], deadline: Instant) -> std::result::Re
     .into())
 }
 
-/// (device, inode): which file a name pointed to when we looked.
-type FileId = (u64, u64);
+/// Which file a name pointed to when we looked: its identity, type and owner (a freed inode
+/// number is soon reused, so the type and owner must match too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    kind: libc::mode_t,
+    uid: u32,
+}
+
+impl FileId {
+    fn of(st: &libc::stat) -> Self {
+        FileId { dev: st.st_dev, ino: st.st_ino, kind: st.st_mode & libc::S_IFMT, uid: st.st_uid }
+    }
+}
 
 /// A directory of the target's, held open so later steps cannot be redirected.
 struct TargetDir {
@@ -174,9 +193,10 @@ impl TargetDir {
         }
     }
 
-    /// Removes `name` only if it is still the file we saw.
+    /// Removes `name` only if it is still the file we saw (the name itself, never what a
+    /// symlink there points to: fstatat and unlinkat do not follow it).
     fn remove_if_same(&self, name: &CString, id: FileId) {
-        if self.stat(name).is_ok_and(|st| (st.st_dev, st.st_ino) == id) {
+        if self.stat(name).is_ok_and(|st| FileId::of(&st) == id) {
             // SAFETY: valid dirfd and name.
             unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
         }
@@ -253,7 +273,7 @@ impl<'a> Socket<'a> {
         let stream = match connect_until(&via, deadline) {
             Ok(stream) => stream,
             // Dead whatever its mode: it is the JVM user's to replace, and HotSpot makes a new one.
-            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => return Ok(Connect::Dead((st.st_dev, st.st_ino))),
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => return Ok(Connect::Dead(FileId::of(&st))),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Err(Exchange::Timeout),
             Err(e) => return Err(Error::io(&self.path, e).into()),
         };
@@ -306,9 +326,28 @@ fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
 /// `.attach_pid<nspid>`, created by us (as the JVM's user, so HotSpot trusts it) and removed
 /// when dropped, if it is still the file we created.
 struct TriggerFile {
+    /// Its key in [`LIVE_TRIGGERS`].
+    serial: u64,
+}
+
+/// A trigger file created and not removed yet.
+struct LiveTrigger {
     dir: TargetDir,
     name: CString,
     id: FileId,
+}
+
+/// Every trigger file not removed yet, by serial. An attach still waiting for its JVM when the
+/// profiler exits is not joined (it ends by its own deadline): [`remove_trigger_files`] removes
+/// its file then. Removal happens under the lock, so once that returns none is left.
+static LIVE_TRIGGERS: Mutex<(u64, Vec<(u64, LiveTrigger)>)> = Mutex::new((0, Vec::new()));
+
+/// Removes the trigger files of attaches still in flight; call before the process exits.
+pub fn remove_trigger_files() {
+    let mut live = LIVE_TRIGGERS.lock().unwrap_or_else(PoisonError::into_inner);
+    for (_, trigger) in live.1.drain(..) {
+        trigger.dir.remove_if_same(&trigger.name, trigger.id);
+    }
 }
 
 impl TriggerFile {
@@ -342,15 +381,27 @@ impl TriggerFile {
             // SAFETY: the kernel just gave us this descriptor.
             let fd = unsafe { OwnedFd::from_raw_fd(raw) };
             let st = fstat(&fd).map_err(|e| Error::io(&dir.path, e))?;
-            return Ok(TriggerFile { dir, name, id: (st.st_dev, st.st_ino) });
+            return Ok(TriggerFile::register(LiveTrigger { dir, name, id: FileId::of(&st) }));
         }
         Err(last_error.expect("two directories tried"))
+    }
+
+    fn register(trigger: LiveTrigger) -> Self {
+        let mut live = LIVE_TRIGGERS.lock().unwrap_or_else(PoisonError::into_inner);
+        let serial = live.0;
+        live.0 += 1;
+        live.1.push((serial, trigger));
+        TriggerFile { serial }
     }
 }
 
 impl Drop for TriggerFile {
     fn drop(&mut self) {
-        self.dir.remove_if_same(&self.name, self.id);
+        let mut live = LIVE_TRIGGERS.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = live.1.iter().position(|(serial, _)| *serial == self.serial) {
+            let (_, trigger) = live.1.swap_remove(at);
+            trigger.dir.remove_if_same(&trigger.name, trigger.id);
+        }
     }
 }
 
@@ -441,6 +492,51 @@ mod tests {
         assert_eq!(outcome.kind(), io::ErrorKind::WouldBlock, "{outcome}");
         assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
         assert!(!held.is_empty(), "the first connections fit the backlog");
+    }
+
+    fn live_trigger(dir: &Path, name: &str) -> LiveTrigger {
+        let fd = File::options().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY).open(dir).unwrap();
+        let dir = TargetDir { fd: fd.into(), path: dir.to_owned() };
+        let name = CString::new(name).unwrap();
+        let id = FileId::of(&dir.stat(&name).unwrap());
+        LiveTrigger { dir, name, id }
+    }
+
+    /// One test: [`remove_trigger_files`] empties the registry every test would share.
+    #[test]
+    fn only_the_trigger_file_we_created_is_removed_and_none_outlives_the_profiler() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| dir.path().join(name);
+        std::fs::write(at(".attach_pid1"), "").unwrap();
+        drop(TriggerFile::register(live_trigger(dir.path(), ".attach_pid1")));
+        assert!(!at(".attach_pid1").exists(), "removed when the attach is over");
+
+        // Replaced meanwhile (another inode at the name): left alone.
+        std::fs::write(at(".attach_pid2"), "").unwrap();
+        let guard = TriggerFile::register(live_trigger(dir.path(), ".attach_pid2"));
+        std::fs::write(at("other"), "someone's").unwrap();
+        std::fs::rename(at("other"), at(".attach_pid2")).unwrap();
+        drop(guard);
+        assert_eq!(std::fs::read_to_string(at(".attach_pid2")).unwrap(), "someone's");
+
+        // A symlink put at the name is not followed: neither it nor its target goes.
+        std::fs::write(at(".attach_pid3"), "").unwrap();
+        let guard = TriggerFile::register(live_trigger(dir.path(), ".attach_pid3"));
+        std::fs::write(at("victim"), "kept").unwrap();
+        std::fs::remove_file(at(".attach_pid3")).unwrap();
+        std::os::unix::fs::symlink(at("victim"), at(".attach_pid3")).unwrap();
+        drop(guard);
+        assert!(at(".attach_pid3").symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(at("victim")).unwrap(), "kept");
+
+        // An attach still waiting when the profiler exits: its file goes at the exit, once.
+        std::fs::write(at(".attach_pid4"), "").unwrap();
+        let waiting = TriggerFile::register(live_trigger(dir.path(), ".attach_pid4"));
+        remove_trigger_files();
+        assert!(!at(".attach_pid4").exists(), "removed at exit");
+        std::fs::write(at(".attach_pid4"), "a new one").unwrap();
+        drop(waiting);
+        assert!(at(".attach_pid4").exists(), "a later file of that name is not the one we made");
     }
 
     #[test]

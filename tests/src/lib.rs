@@ -78,8 +78,18 @@ impl Jvm {
         Self::start_argv(class, java_cmd_bare_on(java, class, args, jvm_flags))
     }
 
+    /// [`Jvm::start`] in the working directory `cwd` (where attach trigger files go first).
+    pub fn start_in(cwd: &std::path::Path, class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
+        let argv = java_cmd(class, args, jvm_flags);
+        Self::start_command(class, Command::new(&argv[0]).args(&argv[1..]).current_dir(cwd))
+    }
+
     fn start_argv(class: &str, argv: Vec<String>) -> Self {
-        let mut child = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().expect("start java");
+        Self::start_command(class, Command::new(&argv[0]).args(&argv[1..]))
+    }
+
+    fn start_command(class: &str, command: &mut Command) -> Self {
+        let mut child = command.stdout(Stdio::piped()).spawn().expect("start java");
         // The JVM may print other lines first (e.g. -XX:CompileCommand echoes itself).
         let mut reader = BufReader::new(child.stdout.take().unwrap());
         let mut seen = String::new();

@@ -187,12 +187,19 @@ fn a_thread_id_stands_for_its_process_with_a_note() {
     assert_eq!(summary[&jvm.pid()].0["comm"], "java", "a process is named after its leader");
 }
 
-/// Runs the binary on input it must refuse before loading anything.
+/// Loading the eBPF programs alone takes longer: a refusal this fast came before it.
+const BEFORE_LOADING: Duration = Duration::from_millis(300);
+
+/// Runs the binary on input it must refuse before loading anything: exit code 2, one line,
+/// within [`BEFORE_LOADING`].
 fn refused(args: &[&str]) -> String {
+    let started = Instant::now();
     let out = profile(args, Duration::from_secs(20));
+    let took = started.elapsed();
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert_eq!(err.lines().count(), 1, "{args:?}: one line expected: {err}");
+    assert!(took < BEFORE_LOADING, "{args:?}: refused after {took:?}, not before loading: {err}");
     err
 }
 
@@ -218,6 +225,92 @@ fn bad_input_is_refused_with_the_flag_and_exit_code_2() {
 }
 
 #[test]
+fn bad_flags_are_refused_fast_with_exit_2_naming_flag_and_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let out = out.to_str().unwrap();
+    let profiles = dir.path().join("profiles");
+    let profiles = profiles.to_str().unwrap();
+    // (arguments, what the line must say: the flag, and how to fix it)
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--pid", "1", "--tdp", "0", "--output", out], &["--tdp must be above 0", "e.g. --tdp 120"]),
+        (&["--pid", "1", "--tdp", "NaN", "--output", out], &["--tdp must be"]),
+        (&["--pid", "1", "--idle-power=-1", "--output", out], &["--idle-power must be between 0"]),
+        (&["--pid", "1", "--tdp", "50", "--idle-power", "60", "--output", out], &["--idle-power 60 W must be below --tdp 50 W"]),
+        (&["--pid", "1", "--tdp", "100", "--energy-source", "powercap", "--output", out], &["--tdp only sets the model's power", "drop one of them"]),
+        (&["--pid", "1", "--sysfs-root", "/nonexistent", "--output", out], &["--sysfs-root /nonexistent: no such directory", "pass an existing directory"]),
+        (&["--pid", "1", "--proc-root", "/nonexistent", "--output", out], &["--proc-root /nonexistent: no such directory"]),
+        (&["--pid", "1", "--energy-source", "powercap", "--sysfs-root", "/tmp", "--output", out], &["--energy-source powercap is not available", "leave --energy-source out"]),
+        (&["--pid", "1", "--output", "/proc/sys/kernel"], &["--output /proc/sys/kernel: ", "choose a directory on a disk"]),
+        (&["--pid", "1", "--output", "/sys/kernel/results"], &["--output /sys/kernel/results: ", "choose a directory on a disk"]),
+        (&["--pid", "1", "--json", "/proc/sys/kernel/cycles.jsonl", "--output", out], &["--json /proc/sys/kernel/cycles.jsonl: ", "choose a directory"]),
+        (&["--pid", "1", "--interval", "0.001", "--output", out], &["--interval must be at least 0.1 s"]),
+        (&["--all", "--follow-children", "--output", out], &["--follow-children needs --pid"]),
+        (&["record", "--tdp", "0", "--output", out, "--", "true"], &["--tdp must be above 0"]),
+        (&["serve", "--top-methods", "1000000"], &["--top-methods must be at most 1000"]),
+        (&["serve", "--profile-dir", profiles, "--profile-interval", "0.5"], &["--profile-interval 0.5 is shorter than one cycle (--interval 1)"]),
+        (&["serve", "--profile-dir", profiles, "--profile-max-mb", "18446744073709551615"], &["--profile-max-mb must be between 1 and 1048576 MB"]),
+        (&["serve", "--profile-dir", "/proc/sys/kernel"], &["--profile-dir /proc/sys/kernel: "]),
+        (&["serve", "--results", "--output", "/sys/kernel"], &["--output /sys/kernel: "]),
+    ];
+    for (args, says) in cases {
+        let err = refused(args);
+        for part in *says {
+            assert!(err.contains(part), "{args:?}: {part:?} missing from: {err}");
+        }
+    }
+    assert!(!Path::new(out).exists() && !Path::new(profiles).exists(), "nothing written by a refused run");
+}
+
+#[test]
+fn bad_report_directories_are_refused_fast_with_exit_2_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("results");
+    assert_success(&profile(&["record", "--output", out_dir.to_str().unwrap(), "--", "sleep", "1"], Duration::from_secs(30)));
+    let (_, run) = summaries(&out_dir).into_values().next().unwrap();
+    let good = std::fs::read(run.join("profile.json")).unwrap();
+    let summary = std::fs::read(run.join("summary.json")).unwrap();
+    // A copy of the run, its profile.json replaced by `bad` (or removed), summary.json by `bad_summary`.
+    let case = |name: &str, bad: Option<&[u8]>, bad_summary: Option<&[u8]>| {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        if let Some(bytes) = bad {
+            std::fs::write(d.join("profile.json"), bytes).unwrap();
+        }
+        std::fs::write(d.join("summary.json"), bad_summary.unwrap_or(&summary)).unwrap();
+        d
+    };
+    let truncated = case("truncated", Some(&good[..good.len() / 2]), None);
+    let empty = case("empty", Some(b""), None);
+    let foreign = case("foreign", Some(br#"{"traceEvents":[],"displayTimeUnit":"ms"}"#), None);
+    let binary = case("binary", Some(b"\xff\xfe\x00garbage"), None);
+    let newer = case("newer", Some(&String::from_utf8_lossy(&good).replacen("\"version\":", "\"version\":9", 1).into_bytes()), None);
+    let summary_only = case("summary-only", None, Some(b"{\"pid\": 1, trunc"));
+    let missing = dir.path().join("missing");
+    for (dir, file) in [(&truncated, "profile.json"), (&empty, "profile.json"), (&foreign, "profile.json"), (&binary, "profile.json"), (&newer, "profile.json"), (&summary_only, ""), (&missing, "")] {
+        for format in ["table", "svg,pprof"] {
+            let err = refused(&["report", dir.to_str().unwrap(), "--format", format]);
+            let named = dir.join(file);
+            let named = named.to_str().unwrap().trim_end_matches('/');
+            assert!(err.contains(named), "{format}: {} not named: {err}", named);
+            assert!(err.contains("pass a result directory written by joular-ebpf"), "no fix given: {err}");
+        }
+        assert!(!dir.join("flamegraph-all.svg").exists(), "nothing rendered from a refused profile");
+    }
+    // With a good profile beside a bad one, nothing is rendered either: all are read first.
+    let both = dir.path().join("both");
+    std::fs::create_dir(&both).unwrap();
+    std::fs::rename(&truncated, both.join("1-1")).unwrap();
+    std::fs::create_dir(both.join("2-2")).unwrap();
+    std::fs::write(both.join("2-2/profile.json"), &good).unwrap();
+    let err = refused(&["report", both.to_str().unwrap(), "--format", "svg"]);
+    assert!(err.contains(&both.join("1-1/profile.json").display().to_string()), "{err}");
+    assert!(!both.join("2-2/flamegraph-all.svg").exists(), "rendered before every profile was read");
+    let out = profile(&["report", both.join("2-2").to_str().unwrap(), "--format", "table,svg"], Duration::from_secs(30));
+    assert_success(&out);
+}
+
+#[test]
 fn report_refuses_impossible_numbers_naming_file_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("results");
@@ -239,7 +332,7 @@ fn report_refuses_impossible_numbers_naming_file_and_field() {
         std::fs::write(&raw, format!("{}\"energy_uj\":{bad}{}", &text[..energy_at], &text[value_end..])).unwrap();
         let out = profile(&["report", run.to_str().unwrap(), "--format", "table"], Duration::from_secs(30));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{bad}: bad input: {err}");
         assert!(err.contains(&raw.display().to_string()) && err.contains("stacks[0].energy_uj"), "{bad}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(out.stdout.is_empty(), "no table from a refused profile");

@@ -7,6 +7,8 @@ use joular_user::energy::{EnergyOptions, SourceKind};
 use joular_user::output::{ReportArgs, ReportFormat};
 use joular_user::safe_write::{self, parse_output_mode, Modes};
 
+use super::paths::{check_root, check_writable_fs};
+
 const ABOUT: &str = "Energy profiler for Java (and any process), built on eBPF: joules per \
 method, thread, process and call path, with no Java agent.";
 
@@ -85,6 +87,23 @@ pub struct ServeArgs {
     pub profiles: ProfileExportArgs,
 }
 
+/// Most methods exported per JVM: beyond it the series are no longer a bounded set.
+const MAX_TOP_METHODS: usize = 1_000;
+
+impl ServeArgs {
+    /// Every flag of `serve`, before anything is bound or loaded.
+    pub fn validate(&self) -> Result<(), String> {
+        self.common.validate_for(self.results)?;
+        if self.top_methods > MAX_TOP_METHODS {
+            return Err(format!("--top-methods must be at most {MAX_TOP_METHODS} (got {}): it bounds the metrics' cardinality", self.top_methods));
+        }
+        if self.retain_exited as f64 > MAX_DURATION_S {
+            return Err(format!("--retain-exited must be at most {MAX_DURATION_S} s (30 days; got {})", self.retain_exited));
+        }
+        self.profiles.validate(self.common.interval)
+    }
+}
+
 /// Periodic profile files for a continuous-profiling backend (serve mode).
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Profile export")]
@@ -128,16 +147,24 @@ impl ProfileFormatArg {
 }
 
 impl ProfileExportArgs {
-    pub fn validate(&self) -> Result<(), String> {
+    /// `interval_s`: the cycle length, the shortest a profile interval can be.
+    pub fn validate(&self, interval_s: f64) -> Result<(), String> {
         check_seconds("--profile-interval", self.profile_interval, MAX_DURATION_S, "30 days")?;
+        if self.profile_interval < interval_s {
+            return Err(format!(
+                "--profile-interval {} is shorter than one cycle (--interval {interval_s}): give at least {interval_s}",
+                self.profile_interval
+            ));
+        }
         if self.profile_keep == 0 {
             return Err("--profile-keep must be at least 1".into());
         }
-        if self.profile_max_mb == 0 {
-            return Err("--profile-max-mb must be at least 1".into());
+        if !(1..=MAX_STORE_MB).contains(&self.profile_max_mb) {
+            return Err(format!("--profile-max-mb must be between 1 and {MAX_STORE_MB} MB (got {})", self.profile_max_mb));
         }
         if let Some(dir) = &self.profile_dir {
             safe_write::check_dir("--profile-dir", dir)?;
+            check_writable_fs("--profile-dir", dir)?;
         }
         Ok(())
     }
@@ -146,14 +173,22 @@ impl ProfileExportArgs {
 /// `report`: where it writes (its `--output`, else the result directory itself) is checked like
 /// `--output`; a table alone writes nothing.
 pub fn validate_report(args: &ReportArgs) -> Result<(), String> {
+    let dir = &args.result_dir;
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        _ => return Err(format!("report {}: no such directory: pass a result directory written by joular-ebpf (its --output, or one `<pid>-<epochms>` in it)", dir.display())),
+    }
     let writes = args.format.iter().any(|f| *f != ReportFormat::Table);
     match &args.output {
-        Some(output) if writes => safe_write::check_dir("--output", output),
-        None if writes => safe_write::check_dir_or(
-            "report",
-            &args.result_dir,
-            "render it elsewhere with --output DIR",
-        ),
+        Some(output) if writes => {
+            safe_write::check_dir("--output", output)?;
+            check_writable_fs("--output", output)
+        }
+        None if writes => {
+            let fix = "render it elsewhere with --output DIR";
+            safe_write::check_dir_or("report", dir, fix)?;
+            check_writable_fs("report", dir).map_err(|e| format!("{e}, or {fix}"))
+        }
         _ => Ok(()),
     }
 }
@@ -175,10 +210,28 @@ pub struct ProfileArgs {
     pub common: CommonArgs,
 }
 
+impl ProfileArgs {
+    /// Every flag of a run without a subcommand, before anything is loaded.
+    pub fn validate(&self) -> Result<(), String> {
+        // clap's `requires` lets `--all --follow-children` through.
+        if self.follow_children && self.pid.is_empty() {
+            return Err("--follow-children needs --pid: --all already profiles every process, and `record` follows its command's".into());
+        }
+        self.common.validate()
+    }
+}
+
 /// Longest `--duration`: beyond it a typo (`1e20`) is likelier than a plan.
 const MAX_DURATION_S: f64 = 30.0 * 86_400.0;
 /// Longest `--interval`: a cycle's counters must be read well before they could wrap.
 const MAX_INTERVAL_S: f64 = 3_600.0;
+/// Shortest `--interval`: a cycle's drain and /proc reads take tens of ms on a busy host, and
+/// /proc jiffies tick every 4-10 ms.
+const MIN_INTERVAL_S: f64 = 0.1;
+/// Highest `--tdp` and `--idle-power`: above any socket made (a typo is likelier).
+const MAX_SOCKET_W: f64 = 10_000.0;
+/// Largest `--profile-max-mb` (1 TiB).
+const MAX_STORE_MB: u64 = 1 << 20;
 
 /// Below this a JVM's map hardly fits; above it (1 TiB) a typo is likelier than a plan.
 const MIN_SYMBOL_MB: u64 = 8;
@@ -283,6 +336,9 @@ impl CommonArgs {
     /// (`serve` writes it only with `--results`).
     pub fn validate_for(&self, writes_tree: bool) -> Result<(), String> {
         check_seconds("--interval", self.interval, MAX_INTERVAL_S, "1 hour")?;
+        if self.interval < MIN_INTERVAL_S {
+            return Err(format!("--interval must be at least {MIN_INTERVAL_S} s (got {}): shorter cycles cost more than they measure", self.interval));
+        }
         if let Some(d) = self.duration {
             check_seconds("--duration", d, MAX_DURATION_S, "30 days")?;
         }
@@ -299,11 +355,14 @@ impl CommonArgs {
         // creates them (a path planted later is refused then, the same way).
         if writes_tree {
             safe_write::check_dir("--output", &self.output)?;
+            check_writable_fs("--output", &self.output)?;
         }
         if let Some(json) = &self.json {
             safe_write::check_file("--json", json)?;
+            check_writable_fs("--json", json)?;
         }
-        Ok(())
+        check_root("--proc-root", &self.proc_root)?;
+        self.energy.validate()
     }
 
     /// Permissions of what the run writes.
@@ -350,6 +409,31 @@ pub struct EnergyArgs {
     /// Also report the platform (psys) counter, where one exists.
     #[arg(long)]
     pub psys: bool,
+}
+
+impl EnergyArgs {
+    /// Numbers in range, roots that exist, and no flag the chosen source would ignore.
+    fn validate(&self) -> Result<(), String> {
+        check_root("--sysfs-root", &self.sysfs_root)?;
+        check_root("--dev-root", &self.dev_root)?;
+        if let Some(tdp_w) = self.tdp {
+            if !(tdp_w > 0.0 && tdp_w <= MAX_SOCKET_W) {
+                return Err(format!("--tdp must be above 0 and at most {MAX_SOCKET_W} W per socket (got {tdp_w}): pass the CPU's rated TDP, e.g. --tdp 120"));
+            }
+            if let Some(kind) = self.energy_source.filter(|k| *k != SourceKind::Model) {
+                return Err(format!("--tdp only sets the model's power, and --energy-source {kind} measures it: drop one of them"));
+            }
+        }
+        if let Some(idle_w) = self.idle_power {
+            if !(0.0..=MAX_SOCKET_W).contains(&idle_w) {
+                return Err(format!("--idle-power must be between 0 and {MAX_SOCKET_W} W per socket (got {idle_w})"));
+            }
+            if self.tdp.is_some_and(|tdp_w| idle_w >= tdp_w) {
+                return Err(format!("--idle-power {idle_w} W must be below --tdp {} W: a socket idles below its full-load power", self.tdp.unwrap_or_default()));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl CommonArgs {
@@ -446,16 +530,88 @@ mod tests {
         };
         let f = file.path().to_str().unwrap();
         let err = validate_report(&args(&[f, "--format", "svg"])).unwrap_err();
-        assert!(err.starts_with("report") && err.contains("not a directory"), "{err}");
+        assert!(err.starts_with(&format!("report {f}: no such directory: pass a result directory")), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
         let below = file.path().join("x");
-        let err = validate_report(&args(&["r", "--output", below.to_str().unwrap()])).unwrap_err();
+        let err = validate_report(&args(&[d, "--output", below.to_str().unwrap()])).unwrap_err();
         assert!(err.starts_with("--output"), "{err}");
-        assert!(validate_report(&args(&[f, "--format", "table"])).is_ok(), "a table writes nothing");
+        let err = validate_report(&args(&[d, "--output", "/proc/sys/kernel"])).unwrap_err();
+        assert!(err.starts_with("--output /proc/sys/kernel: ") && err.contains("the kernel's"), "{err}");
+        let err = validate_report(&args(&["/nonexistent", "--format", "table"])).unwrap_err();
+        assert!(err.starts_with("report /nonexistent: no such directory"), "{err}");
+        assert!(validate_report(&args(&[d, "--format", "table"])).is_ok(), "a table writes nothing");
+    }
+
+    #[test]
+    fn energy_flags_are_in_range_and_used_by_the_source() {
+        assert!(validate(&["--tdp", "120", "--idle-power", "20"]).is_ok());
+        assert!(validate(&["--tdp", "120", "--energy-source", "model"]).is_ok());
+        for (args, start) in [
+            (&["--tdp", "0"][..], "--tdp must be above 0 and at most 10000 W per socket (got 0)"),
+            (&["--tdp", "NaN"], "--tdp must be"),
+            (&["--tdp", "1e9"], "--tdp must be"),
+            (&["--tdp=-5"], "--tdp must be"),
+            (&["--idle-power=-1"], "--idle-power must be between 0"),
+            (&["--idle-power", "inf"], "--idle-power must be"),
+            (&["--tdp", "50", "--idle-power", "60"], "--idle-power 60 W must be below --tdp 50 W"),
+            (&["--tdp", "120", "--energy-source", "powercap"], "--tdp only sets the model's power, and --energy-source powercap"),
+            (&["--sysfs-root", "/nonexistent"], "--sysfs-root /nonexistent: no such directory"),
+            (&["--dev-root", "/nonexistent"], "--dev-root /nonexistent: no such directory"),
+            (&["--proc-root", "/nonexistent"], "--proc-root /nonexistent: no such directory"),
+        ] {
+            let err = validate(args).unwrap_err();
+            assert!(err.starts_with(start), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn cycles_are_at_least_a_tenth_of_a_second() {
+        assert!(validate(&["--interval", "0.1"]).is_ok());
+        let err = validate(&["--interval", "0.001"]).unwrap_err();
+        assert!(err.starts_with("--interval must be at least 0.1 s (got 0.001)"), "{err}");
+    }
+
+    #[test]
+    fn results_and_json_are_refused_on_kernel_filesystems() {
+        for (flag, path) in [("--output", "/proc/sys/kernel"), ("--output", "/sys/kernel"), ("--json", "/proc/sys/kernel/x.jsonl")] {
+            let err = validate(&[flag, path]).unwrap_err();
+            assert!(err.starts_with(&format!("{flag} {path}: ")) && err.contains("the kernel's"), "{err}");
+        }
+    }
+
+    fn serve(args: &[&str]) -> Result<(), String> {
+        match Cli::try_parse_from(["joular-ebpf", "serve"].iter().chain(args)).map_err(|e| e.to_string())?.command {
+            Some(Command::Serve(s)) => s.validate(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn serve_flags_are_bounded_and_consistent() {
+        let dir = tempfile::tempdir().unwrap();
+        let profiles = dir.path().join("p");
+        let profiles = profiles.to_str().unwrap();
+        assert!(serve(&["--profile-dir", profiles, "--profile-interval", "10"]).is_ok());
+        for (args, start) in [
+            (&["--top-methods", "1000000"][..], "--top-methods must be at most 1000"),
+            (&["--retain-exited", "99999999999"], "--retain-exited must be at most"),
+            (&["--profile-dir", profiles, "--profile-interval", "0.5"], "--profile-interval 0.5 is shorter than one cycle (--interval 1)"),
+            (&["--profile-dir", profiles, "--profile-max-mb", "18446744073709551615"], "--profile-max-mb must be between 1 and 1048576 MB"),
+            (&["--profile-dir", "/proc/sys/kernel"], "--profile-dir /proc/sys/kernel: "),
+            (&["--results", "--output", "/sys/kernel"], "--output /sys/kernel: "),
+        ] {
+            let err = serve(args).unwrap_err();
+            assert!(err.starts_with(start), "{args:?}: {err}");
+        }
+        assert!(serve(&["--output", "/sys/kernel"]).is_ok(), "serve writes no tree without --results");
     }
 
     #[test]
     fn follow_children_needs_pid() {
         assert!(Cli::try_parse_from(["joular-ebpf", "--follow-children"]).is_err());
+        let cli = Cli::try_parse_from(["joular-ebpf", "--all", "--follow-children"]).unwrap();
+        assert!(cli.profile.validate().unwrap_err().starts_with("--follow-children needs --pid"));
         let cli = Cli::try_parse_from(["joular-ebpf", "--pid", "4", "--follow-children"]).unwrap();
         assert!(cli.profile.follow_children);
     }

@@ -1,17 +1,33 @@
 //! How a failed run is reported: one line on stderr, each cause once, and exit code 2 for bad
 //! input (as clap does for the input it rejects itself), 1 for everything else.
 
+use joular_user::energy::EnergyError;
+use joular_user::fleet::FleetError;
+
 /// Input that parsed but cannot be used; the message names the flag.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
 
 pub fn exit_code(e: &anyhow::Error) -> i32 {
-    if e.downcast_ref::<UsageError>().is_some() {
+    let bad_energy_flag = e.chain().filter_map(|c| c.downcast_ref::<EnergyError>()).any(is_bad_energy_flag);
+    // `serve` binds before anything loads: an address taken, not of this host, or not ours.
+    let bad_listen = e.chain().any(|c| matches!(c.downcast_ref::<FleetError>(), Some(FleetError::Bind { .. })));
+    if e.downcast_ref::<UsageError>().is_some() || bad_energy_flag || bad_listen {
         2
     } else {
         1
     }
+}
+
+/// Energy errors that only the energy flags cause (opening the sources comes before anything
+/// is loaded): the source `--energy-source` asked for is not here, or a value the model cannot
+/// use. A machine without any measured source falls back to the model, which is not an error.
+fn is_bad_energy_flag(e: &EnergyError) -> bool {
+    matches!(
+        e,
+        EnergyError::Unavailable { .. } | EnergyError::InvalidTdp { .. } | EnergyError::InvalidIdlePower { .. } | EnergyError::MissingRoot { .. }
+    )
 }
 
 /// `context: cause: cause`, skipping a cause already in the line: an error that names its path
@@ -52,5 +68,25 @@ mod tests {
         assert_eq!(exit_code(&e), 1);
         let e = anyhow::Error::new(UsageError("--pid 2: a kernel thread".into()));
         assert_eq!((one_line(&e).as_str(), exit_code(&e)), ("--pid 2: a kernel thread", 2));
+    }
+
+    #[test]
+    fn an_energy_source_asked_for_and_absent_is_bad_input() {
+        let absent = EnergyError::MsrMissing { path: "/dev/cpu/0/msr".into() };
+        let e = anyhow::Error::new(EnergyError::Unavailable { kind: joular_user::energy::SourceKind::Msr, reason: Box::new(absent) });
+        assert_eq!(exit_code(&e), 2);
+        assert!(one_line(&e).starts_with("--energy-source msr is not available: /dev/cpu/0/msr is missing"), "{}", one_line(&e));
+        let e = anyhow::Error::new(EnergyError::MsrMissing { path: "/dev/cpu/0/msr".into() });
+        assert_eq!(exit_code(&e), 1, "a failure of the machine, not of the flags");
+    }
+
+    #[test]
+    fn an_address_serve_cannot_listen_on_is_bad_input() {
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        let source = std::net::TcpListener::bind(addr).unwrap_err();
+        let e = anyhow::Error::new(FleetError::Bind { addr, source });
+        assert_eq!(exit_code(&e), 2);
+        assert!(one_line(&e).starts_with(&format!("--listen {addr}: cannot listen there: ")), "{}", one_line(&e));
     }
 }

@@ -2,3 +2,5 @@
 pub mod term;
 pub mod args;
 pub mod errors;
+pub mod paths;
+pub mod report;

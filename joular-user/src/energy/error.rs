@@ -53,7 +53,7 @@ pub enum EnergyError {
     #[error("no CPU found under {sysfs} nor in {cpuinfo}: check --sysfs-root and --proc-root")]
     NoCpus { sysfs: PathBuf, cpuinfo: PathBuf },
 
-    #[error("energy source {kind} is not available: {reason}")]
+    #[error("--energy-source {kind} is not available: {reason}; leave --energy-source out to use the first source that works")]
     Unavailable { kind: super::SourceKind, reason: Box<EnergyError> },
 }
 

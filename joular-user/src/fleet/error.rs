@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// read only leaves a label empty.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("--listen {addr}: cannot listen there: {source}: choose a free port, on an address of this host")]
     Bind { addr: SocketAddr, source: io::Error },
     #[error("profile directory {path}: {source}")]
     ProfileDir { path: PathBuf, source: io::Error },

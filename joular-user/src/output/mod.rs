@@ -38,7 +38,7 @@ pub use profile::{JvmShares, ProcessProfile, RunSummary, Share, StackTotal, Thre
 pub use timeline::{ThreadSeries, Timeline};
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
-pub use report::{report, report_to, ReportArgs, ReportFormat};
+pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};
 
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::methods::MethodFilter;
+use super::profile::ProcessProfile;
 use super::raw_profile::{read_raw_profile, RAW_PROFILE_FILE};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
@@ -62,15 +63,41 @@ pub enum ReportFormat {
     All,
 }
 
-/// Runs the subcommand, printing the table to stdout.
-pub fn report(args: &ReportArgs) -> Result<Vec<OutputFiles>, OutputError> {
-    report_to(args, &mut std::io::stdout().lock())
+/// The profiles a `report` renders, every one read and checked before anything is written:
+/// a bad file is the user's input, refused as such, with nothing rendered.
+pub struct LoadedReport {
+    profiles: Vec<(OutDir, ProcessProfile)>,
 }
 
-/// `report` with the table written to `out`.
-pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFiles>, OutputError> {
+/// Finds and reads the raw profiles `args` names.
+pub fn load_report(args: &ReportArgs) -> Result<LoadedReport, OutputError> {
     let modes = Modes::from_flag(args.output_mode);
-    let profile_dirs = find_profiles(&args.result_dir, modes)?;
+    let override_filter = args.filter.as_deref().map(MethodFilter::parse);
+    let mut profiles = Vec::new();
+    for profile_dir in find_profiles(&args.result_dir, modes)? {
+        let mut profile = read_raw_profile(&profile_dir, RAW_PROFILE_FILE)?;
+        if let Some(filter) = &override_filter {
+            profile.summary.filters = filter.prefixes().to_vec();
+        }
+        profile.summary.native_frames |= args.native_frames;
+        profile.complete();
+        profiles.push((profile_dir, profile));
+    }
+    Ok(LoadedReport { profiles })
+}
+
+/// Renders what [`load_report`] read, printing the table to stdout.
+pub fn report(args: &ReportArgs, loaded: LoadedReport) -> Result<Vec<OutputFiles>, OutputError> {
+    render_report(args, loaded, &mut std::io::stdout().lock())
+}
+
+/// `report` from the arguments alone, with the table written to `out`.
+pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFiles>, OutputError> {
+    render_report(args, load_report(args)?, out)
+}
+
+fn render_report(args: &ReportArgs, loaded: LoadedReport, out: &mut dyn Write) -> Result<Vec<OutputFiles>, OutputError> {
+    let modes = Modes::from_flag(args.output_mode);
     let override_filter = args.filter.as_deref().map(MethodFilter::parse);
     let has =
         |f: ReportFormat| args.format.contains(&f) || args.format.contains(&ReportFormat::All);
@@ -89,19 +116,14 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
         }
         _ => None,
     };
-    let mut profiles = Vec::with_capacity(profile_dirs.len());
+    let several = loaded.profiles.len() > 1;
+    let mut profiles = Vec::with_capacity(loaded.profiles.len());
     let mut outputs = Vec::new();
-    for profile_dir in &profile_dirs {
-        let mut profile = read_raw_profile(profile_dir, RAW_PROFILE_FILE)?;
-        if let Some(filter) = &override_filter {
-            profile.summary.filters = filter.prefixes().to_vec();
-        }
-        profile.summary.native_frames |= args.native_frames;
-        profile.complete();
+    for (profile_dir, profile) in loaded.profiles {
         let filter = MethodFilter::new(profile.summary.filters.iter().cloned());
         if renders {
             let opened = match &output {
-                Some(output) if profile_dirs.len() > 1 => {
+                Some(output) if several => {
                     let name = profile_dir.path().file_name().unwrap_or_default().to_string_lossy();
                     output.subdir(&name).map_err(|e| OutputError::io(&output.join(&*name), e))
                 }
@@ -109,7 +131,7 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
                 None => profile_dir.try_clone().map_err(|e| OutputError::io(profile_dir.path(), e)),
             };
             // The profile's own directory holds its evolution files (for report.html's charts).
-            outputs.push(render_process(&opened?, profile_dir, &profile, &filter, set)?);
+            outputs.push(render_process(&opened?, &profile_dir, &profile, &filter, set)?);
         }
         profiles.push(profile);
     }

@@ -8,6 +8,7 @@ mod energy;
 mod exporter;
 mod jsonl;
 mod labels;
+mod pace;
 pub mod profiles;
 mod retire;
 mod stop;
@@ -150,17 +151,21 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut cycles_drained = 0u64;
     let mut next_tick = start + interval;
     let mut stop_reason = None;
-    // Each pass drains one cycle; replies of the symbol worker are written as they come.
+    let mut pacer = pace::ReplyPacer::default();
+    pace::punctual();
+    // Each pass drains one cycle; replies of the symbol worker are written as they come, unless
+    // writing one would delay the next flip (then just after it).
     while stop_reason.is_none() {
         let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
         match wait_for(wake, stopper.kill_at(), &mut sigint, &mut sigterm, &mut sigchld, &mut symbols).await {
             Wake::Tick => {}
             Wake::Symbols(mut reply) => {
                 symbolize::apply_kernel_updates(std::mem::take(&mut reply.kernel_updates), &mut probe);
-                sinks.on_reply(reply, &mut energy.totals)?;
+                pacer.on_reply(reply, wake, &mut sinks, &mut energy.totals)?;
                 continue;
             }
             Wake::SymbolsGone => {
+                pacer.write_deferred(&mut sinks, &mut energy.totals)?;
                 errln!("joular-ebpf: warning: the symbol worker stopped; cycles are written without symbols");
                 sinks.write_all_late(&mut energy.totals)?;
                 continue;
@@ -209,11 +214,14 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             ended: raw.exits.iter().filter(|e| e.process_ended).map(|e| e.pid).collect(),
         });
         sinks.hold(PendingCycle { report, exits: raw.exits, drained_at: std::time::Instant::now() });
+        pacer.write_deferred(&mut sinks, &mut energy.totals)?;
         if let Some(cycle) = sinks.write_overdue(MAX_SYMBOL_WAIT.max(2 * interval), &mut energy.totals)? {
             symbols.abandon_through(cycle);
         }
     }
+    pace::relaxed();
     // The worker's answers for the last cycles, or (past the wait) the cycles without them.
+    pacer.write_deferred(&mut sinks, &mut energy.totals)?;
     let give_up = Instant::now() + SHUTDOWN_SYMBOL_WAIT;
     while sinks.pending() > 0 && symbols.alive() {
         tokio::select! {
