@@ -397,16 +397,26 @@ impl Results {
     }
 
     fn write_cycle_files(
-        &self,
+        &mut self,
         sums: BTreeMap<u32, CycleSums>,
         duration_s: f64,
         end_epoch_ms: u64,
     ) -> Result<(), OutputError> {
         let filter = &self.config.filter;
+        let mut lost = Vec::new();
         for (pid, cycle) in sums {
             let process = &self.processes[&pid];
             let Some(dir) = &process.dir else { continue };
-            let dir = dir.open()?;
+            let dir = match dir.open() {
+                Ok(dir) => dir,
+                // Moved away and replaced, or removed: that process's files stop, said once; the
+                // run and the other processes' files go on.
+                Err(e) => {
+                    log::warn!("results of process {pid} are no longer written: {e}");
+                    lost.push(pid);
+                    continue;
+                }
+            };
             // JoularJX files hold methods only; the rest is `unattributed` in summary.json.
             let all_methods = methods_only(named(cycle.all_methods, |m| m));
             let app_methods = methods_only(named(cycle.app_methods, |m| m));
@@ -436,6 +446,11 @@ impl Results {
             if self.config.evolution {
                 dir.append_evolution(Scope::All, &all_methods, end_epoch_ms / 1000, duration_s)?;
                 dir.append_evolution(app, &app_methods, end_epoch_ms / 1000, duration_s)?;
+            }
+        }
+        for pid in lost {
+            if let Some(process) = self.processes.get_mut(&pid) {
+                process.dir = None;
             }
         }
         Ok(())
@@ -529,7 +544,13 @@ impl Results {
         let mut outputs = Vec::with_capacity(profiles.len());
         for (profile, process) in profiles.iter().zip(self.processes.values()) {
             if let Some(dir) = &process.dir {
-                let dir = dir.open()?;
+                let dir = match dir.open() {
+                    Ok(dir) => dir,
+                    Err(e) => {
+                        log::warn!("results of process {}: {e}", profile.summary.pid);
+                        continue;
+                    }
+                };
                 outputs.push(render_process(
                     dir.out_dir(),
                     dir.out_dir(),
