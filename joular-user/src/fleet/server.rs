@@ -95,15 +95,18 @@ impl MetricsServer {
                                 continue;
                             }
                         };
-                        if let Some(oldest) = admitted.displaced {
-                            let _ = oldest.send(());
-                        }
                         let (registry, slot) = (Arc::clone(&registry), Slot { limiter: Arc::clone(&limiter), id: admitted.id });
                         tokio::spawn(async move {
                             if let Err(e) = handle(stream, &registry, &slot, closed_early).await {
                                 log::debug!("metrics request from {peer}: {e}");
                             }
                         });
+                        if let Some(oldest) = admitted.displaced {
+                            let _ = oldest.send(());
+                            // Lets its task close it before the next accept: a flood of
+                            // connections then holds no more descriptors than the cap.
+                            tokio::task::yield_now().await;
+                        }
                     }
                     Err(e) => {
                         if let Some(left_out) = accept_errors.due(Instant::now()) {
