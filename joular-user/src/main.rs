@@ -2,6 +2,7 @@
 
 #[macro_use]
 mod cli;
+mod rlimit;
 mod session;
 
 use clap::Parser;
@@ -62,6 +63,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 results: serve.results,
                 profiles: profile_options(&serve.profiles, &serve.common),
             };
+            rlimit::raise_open_files_limit();
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             return rt.block_on(session::run(Target::All, &serve.common, Some(fleet)));
         }
@@ -86,6 +88,8 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
             (target, p.common)
         }
     };
+    // After `record` has forked its command, which keeps the limit it was given.
+    rlimit::raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     rt.block_on(session::run(target, &common, None))
 }

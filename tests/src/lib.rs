@@ -155,14 +155,18 @@ pub fn profile(args: &[&str], timeout: Duration) -> Output {
 }
 
 pub fn wait_bounded(mut child: Child, timeout: Duration) -> Output {
+    // Read as it comes: a child whose output outgrows the pipe (64 KiB: the end summary of a host
+    // run lists every process) would otherwise block on it and never exit.
+    let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
     let start = Instant::now();
     loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
         }
         if start.elapsed() > timeout {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
+            let status = child.wait().expect("wait");
+            let out = Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
             panic!(
                 "joular-ebpf did not finish within {timeout:?}\nstdout:\n{}\nstderr:\n{}",
                 String::from_utf8_lossy(&out.stdout),
@@ -171,6 +175,17 @@ pub fn wait_bounded(mut child: Child, timeout: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    })
 }
 
 pub fn read_jsonl(path: &std::path::Path) -> Vec<Value> {

@@ -4,6 +4,7 @@
 //!
 //! Consumes only `model::CycleReport`; never reaches back into collectors or the loader.
 
+mod connections;
 mod error;
 pub mod exposition;
 pub mod labels;

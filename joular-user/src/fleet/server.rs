@@ -1,28 +1,51 @@
 //! The HTTP endpoint Prometheus scrapes: `GET /metrics`, a link page on `/`, 404 elsewhere.
 //! A minimal HTTP/1.1 responder (one request per connection, `Connection: close`) is all a scraper
 //! needs, and keeps a web framework out of a daemon that runs on every host.
+//!
+//! Anyone who can reach the port is a client: connections are capped, each is given a couple of
+//! seconds for its request, and idle ones make room for new ones (`connections`), so a flood of
+//! idle or slow connections neither runs the process out of descriptors nor delays a scrape.
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
 use tokio::time::timeout;
 
+use super::connections::{ConnectionLimiter, LogEvery};
 use super::exposition::CONTENT_TYPE;
 use super::metrics::MetricsRegistry;
 use super::FleetError;
 
 /// A request head larger than this is not a scraper's; what was read is answered anyway.
 const MAX_REQUEST_HEAD_BYTES: usize = 8192;
-/// A client that neither sends its request nor takes the response in this long is dropped.
-const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections open at once. Prometheus opens one per scrape (a few, with several servers);
+/// past this the connection waiting longest for its request is closed (see `connections`).
+pub const MAX_OPEN_CONNECTIONS: usize = 64;
+/// A client that has not sent its whole request this long after connecting is dropped: a
+/// scraper sends it at once.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
+/// A client that does not take the response in this long is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Pause after a failed accept (out of descriptors, typically), so that it is not retried in a
+/// busy loop; the connections already open go on being answered meanwhile.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// A failing accept is logged at most this often.
+const ACCEPT_ERROR_LOG_PERIOD: Duration = Duration::from_secs(10);
+
+/// Sent, without waiting, to a connection refused because every open one is being answered.
+const BUSY_RESPONSE: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 const INDEX_HTML: &str = "<html><head><title>joular-ebpf</title></head>\
 <body><h1>joular-ebpf</h1><p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
+
+type Limiter = Mutex<ConnectionLimiter<oneshot::Sender<()>>>;
 
 /// A bound endpoint. Binding apart from running lets the caller fail before loading eBPF when the
 /// address is taken, and learn the port when it asked for port 0.
@@ -48,29 +71,49 @@ impl MetricsServer {
     }
 
     /// Serves scrapes until `shutdown` completes. Each scrape renders under the registry's lock, so it
-    /// sees whole cycles only.
+    /// sees whole cycles only. At most [`MAX_OPEN_CONNECTIONS`] are open at once, each for at most
+    /// [`HEAD_TIMEOUT`] plus the time to take its response.
     pub async fn run(
         self,
         registry: Arc<Mutex<MetricsRegistry>>,
         shutdown: impl Future<Output = ()>,
     ) {
         tokio::pin!(shutdown);
+        let limiter: Arc<Limiter> = Arc::new(Mutex::new(ConnectionLimiter::new(MAX_OPEN_CONNECTIONS)));
+        let mut accept_errors = LogEvery::new(ACCEPT_ERROR_LOG_PERIOD);
         loop {
             tokio::select! {
                 () = &mut shutdown => return,
                 accepted = self.listener.accept() => match accepted {
                     Ok((stream, peer)) => {
-                        let registry = Arc::clone(&registry);
+                        let (close_early, closed_early) = oneshot::channel();
+                        let admitted = match lock(&limiter).admit(close_early) {
+                            Ok(admitted) => admitted,
+                            Err(_) => {
+                                // Closed now, with a word if the socket takes it at once.
+                                let _ = stream.try_write(BUSY_RESPONSE);
+                                continue;
+                            }
+                        };
+                        let (registry, slot) = (Arc::clone(&registry), Slot { limiter: Arc::clone(&limiter), id: admitted.id });
                         tokio::spawn(async move {
-                            if let Err(e) = handle(stream, &registry).await {
+                            if let Err(e) = handle(stream, &registry, &slot, closed_early).await {
                                 log::debug!("metrics request from {peer}: {e}");
                             }
                         });
+                        if let Some(oldest) = admitted.displaced {
+                            let _ = oldest.send(());
+                            // Lets its task close it before the next accept: a flood of
+                            // connections then holds no more descriptors than the cap.
+                            tokio::task::yield_now().await;
+                        }
                     }
                     Err(e) => {
-                        // Out of descriptors, typically: back off rather than spin.
-                        log::warn!("metrics endpoint {}: accept: {e}", self.addr);
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        if let Some(left_out) = accept_errors.due(Instant::now()) {
+                            let more = if left_out > 0 { format!(" ({left_out} more since the last message)") } else { String::new() };
+                            log::warn!("metrics endpoint {}: accept: {e}{more}", self.addr);
+                        }
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
                     }
                 },
             }
@@ -91,11 +134,37 @@ pub async fn serve(
     Ok(())
 }
 
-async fn handle(mut stream: TcpStream, registry: &Mutex<MetricsRegistry>) -> io::Result<()> {
+/// A connection's place among the open ones, given back when its task ends however it ends.
+struct Slot {
+    limiter: Arc<Limiter>,
+    id: u64,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        lock(&self.limiter).close(self.id);
+    }
+}
+
+fn lock(limiter: &Limiter) -> MutexGuard<'_, ConnectionLimiter<oneshot::Sender<()>>> {
+    // Nothing panics while holding it; if something did, the counts are still whole.
+    limiter.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn handle(
+    mut stream: TcpStream,
+    registry: &Mutex<MetricsRegistry>,
+    slot: &Slot,
+    closed_early: oneshot::Receiver<()>,
+) -> io::Result<()> {
     let timed_out = |_| io::Error::new(io::ErrorKind::TimedOut, "client too slow");
-    let head = timeout(IO_TIMEOUT, read_head(&mut stream))
-        .await
-        .map_err(timed_out)??;
+    let head = tokio::select! {
+        head = timeout(HEAD_TIMEOUT, read_head(&mut stream)) => head.map_err(timed_out)??,
+        _ = closed_early => return Err(io::Error::other("closed to make room for a newer connection")),
+    };
+    if !lock(&slot.limiter).start_answering(slot.id) {
+        return Err(io::Error::other("closed to make room for a newer connection"));
+    }
     let response = respond(&head, || {
         // A panic elsewhere while holding the lock leaves whole counters behind: still worth serving.
         registry
@@ -103,10 +172,12 @@ async fn handle(mut stream: TcpStream, registry: &Mutex<MetricsRegistry>) -> io:
             .unwrap_or_else(PoisonError::into_inner)
             .render()
     });
-    timeout(IO_TIMEOUT, stream.write_all(&response))
-        .await
-        .map_err(timed_out)??;
-    stream.shutdown().await
+    timeout(WRITE_TIMEOUT, async {
+        stream.write_all(&response).await?;
+        stream.shutdown().await
+    })
+    .await
+    .map_err(timed_out)?
 }
 
 async fn read_head(stream: &mut TcpStream) -> io::Result<Vec<u8>> {
@@ -223,6 +294,48 @@ mod tests {
         assert!(text("").starts_with("HTTP/1.1 400 "));
     }
 
+    async fn scrape(addr: SocketAddr) -> String {
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut reply = String::new();
+        timeout(WRITE_TIMEOUT, client.read_to_string(&mut reply)).await.unwrap().unwrap();
+        reply
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_capped_and_never_delay_a_scrape() {
+        let registry = Arc::new(Mutex::new(MetricsRegistry::new(RegistryConfig::default())));
+        let server = MetricsServer::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = server.local_addr();
+        tokio::spawn(server.run(registry, std::future::pending()));
+        let mut idle = Vec::new();
+        for _ in 0..(4 * MAX_OPEN_CONNECTIONS) {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let started = Instant::now();
+        let reply = scrape(addr).await;
+        assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+        assert!(started.elapsed() < Duration::from_millis(500), "scrape took {:?}", started.elapsed());
+        // All but the newest were closed to make room, at once: they read end of file.
+        let mut closed = 0;
+        for conn in &mut idle[..MAX_OPEN_CONNECTIONS] {
+            let mut byte = [0u8; 1];
+            if let Ok(Ok(0)) = timeout(Duration::from_millis(500), conn.read(&mut byte)).await {
+                closed += 1;
+            }
+        }
+        assert_eq!(closed, MAX_OPEN_CONNECTIONS);
+        // The newest, idle, are dropped after HEAD_TIMEOUT, and a slow request with them.
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /met").await.unwrap();
+        let newest = idle.last_mut().unwrap();
+        let mut byte = [0u8; 1];
+        let read = timeout(HEAD_TIMEOUT + Duration::from_secs(1), newest.read(&mut byte)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "an idle connection was kept past {HEAD_TIMEOUT:?}: {read:?}");
+        let read = timeout(HEAD_TIMEOUT + Duration::from_secs(1), slow.read(&mut byte)).await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "a slow request was kept past {HEAD_TIMEOUT:?}: {read:?}");
+    }
+
     #[tokio::test]
     async fn serves_the_registry_over_loopback_until_shutdown() {
         let registry = Arc::new(Mutex::new(MetricsRegistry::new(RegistryConfig::default())));
@@ -242,7 +355,7 @@ mod tests {
             .await
             .unwrap();
         let mut reply = String::new();
-        timeout(IO_TIMEOUT, client.read_to_string(&mut reply))
+        timeout(WRITE_TIMEOUT, client.read_to_string(&mut reply))
             .await
             .unwrap()
             .unwrap();
@@ -253,7 +366,7 @@ mod tests {
         assert!(matches!(taken, FleetError::Bind { .. }), "{taken:?}");
 
         stop.send(()).unwrap();
-        timeout(IO_TIMEOUT, running).await.unwrap().unwrap();
+        timeout(WRITE_TIMEOUT, running).await.unwrap().unwrap();
         assert!(
             TcpStream::connect(addr).await.is_err(),
             "still listening after shutdown"

@@ -14,10 +14,11 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::aggregate::{NamedTotal, Scope};
 use super::OutputError;
-use crate::safe_write::OutDir;
+use crate::safe_write::{DirId, OutDir};
 
 /// Name of the directory that holds one `<pid>-<epochms>` directory per process.
 pub const RESULT_DIR_NAME: &str = "joularjx-result";
@@ -45,8 +46,38 @@ const SUBDIRS: [&str; 5] = [
     "evolution",
 ];
 
-/// One process's `<pid>-<epochms>` directory, held open: files go into the directory that was
-/// created, whatever happens to its name during the run.
+/// Where one process's `<pid>-<epochms>` directory is, without holding it open: a host run sees
+/// thousands of processes, and a descriptor held on each ran out of descriptors after about
+/// 1,000. [`RunDirRef::open`] opens it for one write, from the results root's descriptor, following
+/// nothing, and only while it is still the directory created (see `OutDir::reopen_subdir`).
+#[derive(Debug)]
+pub struct RunDirRef {
+    root: Arc<OutDir>,
+    name: String,
+    id: DirId,
+    pid: u32,
+}
+
+impl RunDirRef {
+    /// Creates `<pid>-<start_epoch_ms>` and its tree in the `joularjx-result` directory.
+    pub fn create(results_root: &Arc<OutDir>, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
+        let name = format!("{pid}-{start_epoch_ms}");
+        let path = results_root.join(&name);
+        let dir = results_root.new_subdir(&name).map_err(|e| OutputError::io(&path, e))?;
+        let id = dir.id().map_err(|e| OutputError::io(&path, e))?;
+        RunDir::create_at(dir, pid)?;
+        Ok(Self { root: Arc::clone(results_root), name, id, pid })
+    }
+
+    /// The directory, open until the [`RunDir`] is dropped.
+    pub fn open(&self) -> Result<RunDir, OutputError> {
+        let dir = self.root.reopen_subdir(&self.name, self.id).map_err(|e| OutputError::io(&self.root.join(&self.name), e))?;
+        Ok(RunDir { dir, pid: self.pid })
+    }
+}
+
+/// One process's `<pid>-<epochms>` directory, open: files go into the directory that was
+/// opened, whatever happens to its name meanwhile.
 #[derive(Debug)]
 pub struct RunDir {
     dir: OutDir,
@@ -54,15 +85,6 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Creates `<pid>-<start_epoch_ms>` in the `joularjx-result` directory.
-    pub fn create(results_root: &OutDir, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
-        let name = format!("{pid}-{start_epoch_ms}");
-        let dir = results_root
-            .new_subdir(&name)
-            .map_err(|e| OutputError::io(&results_root.join(&name), e))?;
-        Self::create_at(dir, pid)
-    }
-
     /// The tree in `dir` itself (`report --output DIR`).
     pub fn create_at(dir: OutDir, pid: u32) -> Result<Self, OutputError> {
         for scope in ["all", "app"] {
@@ -250,10 +272,9 @@ mod tests {
     use crate::output::methods::MethodFilter;
     use crate::safe_write::Modes;
     use std::fs;
-    use std::sync::Arc;
 
-    fn root(tmp: &Path) -> OutDir {
-        OutDir::create_all(tmp, Modes::for_caller()).unwrap()
+    fn root(tmp: &Path) -> Arc<OutDir> {
+        Arc::new(OutDir::create_all(tmp, Modes::for_caller()).unwrap())
     }
 
     fn total(name: &str, energy_uj: f64) -> NamedTotal {
@@ -267,7 +288,7 @@ mod tests {
     #[test]
     fn file_names_follow_joularjx() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDir::create(&root(tmp.path()), 42, 1700000000000).unwrap();
+        let dir = RunDirRef::create(&root(tmp.path()), 42, 1700000000000).unwrap().open().unwrap();
         let filter = MethodFilter::parse("com.acme");
         let rel = |p: PathBuf| {
             p.strip_prefix(tmp.path())
@@ -294,7 +315,7 @@ mod tests {
     #[test]
     fn totals_are_joules_runtime_and_evolution_are_watts() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDir::create(&root(tmp.path()), 7, 1).unwrap();
+        let dir = RunDirRef::create(&root(tmp.path()), 7, 1).unwrap().open().unwrap();
         let rows = [total("com.acme.A.f", 2_500_000.0), total("x,y", 500_000.0)];
         dir.write_total(
             Scope::All,
@@ -319,6 +340,24 @@ mod tests {
             .unwrap();
         let text = fs::read_to_string(dir.evolution_file(Scope::All, "com.acme.A.f")).unwrap();
         assert_eq!(text, "100,2.5000\n101,1.2500\n");
+    }
+
+    #[test]
+    fn a_run_directory_is_reopened_for_each_write_and_only_while_it_is_the_one_created() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = RunDirRef::create(&root(tmp.path()), 9, 1).unwrap();
+        let rows = [total("com.acme.A.f", 1_000_000.0)];
+        dir.open().unwrap().write_runtime(Scope::All, Kind::Methods, &rows, 1.0).unwrap();
+        let runtime = "9-1/all/runtime/methods/joularJX-9-all-methods-power.csv";
+        assert_eq!(fs::read_to_string(tmp.path().join(runtime)).unwrap(), "com.acme.A.f,1.0000\n");
+        // Moved away and replaced by another directory with the same tree: refused, never
+        // written into; the moved one is left as it was.
+        fs::rename(tmp.path().join("9-1"), tmp.path().join("moved")).unwrap();
+        RunDirRef::create(&root(tmp.path()), 9, 1).unwrap();
+        let err = dir.open().unwrap_err().to_string();
+        assert!(err.contains("9-1") && err.contains("no longer the directory created"), "{err}");
+        assert!(!tmp.path().join(runtime).exists());
+        assert!(tmp.path().join("moved/all/runtime/methods/joularJX-9-all-methods-power.csv").is_file());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aggregate::{Scope, StackTable};
 use super::cycle_sums::{add, add_energy, methods_only, named, push_methods, Charge, CycleSums};
-use super::joularjx::{Kind, RunDir};
+use super::joularjx::{Kind, RunDirRef};
 use super::methods::{
     bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
 };
@@ -64,7 +64,8 @@ pub struct FinishSummary {
 }
 
 struct Process {
-    dir: Option<RunDir>,
+    /// Opened for each write: a descriptor held per process runs out on a busy host.
+    dir: Option<RunDirRef>,
     table: StackTable,
     threads: BTreeMap<u32, ThreadTotal>,
     /// The process's own name when the cycle reports gave one (`processes[].comm`).
@@ -98,8 +99,9 @@ const MAX_STACKS_WITHOUT_FILES: usize = 1 << 16;
 
 pub struct Results {
     config: ResultsConfig,
-    /// The results root, held open from the start (`None` when no file is written).
-    root: Option<OutDir>,
+    /// The results root, held open from the start (`None` when no file is written): the one
+    /// descriptor every process's directory is reopened from.
+    root: Option<Arc<OutDir>>,
     no_samples: Stack,
     processes: BTreeMap<u32, Process>,
     cycles: u64,
@@ -117,10 +119,10 @@ pub const FLAGGED_SOCKET_CYCLES: &str = "energy_counter_flagged_socket_cycles";
 impl Results {
     pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
         let root = if config.write_files {
-            Some(
+            Some(Arc::new(
                 OutDir::create_all(&config.results_root, config.modes)
                     .map_err(|e| OutputError::io(&config.results_root, e))?,
-            )
+            ))
         } else {
             None
         };
@@ -142,7 +144,7 @@ impl Results {
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
             let dir = match &self.root {
-                Some(root) => Some(RunDir::create(root, pid, self.config.start_epoch_ms)?),
+                Some(root) => Some(RunDirRef::create(root, pid, self.config.start_epoch_ms)?),
                 None => None,
             };
             self.processes.insert(
@@ -395,15 +397,26 @@ impl Results {
     }
 
     fn write_cycle_files(
-        &self,
+        &mut self,
         sums: BTreeMap<u32, CycleSums>,
         duration_s: f64,
         end_epoch_ms: u64,
     ) -> Result<(), OutputError> {
         let filter = &self.config.filter;
+        let mut lost = Vec::new();
         for (pid, cycle) in sums {
             let process = &self.processes[&pid];
             let Some(dir) = &process.dir else { continue };
+            let dir = match dir.open() {
+                Ok(dir) => dir,
+                // Moved away and replaced, or removed: that process's files stop, said once; the
+                // run and the other processes' files go on.
+                Err(e) => {
+                    log::warn!("results of process {pid} are no longer written: {e}");
+                    lost.push(pid);
+                    continue;
+                }
+            };
             // JoularJX files hold methods only; the rest is `unattributed` in summary.json.
             let all_methods = methods_only(named(cycle.all_methods, |m| m));
             let app_methods = methods_only(named(cycle.app_methods, |m| m));
@@ -433,6 +446,11 @@ impl Results {
             if self.config.evolution {
                 dir.append_evolution(Scope::All, &all_methods, end_epoch_ms / 1000, duration_s)?;
                 dir.append_evolution(app, &app_methods, end_epoch_ms / 1000, duration_s)?;
+            }
+        }
+        for pid in lost {
+            if let Some(process) = self.processes.get_mut(&pid) {
+                process.dir = None;
             }
         }
         Ok(())
@@ -495,6 +513,7 @@ impl Results {
         let Some(dir) = &process.dir else {
             return Ok(None);
         };
+        let dir = dir.open()?;
         let profile = self.profile(pid, &process);
         render_process(
             dir.out_dir(),
@@ -525,6 +544,13 @@ impl Results {
         let mut outputs = Vec::with_capacity(profiles.len());
         for (profile, process) in profiles.iter().zip(self.processes.values()) {
             if let Some(dir) = &process.dir {
+                let dir = match dir.open() {
+                    Ok(dir) => dir,
+                    Err(e) => {
+                        log::warn!("results of process {}: {e}", profile.summary.pid);
+                        continue;
+                    }
+                };
                 outputs.push(render_process(
                     dir.out_dir(),
                     dir.out_dir(),

@@ -644,3 +644,24 @@ fn native_frames_keep_every_frame_and_report_honours_the_flag() {
         folded
     );
 }
+
+/// A process's directory moved away and replaced between cycles (possible where others may write
+/// in the results root): no file goes into the replacement, the run and its end go on.
+#[test]
+fn a_run_directory_replaced_mid_run_is_not_written_into_and_the_run_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut results = Results::new(config(tmp.path())).unwrap();
+    let mut cycles = fixture().into_iter();
+    let (mut report, stacks) = cycles.next().unwrap();
+    results.on_cycle(&mut report, &stacks).unwrap();
+    let run_dir = tmp.path().join(format!("{PID}-{START_MS}"));
+    fs::rename(&run_dir, tmp.path().join("moved")).unwrap();
+    fs::create_dir(&run_dir).unwrap();
+    for (mut report, stacks) in cycles {
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let finished = results.finish().unwrap();
+    assert!(finished.outputs.is_empty(), "{:?}", finished.outputs);
+    assert_eq!(fs::read_dir(&run_dir).unwrap().count(), 0, "written into the replacement");
+    assert!(tmp.path().join("moved/all/runtime/methods").is_dir());
+}

@@ -8,6 +8,9 @@
 //!   existing component in a sticky world-writable directory must be owned by root or the
 //!   caller. Below that, nothing is followed: `O_NOFOLLOW` everywhere, subdirectories are
 //!   created with `mkdirat` and opened with `O_DIRECTORY|O_NOFOLLOW`.
+//! - A directory written to all run long but not held open (a host run sees thousands of
+//!   processes, each with its own) is reopened by name through its parent's descriptor when
+//!   written to, and must still be the directory that was created ([`OutDir::reopen_subdir`]).
 //! - Whole files are written to a fresh temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW`) and
 //!   renamed over their name inside the same directory ([`AtomicFile`]): an existing file,
 //!   symlink or hard link at that name is replaced, never opened, and a reader never sees half
@@ -114,6 +117,14 @@ fn message(what: &str, path: &Path, e: &PathError, fix: &str) -> String {
         _ => String::new(),
     };
     format!("{what} {}: {e}{fix}", path.display())
+}
+
+/// Which directory an [`OutDir`] is (device and inode), so that one reopened by name later can
+/// be checked to be the same directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirId {
+    dev: u64,
+    ino: u64,
 }
 
 /// An open directory that files are created in. Dropping it closes the descriptor.
@@ -253,6 +264,25 @@ impl OutDir {
         }
         let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty directory name"))?;
         Ok(OutDir { fd, path: self.path.join(rel), modes: self.modes })
+    }
+
+    /// Which directory this is ([`OutDir::reopen_subdir`]).
+    pub fn id(&self) -> io::Result<DirId> {
+        let st = walk::stat(&self.fd)?;
+        Ok(DirId { dev: st.st_dev, ino: st.st_ino })
+    }
+
+    /// The subdirectory `name` opened again ([`OutDir::open_subdir`]), which must still be the
+    /// directory `id` was taken from. A host run sees thousands of processes and cannot hold a
+    /// descriptor on each one's directory; reopened by name, a directory renamed away and
+    /// replaced by another (a symlink is refused anyway) would otherwise receive our files.
+    pub fn reopen_subdir(&self, name: &str, id: DirId) -> io::Result<OutDir> {
+        let dir = self.open_subdir(name)?;
+        if dir.id()? != id {
+            let reason = "is no longer the directory created for this run (moved away and replaced): nothing more is written there".into();
+            return Err(PathError::Refused { component: dir.path, reason }.into());
+        }
+        Ok(dir)
     }
 
     /// Starts writing `name` anew: bytes go to a fresh temporary file of this directory, which
