@@ -23,6 +23,8 @@ pub enum Consumer {
     Interner,
     /// The HotSpot readers' caches of one JVM (Method*, nmethod and scope data).
     HotSpot(u32),
+    /// Private copies of native files' symbol tables (`super::native`).
+    NativeCopies,
 }
 
 pub struct SymbolBudget {

@@ -22,12 +22,14 @@
 //! All symbol memory is bounded by one budget ([`budget`]).
 
 pub mod budget;
+mod elf_copy;
 mod hotspot;
 mod intern;
 mod jobs;
 mod jvm;
 mod kernel;
 mod native;
+mod native_maps;
 mod walk_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -39,12 +41,13 @@ use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
 use crate::ebpf::kernel_names::KernelNames;
-use budget::SymbolBudget;
+use budget::{Consumer, SymbolBudget};
 use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
 use native::NativeResolver;
+pub use native::NativeStats;
 
 const UNKNOWN: &str = "[unknown]";
 /// Cycles a process is looked at again to see whether it became a JVM (`record` sees the
@@ -55,6 +58,8 @@ const DISCOVERY_ATTEMPTS: u32 = 10;
 const CUT_STACKS_MIN_SAMPLE: u64 = 20;
 /// The interner may hold this fraction of the budget in stacks before its table starts over.
 const STACKS_SHARE_OF_BUDGET: u64 = 4;
+/// Private copies of native files' symbol tables may hold this fraction of the budget.
+const NATIVE_COPIES_SHARE_OF_BUDGET: u64 = 4;
 
 #[derive(Debug, Clone)]
 pub struct SymbolizerOptions {
@@ -155,6 +160,12 @@ pub struct SymbolStats {
     pub unwinders: BTreeMap<u32, JavaUnwinder>,
     /// Wall time spent symbolizing stacks (`symbolize`, `symbolize_walked`), discovery included.
     pub symbolize_ns: u64,
+    /// Native files copied and named, and those that could not be.
+    pub native: NativeStats,
+    /// Panics the symbol worker caught, and the samples of the cycles they cost their names
+    /// (set by the worker, `session::symbolize`).
+    pub worker_panics: u64,
+    pub samples_unsymbolized: u64,
 }
 
 /// A change to the kernel's maps the symbolizer asks for: it learns which processes are
@@ -250,7 +261,7 @@ impl Symbolizer {
         };
         Symbolizer {
             kernel_symbols: KernelResolver::new(&opts.proc_root, opts.kernel_names.clone()),
-            native: NativeResolver::new(),
+            native: NativeResolver::new(&opts.proc_root, opts.max_symbol_bytes / NATIVE_COPIES_SHARE_OF_BUDGET),
             interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),
             opts,
             budget,
@@ -312,7 +323,8 @@ impl Symbolizer {
             }
         }
         self.budget.forget_process(pid);
-        self.native.process_ended();
+        self.native.process_ended(pid);
+        self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
     }
 
     /// Keeps an ended JVM's counts in the totals.
@@ -370,6 +382,7 @@ impl Symbolizer {
         }
         stats.distinct_stacks = self.interner.distinct_stacks();
         stats.kallsyms_reloads = self.kernel_symbols.reloads();
+        stats.native = self.native.stats().clone();
         stats.symbol_bytes = self.budget.used_bytes();
         stats.symbol_budget_bytes = self.budget.total_bytes();
         stats
@@ -614,6 +627,7 @@ impl Symbolizer {
         if !pending.is_empty() {
             let addrs: Vec<u64> = pending.iter().map(|&(_, ip)| ip).collect();
             let names = self.native.user(pid, &addrs);
+            self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
             for ((slot, ip), name) in pending.into_iter().zip(names) {
                 let name = name.unwrap_or_else(|| {
                     self.stats.unresolved_frames += 1;
