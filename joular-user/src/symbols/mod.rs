@@ -47,7 +47,7 @@ use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
 use native::NativeResolver;
-pub use native::NativeStats;
+pub use native::{panic_message, NativeStats};
 
 const UNKNOWN: &str = "[unknown]";
 /// Cycles a process is looked at again to see whether it became a JVM (`record` sees the

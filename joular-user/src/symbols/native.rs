@@ -321,6 +321,77 @@ mod tests {
         assert_eq!(r.stats().files_bad.get("over_budget"), Some(&1), "a bad version is tried once");
     }
 
+    /// A copy of our test binary mapped whole at some address, and the address in it of the
+    /// marker function.
+    struct MappedCopy {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+        base: *mut libc::c_void,
+        len: usize,
+        marker: u64,
+    }
+
+    impl MappedCopy {
+        fn new() -> Self {
+            let own = read_file_mappings(Path::new("/proc"), std::process::id()).unwrap();
+            let marker_offset = find(&own, marker()).expect("marker is mapped").file_offset(marker());
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("libmarker.so");
+            std::fs::copy(std::env::current_exe().unwrap(), &path).unwrap();
+            let file = std::fs::File::open(&path).unwrap();
+            let len = file.metadata().unwrap().len() as usize;
+            // SAFETY: a fresh private read-only mapping of a file we own; unmapped on drop,
+            // and never read through (only its address range is looked up).
+            let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0) };
+            assert_ne!(base, libc::MAP_FAILED);
+            MappedCopy { _dir: dir, path, base, len, marker: base as u64 + marker_offset }
+        }
+    }
+
+    impl Drop for MappedCopy {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`.
+            unsafe { libc::munmap(self.base, self.len) };
+        }
+    }
+
+    #[test]
+    fn a_truncated_library_is_not_named_and_a_restored_one_is_again() {
+        let lib = MappedCopy::new();
+        let original = std::fs::read(&lib.path).unwrap();
+        let mut r = resolver();
+        let pid = std::process::id();
+        let named = |r: &mut NativeResolver| r.user(pid, &[lib.marker])[0].clone();
+        assert!(named(&mut r).unwrap_or_default().contains("marker_function_for_native_lookup"));
+        std::fs::OpenOptions::new().write(true).open(&lib.path).unwrap().set_len(0).unwrap();
+        assert_eq!(named(&mut r), None, "an empty file names nothing, and faults nothing");
+        assert_eq!(r.stats().files_bad.get("not_elf"), Some(&1), "{:?}", r.stats());
+        // Its tail rewritten with garbage (the section headers and symbol tables).
+        let mut garbage = original.clone();
+        let half = garbage.len() / 2;
+        garbage[half..].iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7919 % 251) as u8);
+        std::fs::write(&lib.path, &garbage).unwrap();
+        let _ = named(&mut r);
+        std::fs::write(&lib.path, &original).unwrap();
+        assert!(named(&mut r).unwrap_or_default().contains("marker_function_for_native_lookup"), "restored");
+        assert!(r.stats().copy_bytes < original.len() as u64, "one version held at a time: {:?}", r.stats());
+    }
+
+    #[test]
+    fn a_copy_names_its_file_after_the_file_was_truncated() {
+        let lib = MappedCopy::new();
+        let own = read_file_mappings(Path::new("/proc"), std::process::id()).unwrap();
+        let offset = find(&own, lib.marker).expect("mapped").file_offset(lib.marker);
+        let file = std::fs::File::open(&lib.path).unwrap();
+        let copy = copy_symbol_sections(&file, file.metadata().unwrap().len(), u64::MAX).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&lib.path).unwrap().set_len(0).unwrap();
+        let mut elf = Elf::new(copy.path());
+        elf.debug_syms = false;
+        let r = resolver();
+        let names = resolve(&r.user, &Source::Elf(elf), Input::FileOffset(&[offset]));
+        assert!(names[0].as_deref().unwrap_or_default().contains("marker_function_for_native_lookup"), "{names:?}");
+    }
+
     #[test]
     fn the_vdso_is_named() {
         let mut r = resolver();
