@@ -1,5 +1,5 @@
-//! Private copies of what names a target's ELF file: its headers and its symbol and string
-//! tables, read (never mapped) into a sealed memfd of our own. The target may truncate or
+//! Private copies of what names a target's ELF file: its headers and its symbol table with its
+//! strings, read (never mapped) into a sealed memfd of our own. The target may truncate or
 //! rewrite its file at any time; a map of it would turn that into SIGBUS in the profiler, or
 //! into data changing under blazesym's parser. A copy cannot change once made: bytes the
 //! target took away while it was read are zeros, which parse as an ELF file with fewer names.
@@ -17,10 +17,11 @@ const CHUNK_BYTES: usize = 1 << 20;
 const ELF64_HEADER_BYTES: u64 = 64;
 const ELF64_PHDR_BYTES: u64 = 56;
 const ELF64_SHDR_BYTES: u64 = 64;
-/// Section types that name code: symbol tables, their strings, notes (the build id).
+/// Section types that name code: symbol tables (with their string tables), notes (the build
+/// id). A section without bytes in the file has none to copy.
 const SHT_SYMTAB: u32 = 2;
-const SHT_STRTAB: u32 = 3;
 const SHT_NOTE: u32 = 7;
+const SHT_NOBITS: u32 = 8;
 const SHT_DYNSYM: u32 = 11;
 
 #[derive(Debug, thiserror::Error)]
@@ -146,16 +147,45 @@ fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::
     if read_at_most(src, &mut table, shdrs.start)? < table.len() {
         return Err(CopyError::NotElf("section headers cut short"));
     }
-    let mut ranges = vec![0..ELF64_HEADER_BYTES, phdrs, shdrs];
-    for shdr in table.chunks_exact(ELF64_SHDR_BYTES as usize) {
-        let sh_type = u32::from_le_bytes(shdr[4..8].try_into().expect("4 bytes"));
-        let offset = u64::from_le_bytes(shdr[24..32].try_into().expect("8 bytes"));
-        let size = u64::from_le_bytes(shdr[32..40].try_into().expect("8 bytes"));
-        if matches!(sh_type, SHT_SYMTAB | SHT_STRTAB | SHT_NOTE | SHT_DYNSYM) && offset < size_bytes {
-            ranges.push(offset..offset.saturating_add(size).min(size_bytes));
+    let sections: Vec<Section> = table.chunks_exact(ELF64_SHDR_BYTES as usize).map(Section::parse).collect();
+    // `.symtab` names everything `.dynsym` does: the dynamic table is the fallback of files
+    // stripped of the full one.
+    let symbols = match sections.iter().any(|s| s.sh_type == SHT_SYMTAB && s.size > 0) {
+        true => SHT_SYMTAB,
+        false => SHT_DYNSYM,
+    };
+    let shstrndx = u16_at(0x3e);
+    let mut wanted: Vec<&Section> = Vec::new();
+    for (index, s) in sections.iter().enumerate() {
+        if s.sh_type == symbols {
+            wanted.extend(sections.get(s.link as usize));
+            wanted.push(s);
+        } else if s.sh_type == SHT_NOTE || index as u64 == shstrndx {
+            wanted.push(s);
         }
     }
+    let mut ranges = vec![0..ELF64_HEADER_BYTES, phdrs, shdrs];
+    for s in wanted.into_iter().filter(|s| s.sh_type != SHT_NOBITS && s.offset < size_bytes) {
+        ranges.push(s.offset..s.offset.saturating_add(s.size).min(size_bytes));
+    }
     Ok(merge(ranges))
+}
+
+/// The fields of a section header that say what to copy.
+struct Section {
+    sh_type: u32,
+    offset: u64,
+    size: u64,
+    /// A symbol table's string table.
+    link: u32,
+}
+
+impl Section {
+    fn parse(shdr: &[u8]) -> Self {
+        let u32_at = |o: usize| u32::from_le_bytes(shdr[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(shdr[o..o + 8].try_into().expect("8 bytes"));
+        Section { sh_type: u32_at(4), offset: u64_at(24), size: u64_at(32), link: u32_at(40) }
+    }
 }
 
 /// Sorted, non-empty, non-overlapping.

@@ -46,7 +46,7 @@ use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
-use native::NativeResolver;
+use native::{NativeName, NativeResolver};
 pub use native::{panic_message, NativeStats};
 
 const UNKNOWN: &str = "[unknown]";
@@ -629,12 +629,18 @@ impl Symbolizer {
             let names = self.native.user(pid, &addrs);
             self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
             for ((slot, ip), name) in pending.into_iter().zip(names) {
-                let name = name.unwrap_or_else(|| {
-                    self.stats.unresolved_frames += 1;
-                    UNKNOWN.to_owned()
-                });
+                let (name, for_good) = match name {
+                    NativeName::Named(name) => (name, true),
+                    unnamed => {
+                        self.stats.unresolved_frames += 1;
+                        (UNKNOWN.to_owned(), unnamed == NativeName::Unknown)
+                    }
+                };
                 let id = self.interner.frame(FrameKind::Native, &name, &name);
-                process.native.insert(ip, id);
+                // A file unreadable now (being rewritten, over the budget) may be read later.
+                if for_good {
+                    process.native.insert(ip, id);
+                }
                 slots[slot] = one(id);
             }
         }

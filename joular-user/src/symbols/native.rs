@@ -41,6 +41,16 @@ struct Held {
     holders: u32,
 }
 
+/// What an address of a process is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NativeName {
+    Named(String),
+    /// Its file was read and has no name for it (or it is in no file).
+    Unknown,
+    /// Its file could not be read now: bad, gone, over the budget. Another version may be.
+    Unavailable,
+}
+
 /// What native symbolization did and could not do, since the start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NativeStats {
@@ -50,7 +60,7 @@ pub struct NativeStats {
     /// File versions that could not be named, by reason (`not_elf`, `over_budget`,
     /// `unreadable`, `parser_panic`).
     pub files_bad: BTreeMap<String, u64>,
-    /// The first few, as "path: reason".
+    /// The first few files, as "path: reason" (the first reason of each).
     pub bad_examples: Vec<String>,
 }
 
@@ -95,9 +105,9 @@ impl NativeResolver {
         }
     }
 
-    /// One name per address (`None` when unresolved), in input order.
-    pub fn user(&mut self, pid: u32, addrs: &[u64]) -> Vec<Option<String>> {
-        let mut names = vec![None; addrs.len()];
+    /// One name per address, in input order.
+    pub fn user(&mut self, pid: u32, addrs: &[u64]) -> Vec<NativeName> {
+        let mut names = vec![NativeName::Unknown; addrs.len()];
         let mappings = match read_file_mappings(&self.proc_root, pid) {
             Ok(m) => m,
             Err(e) => {
@@ -113,7 +123,10 @@ impl NativeResolver {
             }
         }
         for (mapping, wanted) in by_mapping.into_values() {
-            let Some(key) = self.copy_for(pid, mapping) else { continue };
+            let Some(key) = self.copy_for(pid, mapping) else {
+                wanted.iter().for_each(|&(slot, _)| names[slot] = NativeName::Unavailable);
+                continue;
+            };
             let offsets: Vec<u64> = wanted.iter().map(|&(_, off)| off).collect();
             let path = self.copies[&key].copy.path();
             let mut elf = Elf::new(&path);
@@ -122,10 +135,13 @@ impl NativeResolver {
             match catch_unwind(AssertUnwindSafe(|| resolve(&self.user, &source, Input::FileOffset(&offsets)))) {
                 Ok(resolved) => {
                     for ((slot, _), name) in wanted.into_iter().zip(resolved) {
-                        names[slot] = name;
+                        names[slot] = name.map_or(NativeName::Unknown, NativeName::Named);
                     }
                 }
-                Err(payload) => self.parser_panicked(pid, mapping, key, &*payload),
+                Err(payload) => {
+                    wanted.iter().for_each(|&(slot, _)| names[slot] = NativeName::Unavailable);
+                    self.parser_panicked(pid, mapping, key, &*payload);
+                }
             }
         }
         names
@@ -211,6 +227,8 @@ impl NativeResolver {
             // blazesym caches by path, and the descriptor number will be reused.
             let _ = self.user.evict(&blazesym::symbolize::evict::Elf::new(held.copy.path()).into());
             self.stats.copy_bytes -= held.copy.bytes;
+            // Room was made: files refused for lack of it may fit now.
+            self.bad.retain(|_, kind| *kind != "over_budget");
         }
     }
 
@@ -220,8 +238,9 @@ impl NativeResolver {
         }
         self.bad.insert(key, kind);
         *self.stats.files_bad.entry(kind.to_owned()).or_default() += 1;
-        if self.stats.bad_examples.len() < MAX_BAD_EXAMPLES {
-            self.stats.bad_examples.push(format!("{}: {reason}", describe(mapping)));
+        let example = format!("{}: ", describe(mapping));
+        if self.stats.bad_examples.len() < MAX_BAD_EXAMPLES && !self.stats.bad_examples.iter().any(|e| e.starts_with(&example)) {
+            self.stats.bad_examples.push(example + reason);
         }
         log::debug!("{}: not named: {reason}", describe(mapping));
     }
@@ -290,6 +309,13 @@ mod tests {
         marker_function_for_native_lookup as *const () as usize as u64
     }
 
+    fn named(name: NativeName) -> String {
+        match name {
+            NativeName::Named(name) => name,
+            other => format!("{other:?}"),
+        }
+    }
+
     fn resolver() -> NativeResolver {
         NativeResolver::new(Path::new("/proc"), 256 << 20)
     }
@@ -298,9 +324,9 @@ mod tests {
     fn our_own_functions_are_named_from_a_private_copy() {
         let mut r = resolver();
         let pid = std::process::id();
-        let name = r.user(pid, &[marker(), 0])[0].clone().unwrap_or_default();
+        let name = named(r.user(pid, &[marker(), 0])[0].clone());
         assert!(name.contains("marker_function_for_native_lookup"), "{name}");
-        assert_eq!(r.user(pid, &[0]), [None], "an unmapped address");
+        assert_eq!(r.user(pid, &[0]), [NativeName::Unknown], "an unmapped address");
         let st = r.stats().clone();
         assert!(st.files_copied >= 1 && st.copy_bytes > 0, "{st:?}");
         // Asking again uses the same copy.
@@ -308,13 +334,13 @@ mod tests {
         assert_eq!(r.stats().files_copied, st.files_copied);
         r.process_ended(pid);
         assert_eq!((r.stats().copy_bytes, r.copies.len()), (0, 0), "nothing is held for an ended process");
-        assert!(r.user(pid, &[marker()])[0].as_deref().unwrap_or_default().contains("marker_function_for_native_lookup"));
+        assert!(named(r.user(pid, &[marker()])[0].clone()).contains("marker_function_for_native_lookup"));
     }
 
     #[test]
     fn a_file_over_the_budget_is_not_copied_and_counted() {
         let mut r = NativeResolver::new(Path::new("/proc"), 1024);
-        assert_eq!(r.user(std::process::id(), &[marker()]), [None]);
+        assert_eq!(r.user(std::process::id(), &[marker()]), [NativeName::Unavailable]);
         assert_eq!(r.stats().files_bad.get("over_budget"), Some(&1), "{:?}", r.stats());
         assert!(r.stats().bad_examples[0].contains("over the"), "{:?}", r.stats().bad_examples);
         r.user(std::process::id(), &[marker()]);
@@ -361,19 +387,19 @@ mod tests {
         let original = std::fs::read(&lib.path).unwrap();
         let mut r = resolver();
         let pid = std::process::id();
-        let named = |r: &mut NativeResolver| r.user(pid, &[lib.marker])[0].clone();
-        assert!(named(&mut r).unwrap_or_default().contains("marker_function_for_native_lookup"));
+        let lookup = |r: &mut NativeResolver| r.user(pid, &[lib.marker])[0].clone();
+        assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"));
         std::fs::OpenOptions::new().write(true).open(&lib.path).unwrap().set_len(0).unwrap();
-        assert_eq!(named(&mut r), None, "an empty file names nothing, and faults nothing");
+        assert_eq!(lookup(&mut r), NativeName::Unavailable, "an empty file names nothing, and faults nothing");
         assert_eq!(r.stats().files_bad.get("not_elf"), Some(&1), "{:?}", r.stats());
         // Its tail rewritten with garbage (the section headers and symbol tables).
         let mut garbage = original.clone();
         let half = garbage.len() / 2;
         garbage[half..].iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7919 % 251) as u8);
         std::fs::write(&lib.path, &garbage).unwrap();
-        let _ = named(&mut r);
+        let _ = lookup(&mut r);
         std::fs::write(&lib.path, &original).unwrap();
-        assert!(named(&mut r).unwrap_or_default().contains("marker_function_for_native_lookup"), "restored");
+        assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"), "restored");
         assert!(r.stats().copy_bytes < original.len() as u64, "one version held at a time: {:?}", r.stats());
     }
 
@@ -405,6 +431,6 @@ mod tests {
         assert_eq!(base, vdso.start);
         // Some address inside the vDSO's text names one of its functions.
         let names = r.user(pid, &(vdso.start..vdso.end).step_by(16).collect::<Vec<_>>());
-        assert!(names.iter().flatten().any(|n| n.contains("vdso") || n.contains("clock_gettime")), "{names:?}");
+        assert!(names.into_iter().map(named).any(|n| n.contains("vdso") || n.contains("clock_gettime")));
     }
 }
