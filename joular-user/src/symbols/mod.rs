@@ -47,7 +47,7 @@ use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
 use native::{NativeName, NativeResolver};
-pub use native::{panic_message, NativeStats};
+pub use native::{names_at_file_offsets, panic_message, NameError, NativeStats};
 
 const UNKNOWN: &str = "[unknown]";
 /// Cycles a process is looked at again to see whether it became a JVM (`record` sees the

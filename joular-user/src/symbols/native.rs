@@ -11,6 +11,7 @@
 //! its addresses stay unnamed (counted). A panic inside blazesym marks that file version bad.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
-use super::elf_copy::{copy_symbol_sections, ByteSource, ElfCopy, MemoryImage};
+use super::elf_copy::{copy_symbol_sections, ByteSource, CopyError, ElfCopy, MemoryImage};
 use super::native_maps::{find, read_file_mappings, FileMapping, Mapped};
 
 /// Bad file versions remembered (so each is tried once); past this the memory starts over.
@@ -128,19 +129,15 @@ impl NativeResolver {
                 continue;
             };
             let offsets: Vec<u64> = wanted.iter().map(|&(_, off)| off).collect();
-            let path = self.copies[&key].copy.path();
-            let mut elf = Elf::new(&path);
-            elf.debug_syms = false;
-            let source = Source::Elf(elf);
-            match catch_unwind(AssertUnwindSafe(|| resolve(&self.user, &source, Input::FileOffset(&offsets)))) {
+            match names_in_copy(&self.user, &self.copies[&key].copy, &offsets) {
                 Ok(resolved) => {
                     for ((slot, _), name) in wanted.into_iter().zip(resolved) {
                         names[slot] = name.map_or(NativeName::Unknown, NativeName::Named);
                     }
                 }
-                Err(payload) => {
+                Err(message) => {
                     wanted.iter().for_each(|&(slot, _)| names[slot] = NativeName::Unavailable);
-                    self.parser_panicked(pid, mapping, key, &*payload);
+                    self.parser_panicked(pid, mapping, key, &message);
                 }
             }
         }
@@ -246,8 +243,7 @@ impl NativeResolver {
     }
 
     /// blazesym panicked on a copy: that file version is bad from now on.
-    fn parser_panicked(&mut self, pid: u32, mapping: &FileMapping, key: FileKey, payload: &(dyn std::any::Any + Send)) {
-        let message = panic_message(payload);
+    fn parser_panicked(&mut self, pid: u32, mapping: &FileMapping, key: FileKey, message: &str) {
         if !std::mem::replace(&mut self.panic_logged, true) {
             log::warn!("process {pid}: naming {} failed (the ELF parser panicked: {message}); its addresses stay unnamed", describe(mapping));
         }
@@ -258,6 +254,33 @@ impl NativeResolver {
         }
         self.mark_bad(key, mapping, "parser_panic", &format!("the ELF parser panicked: {message}"));
     }
+}
+
+/// Names file offsets of a copy; a panic inside blazesym is caught and returned as its message.
+fn names_in_copy(symbolizer: &Symbolizer, copy: &ElfCopy, offsets: &[u64]) -> Result<Vec<Option<String>>, String> {
+    let mut elf = Elf::new(copy.path());
+    // Debug files are found through paths the target's file names: none are read.
+    elf.debug_syms = false;
+    let source = Source::Elf(elf);
+    catch_unwind(AssertUnwindSafe(|| resolve(symbolizer, &source, Input::FileOffset(offsets)))).map_err(|payload| panic_message(&*payload))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NameError {
+    #[error("{0}")]
+    Copy(#[from] CopyError),
+    #[error("the ELF parser panicked: {0}")]
+    Panicked(String),
+}
+
+/// Names `offsets` of the ELF file `src` (`size_bytes` long) as a mapped file's are named: through
+/// a private copy of at most `max_copy_bytes`, with the parser's panics caught. The whole native
+/// path from a file's bytes to names, for the fuzzers.
+pub fn names_at_file_offsets(src: &File, size_bytes: u64, max_copy_bytes: u64, offsets: &[u64]) -> Result<(Vec<Option<String>>, u64), NameError> {
+    let copy = copy_symbol_sections(src, size_bytes, max_copy_bytes)?;
+    let symbolizer = Symbolizer::builder().enable_code_info(false).enable_inlined_fns(false).build();
+    let names = names_in_copy(&symbolizer, &copy, offsets).map_err(NameError::Panicked)?;
+    Ok((names, copy.bytes))
 }
 
 fn describe(m: &FileMapping) -> String {
