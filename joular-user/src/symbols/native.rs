@@ -117,7 +117,8 @@ impl NativeResolver {
             }
         };
         // Per mapping (by start), the input slots and file offsets it covers.
-        let mut by_mapping: BTreeMap<u64, (&FileMapping, Vec<(usize, u64)>)> = BTreeMap::new();
+        type Wanted<'m> = (&'m FileMapping, Vec<(usize, u64)>);
+        let mut by_mapping: BTreeMap<u64, Wanted> = BTreeMap::new();
         for (slot, &addr) in addrs.iter().enumerate() {
             if let Some(m) = find(&mappings, addr) {
                 by_mapping.entry(m.start).or_insert((m, Vec::new())).1.push((slot, m.file_offset(addr)));
