@@ -289,6 +289,73 @@ pub fn late_stacks(threads: &[(u32, u32, u64)]) -> Vec<ThreadStacks> {
     out
 }
 
+/// The end-of-run line about how a JVM's stacks were unwound.
+pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
+    let how = match (u.unwinder.as_str(), &u.reason) {
+        ("hotspot", _) => "the HotSpot unwinder (compiled frames stepped by their code blobs' frame sizes; the JIT code keeps no frame pointers)".to_owned(),
+        (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
+        _ => "frame pointers (the JIT code keeps them)".to_owned(),
+    };
+    format!(
+        "JVM {pid}: Java stacks walked by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
+        u.stacks_hotspot, u.stacks_frame_pointers, u.stacks_cut
+    )
+}
+
+/// The end-of-run line about Java frames named through HotSpot's tables.
+pub fn hotspot_line(st: &SymbolStats) -> String {
+    format!(
+        "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
+         {} code-cache re-reads, {} JIT frames left unknown ({} freed before they were named), {} interpreted frames unnamed; \
+         misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
+         {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
+        st.hotspot_jvms,
+        st.hotspot_methods_read,
+        st.hotspot_nmethods_read,
+        st.code_cache_refreshes,
+        st.unknown_jit_frames,
+        st.stale_compiled_frames,
+        st.unnamed_interpreted_frames,
+        st.method_unreadable,
+        st.method_stale,
+        st.method_corrupt,
+        st.code_unreadable,
+        st.walked_stacks,
+        st.walked_stacks_cut,
+        st.walked_stacks_truncated,
+        st.hotspot_cache_bytes / 1024,
+        st.symbolize_ns as f64 / 1e6,
+    )
+}
+
+/// The end-of-run warning when symbolization lost names to panics or to native files it could
+/// not read, `None` when it did not.
+pub fn degraded_line(st: &SymbolStats) -> Option<String> {
+    let bad_files: u64 = st.native.files_bad.values().sum();
+    if st.worker_panics == 0 && bad_files == 0 {
+        return None;
+    }
+    let kinds: Vec<String> = st.native.files_bad.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let examples = match st.native.bad_examples.is_empty() {
+        true => String::new(),
+        false => format!(" (e.g. {})", st.native.bad_examples.join("; ")),
+    };
+    Some(format!(
+        "warning: symbolization degraded: {} panic(s) caught in the symbol worker, {} sample(s) written as {SYMBOLS_FAILED}; \
+         {bad_files} native file version(s) left unnamed [{}]{examples}",
+        st.worker_panics,
+        st.samples_unsymbolized,
+        kinds.join(", "),
+    ))
+}
+
+/// `summary.json` `degraded` counts for what [`degraded_line`] says.
+pub fn degraded_counts(st: &SymbolStats) -> Vec<(String, u64)> {
+    let mut counts = vec![("symbol_worker_panics".to_owned(), st.worker_panics), ("samples_unsymbolized".to_owned(), st.samples_unsymbolized)];
+    counts.extend(st.native.files_bad.iter().map(|(kind, &n)| (format!("native_files_{kind}"), n)));
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,71 +428,4 @@ mod tests {
         assert_eq!(settle_within(Duration::from_secs(1)), Duration::from_millis(500));
         assert_eq!(settle_within(Duration::from_secs(60)), Duration::from_secs(2));
     }
-}
-
-/// The end-of-run line about how a JVM's stacks were unwound.
-pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
-    let how = match (u.unwinder.as_str(), &u.reason) {
-        ("hotspot", _) => "the HotSpot unwinder (compiled frames stepped by their code blobs' frame sizes; the JIT code keeps no frame pointers)".to_owned(),
-        (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
-        _ => "frame pointers (the JIT code keeps them)".to_owned(),
-    };
-    format!(
-        "JVM {pid}: Java stacks walked by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
-        u.stacks_hotspot, u.stacks_frame_pointers, u.stacks_cut
-    )
-}
-
-/// The end-of-run line about Java frames named through HotSpot's tables.
-pub fn hotspot_line(st: &SymbolStats) -> String {
-    format!(
-        "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
-         {} code-cache re-reads, {} JIT frames left unknown ({} freed before they were named), {} interpreted frames unnamed; \
-         misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
-         {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
-        st.hotspot_jvms,
-        st.hotspot_methods_read,
-        st.hotspot_nmethods_read,
-        st.code_cache_refreshes,
-        st.unknown_jit_frames,
-        st.stale_compiled_frames,
-        st.unnamed_interpreted_frames,
-        st.method_unreadable,
-        st.method_stale,
-        st.method_corrupt,
-        st.code_unreadable,
-        st.walked_stacks,
-        st.walked_stacks_cut,
-        st.walked_stacks_truncated,
-        st.hotspot_cache_bytes / 1024,
-        st.symbolize_ns as f64 / 1e6,
-    )
-}
-
-/// The end-of-run warning when symbolization lost names to panics or to native files it could
-/// not read, `None` when it did not.
-pub fn degraded_line(st: &SymbolStats) -> Option<String> {
-    let bad_files: u64 = st.native.files_bad.values().sum();
-    if st.worker_panics == 0 && bad_files == 0 {
-        return None;
-    }
-    let kinds: Vec<String> = st.native.files_bad.iter().map(|(k, n)| format!("{k}={n}")).collect();
-    let examples = match st.native.bad_examples.is_empty() {
-        true => String::new(),
-        false => format!(" (e.g. {})", st.native.bad_examples.join("; ")),
-    };
-    Some(format!(
-        "warning: symbolization degraded: {} panic(s) caught in the symbol worker, {} sample(s) written as {SYMBOLS_FAILED}; \
-         {bad_files} native file version(s) left unnamed [{}]{examples}",
-        st.worker_panics,
-        st.samples_unsymbolized,
-        kinds.join(", "),
-    ))
-}
-
-/// `summary.json` `degraded` counts for what [`degraded_line`] says.
-pub fn degraded_counts(st: &SymbolStats) -> Vec<(String, u64)> {
-    let mut counts = vec![("symbol_worker_panics".to_owned(), st.worker_panics), ("samples_unsymbolized".to_owned(), st.samples_unsymbolized)];
-    counts.extend(st.native.files_bad.iter().map(|(kind, &n)| (format!("native_files_{kind}"), n)));
-    counts
 }
