@@ -26,6 +26,9 @@ use super::native_maps::{find, read_file_mappings, FileMapping, Mapped};
 const MAX_BAD_VERSIONS: usize = 4096;
 /// Bad files named in the end-of-run line.
 const MAX_BAD_EXAMPLES: usize = 8;
+/// A mapping whose file could not be read is tried again after this long, not at every stack:
+/// a target rewriting its library in a loop costs a few copies a second, not one per sample.
+const RETRY_UNAVAILABLE_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 /// A vDSO is a page or two; anything larger is not one.
 const MAX_VDSO_BYTES: u64 = 1 << 20;
 
@@ -72,6 +75,8 @@ pub struct NativeResolver {
     /// Which copy each (pid, mapping start) uses.
     held_by: HashMap<(u32, u64), FileKey>,
     bad: HashMap<FileKey, &'static str>,
+    /// (pid, mapping start) whose file could not be read, and when.
+    unavailable_since: HashMap<(u32, u64), std::time::Instant>,
     max_copy_bytes: u64,
     stats: NativeStats,
     panic_logged: bool,
@@ -87,6 +92,7 @@ impl NativeResolver {
             copies: HashMap::new(),
             held_by: HashMap::new(),
             bad: HashMap::new(),
+            unavailable_since: HashMap::new(),
             max_copy_bytes,
             stats: NativeStats::default(),
             panic_logged: false,
@@ -101,6 +107,7 @@ impl NativeResolver {
     pub fn process_ended(&mut self, pid: u32) {
         let keys: Vec<FileKey> = self.held_by.iter().filter(|((p, _), _)| *p == pid).map(|(_, &k)| k).collect();
         self.held_by.retain(|(p, _), _| *p != pid);
+        self.unavailable_since.retain(|(p, _), _| *p != pid);
         for key in keys {
             self.release(key);
         }
@@ -125,10 +132,19 @@ impl NativeResolver {
             }
         }
         for (mapping, wanted) in by_mapping.into_values() {
-            let Some(key) = self.copy_for(pid, mapping) else {
+            let recently_unavailable = self.unavailable_since.get(&(pid, mapping.start)).is_some_and(|t| t.elapsed() < RETRY_UNAVAILABLE_AFTER);
+            let key = match recently_unavailable {
+                true => None,
+                false => self.copy_for(pid, mapping),
+            };
+            let Some(key) = key else {
+                if !recently_unavailable {
+                    self.unavailable_since.insert((pid, mapping.start), std::time::Instant::now());
+                }
                 wanted.iter().for_each(|&(slot, _)| names[slot] = NativeName::Unavailable);
                 continue;
             };
+            self.unavailable_since.remove(&(pid, mapping.start));
             let offsets: Vec<u64> = wanted.iter().map(|&(_, off)| off).collect();
             match names_in_copy(&self.user, &self.copies[&key].copy, &offsets) {
                 Ok(resolved) => {
@@ -416,14 +432,17 @@ mod tests {
         std::fs::OpenOptions::new().write(true).open(&lib.path).unwrap().set_len(0).unwrap();
         assert_eq!(lookup(&mut r), NativeName::Unavailable, "an empty file names nothing, and faults nothing");
         assert_eq!(r.stats().files_bad.get("not_elf"), Some(&1), "{:?}", r.stats());
-        // Its tail rewritten with garbage (the section headers and symbol tables).
+        std::fs::write(&lib.path, &original).unwrap();
+        // A mapping that could not be read is tried again after a while, not at every stack.
+        std::thread::sleep(RETRY_UNAVAILABLE_AFTER);
+        assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"), "restored");
+        // Its tail rewritten with garbage (the section headers and symbol tables): whatever the
+        // copy names, nothing faults.
         let mut garbage = original.clone();
         let half = garbage.len() / 2;
         garbage[half..].iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7919 % 251) as u8);
         std::fs::write(&lib.path, &garbage).unwrap();
         let _ = lookup(&mut r);
-        std::fs::write(&lib.path, &original).unwrap();
-        assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"), "restored");
         assert!(r.stats().copy_bytes < original.len() as u64, "one version held at a time: {:?}", r.stats());
     }
 
