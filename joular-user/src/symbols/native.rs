@@ -29,6 +29,9 @@ const MAX_BAD_EXAMPLES: usize = 8;
 /// A mapping whose file could not be read is tried again after this long, not at every stack:
 /// a target rewriting its library in a loop costs a few copies a second, not one per sample.
 const RETRY_UNAVAILABLE_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+/// A mapping's file is copied at most this often: a target rewriting its library in a loop
+/// makes a new version each time, and each costs a copy and a parse of its symbol table.
+const RECOPY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// A vDSO is a page or two; anything larger is not one.
 const MAX_VDSO_BYTES: u64 = 1 << 20;
 
@@ -77,6 +80,8 @@ pub struct NativeResolver {
     bad: HashMap<FileKey, &'static str>,
     /// (pid, mapping start) whose file could not be read, and when.
     unavailable_since: HashMap<(u32, u64), std::time::Instant>,
+    /// (pid, mapping start) whose file was last copied (or tried), and when.
+    copied_at: HashMap<(u32, u64), std::time::Instant>,
     max_copy_bytes: u64,
     stats: NativeStats,
     panic_logged: bool,
@@ -93,6 +98,7 @@ impl NativeResolver {
             held_by: HashMap::new(),
             bad: HashMap::new(),
             unavailable_since: HashMap::new(),
+            copied_at: HashMap::new(),
             max_copy_bytes,
             stats: NativeStats::default(),
             panic_logged: false,
@@ -108,6 +114,7 @@ impl NativeResolver {
         let keys: Vec<FileKey> = self.held_by.iter().filter(|((p, _), _)| *p == pid).map(|(_, &k)| k).collect();
         self.held_by.retain(|(p, _), _| *p != pid);
         self.unavailable_since.retain(|(p, _), _| *p != pid);
+        self.copied_at.retain(|(p, _), _| *p != pid);
         for key in keys {
             self.release(key);
         }
@@ -191,6 +198,11 @@ impl NativeResolver {
         if self.bad.contains_key(&key) {
             return None;
         }
+        let now = std::time::Instant::now();
+        if self.copied_at.get(&(pid, mapping.start)).is_some_and(|&t| now.duration_since(t) < RECOPY_AFTER) {
+            return None;
+        }
+        self.copied_at.insert((pid, mapping.start), now);
         let left_bytes = self.max_copy_bytes.saturating_sub(self.stats.copy_bytes);
         let copied = match (&mapping.what, size_bytes) {
             (Mapped::File(_), Some(size)) => copy_symbol_sections(&file as &dyn ByteSource, size, left_bytes),
@@ -430,11 +442,13 @@ mod tests {
         let lookup = |r: &mut NativeResolver| r.user(pid, &[lib.marker])[0].clone();
         assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"));
         std::fs::OpenOptions::new().write(true).open(&lib.path).unwrap().set_len(0).unwrap();
+        std::thread::sleep(RECOPY_AFTER);
         assert_eq!(lookup(&mut r), NativeName::Unavailable, "an empty file names nothing, and faults nothing");
         assert_eq!(r.stats().files_bad.get("not_elf"), Some(&1), "{:?}", r.stats());
         std::fs::write(&lib.path, &original).unwrap();
-        // A mapping that could not be read is tried again after a while, not at every stack.
-        std::thread::sleep(RETRY_UNAVAILABLE_AFTER);
+        // A mapping that could not be read is tried again after a while, not at every stack, and
+        // a mapping's file is copied at most once a second.
+        std::thread::sleep(RETRY_UNAVAILABLE_AFTER.max(RECOPY_AFTER));
         assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"), "restored");
         // Its tail rewritten with garbage (the section headers and symbol tables): whatever the
         // copy names, nothing faults.
