@@ -17,9 +17,11 @@ const CHUNK_BYTES: usize = 1 << 20;
 const ELF64_HEADER_BYTES: u64 = 64;
 const ELF64_PHDR_BYTES: u64 = 56;
 const ELF64_SHDR_BYTES: u64 = 64;
+const ELF64_SYM_BYTES: u64 = 24;
 /// Section types that name code: symbol tables (with their string tables), notes (the build
 /// id). A section without bytes in the file has none to copy.
 const SHT_SYMTAB: u32 = 2;
+const SHT_STRTAB: u32 = 3;
 const SHT_NOTE: u32 = 7;
 const SHT_NOBITS: u32 = 8;
 const SHT_DYNSYM: u32 = 11;
@@ -150,14 +152,20 @@ fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::
     let sections: Vec<Section> = table.chunks_exact(ELF64_SHDR_BYTES as usize).map(Section::parse).collect();
     // `.symtab` names everything `.dynsym` does: the dynamic table is the fallback of files
     // stripped of the full one.
-    let symbols = match sections.iter().any(|s| s.sh_type == SHT_SYMTAB && s.size > 0) {
+    // A symbol table of 24-byte entries whose strings are a string table; anything else (a
+    // rewritten file's garbage) would only cost a parse that names nothing.
+    let valid = |s: &Section| {
+        s.size > 0 && s.entsize == ELF64_SYM_BYTES && s.size % ELF64_SYM_BYTES == 0 && sections.get(s.link as usize).is_some_and(|l| l.sh_type == SHT_STRTAB)
+    };
+    let symbols = match sections.iter().any(|s| s.sh_type == SHT_SYMTAB && valid(s)) {
         true => SHT_SYMTAB,
-        false => SHT_DYNSYM,
+        false if sections.iter().any(|s| s.sh_type == SHT_DYNSYM && valid(s)) => SHT_DYNSYM,
+        false => return Err(CopyError::NotElf("no symbol table")),
     };
     let shstrndx = u16_at(0x3e);
     let mut wanted: Vec<&Section> = Vec::new();
     for (index, s) in sections.iter().enumerate() {
-        if s.sh_type == symbols {
+        if s.sh_type == symbols && valid(s) {
             wanted.extend(sections.get(s.link as usize));
             wanted.push(s);
         } else if s.sh_type == SHT_NOTE || index as u64 == shstrndx {
@@ -178,13 +186,14 @@ struct Section {
     size: u64,
     /// A symbol table's string table.
     link: u32,
+    entsize: u64,
 }
 
 impl Section {
     fn parse(shdr: &[u8]) -> Self {
         let u32_at = |o: usize| u32::from_le_bytes(shdr[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_le_bytes(shdr[o..o + 8].try_into().expect("8 bytes"));
-        Section { sh_type: u32_at(4), offset: u64_at(24), size: u64_at(32), link: u32_at(40) }
+        Section { sh_type: u32_at(4), offset: u64_at(24), size: u64_at(32), link: u32_at(40), entsize: u64_at(56) }
     }
 }
 
