@@ -261,6 +261,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     ] {
         sinks.results.add_degraded(cause, count);
     }
+    for (cause, count) in symbolize::degraded_counts(&sinks.symbol_stats) {
+        sinks.results.add_degraded(&cause, count);
+    }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = sinks.results.finish();
     out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
@@ -339,6 +342,9 @@ fn next_boundary(start: Instant, interval: Duration, now: Instant) -> Instant {
 /// The end-of-run line about symbols, when there is anything to say.
 fn print_symbol_line(sinks: &Sinks) {
     let st = &sinks.symbol_stats;
+    if let Some(line) = symbolize::degraded_line(st) {
+        errln!("joular-ebpf: {line}");
+    }
     if st.hotspot_jvms > 0 {
         errln!("joular-ebpf: {}", symbolize::hotspot_line(st));
     }

@@ -76,13 +76,15 @@ impl SymbolWorker {
         let queued = Arc::new(AtomicUsize::new(0));
         let abandoned_below = Arc::new(AtomicU64::new(0));
         let (q, a) = (Arc::clone(&queued), Arc::clone(&abandoned_below));
+        install_quiet_panic_hook();
         std::thread::Builder::new().name("symbols".into()).spawn(move || {
             let mut symbolizer = Symbolizer::new(opts);
+            let mut guard = PanicGuard::default();
             for pid in targets {
-                symbolizer.watch(pid);
+                guard.contain(|| symbolizer.watch(pid), "looking at a target");
             }
-            let _ = watched_tx.send(symbolizer.take_kernel_updates());
-            run(symbolizer, settle_within, &cycles_rx, &replies_tx, &q, &a)
+            let _ = watched_tx.send(guard.contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list").unwrap_or_default());
+            run(symbolizer, guard, settle_within, &cycles_rx, &replies_tx, &q, &a)
         })?;
         let updates = watched_rx.recv_timeout(WATCH_WAIT).unwrap_or_default();
         Ok((SymbolWorker { cycles: Some(cycles_tx), replies, queued, abandoned_below, alive: true }, updates))
@@ -122,6 +124,7 @@ impl Drop for SymbolWorker {
 
 fn run(
     mut symbolizer: Symbolizer,
+    mut guard: PanicGuard,
     settle_within: Duration,
     cycles: &mpsc::Receiver<CycleSamples>,
     replies: &UnboundedSender<SymbolReply>,
@@ -133,43 +136,114 @@ fn run(
         if cycle.cycle >= abandoned_below.load(Ordering::Acquire) {
             // Catching up matters more than completing one cycle's JIT frames.
             let deadline = Instant::now() + if behind { Duration::ZERO } else { settle_within };
-            let stacks = symbolize_cycle(&mut symbolizer, &cycle.samples, deadline);
-            for &pid in &cycle.ended {
-                symbolizer.forget_process(pid);
-            }
-            let reply = SymbolReply {
-                cycle: cycle.cycle,
-                stacks,
-                stats: symbolizer.stats(),
-                kernel_updates: symbolizer.take_kernel_updates(),
-            };
+            let stacks = symbolize_cycle(&mut symbolizer, &cycle.samples, deadline, &mut guard);
+            forget(&mut symbolizer, &cycle.ended, &mut guard);
+            let mut stats = guard.contain(|| symbolizer.stats(), "reading its counters").unwrap_or_default();
+            stats.worker_panics = guard.panics;
+            stats.samples_unsymbolized = guard.samples_unsymbolized;
+            let kernel_updates = guard.contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list").unwrap_or_default();
+            let reply = SymbolReply { cycle: cycle.cycle, stacks, stats, kernel_updates };
             if replies.send(reply).is_err() {
                 return;
             }
         } else {
-            for &pid in &cycle.ended {
-                symbolizer.forget_process(pid);
-            }
+            forget(&mut symbolizer, &cycle.ended, &mut guard);
         }
     }
 }
 
-/// Look ahead, wait for what is missing (until `deadline`), then symbolize every sample.
-pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadline: Instant) -> Vec<ThreadStacks> {
-    symbolizer.begin_cycle();
-    // Walked stacks are named through HotSpot's tables, which need no job to wait for.
-    for s in samples.iter().filter(|s| s.walked.is_none()) {
-        symbolizer.prepare(s.pid, &s.user);
+fn forget(symbolizer: &mut Symbolizer, ended: &[u32], guard: &mut PanicGuard) {
+    for &pid in ended {
+        guard.contain(|| symbolizer.forget_process(pid), "forgetting an ended process");
+        guard.bad_pids.remove(&pid);
     }
-    symbolizer.settle(deadline);
+}
+
+/// The frame of a stack whose symbolization panicked.
+pub const SYMBOLS_FAILED: &str = "[symbols failed]";
+
+/// Panics in the worker are caught where they happen: the stack (and from then on the process)
+/// that raised one is written as `[symbols failed]`, the rest of the cycle and the next cycles
+/// are symbolized as usual. The first panic is printed (with where it happened) and logged;
+/// the next ones are only counted.
+#[derive(Default)]
+pub struct PanicGuard {
+    pub panics: u64,
+    /// Samples written as `[symbols failed]`.
+    pub samples_unsymbolized: u64,
+    /// Processes whose symbolization panicked: not symbolized again.
+    bad_pids: std::collections::HashSet<u32>,
+}
+
+impl PanicGuard {
+    /// Runs `f`; a panic is counted and logged (`what` says what the worker was doing).
+    fn contain<T>(&mut self, f: impl FnOnce() -> T, what: &str) -> Option<T> {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        if let Err(payload) = &caught {
+            self.panics += 1;
+            if self.panics == 1 {
+                let message = joular_user::symbols::panic_message(&**payload);
+                log::warn!("the symbol worker panicked {what} ({message}); it goes on, and the end of the run counts what this cost");
+                QUIET_PANICS.with(|q| q.set(true));
+            }
+        }
+        caught.ok()
+    }
+}
+
+thread_local! {
+    /// Set on the worker's thread after its first panic was printed: the next ones are counted,
+    /// not printed again.
+    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Keeps the default panic message for every panic except the worker's after its first.
+fn install_quiet_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET_PANICS.with(|q| q.get()) {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Look ahead, wait for what is missing (until `deadline`), then symbolize every sample.
+pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadline: Instant, guard: &mut PanicGuard) -> Vec<ThreadStacks> {
+    // A panic while looking ahead costs the wait, not the names.
+    guard.contain(
+        || {
+            symbolizer.begin_cycle();
+            // Walked stacks are named through HotSpot's tables, which need no job to wait for.
+            for s in samples.iter().filter(|s| s.walked.is_none()) {
+                symbolizer.prepare(s.pid, &s.user);
+            }
+            symbolizer.settle(deadline);
+        },
+        "looking ahead at a cycle",
+    );
+    let failed: Stack = Arc::from([Frame { name: SYMBOLS_FAILED.into(), short: SYMBOLS_FAILED.into(), kind: FrameKind::Native, line: None }]);
     // Interned stacks share one Arc, so the pointer identifies the stack.
     type ByStack = HashMap<*const [Frame], (Stack, u64)>;
     let mut by_thread: HashMap<(u32, u32), ByStack> = HashMap::new();
     for s in samples {
-        let stack = match &s.walked {
-            Some(walked) => symbolizer.symbolize_walked(s.pid, walked, &s.kernel),
-            None => symbolizer.symbolize(s.pid, &s.user, &s.kernel),
+        let symbolized = match guard.bad_pids.contains(&s.pid) {
+            true => None,
+            false => guard.contain(
+                || match &s.walked {
+                    Some(walked) => symbolizer.symbolize_walked(s.pid, walked, &s.kernel),
+                    None => symbolizer.symbolize(s.pid, &s.user, &s.kernel),
+                },
+                "symbolizing a stack",
+            ),
         };
+        let stack = symbolized.unwrap_or_else(|| {
+            guard.bad_pids.insert(s.pid);
+            guard.samples_unsymbolized += s.count;
+            Arc::clone(&failed)
+        });
         let e = by_thread.entry((s.pid, s.tid)).or_default().entry(Arc::as_ptr(&stack)).or_insert((stack, 0));
         e.1 += s.count;
     }
@@ -215,6 +289,73 @@ pub fn late_stacks(threads: &[(u32, u32, u64)]) -> Vec<ThreadStacks> {
     out
 }
 
+/// The end-of-run line about how a JVM's stacks were unwound.
+pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
+    let how = match (u.unwinder.as_str(), &u.reason) {
+        ("hotspot", _) => "the HotSpot unwinder (compiled frames stepped by their code blobs' frame sizes; the JIT code keeps no frame pointers)".to_owned(),
+        (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
+        _ => "frame pointers (the JIT code keeps them)".to_owned(),
+    };
+    format!(
+        "JVM {pid}: Java stacks walked by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
+        u.stacks_hotspot, u.stacks_frame_pointers, u.stacks_cut
+    )
+}
+
+/// The end-of-run line about Java frames named through HotSpot's tables.
+pub fn hotspot_line(st: &SymbolStats) -> String {
+    format!(
+        "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
+         {} code-cache re-reads, {} JIT frames left unknown ({} freed before they were named), {} interpreted frames unnamed; \
+         misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
+         {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
+        st.hotspot_jvms,
+        st.hotspot_methods_read,
+        st.hotspot_nmethods_read,
+        st.code_cache_refreshes,
+        st.unknown_jit_frames,
+        st.stale_compiled_frames,
+        st.unnamed_interpreted_frames,
+        st.method_unreadable,
+        st.method_stale,
+        st.method_corrupt,
+        st.code_unreadable,
+        st.walked_stacks,
+        st.walked_stacks_cut,
+        st.walked_stacks_truncated,
+        st.hotspot_cache_bytes / 1024,
+        st.symbolize_ns as f64 / 1e6,
+    )
+}
+
+/// The end-of-run warning when symbolization lost names to panics or to native files it could
+/// not read, `None` when it did not.
+pub fn degraded_line(st: &SymbolStats) -> Option<String> {
+    let bad_files: u64 = st.native.files_bad.values().sum();
+    if st.worker_panics == 0 && bad_files == 0 {
+        return None;
+    }
+    let kinds: Vec<String> = st.native.files_bad.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    let examples = match st.native.bad_examples.is_empty() {
+        true => String::new(),
+        false => format!(" (e.g. {})", st.native.bad_examples.join("; ")),
+    };
+    Some(format!(
+        "warning: symbolization degraded: {} panic(s) caught in the symbol worker, {} sample(s) written as {SYMBOLS_FAILED}; \
+         {bad_files} native file version(s) left unnamed [{}]{examples}",
+        st.worker_panics,
+        st.samples_unsymbolized,
+        kinds.join(", "),
+    ))
+}
+
+/// `summary.json` `degraded` counts for what [`degraded_line`] says.
+pub fn degraded_counts(st: &SymbolStats) -> Vec<(String, u64)> {
+    let mut counts = vec![("symbol_worker_panics".to_owned(), st.worker_panics), ("samples_unsymbolized".to_owned(), st.samples_unsymbolized)];
+    counts.extend(st.native.files_bad.iter().map(|(kind, &n)| (format!("native_files_{kind}"), n)));
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +396,27 @@ mod tests {
     }
 
     #[test]
+    fn a_panic_is_counted_and_its_process_written_unsymbolized_while_the_rest_is_named() {
+        let mut guard = PanicGuard::default();
+        assert_eq!(guard.contain(|| panic!("a hostile file"), "testing"), None::<()>);
+        assert_eq!(guard.contain(|| 5, "testing"), Some(5), "the next call runs");
+        assert_eq!(guard.panics, 1);
+        // A process whose symbolization panicked is not symbolized again.
+        let mut bad = sample(1, 3);
+        bad.pid = u32::MAX;
+        guard.bad_pids.insert(bad.pid);
+        let mut symbolizer = Symbolizer::new(options());
+        let stacks = symbolize_cycle(&mut symbolizer, &[bad, sample(2, 4)], Instant::now(), &mut guard);
+        let by_pid: HashMap<u32, &str> = stacks.iter().map(|(pid, _, s)| (*pid, &*s[0].stack[0].name)).collect();
+        assert_eq!(by_pid[&u32::MAX], SYMBOLS_FAILED);
+        assert!(by_pid[&std::process::id()].contains("marker_function_for_the_worker"), "{by_pid:?}");
+        assert_eq!((guard.panics, guard.samples_unsymbolized), (1, 3));
+        let st = SymbolStats { worker_panics: 1, samples_unsymbolized: 3, ..Default::default() };
+        assert!(degraded_line(&st).unwrap().contains("1 panic(s)"));
+        assert_eq!(degraded_line(&SymbolStats::default()), None);
+    }
+
+    #[test]
     fn late_stacks_keep_every_threads_samples() {
         let stacks = late_stacks(&[(7, 9, 4), (7, 8, 0), (6, 1, 2)]);
         let got: Vec<(u32, u32, u64, &str)> = stacks.iter().map(|(p, t, s)| (*p, *t, s[0].samples, &*s[0].stack[0].name)).collect();
@@ -266,43 +428,4 @@ mod tests {
         assert_eq!(settle_within(Duration::from_secs(1)), Duration::from_millis(500));
         assert_eq!(settle_within(Duration::from_secs(60)), Duration::from_secs(2));
     }
-}
-
-/// The end-of-run line about how a JVM's stacks were unwound.
-pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
-    let how = match (u.unwinder.as_str(), &u.reason) {
-        ("hotspot", _) => "the HotSpot unwinder (compiled frames stepped by their code blobs' frame sizes; the JIT code keeps no frame pointers)".to_owned(),
-        (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
-        _ => "frame pointers (the JIT code keeps them)".to_owned(),
-    };
-    format!(
-        "JVM {pid}: Java stacks walked by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
-        u.stacks_hotspot, u.stacks_frame_pointers, u.stacks_cut
-    )
-}
-
-/// The end-of-run line about Java frames named through HotSpot's tables.
-pub fn hotspot_line(st: &SymbolStats) -> String {
-    format!(
-        "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
-         {} code-cache re-reads, {} JIT frames left unknown ({} freed before they were named), {} interpreted frames unnamed; \
-         misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
-         {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
-        st.hotspot_jvms,
-        st.hotspot_methods_read,
-        st.hotspot_nmethods_read,
-        st.code_cache_refreshes,
-        st.unknown_jit_frames,
-        st.stale_compiled_frames,
-        st.unnamed_interpreted_frames,
-        st.method_unreadable,
-        st.method_stale,
-        st.method_corrupt,
-        st.code_unreadable,
-        st.walked_stacks,
-        st.walked_stacks_cut,
-        st.walked_stacks_truncated,
-        st.hotspot_cache_bytes / 1024,
-        st.symbolize_ns as f64 / 1e6,
-    )
 }

@@ -7,9 +7,9 @@
 //! largest share the rest equally), so past the budget it is the largest maps that are
 //! dropped or indexed partially.
 //!
-//! blazesym's caches are not counted: blazesym does not say what it holds. They are bounded
-//! by rebuilding its symbolizer as processes end ([`super::native`]), and the memory limits
-//! the deployment files set leave room for them.
+//! The private copies of native files' symbol tables are counted ([`Consumer::NativeCopies`]);
+//! blazesym's index of each copy is not (blazesym does not say what it holds): it is dropped with
+//! its copy ([`super::native`]), and the memory limits the deployment files set leave room for it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,6 +23,8 @@ pub enum Consumer {
     Interner,
     /// The HotSpot readers' caches of one JVM (Method*, nmethod and scope data).
     HotSpot(u32),
+    /// Private copies of native files' symbol tables (`super::native`).
+    NativeCopies,
 }
 
 pub struct SymbolBudget {

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use blazesym::symbolize::source::{Kernel, Source};
-use blazesym::symbolize::Symbolizer;
+use blazesym::symbolize::{Input, Symbolizer};
 use blazesym::MaybeDefault;
 
 use super::native::resolve;
@@ -113,7 +113,7 @@ impl KernelResolver {
             self.symbolizer = symbolizer();
             self.reloads += 1;
         }
-        resolve(&self.symbolizer, &self.source(), addrs)
+        resolve(&self.symbolizer, &self.source(), Input::AbsAddr(addrs))
     }
 
     fn source(&self) -> Source<'static> {

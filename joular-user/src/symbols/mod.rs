@@ -24,12 +24,14 @@
 //! that overruns is backed off, so hostile tables cannot starve the other JVMs.
 
 pub mod budget;
+mod elf_copy;
 mod hotspot;
 mod intern;
 mod jobs;
 mod jvm;
 mod kernel;
 mod native;
+mod native_maps;
 mod walk_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -42,12 +44,13 @@ use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
 use crate::ebpf::kernel_names::KernelNames;
-use budget::SymbolBudget;
+use budget::{Consumer, SymbolBudget};
 use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
-use native::NativeResolver;
+use native::{NativeName, NativeResolver};
+pub use native::{names_at_file_offsets, panic_message, NameError, NativeStats};
 
 const UNKNOWN: &str = "[unknown]";
 /// Cycles a process is looked at again to see whether it became a JVM (`record` sees the
@@ -58,6 +61,8 @@ const DISCOVERY_ATTEMPTS: u32 = 10;
 const CUT_STACKS_MIN_SAMPLE: u64 = 20;
 /// The interner may hold this fraction of the budget in stacks before its table starts over.
 const STACKS_SHARE_OF_BUDGET: u64 = 4;
+/// Private copies of native files' symbol tables may hold this fraction of the budget.
+const NATIVE_COPIES_SHARE_OF_BUDGET: u64 = 4;
 
 #[derive(Debug, Clone)]
 pub struct SymbolizerOptions {
@@ -166,6 +171,12 @@ pub struct SymbolStats {
     pub jvms_backed_off: u64,
     /// Panics caught in a JVM's HotSpot reader (that JVM is then read no more).
     pub hotspot_panics: u64,
+    /// Native files copied and named, and those that could not be.
+    pub native: NativeStats,
+    /// Panics the symbol worker caught, and the samples of the cycles they cost their names
+    /// (set by the worker, `session::symbolize`).
+    pub worker_panics: u64,
+    pub samples_unsymbolized: u64,
 }
 
 /// Reasons kept in [`SymbolStats::jvms_unreadable_reasons`]: a host full of hostile fakes
@@ -266,7 +277,7 @@ impl Symbolizer {
         };
         Symbolizer {
             kernel_symbols: KernelResolver::new(&opts.proc_root, opts.kernel_names.clone()),
-            native: NativeResolver::new(),
+            native: NativeResolver::new(&opts.proc_root, opts.max_symbol_bytes / NATIVE_COPIES_SHARE_OF_BUDGET),
             interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),
             opts,
             budget,
@@ -328,7 +339,8 @@ impl Symbolizer {
             }
         }
         self.budget.forget_process(pid);
-        self.native.process_ended();
+        self.native.process_ended(pid);
+        self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
     }
 
     /// Keeps an ended JVM's counts in the totals.
@@ -388,6 +400,7 @@ impl Symbolizer {
         }
         stats.distinct_stacks = self.interner.distinct_stacks();
         stats.kallsyms_reloads = self.kernel_symbols.reloads();
+        stats.native = self.native.stats().clone();
         stats.symbol_bytes = self.budget.used_bytes();
         stats.symbol_budget_bytes = self.budget.total_bytes();
         stats
@@ -648,13 +661,20 @@ impl Symbolizer {
         if !pending.is_empty() {
             let addrs: Vec<u64> = pending.iter().map(|&(_, ip)| ip).collect();
             let names = self.native.user(pid, &addrs);
+            self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
             for ((slot, ip), name) in pending.into_iter().zip(names) {
-                let name = name.unwrap_or_else(|| {
-                    self.stats.unresolved_frames += 1;
-                    UNKNOWN.to_owned()
-                });
+                let (name, for_good) = match name {
+                    NativeName::Named(name) => (name, true),
+                    unnamed => {
+                        self.stats.unresolved_frames += 1;
+                        (UNKNOWN.to_owned(), unnamed == NativeName::Unknown)
+                    }
+                };
                 let id = self.interner.frame(FrameKind::Native, &name, &name);
-                process.native.insert(ip, id);
+                // A file unreadable now (being rewritten, over the budget) may be read later.
+                if for_good {
+                    process.native.insert(ip, id);
+                }
                 slots[slot] = one(id);
             }
         }

@@ -1,59 +1,339 @@
-//! Native user-space addresses through blazesym (kernel ones: `kernel.rs`). Its own perf-map
-//! reader is off: JIT code is resolved by jvm-symbols, which reads HotSpot's `0x` form and
-//! applies the safety checks.
+//! Native user-space addresses through blazesym (kernel ones: `kernel.rs`). JIT code is
+//! resolved by jvm-symbols, which reads HotSpot's `0x` form and applies the safety checks.
+//!
+//! blazesym never sees a target's file: an address is turned into an offset of the mapped file
+//! from `/proc/<pid>/maps`, the file (reached through `map_files`, so the one mapped, whatever its
+//! path now names) is copied into a sealed memfd of our own ([`elf_copy`]), and blazesym reads
+//! that copy. A target that truncates or rewrites its library cannot fault us (SIGBUS) or change
+//! bytes under the parser. One copy per file version, keyed by (dev, inode, size, mtime), serves
+//! every process mapping it; it is dropped when no mapping holds it any more. Copies count
+//! against `--max-symbol-mb`; a file whose tables do not fit in what is left is not copied and
+//! its addresses stay unnamed (counted). A panic inside blazesym marks that file version bad.
 
-use blazesym::symbolize::source::{Process, Source};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+
+use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use blazesym::Pid;
 
-/// blazesym keys its file cache by path, and a process's files go through
-/// `/proc/<pid>/map_files/...` (right even inside containers), so every process adds paths
-/// that are never evicted. The user-space symbolizer is rebuilt after this many processes
-/// have ended, which bounds that growth in host mode at the cost of re-parsing the ELF files
-/// still in use once.
-const ENDED_PROCESSES_PER_REBUILD: u32 = 512;
+use super::elf_copy::{copy_symbol_sections, ByteSource, CopyError, ElfCopy, MemoryImage};
+use super::native_maps::{find, read_file_mappings, FileMapping, Mapped};
+
+/// Bad file versions remembered (so each is tried once); past this the memory starts over.
+const MAX_BAD_VERSIONS: usize = 4096;
+/// Bad files named in the end-of-run line.
+const MAX_BAD_EXAMPLES: usize = 8;
+/// A mapping whose file could not be read is tried again after this long, not at every stack:
+/// a target rewriting its library in a loop costs a few copies a second, not one per sample.
+const RETRY_UNAVAILABLE_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+/// A mapping's file is copied at most this often: a target rewriting its library in a loop
+/// makes a new version each time, and each costs a copy and a parse of its symbol table.
+const RECOPY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// A vDSO is a page or two; anything larger is not one.
+const MAX_VDSO_BYTES: u64 = 1 << 20;
+
+/// One version of one mapped file (or one process's vDSO).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum FileKey {
+    File { dev: u64, inode: u64, size_bytes: u64, mtime_ns: i128 },
+    Vdso { pid: u32, start: u64 },
+}
+
+struct Held {
+    copy: ElfCopy,
+    /// Mappings using this copy.
+    holders: u32,
+}
+
+/// What an address of a process is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NativeName {
+    Named(String),
+    /// Its file was read and has no name for it (or it is in no file).
+    Unknown,
+    /// Its file could not be read now: bad, gone, over the budget. Another version may be.
+    Unavailable,
+}
+
+/// What native symbolization did and could not do, since the start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NativeStats {
+    /// File versions copied, and the bytes the copies hold now.
+    pub files_copied: u64,
+    pub copy_bytes: u64,
+    /// File versions that could not be named, by reason (`not_elf`, `over_budget`,
+    /// `unreadable`, `parser_panic`).
+    pub files_bad: BTreeMap<String, u64>,
+    /// The first few files, as "path: reason" (the first reason of each).
+    pub bad_examples: Vec<String>,
+}
 
 pub struct NativeResolver {
     user: Symbolizer,
-    ended_since_rebuild: u32,
-}
-
-fn symbolizer() -> Symbolizer {
-    // Names are all we show: no source lines, no inlined-function chains.
-    Symbolizer::builder()
-        .enable_code_info(false)
-        .enable_inlined_fns(false)
-        .build()
+    proc_root: PathBuf,
+    copies: HashMap<FileKey, Held>,
+    /// Which copy each (pid, mapping start) uses.
+    held_by: HashMap<(u32, u64), FileKey>,
+    bad: HashMap<FileKey, &'static str>,
+    /// (pid, mapping start) whose file could not be read, and when.
+    unavailable_since: HashMap<(u32, u64), std::time::Instant>,
+    /// (pid, mapping start) whose file was last copied (or tried), and when.
+    copied_at: HashMap<(u32, u64), std::time::Instant>,
+    max_copy_bytes: u64,
+    stats: NativeStats,
+    panic_logged: bool,
 }
 
 impl NativeResolver {
-    pub fn new() -> Self {
+    /// Copies may hold `max_copy_bytes` together.
+    pub fn new(proc_root: &Path, max_copy_bytes: u64) -> Self {
         NativeResolver {
-            user: symbolizer(),
-            ended_since_rebuild: 0,
+            // Names are all we show: no source lines, no inlined-function chains.
+            user: Symbolizer::builder().enable_code_info(false).enable_inlined_fns(false).build(),
+            proc_root: proc_root.to_owned(),
+            copies: HashMap::new(),
+            held_by: HashMap::new(),
+            bad: HashMap::new(),
+            unavailable_since: HashMap::new(),
+            copied_at: HashMap::new(),
+            max_copy_bytes,
+            stats: NativeStats::default(),
+            panic_logged: false,
         }
     }
 
-    /// A process has ended: its cached paths are dead weight from now on.
-    pub fn process_ended(&mut self) {
-        self.ended_since_rebuild += 1;
-        if self.ended_since_rebuild >= ENDED_PROCESSES_PER_REBUILD {
-            self.user = symbolizer();
-            self.ended_since_rebuild = 0;
+    pub fn stats(&self) -> &NativeStats {
+        &self.stats
+    }
+
+    /// A process has ended: the copies only it held are dropped.
+    pub fn process_ended(&mut self, pid: u32) {
+        let keys: Vec<FileKey> = self.held_by.iter().filter(|((p, _), _)| *p == pid).map(|(_, &k)| k).collect();
+        self.held_by.retain(|(p, _), _| *p != pid);
+        self.unavailable_since.retain(|(p, _), _| *p != pid);
+        self.copied_at.retain(|(p, _), _| *p != pid);
+        for key in keys {
+            self.release(key);
         }
     }
 
-    /// One name per address (`None` when unresolved), in input order.
-    pub fn user(&self, pid: u32, addrs: &[u64]) -> Vec<Option<String>> {
-        let mut process = Process::new(Pid::from(pid));
-        process.perf_map = false;
-        process.debug_syms = false;
-        resolve(&self.user, &Source::Process(process), addrs)
+    /// One name per address, in input order.
+    pub fn user(&mut self, pid: u32, addrs: &[u64]) -> Vec<NativeName> {
+        let mut names = vec![NativeName::Unknown; addrs.len()];
+        let mappings = match read_file_mappings(&self.proc_root, pid) {
+            Ok(m) => m,
+            Err(e) => {
+                log::debug!("process {pid}: maps not readable: {e}");
+                return names;
+            }
+        };
+        // Per mapping (by start), the input slots and file offsets it covers.
+        type Wanted<'m> = (&'m FileMapping, Vec<(usize, u64)>);
+        let mut by_mapping: BTreeMap<u64, Wanted> = BTreeMap::new();
+        for (slot, &addr) in addrs.iter().enumerate() {
+            if let Some(m) = find(&mappings, addr) {
+                by_mapping.entry(m.start).or_insert((m, Vec::new())).1.push((slot, m.file_offset(addr)));
+            }
+        }
+        for (mapping, wanted) in by_mapping.into_values() {
+            let recently_unavailable = self.unavailable_since.get(&(pid, mapping.start)).is_some_and(|t| t.elapsed() < RETRY_UNAVAILABLE_AFTER);
+            let key = match recently_unavailable {
+                true => None,
+                false => self.copy_for(pid, mapping),
+            };
+            let Some(key) = key else {
+                if !recently_unavailable {
+                    self.unavailable_since.insert((pid, mapping.start), std::time::Instant::now());
+                }
+                wanted.iter().for_each(|&(slot, _)| names[slot] = NativeName::Unavailable);
+                continue;
+            };
+            self.unavailable_since.remove(&(pid, mapping.start));
+            let offsets: Vec<u64> = wanted.iter().map(|&(_, off)| off).collect();
+            match names_in_copy(&self.user, &self.copies[&key].copy, &offsets) {
+                Ok(resolved) => {
+                    for ((slot, _), name) in wanted.into_iter().zip(resolved) {
+                        names[slot] = name.map_or(NativeName::Unknown, NativeName::Named);
+                    }
+                }
+                Err(message) => {
+                    wanted.iter().for_each(|&(slot, _)| names[slot] = NativeName::Unavailable);
+                    self.parser_panicked(pid, mapping, key, &message);
+                }
+            }
+        }
+        names
+    }
+
+    /// The copy serving `mapping` of `pid`, made if needed; `None` when the file cannot be
+    /// named (gone, bad, or over the budget).
+    fn copy_for(&mut self, pid: u32, mapping: &FileMapping) -> Option<FileKey> {
+        let opened = match &mapping.what {
+            Mapped::File(_) => self.open_mapped_file(pid, mapping),
+            Mapped::Vdso => self.open_memory(pid).map(|mem| (FileKey::Vdso { pid, start: mapping.start }, mem, None)),
+        };
+        let (key, file, size_bytes) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                // Mostly a process or mapping that ended since its sample.
+                log::debug!("process {pid}: {} not opened: {e}", describe(mapping));
+                return None;
+            }
+        };
+        let previous = self.held_by.insert((pid, mapping.start), key);
+        if previous != Some(key) {
+            if let Some(held) = self.copies.get_mut(&key) {
+                held.holders += 1;
+            }
+            if let Some(previous) = previous {
+                self.release(previous);
+            }
+        }
+        if self.copies.contains_key(&key) {
+            return Some(key);
+        }
+        if self.bad.contains_key(&key) {
+            return None;
+        }
+        let now = std::time::Instant::now();
+        if self.copied_at.get(&(pid, mapping.start)).is_some_and(|&t| now.duration_since(t) < RECOPY_AFTER) {
+            return None;
+        }
+        self.copied_at.insert((pid, mapping.start), now);
+        let left_bytes = self.max_copy_bytes.saturating_sub(self.stats.copy_bytes);
+        let copied = match (&mapping.what, size_bytes) {
+            (Mapped::File(_), Some(size)) => copy_symbol_sections(&file as &dyn ByteSource, size, left_bytes),
+            _ => {
+                let len_bytes = (mapping.end - mapping.start).min(MAX_VDSO_BYTES);
+                copy_symbol_sections(&MemoryImage { mem: &file, start: mapping.start, len_bytes }, len_bytes, left_bytes)
+            }
+        };
+        match copied {
+            Ok(copy) => {
+                self.stats.files_copied += 1;
+                self.stats.copy_bytes += copy.bytes;
+                self.copies.insert(key, Held { copy, holders: 1 });
+                Some(key)
+            }
+            Err(e) => {
+                self.mark_bad(key, mapping, e.kind(), &e.to_string());
+                None
+            }
+        }
+    }
+
+    /// The file behind the mapping, through `map_files`: the inode that is mapped, whatever
+    /// its path names now. A regular file only.
+    fn open_mapped_file(&self, pid: u32, m: &FileMapping) -> std::io::Result<(FileKey, std::fs::File, Option<u64>)> {
+        let link = self.proc_root.join(pid.to_string()).join("map_files").join(format!("{:x}-{:x}", m.start, m.end));
+        // O_NONBLOCK: whatever is there, opening it cannot block.
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(link)?;
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+        let key = FileKey::File { dev: meta.dev(), inode: meta.ino(), size_bytes: meta.size(), mtime_ns };
+        Ok((key, file, Some(meta.size())))
+    }
+
+    fn open_memory(&self, pid: u32) -> std::io::Result<std::fs::File> {
+        std::fs::File::open(self.proc_root.join(pid.to_string()).join("mem"))
+    }
+
+    /// One mapping no longer uses `key`: a copy nobody holds is dropped.
+    fn release(&mut self, key: FileKey) {
+        let Some(held) = self.copies.get_mut(&key) else { return };
+        held.holders = held.holders.saturating_sub(1);
+        if held.holders == 0 {
+            let held = self.copies.remove(&key).expect("present");
+            // blazesym caches by path, and the descriptor number will be reused.
+            let _ = self.user.evict(&blazesym::symbolize::evict::Elf::new(held.copy.path()).into());
+            self.stats.copy_bytes -= held.copy.bytes;
+            // Room was made: files refused for lack of it may fit now.
+            self.bad.retain(|_, kind| *kind != "over_budget");
+        }
+    }
+
+    fn mark_bad(&mut self, key: FileKey, mapping: &FileMapping, kind: &'static str, reason: &str) {
+        if self.bad.len() >= MAX_BAD_VERSIONS {
+            self.bad.clear();
+        }
+        self.bad.insert(key, kind);
+        *self.stats.files_bad.entry(kind.to_owned()).or_default() += 1;
+        let example = format!("{}: ", describe(mapping));
+        if self.stats.bad_examples.len() < MAX_BAD_EXAMPLES && !self.stats.bad_examples.iter().any(|e| e.starts_with(&example)) {
+            self.stats.bad_examples.push(example + reason);
+        }
+        log::debug!("{}: not named: {reason}", describe(mapping));
+    }
+
+    /// blazesym panicked on a copy: that file version is bad from now on.
+    fn parser_panicked(&mut self, pid: u32, mapping: &FileMapping, key: FileKey, message: &str) {
+        if !std::mem::replace(&mut self.panic_logged, true) {
+            log::warn!("process {pid}: naming {} failed (the ELF parser panicked: {message}); its addresses stay unnamed", describe(mapping));
+        }
+        let holders: Vec<(u32, u64)> = self.held_by.iter().filter(|(_, &k)| k == key).map(|(&h, _)| h).collect();
+        for h in holders {
+            self.held_by.remove(&h);
+            self.release(key);
+        }
+        self.mark_bad(key, mapping, "parser_panic", &format!("the ELF parser panicked: {message}"));
     }
 }
 
-pub(super) fn resolve(symbolizer: &Symbolizer, source: &Source, addrs: &[u64]) -> Vec<Option<String>> {
-    match symbolizer.symbolize(source, Input::AbsAddr(addrs)) {
+/// Names file offsets of a copy; a panic inside blazesym is caught and returned as its message.
+fn names_in_copy(symbolizer: &Symbolizer, copy: &ElfCopy, offsets: &[u64]) -> Result<Vec<Option<String>>, String> {
+    let mut elf = Elf::new(copy.path());
+    // Debug files are found through paths the target's file names: none are read.
+    elf.debug_syms = false;
+    let source = Source::Elf(elf);
+    catch_unwind(AssertUnwindSafe(|| resolve(symbolizer, &source, Input::FileOffset(offsets)))).map_err(|payload| panic_message(&*payload))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NameError {
+    #[error("{0}")]
+    Copy(#[from] CopyError),
+    #[error("the ELF parser panicked: {0}")]
+    Panicked(String),
+}
+
+/// Names `offsets` of the ELF file `src` (`size_bytes` long) as a mapped file's are named: through
+/// a private copy of at most `max_copy_bytes`, with the parser's panics caught. The whole native
+/// path from a file's bytes to names, for the fuzzers.
+pub fn names_at_file_offsets(src: &File, size_bytes: u64, max_copy_bytes: u64, offsets: &[u64]) -> Result<(Vec<Option<String>>, u64), NameError> {
+    let copy = copy_symbol_sections(src, size_bytes, max_copy_bytes)?;
+    let symbolizer = Symbolizer::builder().enable_code_info(false).enable_inlined_fns(false).build();
+    let names = names_in_copy(&symbolizer, &copy, offsets).map_err(NameError::Panicked)?;
+    Ok((names, copy.bytes))
+}
+
+fn describe(m: &FileMapping) -> String {
+    match &m.what {
+        // A path is the target's: its control characters are not written as they are.
+        Mapped::File(path) => path.escape_debug().to_string(),
+        Mapped::Vdso => "[vdso]".to_owned(),
+    }
+}
+
+/// The text a panic was raised with.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
+}
+
+pub(super) fn resolve(symbolizer: &Symbolizer, source: &Source, input: Input<&[u64]>) -> Vec<Option<String>> {
+    let count = match input {
+        Input::AbsAddr(a) | Input::VirtOffset(a) | Input::FileOffset(a) => a.len(),
+    };
+    match symbolizer.symbolize(source, input) {
         Ok(symbols) => symbols
             .into_iter()
             .map(|s| match s {
@@ -63,7 +343,7 @@ pub(super) fn resolve(symbolizer: &Symbolizer, source: &Source, addrs: &[u64]) -
             .collect(),
         Err(e) => {
             log::debug!("blazesym {source:?}: {e}");
-            vec![None; addrs.len()]
+            vec![None; count]
         }
     }
 }
@@ -77,17 +357,137 @@ mod tests {
         std::hint::black_box(7)
     }
 
-    #[test]
-    fn user_symbols_still_resolve_after_the_cache_is_rebuilt() {
-        let mut r = NativeResolver::new();
-        let addr = marker_function_for_native_lookup as *const () as usize as u64;
-        let pid = std::process::id();
-        let name = |r: &NativeResolver| r.user(pid, &[addr])[0].clone().unwrap_or_default();
-        assert!(name(&r).contains("marker_function_for_native_lookup"), "{}", name(&r));
-        for _ in 0..ENDED_PROCESSES_PER_REBUILD {
-            r.process_ended();
+    fn marker() -> u64 {
+        marker_function_for_native_lookup as *const () as usize as u64
+    }
+
+    fn named(name: NativeName) -> String {
+        match name {
+            NativeName::Named(name) => name,
+            other => format!("{other:?}"),
         }
-        assert_eq!(r.ended_since_rebuild, 0, "rebuilt");
-        assert!(name(&r).contains("marker_function_for_native_lookup"), "{}", name(&r));
+    }
+
+    fn resolver() -> NativeResolver {
+        NativeResolver::new(Path::new("/proc"), 256 << 20)
+    }
+
+    #[test]
+    fn our_own_functions_are_named_from_a_private_copy() {
+        let mut r = resolver();
+        let pid = std::process::id();
+        let name = named(r.user(pid, &[marker(), 0])[0].clone());
+        assert!(name.contains("marker_function_for_native_lookup"), "{name}");
+        assert_eq!(r.user(pid, &[0]), [NativeName::Unknown], "an unmapped address");
+        let st = r.stats().clone();
+        assert!(st.files_copied >= 1 && st.copy_bytes > 0, "{st:?}");
+        // Asking again uses the same copy.
+        r.user(pid, &[marker()]);
+        assert_eq!(r.stats().files_copied, st.files_copied);
+        r.process_ended(pid);
+        assert_eq!((r.stats().copy_bytes, r.copies.len()), (0, 0), "nothing is held for an ended process");
+        assert!(named(r.user(pid, &[marker()])[0].clone()).contains("marker_function_for_native_lookup"));
+    }
+
+    #[test]
+    fn a_file_over_the_budget_is_not_copied_and_counted() {
+        let mut r = NativeResolver::new(Path::new("/proc"), 1024);
+        assert_eq!(r.user(std::process::id(), &[marker()]), [NativeName::Unavailable]);
+        assert_eq!(r.stats().files_bad.get("over_budget"), Some(&1), "{:?}", r.stats());
+        assert!(r.stats().bad_examples[0].contains("over the"), "{:?}", r.stats().bad_examples);
+        r.user(std::process::id(), &[marker()]);
+        assert_eq!(r.stats().files_bad.get("over_budget"), Some(&1), "a bad version is tried once");
+    }
+
+    /// A copy of our test binary mapped whole at some address, and the address in it of the
+    /// marker function.
+    struct MappedCopy {
+        _dir: tempfile::TempDir,
+        path: PathBuf,
+        base: *mut libc::c_void,
+        len: usize,
+        marker: u64,
+    }
+
+    impl MappedCopy {
+        fn new() -> Self {
+            let own = read_file_mappings(Path::new("/proc"), std::process::id()).unwrap();
+            let marker_offset = find(&own, marker()).expect("marker is mapped").file_offset(marker());
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("libmarker.so");
+            std::fs::copy(std::env::current_exe().unwrap(), &path).unwrap();
+            let file = std::fs::File::open(&path).unwrap();
+            let len = file.metadata().unwrap().len() as usize;
+            // SAFETY: a fresh private read-only mapping of a file we own; unmapped on drop,
+            // and never read through (only its address range is looked up).
+            let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0) };
+            assert_ne!(base, libc::MAP_FAILED);
+            MappedCopy { _dir: dir, path, base, len, marker: base as u64 + marker_offset }
+        }
+    }
+
+    impl Drop for MappedCopy {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`.
+            unsafe { libc::munmap(self.base, self.len) };
+        }
+    }
+
+    #[test]
+    fn a_truncated_library_is_not_named_and_a_restored_one_is_again() {
+        let lib = MappedCopy::new();
+        let original = std::fs::read(&lib.path).unwrap();
+        let mut r = resolver();
+        let pid = std::process::id();
+        let lookup = |r: &mut NativeResolver| r.user(pid, &[lib.marker])[0].clone();
+        assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"));
+        std::fs::OpenOptions::new().write(true).open(&lib.path).unwrap().set_len(0).unwrap();
+        std::thread::sleep(RECOPY_AFTER);
+        assert_eq!(lookup(&mut r), NativeName::Unavailable, "an empty file names nothing, and faults nothing");
+        assert_eq!(r.stats().files_bad.get("not_elf"), Some(&1), "{:?}", r.stats());
+        std::fs::write(&lib.path, &original).unwrap();
+        // A mapping that could not be read is tried again after a while, not at every stack, and
+        // a mapping's file is copied at most once a second.
+        std::thread::sleep(RETRY_UNAVAILABLE_AFTER.max(RECOPY_AFTER));
+        assert!(named(lookup(&mut r)).contains("marker_function_for_native_lookup"), "restored");
+        // Its tail rewritten with garbage (the section headers and symbol tables): whatever the
+        // copy names, nothing faults.
+        let mut garbage = original.clone();
+        let half = garbage.len() / 2;
+        garbage[half..].iter_mut().enumerate().for_each(|(i, b)| *b = (i * 7919 % 251) as u8);
+        std::fs::write(&lib.path, &garbage).unwrap();
+        let _ = lookup(&mut r);
+        assert!(r.stats().copy_bytes < original.len() as u64, "one version held at a time: {:?}", r.stats());
+    }
+
+    #[test]
+    fn a_copy_names_its_file_after_the_file_was_truncated() {
+        let lib = MappedCopy::new();
+        let own = read_file_mappings(Path::new("/proc"), std::process::id()).unwrap();
+        let offset = find(&own, lib.marker).expect("mapped").file_offset(lib.marker);
+        let file = std::fs::File::open(&lib.path).unwrap();
+        let copy = copy_symbol_sections(&file, file.metadata().unwrap().len(), u64::MAX).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&lib.path).unwrap().set_len(0).unwrap();
+        let mut elf = Elf::new(copy.path());
+        elf.debug_syms = false;
+        let r = resolver();
+        let names = resolve(&r.user, &Source::Elf(elf), Input::FileOffset(&[offset]));
+        assert!(names[0].as_deref().unwrap_or_default().contains("marker_function_for_native_lookup"), "{names:?}");
+    }
+
+    #[test]
+    fn the_vdso_is_named() {
+        let mut r = resolver();
+        let pid = std::process::id();
+        let mappings = read_file_mappings(Path::new("/proc"), pid).unwrap();
+        let Some(vdso) = mappings.iter().find(|m| m.what == Mapped::Vdso) else {
+            panic!("no vDSO mapped: {mappings:?}");
+        };
+        // SAFETY: getauxval has no preconditions.
+        let base = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+        assert_eq!(base, vdso.start);
+        // Some address inside the vDSO's text names one of its functions.
+        let names = r.user(pid, &(vdso.start..vdso.end).step_by(16).collect::<Vec<_>>());
+        assert!(names.into_iter().map(named).any(|n| n.contains("vdso") || n.contains("clock_gettime")));
     }
 }

@@ -1,0 +1,314 @@
+//! Private copies of what names a target's ELF file: its headers and its symbol table with its
+//! strings, read (never mapped) into a sealed memfd of our own. The target may truncate or
+//! rewrite its file at any time; a map of it would turn that into SIGBUS in the profiler, or
+//! into data changing under blazesym's parser. A copy cannot change once made: bytes the
+//! target took away while it was read are zeros, which parse as an ELF file with fewer names.
+//!
+//! Only the sections that carry names are copied, at their own offsets (the rest of the memfd
+//! is a hole), so a library's copy costs its symbol tables, not its code.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::FileExt;
+
+/// How much of the source one read takes.
+const CHUNK_BYTES: usize = 1 << 20;
+const ELF64_HEADER_BYTES: u64 = 64;
+const ELF64_PHDR_BYTES: u64 = 56;
+const ELF64_SHDR_BYTES: u64 = 64;
+const ELF64_SYM_BYTES: u64 = 24;
+/// Section types that name code: symbol tables (with their string tables), notes (the build
+/// id). A section without bytes in the file has none to copy.
+const SHT_SYMTAB: u32 = 2;
+const SHT_STRTAB: u32 = 3;
+const SHT_NOTE: u32 = 7;
+const SHT_NOBITS: u32 = 8;
+const SHT_DYNSYM: u32 = 11;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CopyError {
+    #[error("not a 64-bit little-endian ELF file ({0})")]
+    NotElf(&'static str),
+    #[error("its symbol tables need {needed_bytes} bytes, over the {limit_bytes} bytes left for copies (--max-symbol-mb)")]
+    OverBudget { needed_bytes: u64, limit_bytes: u64 },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+impl CopyError {
+    /// A short, stable name for counters (`summary.json`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CopyError::NotElf(_) => "not_elf",
+            CopyError::OverBudget { .. } => "over_budget",
+            CopyError::Io(_) => "unreadable",
+        }
+    }
+}
+
+/// Where a copy's bytes come from: a file, or the process memory holding a vDSO image.
+pub trait ByteSource {
+    fn read_bytes_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+}
+
+impl ByteSource for File {
+    fn read_bytes_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.read_at(buf, offset)
+    }
+}
+
+/// An image of `len_bytes` at `start` in a process's memory (`/proc/<pid>/mem`).
+pub struct MemoryImage<'a> {
+    pub mem: &'a File,
+    pub start: u64,
+    pub len_bytes: u64,
+}
+
+impl ByteSource for MemoryImage<'_> {
+    fn read_bytes_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let left = self.len_bytes.saturating_sub(offset);
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        if want == 0 {
+            return Ok(0);
+        }
+        self.mem.read_at(&mut buf[..want], self.start + offset)
+    }
+}
+
+/// A sealed memfd holding the name-carrying bytes of one file, at their offsets.
+#[derive(Debug)]
+pub struct ElfCopy {
+    file: File,
+    /// Bytes actually copied (what the copy costs; holes cost nothing).
+    pub bytes: u64,
+}
+
+impl ElfCopy {
+    /// A path blazesym can open: our own descriptor, which nobody else can change.
+    pub fn path(&self) -> std::path::PathBuf {
+        format!("/proc/self/fd/{}", self.file.as_raw_fd()).into()
+    }
+}
+
+/// Copies the headers and the symbol, string and note sections of `src` (`size_bytes` long when
+/// it was opened), refusing when they need more than `max_bytes`.
+pub fn copy_symbol_sections(src: &dyn ByteSource, size_bytes: u64, max_bytes: u64) -> Result<ElfCopy, CopyError> {
+    let ranges = symbol_ranges(src, size_bytes)?;
+    let needed_bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+    if needed_bytes > max_bytes {
+        return Err(CopyError::OverBudget { needed_bytes, limit_bytes: max_bytes });
+    }
+    let copy = memfd()?;
+    copy.set_len(ranges.last().map_or(0, |r| r.end))?;
+    let mut buf = vec![0u8; CHUNK_BYTES.min(needed_bytes as usize)];
+    let mut bytes = 0;
+    for range in &ranges {
+        let mut at = range.start;
+        while at < range.end {
+            let want = (range.end - at).min(buf.len() as u64) as usize;
+            let got = read_at_most(src, &mut buf[..want], at)?;
+            if got == 0 {
+                // The file shrank since it was opened: the rest stays zeros.
+                break;
+            }
+            copy.write_all_at(&buf[..got], at)?;
+            at += got as u64;
+            bytes += got as u64;
+        }
+    }
+    seal(&copy)?;
+    Ok(ElfCopy { file: copy, bytes })
+}
+
+/// What to copy, sorted and merged: the ELF header, program and section headers, and the
+/// sections that name code, each clipped to the file.
+fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::Range<u64>>, CopyError> {
+    let mut header = [0u8; ELF64_HEADER_BYTES as usize];
+    if read_at_most(src, &mut header, 0)? < header.len() {
+        return Err(CopyError::NotElf("shorter than an ELF header"));
+    }
+    if &header[..4] != b"\x7fELF" {
+        return Err(CopyError::NotElf("no ELF magic"));
+    }
+    if header[4] != 2 || header[5] != 1 {
+        return Err(CopyError::NotElf("not 64-bit little-endian"));
+    }
+    let u16_at = |o: usize| u64::from(u16::from_le_bytes([header[o], header[o + 1]]));
+    let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
+    let (phoff, shoff) = (u64_at(0x20), u64_at(0x28));
+    let (phentsize, phnum, shentsize, shnum) = (u16_at(0x36), u16_at(0x38), u16_at(0x3a), u16_at(0x3c));
+    if (phnum > 0 && phentsize != ELF64_PHDR_BYTES) || (shnum > 0 && shentsize != ELF64_SHDR_BYTES) {
+        return Err(CopyError::NotElf("unexpected header entry sizes"));
+    }
+    let within = |start: u64, len: u64| start.checked_add(len).filter(|&end| end <= size_bytes).map(|end| start..end);
+    let phdrs = within(phoff, phnum * ELF64_PHDR_BYTES).ok_or(CopyError::NotElf("program headers outside the file"))?;
+    let shdrs = within(shoff, shnum * ELF64_SHDR_BYTES).ok_or(CopyError::NotElf("section headers outside the file"))?;
+    // At most 65,535 headers of 64 bytes: 4 MiB.
+    let mut table = vec![0u8; (shdrs.end - shdrs.start) as usize];
+    if read_at_most(src, &mut table, shdrs.start)? < table.len() {
+        return Err(CopyError::NotElf("section headers cut short"));
+    }
+    let sections: Vec<Section> = table.chunks_exact(ELF64_SHDR_BYTES as usize).map(Section::parse).collect();
+    // `.symtab` names everything `.dynsym` does: the dynamic table is the fallback of files
+    // stripped of the full one.
+    // A symbol table of 24-byte entries whose strings are a string table; anything else (a
+    // rewritten file's garbage) would only cost a parse that names nothing.
+    let valid = |s: &Section| {
+        s.size > 0 && s.entsize == ELF64_SYM_BYTES && s.size % ELF64_SYM_BYTES == 0 && sections.get(s.link as usize).is_some_and(|l| l.sh_type == SHT_STRTAB)
+    };
+    let symbols = match sections.iter().any(|s| s.sh_type == SHT_SYMTAB && valid(s)) {
+        true => SHT_SYMTAB,
+        false if sections.iter().any(|s| s.sh_type == SHT_DYNSYM && valid(s)) => SHT_DYNSYM,
+        false => return Err(CopyError::NotElf("no symbol table")),
+    };
+    let shstrndx = u16_at(0x3e);
+    let mut wanted: Vec<&Section> = Vec::new();
+    for (index, s) in sections.iter().enumerate() {
+        if s.sh_type == symbols && valid(s) {
+            wanted.extend(sections.get(s.link as usize));
+            wanted.push(s);
+        } else if s.sh_type == SHT_NOTE || index as u64 == shstrndx {
+            wanted.push(s);
+        }
+    }
+    let mut ranges = vec![0..ELF64_HEADER_BYTES, phdrs, shdrs];
+    for s in wanted.into_iter().filter(|s| s.sh_type != SHT_NOBITS && s.offset < size_bytes) {
+        ranges.push(s.offset..s.offset.saturating_add(s.size).min(size_bytes));
+    }
+    Ok(merge(ranges))
+}
+
+/// The fields of a section header that say what to copy.
+struct Section {
+    sh_type: u32,
+    offset: u64,
+    size: u64,
+    /// A symbol table's string table.
+    link: u32,
+    entsize: u64,
+}
+
+impl Section {
+    fn parse(shdr: &[u8]) -> Self {
+        let u32_at = |o: usize| u32::from_le_bytes(shdr[o..o + 4].try_into().expect("4 bytes"));
+        let u64_at = |o: usize| u64::from_le_bytes(shdr[o..o + 8].try_into().expect("8 bytes"));
+        Section { sh_type: u32_at(4), offset: u64_at(24), size: u64_at(32), link: u32_at(40), entsize: u64_at(56) }
+    }
+}
+
+/// Sorted, non-empty, non-overlapping.
+fn merge(mut ranges: Vec<std::ops::Range<u64>>) -> Vec<std::ops::Range<u64>> {
+    ranges.retain(|r| r.start < r.end);
+    ranges.sort_by_key(|r| r.start);
+    let mut out: Vec<std::ops::Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_at_most(src: &dyn ByteSource, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match src.read_bytes_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+fn memfd() -> io::Result<File> {
+    // SAFETY: a constant NUL-terminated name; the returned descriptor is owned by the File.
+    let fd = unsafe { libc::memfd_create(c"joular-elf-copy".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Nothing, not even this process, can change the copy's size or bytes from now on.
+fn seal(copy: &File) -> io::Result<()> {
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(copy.as_raw_fd(), libc::F_ADD_SEALS, seals) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own_executable() -> File {
+        File::open(std::env::current_exe().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn only_headers_and_name_sections_are_copied() {
+        let src = own_executable();
+        let size = src.metadata().unwrap().len();
+        let copy = copy_symbol_sections(&src, size, u64::MAX).unwrap();
+        assert!(copy.bytes > 0 && copy.bytes < size, "{} of {size}", copy.bytes);
+        let copied = std::fs::read(copy.path()).unwrap();
+        let original = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(copied[..64], original[..64], "the ELF header is copied");
+        assert!(copied.len() as u64 <= size);
+    }
+
+    #[test]
+    fn a_copy_is_sealed() {
+        let src = own_executable();
+        let copy = copy_symbol_sections(&src, src.metadata().unwrap().len(), u64::MAX).unwrap();
+        let reopened = std::fs::OpenOptions::new().write(true).open(copy.path()).unwrap();
+        assert!(reopened.set_len(0).is_err(), "shrinking a sealed copy fails");
+        assert!(reopened.write_at(b"x", 0).is_err(), "writing a sealed copy fails");
+    }
+
+    #[test]
+    fn over_budget_and_not_elf_are_refused() {
+        let src = own_executable();
+        let size = src.metadata().unwrap().len();
+        assert!(matches!(copy_symbol_sections(&src, size, 1000), Err(CopyError::OverBudget { .. })));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("text");
+        std::fs::write(&path, vec![b'a'; 4096]).unwrap();
+        let err = copy_symbol_sections(&File::open(&path).unwrap(), 4096, u64::MAX).unwrap_err();
+        assert_eq!(err.kind(), "not_elf");
+        std::fs::write(&path, b"").unwrap();
+        assert_eq!(copy_symbol_sections(&File::open(&path).unwrap(), 0, u64::MAX).unwrap_err().kind(), "not_elf");
+    }
+
+    #[test]
+    fn a_file_that_shrinks_while_copied_leaves_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib.so");
+        std::fs::copy(std::env::current_exe().unwrap(), &path).unwrap();
+        let src = File::open(&path).unwrap();
+        let size = src.metadata().unwrap().len();
+        let ranges = symbol_ranges(&src, size).unwrap();
+        // Cut the file inside its last copied range, after its headers were read.
+        let cut = ranges.last().unwrap().start + 1;
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut).unwrap();
+        let copy = copy_symbol_sections(&src, size, u64::MAX);
+        // The section headers may be what was cut: then nothing is copied; else zeros remain.
+        if let Ok(copy) = copy {
+            let copied = std::fs::read(copy.path()).unwrap();
+            assert!(copied[cut as usize..].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn ranges_merge() {
+        assert_eq!(merge(vec![5..9, 0..2, 1..3, 9..9, 8..12]), vec![0..3, 5..12]);
+    }
+}
