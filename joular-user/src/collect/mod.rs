@@ -2,8 +2,10 @@
 
 mod cpu_time;
 mod drain;
+mod incarnations;
 pub mod monotonic;
 mod sample_log;
 pub mod walked;
 
-pub use drain::{Collector, RawCycle, ThreadExit};
+pub use drain::{Collector, RawCycle, ThreadExit, STALE_PROCESS_ROWS};
+pub use incarnations::start_ticks;

@@ -81,7 +81,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     };
     let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids())?;
     symbolize::apply_kernel_updates(walk, &mut probe);
-    let mut collector = Collector::new();
+    let mut collector = Collector::new(common.proc_root.clone());
     // Cycle boundaries count from the first cycle's start.
     let start = Instant::now();
     // Loading took a while; the first cycle's energy must start where its CPU time starts.
