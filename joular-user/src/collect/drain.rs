@@ -45,6 +45,9 @@ pub struct RawCycle {
     pub comms: HashMap<u32, (u32, String)>,
     pub cpus: Vec<CpuTime>,
     pub exits: Vec<ThreadExit>,
+    /// PID → the start tick (`/proc/<pid>/stat` field 22, mod 2^32; 0: unknown) of the process
+    /// the cycle's rows of that PID are of: what reads `/proc/<pid>` checks it is reading.
+    pub starts: HashMap<u32, u32>,
     /// Losses in this cycle, by cause (only causes with losses).
     pub drops: BTreeMap<String, u64>,
 }
@@ -102,7 +105,8 @@ impl Collector {
         drain_cpu_time(probe, old as usize, self.retired_tag, &mut rows, &mut cycle)?;
         drain_exits(probe, old as usize, &mut rows)?;
         let sorted = self.incarnations.sort(rows);
-        (cycle.samples, cycle.thread_cpu, cycle.comms, cycle.exits) = (sorted.samples, sorted.thread_cpu, sorted.comms, sorted.exits);
+        (cycle.samples, cycle.thread_cpu, cycle.comms, cycle.exits, cycle.starts) =
+            (sorted.samples, sorted.thread_cpu, sorted.comms, sorted.exits, sorted.starts);
         cycle.drops = self.drop_deltas(probe)?;
         if sorted.stale_rows > 0 {
             cycle.drops.insert(STALE_PROCESS_ROWS.into(), sorted.stale_rows);

@@ -35,6 +35,9 @@ pub struct Sorted {
     pub thread_cpu: Vec<ThreadCpuTime>,
     pub comms: HashMap<u32, (u32, String)>,
     pub exits: Vec<ThreadExit>,
+    /// PID → the start tick of the process its rows are of (0: unknown), so readers of
+    /// `/proc/<pid>` can check they read that process.
+    pub starts: HashMap<u32, u32>,
     /// Rows of a process older than the one its PID names now (none are expected: its rows
     /// all come before its exit): left out, counted.
     pub stale_rows: u64,
@@ -159,6 +162,11 @@ impl Incarnations {
         for &pid in superseded.difference(&ended) {
             out.exits.push(ThreadExit { pid, tid: pid, comm: String::new(), process_ended: true });
         }
+        for pid in out.samples.iter().map(|s| s.pid).chain(out.thread_cpu.iter().map(|t| t.pid)).chain(out.exits.iter().map(|e| e.pid)) {
+            if let Some(&start) = self.live.get(&pid) {
+                out.starts.insert(pid, start);
+            }
+        }
         self.cycles += 1;
         if self.cycles.is_multiple_of(SWEEP_EVERY_CYCLES) {
             for pid in self.gone(&ended) {
@@ -250,11 +258,13 @@ mod tests {
         assert_eq!(reuse.thread_cpu, [time(7, 7, 20)]);
         assert_eq!(reuse.comms[&7].1, "java");
         assert_eq!(reuse.exits, [exit(7, 7)], "the JVM ends with this cycle");
+        assert_eq!(reuse.starts[&7], 100);
         // Cycle 2: the impostor's rows of cycle 1 come first, as a process of their own.
         let next = inc.sort(Rows { samples: vec![(900, sample(7, 7, 100))], thread_cpu: vec![(900, time(7, 7, 990))], ..Default::default() });
         assert_eq!(next.samples.iter().map(|s| (s.tid, s.count)).collect::<Vec<_>>(), [(7, 40), (8, 3), (7, 100)]);
         assert_eq!(next.thread_cpu, [time(7, 7, 400), time(7, 7, 990)]);
         assert_eq!(next.comms[&7].1, "burn");
+        assert_eq!(next.starts[&7], 900);
         assert!(next.exits.is_empty());
         assert_eq!(next.stale_rows, 0);
     }

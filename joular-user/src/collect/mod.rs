@@ -8,4 +8,4 @@ mod sample_log;
 pub mod walked;
 
 pub use drain::{Collector, RawCycle, ThreadExit, STALE_PROCESS_ROWS};
-pub use incarnations::start_ticks;
+pub use incarnations::{parse_start_ticks, start_ticks};

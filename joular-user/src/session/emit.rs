@@ -147,6 +147,12 @@ impl Sinks {
             j.write(report)?;
         }
         self.summary.add(report, stacks);
+        if self.retirement.is_none() {
+            // Kept for the end, but apart: a later process with the PID is another process.
+            for e in cycle.exits.iter().filter(|e| e.process_ended) {
+                self.results.set_aside(e.pid);
+            }
+        }
         if let Some(r) = self.retirement.as_mut() {
             let ended = r.ended(&cycle.exits, self.results.pids());
             for &pid in &ended.pids {

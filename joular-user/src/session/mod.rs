@@ -193,9 +193,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         cycles_drained += 1;
         energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
         if let Some(l) = labeler.as_mut() {
-            l.fill(&mut report, &raw.exits);
+            l.fill(&mut report, &raw.exits, &raw.starts);
         } else {
-            leader_names.fill(&mut report, &common.proc_root);
+            leader_names.fill(&mut report, &common.proc_root, &raw.starts, &raw.exits);
         }
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
@@ -360,7 +360,7 @@ fn print_symbol_line(sinks: &Sinks) {
 
 fn describe(target: &Target) -> String {
     match target {
-        Target::Pids { pids, follow_children } => format!(
+        Target::Pids { pids, follow_children, .. } => format!(
             "PID {}{}",
             pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
             if *follow_children { " and the processes they start" } else { "" }
