@@ -143,8 +143,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
         None => None,
     };
-    let retirement = serve.map(|_| retire::Retirement::new(common.proc_root.clone()));
-    let mut sinks = Sinks::new(results, exporter, profiles, json, retirement);
+    let mut sinks = Sinks::new(results, exporter, profiles, json, serve.is_some());
     // A daemon logs a cycle line a minute unless --verbose.
     let cycle_line_every = if serve.is_some() && !common.verbose { 60 } else { 1 };
     let mut cycles_drained = 0u64;
