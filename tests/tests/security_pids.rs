@@ -7,6 +7,7 @@
 //! The root process is `md5sum /dev/zero` and the impostor `sha256sum /dev/zero`: two busy
 //! processes told apart by their comm and their code.
 
+use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,6 +45,24 @@ for attempt in range(1, 5001):
 sys.exit(3)
 "#;
 
+/// Starts the profiler with its stderr in `dir/stderr` and returns once it profiles (loading
+/// takes seconds on a loaded machine), plus two cycles.
+fn start_profiler(dir: &Path, args: &[&str]) -> Child {
+    let log = std::fs::File::create(dir.join("stderr")).unwrap();
+    let prof = Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(log).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !profiler_log(dir).contains("joular-ebpf: profiling") {
+        assert!(Instant::now() < deadline, "the profiler did not start:\n{}", profiler_log(dir));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    prof
+}
+
+fn profiler_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("stderr")).unwrap_or_default()
+}
+
 /// A busy root process with a comm of its own. Both burners run at nice -20, so that each gets
 /// its samples on a loaded machine.
 fn root_burner() -> Child {
@@ -64,7 +83,6 @@ fn kill_and_reuse(mut root: Child) -> (Child, Instant) {
         .spawn()
         .unwrap();
     let mut line = String::new();
-    use std::io::BufRead as _;
     std::io::BufReader::new(taker.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.trim().parse::<u32>().is_ok(), "nobody could not take PID {pid}: {line:?}");
     // The taker reports the fork; the exec follows.
@@ -131,19 +149,12 @@ fn pid_reuse_under_all_gives_the_new_process_its_own_tree_and_the_root_process_k
     let results = dir.path().join("results");
     let root = root_burner();
     let pid = root.id();
-    let prof = Command::new(bin())
-        .args(["--all", "--duration", "9", "--output"])
-        .arg(&results)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(4));
+    let prof = start_profiler(dir.path(), &["--all", "--duration", "8", "--output", results.to_str().unwrap()]);
     let (taker, _) = kill_and_reuse(root);
     std::thread::sleep(Duration::from_secs(3));
     stop_impostor(pid, taker);
     let out = wait_bounded(prof, Duration::from_secs(120));
-    assert_success(&out);
+    assert!(out.status.success(), "{}", profiler_log(dir.path()));
     let trees = trees_of(&results, pid);
     assert_eq!(trees.len(), 2, "two processes had PID {pid}: {:?}", trees.iter().map(|t| &t.0).collect::<Vec<_>>());
     let root_samples = assert_own_tree(&trees, "md5sum", "sha256");
@@ -157,20 +168,13 @@ fn pid_reuse_with_pid_and_no_duration_ends_the_run_when_the_process_dies_not_its
     let results = dir.path().join("results");
     let root = root_burner();
     let pid = root.id();
-    let prof = Command::new(bin())
-        .args(["--pid", &pid.to_string(), "--output"])
-        .arg(&results)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(4));
+    let prof = start_profiler(dir.path(), &["--pid", &pid.to_string(), "--output", results.to_str().unwrap()]);
     let (taker, died) = kill_and_reuse(root);
     let out = wait_bounded(prof, Duration::from_secs(30));
     let after_death = died.elapsed();
     stop_impostor(pid, taker);
-    assert_success(&out);
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = profiler_log(dir.path());
+    assert!(out.status.success(), "{err}");
     eprintln!("the run ended {after_death:?} after the root process died");
     assert!(err.contains("stopping (target exited)"), "{err}");
     assert!(after_death < Duration::from_millis(3500), "the run followed the impostor: it ended {after_death:?} after the root process died\n{err}");

@@ -19,8 +19,9 @@ use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 /// waiting this long before reading guarantees the buffer is quiet.
 const QUIESCE: Duration = Duration::from_millis(2);
 
-/// Drop cause: rows of a process older than the one its PID names (see `incarnations.rs`).
-pub const STALE_PROCESS_ROWS: &str = "stale_process_rows";
+/// Drop cause: rows of a process older than the one its PID names, or of another process than
+/// a `--pid` target with its PID (see `incarnations.rs`).
+pub const OTHER_PROCESS_ROWS: &str = "other_process_rows";
 
 /// A thread that exited during the cycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +96,12 @@ impl Collector {
         Ok((start_ns, end_ns))
     }
 
+    /// Counts PID `pid` only while it names the process that started at tick `start_ticks` (a
+    /// `--pid` target; 0: any process).
+    pub fn expect_process(&mut self, pid: u32, start_ticks: u32) {
+        self.incarnations.expect(pid, start_ticks);
+    }
+
     /// Reads and clears the buffer the last `flip` retired.
     pub fn read(&mut self, probe: &mut Probe, (start_ns, end_ns): (u64, u64)) -> Result<RawCycle, ProbeError> {
         std::thread::sleep(QUIESCE);
@@ -109,7 +116,7 @@ impl Collector {
             (sorted.samples, sorted.thread_cpu, sorted.comms, sorted.exits, sorted.starts);
         cycle.drops = self.drop_deltas(probe)?;
         if sorted.stale_rows > 0 {
-            cycle.drops.insert(STALE_PROCESS_ROWS.into(), sorted.stale_rows);
+            cycle.drops.insert(OTHER_PROCESS_ROWS.into(), sorted.stale_rows);
         }
         probe.flush_log();
         Ok(cycle)

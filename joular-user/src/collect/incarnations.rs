@@ -39,7 +39,8 @@ pub struct Sorted {
     /// `/proc/<pid>` can check they read that process.
     pub starts: HashMap<u32, u32>,
     /// Rows of a process older than the one its PID names now (none are expected: its rows
-    /// all come before its exit): left out, counted.
+    /// all come before its exit), or of another process than a `--pid` target with that PID
+    /// (`expect`): left out, counted.
     pub stale_rows: u64,
 }
 
@@ -47,6 +48,10 @@ pub struct Incarnations {
     proc_root: PathBuf,
     /// PID → the start tick of the process it names.
     live: HashMap<u32, u32>,
+    /// PID → the start tick of the only process with this PID to profile (`--pid`): the
+    /// kernel's filter holds numbers, and a target's PID may change hands before its number
+    /// leaves the filter.
+    expected: HashMap<u32, u32>,
     carried: Rows,
     cycles: u64,
 }
@@ -64,7 +69,14 @@ enum Place {
 
 impl Incarnations {
     pub fn new(proc_root: PathBuf) -> Self {
-        Self { proc_root, live: HashMap::new(), carried: Rows::default(), cycles: 0 }
+        Self { proc_root, live: HashMap::new(), expected: HashMap::new(), carried: Rows::default(), cycles: 0 }
+    }
+
+    /// Profiles PID `pid` only while it names the process that started at `start` (0: any).
+    pub fn expect(&mut self, pid: u32, start: u32) {
+        if start != 0 {
+            self.expected.insert(pid, start);
+        }
     }
 
     /// The start tick each PID of this cycle names: the live one, else the oldest seen.
@@ -90,6 +102,9 @@ impl Incarnations {
     }
 
     fn place(&self, pid: u32, start: u32) -> Place {
+        if let Some(&expected) = self.expected.get(&pid) {
+            return if start == expected || start == 0 { Place::Here } else { Place::Stale };
+        }
         match self.live.get(&pid) {
             Some(&live) if start == 0 || start == live || live == 0 => Place::Here,
             Some(&live) if newer(start, live) => Place::Next,
@@ -267,6 +282,20 @@ mod tests {
         assert_eq!(next.starts[&7], 900);
         assert!(next.exits.is_empty());
         assert_eq!(next.stale_rows, 0);
+    }
+
+    #[test]
+    fn a_pid_target_is_its_process_only_even_when_the_filter_catches_the_next_one() {
+        let proc = tempfile::tempdir().unwrap();
+        let mut inc = Incarnations::new(proc.path().to_owned());
+        inc.expect(7, 100);
+        // The target died and `nobody` took PID 7 before the filter let go of it.
+        let cycle = inc.sort(Rows { samples: vec![(900, sample(7, 7, 40))], thread_cpu: vec![(900, time(7, 7, 400))], ..Default::default() });
+        assert!(cycle.samples.is_empty() && cycle.thread_cpu.is_empty());
+        assert_eq!(cycle.stale_rows, 2);
+        let cycle = inc.sort(Rows { samples: vec![(100, sample(7, 7, 5)), (900, sample(7, 7, 1))], exits: vec![(100, exit(7, 7))], ..Default::default() });
+        assert_eq!((cycle.samples, cycle.exits, cycle.stale_rows), (vec![sample(7, 7, 5)], vec![exit(7, 7)], 1));
+        assert!(inc.sort(Rows { samples: vec![(900, sample(7, 7, 1))], ..Default::default() }).samples.is_empty(), "never after its end either");
     }
 
     #[test]

@@ -7,5 +7,5 @@ pub mod monotonic;
 mod sample_log;
 pub mod walked;
 
-pub use drain::{Collector, RawCycle, ThreadExit, STALE_PROCESS_ROWS};
+pub use drain::{Collector, RawCycle, ThreadExit};
 pub use incarnations::{parse_start_ticks, start_ticks};

@@ -82,6 +82,11 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids())?;
     symbolize::apply_kernel_updates(walk, &mut probe);
     let mut collector = Collector::new(common.proc_root.clone());
+    if let Target::Pids { pids, starts, .. } = &target {
+        for (&pid, &start) in pids.iter().zip(starts) {
+            collector.expect_process(pid, start);
+        }
+    }
     // Cycle boundaries count from the first cycle's start.
     let start = Instant::now();
     // Loading took a while; the first cycle's energy must start where its CPU time starts.
