@@ -45,11 +45,12 @@ for attempt in range(1, 5001):
 sys.exit(3)
 "#;
 
-/// Starts the profiler with its stderr in `dir/stderr` and returns once it profiles (loading
-/// takes seconds on a loaded machine), plus two cycles.
+/// Starts the profiler with its output in `dir/stdout` and `dir/stderr` (under `--all` its end
+/// summary is larger than a pipe holds) and returns once it profiles (loading takes seconds on
+/// a loaded machine), plus two cycles.
 fn start_profiler(dir: &Path, args: &[&str]) -> Child {
-    let log = std::fs::File::create(dir.join("stderr")).unwrap();
-    let prof = Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(log).spawn().unwrap();
+    let (out, log) = (std::fs::File::create(dir.join("stdout")).unwrap(), std::fs::File::create(dir.join("stderr")).unwrap());
+    let prof = Command::new(bin()).args(args).stdout(out).stderr(log).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !profiler_log(dir).contains("joular-ebpf: profiling") {
         assert!(Instant::now() < deadline, "the profiler did not start:\n{}", profiler_log(dir));
@@ -65,25 +66,53 @@ fn profiler_log(dir: &Path) -> String {
 
 /// A busy root process with a comm of its own. Both burners run at nice -20, so that each gets
 /// its samples on a loaded machine.
-fn root_burner() -> Child {
-    Command::new("nice").args(["-n", "-20", "md5sum", "/dev/zero"]).stdout(Stdio::null()).spawn().unwrap()
+fn root_burner() -> RootBurner {
+    RootBurner(Command::new("nice").args(["-n", "-20", "md5sum", "/dev/zero"]).stdout(Stdio::null()).spawn().unwrap())
 }
 
-/// Kills `root` and gives its PID to `nobody`'s `sha256sum /dev/zero`; returns the taker (which
-/// waits for the impostor) once the impostor runs, and when the root process died.
-fn kill_and_reuse(mut root: Child) -> (Child, Instant) {
-    let pid = root.id();
-    root.kill().unwrap();
-    root.wait().unwrap();
+/// Killed when dropped, if the test ends before it does.
+struct RootBurner(Child);
+
+impl Drop for RootBurner {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `nobody`'s process with the root process's PID, killed when dropped (a failed test leaves no
+/// burner behind), with the taker that waits for it.
+struct Impostor {
+    pid: u32,
+    taker: Child,
+}
+
+impl Drop for Impostor {
+    fn drop(&mut self) {
+        if self.taker.try_wait().ok().flatten().is_none() {
+            let _ = Command::new("kill").args(["-KILL", &self.pid.to_string()]).status();
+            let _ = self.taker.kill();
+            let _ = self.taker.wait();
+        }
+    }
+}
+
+/// Kills `root` and gives its PID to `nobody`'s `sha256sum /dev/zero`; returns once the impostor
+/// runs, with when the root process died.
+fn kill_and_reuse(mut root: RootBurner) -> (Impostor, Instant) {
+    let pid = root.0.id();
+    root.0.kill().unwrap();
+    root.0.wait().unwrap();
     let died = Instant::now();
-    let mut taker = Command::new(SYSTEM_PYTHON)
+    let taker = Command::new(SYSTEM_PYTHON)
         .args(["-c", TAKE_PID, &pid.to_string(), &NOBODY.to_string(), "sha256sum", "/dev/zero"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut impostor = Impostor { pid, taker };
     let mut line = String::new();
-    std::io::BufReader::new(taker.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    std::io::BufReader::new(impostor.taker.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.trim().parse::<u32>().is_ok(), "nobody could not take PID {pid}: {line:?}");
     // The taker reports the fork; the exec follows.
     let exec_deadline = Instant::now() + Duration::from_secs(5);
@@ -93,13 +122,7 @@ fn kill_and_reuse(mut root: Child) -> (Child, Instant) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(stat.contains("Name:\tsha256sum") && stat.lines().any(|l| l.starts_with("Uid:") && l.contains("65534")), "PID {pid} is not nobody's impostor:\n{stat}");
     eprintln!("PID {pid} reused by nobody after {} fork(s), {:?} after the root process died", line.trim(), died.elapsed());
-    (taker, died)
-}
-
-/// Ends the impostor (PID `pid`, a child of `taker`).
-fn stop_impostor(pid: u32, mut taker: Child) {
-    let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
-    taker.wait().unwrap();
+    (impostor, died)
 }
 
 /// The `<pid>-<ms>` result directories of `pid` under `root`, with their summaries.
@@ -148,11 +171,11 @@ fn pid_reuse_under_all_gives_the_new_process_its_own_tree_and_the_root_process_k
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
     let root = root_burner();
-    let pid = root.id();
+    let pid = root.0.id();
     let prof = start_profiler(dir.path(), &["--all", "--duration", "8", "--output", results.to_str().unwrap()]);
-    let (taker, _) = kill_and_reuse(root);
+    let (impostor, _) = kill_and_reuse(root);
     std::thread::sleep(Duration::from_secs(3));
-    stop_impostor(pid, taker);
+    drop(impostor);
     let out = wait_bounded(prof, Duration::from_secs(120));
     assert!(out.status.success(), "{}", profiler_log(dir.path()));
     let trees = trees_of(&results, pid);
@@ -167,12 +190,12 @@ fn pid_reuse_with_pid_and_no_duration_ends_the_run_when_the_process_dies_not_its
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
     let root = root_burner();
-    let pid = root.id();
+    let pid = root.0.id();
     let prof = start_profiler(dir.path(), &["--pid", &pid.to_string(), "--output", results.to_str().unwrap()]);
-    let (taker, died) = kill_and_reuse(root);
+    let (impostor, died) = kill_and_reuse(root);
     let out = wait_bounded(prof, Duration::from_secs(30));
     let after_death = died.elapsed();
-    stop_impostor(pid, taker);
+    drop(impostor);
     let err = profiler_log(dir.path());
     assert!(out.status.success(), "{err}");
     eprintln!("the run ended {after_death:?} after the root process died");
