@@ -61,7 +61,7 @@ impl TaskFields {
         if btf.kind(start_type) != Some(KIND_INT) || btf.size(start_type) != Some(8) {
             return Err("task_struct::start_boottime is not a 64-bit integer".into());
         }
-        let bytes_of = |bits: u32| if bits % 8 == 0 { Ok(bits / 8) } else { Err("a field is not byte-aligned".to_string()) };
+        let bytes_of = |bits: u32| if bits.is_multiple_of(8) { Ok(bits / 8) } else { Err("a field is not byte-aligned".to_string()) };
         Ok(Self { group_leader: bytes_of(leader.bit_offset)?, start_boottime: bytes_of(start.bit_offset)? })
     }
 }
@@ -145,7 +145,7 @@ impl<'a> Btf<'a> {
     fn struct_named(&self, name: &str) -> Option<u32> {
         (1..self.types.len() as u32).find(|&id| {
             self.kind(id) == Some(KIND_STRUCT)
-                && self.types[id as usize].1.len() > 0
+                && !self.types[id as usize].1.is_empty()
                 && self.name(u32_at(self.types[id as usize].0, 0).unwrap_or(0)) == name.as_bytes()
         })
     }

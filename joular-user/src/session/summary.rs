@@ -19,6 +19,9 @@ struct ThreadTotal {
     samples: u64,
 }
 
+/// One row of the thread table: (pid, tid, totals, energy, sampled stacks).
+type ThreadRow<'a> = (u32, u32, &'a ThreadTotal, TotalEnergy, Vec<(&'a Stack, u64)>);
+
 /// A thread of a process that ended, set aside from later processes with its PID.
 struct EndedThread {
     pid: u32,
@@ -118,7 +121,7 @@ impl Summary {
             (pid, tid, t, totals.threads.get(&(pid, tid)).copied().unwrap_or_default(), stacks)
         });
         let ended = self.ended.iter().map(|e| (e.pid, e.tid, &e.total, e.energy, e.stacks.iter().map(|(s, n)| (s, *n)).collect()));
-        let mut threads: Vec<(u32, u32, &ThreadTotal, TotalEnergy, Vec<(&Stack, u64)>)> = live.chain(ended).collect();
+        let mut threads: Vec<ThreadRow> = live.chain(ended).collect();
         threads.sort_by(|a, b| b.2.on_cpu_ns.cmp(&a.2.on_cpu_ns).then((a.0, a.1).cmp(&(b.0, b.1))));
         let total_samples: u64 = threads.iter().map(|t| t.2.samples).sum();
         let _ = writeln!(
@@ -156,7 +159,7 @@ impl Summary {
             for (name, n) in leaves.iter().take(5) {
                 let _ = writeln!(out, "  {:>5.1}%  {name}", 100.0 * *n as f64 / t.samples.max(1) as f64);
             }
-            mine.sort_by(|a, b| b.1.cmp(&a.1));
+            mine.sort_by_key(|m| std::cmp::Reverse(m.1));
             for (stack, n) in mine.iter().take(3) {
                 let frames: Vec<&str> = stack.iter().rev().take(6).map(|f| &*f.short).collect();
                 let _ = writeln!(out, "  {n:>6}  {}", frames.join(" <- "));
