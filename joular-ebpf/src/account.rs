@@ -15,14 +15,15 @@ use core::ffi::c_void;
 use aya_ebpf::{
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
-        bpf_ktime_get_ns, generated,
+        bpf_ktime_get_ns, bpf_probe_read_kernel, generated,
     },
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
     CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue,
     ThreadSlot,
-    CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_TARGETS_GEN,
+    CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_EXITS_GEN, CONFIG_TARGETS_GEN,
+    CONFIG_TASK_OFFSETS, NS_PER_START_TICK,
     DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL,
     DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED, SAMPLE_LOG_SLOTS,
     STACK_ID_OVERFLOW, TARGET_CACHE, THREAD_SLOTS,
@@ -92,6 +93,28 @@ pub fn count_drop(kind: u32) {
     }
 }
 
+/// The running process's start tick (its group leader's `start_boottime`, as /proc shows it),
+/// read at the `task_struct` offsets user space found in the kernel's BTF (`CONFIG_TASK_OFFSETS`);
+/// 0 when they are unknown or a read fails. Two reads, taken only when a thread takes a slot or
+/// a slot is checked again after a process ended (see `charge_thread`).
+#[inline(always)]
+fn process_start_ticks() -> u32 {
+    let offsets = CONFIG.get(CONFIG_TASK_OFFSETS).copied().unwrap_or(0);
+    if offsets == 0 {
+        return 0;
+    }
+    // SAFETY: returns the current task's address; nothing is dereferenced here.
+    let task = unsafe { generated::bpf_get_current_task() };
+    // SAFETY: `bpf_probe_read_kernel` checks the address; a failed read gives 0.
+    let leader: u64 = unsafe { bpf_probe_read_kernel((task + (offsets >> 32)) as *const u64) }.unwrap_or(0);
+    if leader == 0 {
+        return 0;
+    }
+    // SAFETY: as above.
+    let start_ns: u64 = unsafe { bpf_probe_read_kernel((leader + (offsets & 0xffff_ffff)) as *const u64) }.unwrap_or(0);
+    (start_ns / NS_PER_START_TICK) as u32
+}
+
 /// Whether the task `pid_tgid` is profiled (never the idle task).
 #[inline(always)]
 fn is_target(pid_tgid: u64) -> bool {
@@ -99,17 +122,16 @@ fn is_target(pid_tgid: u64) -> bool {
 }
 
 /// Charges the time since this CPU's last accounting point to the task running now, in the
-/// buffer `tag` names (`target`: `is_target` of it, which the caller may need too).
+/// buffer `tag` names (`target`: `is_target` of it, which the caller may need too). Returns
+/// its process's start tick when it charged a target (the slot knows it).
 #[inline(always)]
-fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) {
-    let Some(state) = CPU_STATE.get_ptr_mut(0) else {
-        return;
-    };
+fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) -> Option<u32> {
+    let state = CPU_STATE.get_ptr_mut(0)?;
     // SAFETY: per-CPU value, only this CPU writes it.
     let state = unsafe { &mut *state };
     let last_ns = core::mem::replace(&mut state.last_ns, now_ns);
     if last_ns == 0 || now_ns <= last_ns {
-        return;
+        return None;
     }
     let delta_ns = now_ns - last_ns;
     let buffer = buffer_of(tag) as usize;
@@ -128,24 +150,41 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) {
     } else {
         times.busy_ns += delta_ns;
     }
-    if target {
-        charge_thread(state, pid_tgid, cpu, buffer_of(tag), delta_ns);
+    if !target {
+        return None;
     }
+    let exits_gen = CONFIG.get(CONFIG_EXITS_GEN).copied().unwrap_or(0);
+    Some(charge_thread(state, pid_tgid, cpu, buffer_of(tag), delta_ns, exits_gen))
 }
 
 /// Adds `delta_ns` to the thread's slot, one of the pair its tid selects. A thread without
 /// one takes an empty slot of the pair, or the less charged one after moving that thread's
 /// time to `THREAD_CPU_*`: the few threads a CPU switches between keep their slots (two that
-/// share a pair too), and a switch among them costs no hash map operation.
+/// share a pair too), and a switch among them costs no hash map operation. A slot checked before
+/// the last process exit (`exits_gen`) is checked again: if its PID now names another process,
+/// the dead thread's time goes to `THREAD_CPU_*` and the new thread takes the slot. Returns the
+/// thread's process start tick.
 #[inline(always)]
-fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64) {
+fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64, exits_gen: u64) -> u32 {
     let pair = pid_tgid as usize % (THREAD_SLOTS / 2) * 2;
     let slots = &mut state.threads[buffer as usize];
     for slot in &mut slots[pair..pair + 2] {
-        if slot.pid_tgid == pid_tgid {
-            slot.on_cpu_ns += delta_ns;
-            return;
+        if slot.pid_tgid != pid_tgid {
+            continue;
         }
+        if slot.checked_gen != exits_gen {
+            let start_ticks = process_start_ticks();
+            if start_ticks != slot.start_ticks {
+                flush_thread(slot, cpu, buffer);
+                slot.start_ticks = start_ticks;
+                slot.on_cpu_ns = 0;
+                // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
+                unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
+            }
+            slot.checked_gen = exits_gen;
+        }
+        slot.on_cpu_ns += delta_ns;
+        return slot.start_ticks;
     }
     let (first, second) = (&slots[pair], &slots[pair + 1]);
     let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
@@ -159,14 +198,17 @@ fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, del
     }
     slot.pid_tgid = pid_tgid;
     slot.on_cpu_ns = delta_ns;
+    slot.start_ticks = process_start_ticks();
+    slot.checked_gen = exits_gen;
     // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
     unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
+    slot.start_ticks
 }
 
 /// Adds a slot's time to its thread's `THREAD_CPU_*` entry for this CPU.
 #[inline(always)]
 fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32) {
-    let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu };
+    let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu, start_ticks: slot.start_ticks, _pad: 0 };
     let map = if buffer == 0 { &THREAD_CPU_0 } else { &THREAD_CPU_1 };
     if let Some(v) = map.get_ptr_mut(&key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
@@ -237,10 +279,12 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let tag = active_tag();
     let target = is_target(pid_tgid);
-    account(now_ns, pid_tgid, cpu, tag, target);
+    let start_ticks = account(now_ns, pid_tgid, cpu, tag, target);
     if !target {
         return Ok(0);
     }
+    // The slot's start tick costs nothing; only the CPU's first accounting point reads it.
+    let start_ticks = start_ticks.unwrap_or_else(process_start_ticks);
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
@@ -264,7 +308,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
         cpu,
         user_stack_id,
         kernel_stack_id,
-        _pad: 0,
+        start_ticks,
         java_stack_hash,
         java_leaf,
     };
@@ -317,19 +361,23 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
     // counted in that cycle; its last switch-out adds only the few µs after this.
     let cpu = unsafe { bpf_get_smp_processor_id() };
     let tag = active_tag();
-    account(now_ns, pid_tgid, cpu, tag, true);
+    let start_ticks = account(now_ns, pid_tgid, cpu, tag, true).unwrap_or_else(process_start_ticks);
     let group_dead: u8 = unsafe { ctx.read_at(EXIT_GROUP_DEAD_OFFSET) }.unwrap_or(0);
     let value = ExitValue {
         tgid,
         group_dead: group_dead as u32,
         exit_ns: now_ns,
         comm: bpf_get_current_comm().unwrap_or([0; 16]),
+        start_ticks,
+        _pad: 0,
     };
     let exits = if buffer_of(tag) == 0 { &EXITS_0 } else { &EXITS_1 };
     if exits.insert(&tid, &value, 0).is_err() {
         count_drop(DROP_EXITS_MAP_FULL);
     }
     if group_dead != 0 {
+        // Before the PID can be reused: every slot is checked again before it adds time.
+        crate::follow::store_generation(CONFIG_EXITS_GEN);
         crate::follow::forget(tgid);
         // A recycled PID must not be walked with the old JVM's bounds (nor with the copy
         // a CPU keeps of them: the generation tells it).

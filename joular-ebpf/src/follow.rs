@@ -51,10 +51,15 @@ pub fn forget(tgid: u32) {
 }
 
 /// Makes the per-CPU caches of `TARGETS` and `JVMS` answers stale: stores a value
-/// `CONFIG_TARGETS_GEN` never held (this CPU's change count and the CPU). Called after each
-/// change to either map.
+/// `CONFIG_TARGETS_GEN` never held. Called after each change to either map.
 #[inline(always)]
 pub fn targets_changed() {
+    store_generation(CONFIG_TARGETS_GEN);
+}
+
+/// Stores in `CONFIG[index]` a value no generation ever held: this CPU's change count and the CPU.
+#[inline(always)]
+pub fn store_generation(index: u32) {
     let Some(state) = CPU_STATE.get_ptr_mut(0) else {
         return;
     };
@@ -63,7 +68,7 @@ pub fn targets_changed() {
         (*state).targets_changes += 1;
         (*state).targets_changes
     };
-    if let Some(generation) = CONFIG.get_ptr_mut(CONFIG_TARGETS_GEN) {
+    if let Some(generation) = CONFIG.get_ptr_mut(index) {
         let cpu = unsafe { bpf_get_smp_processor_id() };
         // SAFETY: a plain 8-byte store; other CPUs and user space store theirs the same way.
         unsafe { *generation = changes << 16 | u64::from(cpu) };

@@ -26,7 +26,15 @@ pub const CONFIG_FOLLOW_CHILDREN: u32 = 2;
 /// the last `JVMS` answer (the sampler's walk state) hold only answers read under the current
 /// value.
 pub const CONFIG_TARGETS_GEN: u32 = 3;
-pub const CONFIG_LEN: u32 = 4;
+/// Where a process's start time is in the kernel's `task_struct`, from its BTF:
+/// `group_leader`'s offset in the high 32 bits, `start_boottime`'s in the low ones (0: unknown,
+/// every process then starts at tick 0 and only exit records tell incarnations of a PID apart).
+pub const CONFIG_TASK_OFFSETS: u32 = 4;
+/// Stored anew (like `CONFIG_TARGETS_GEN`, from the same per-CPU count) each time a profiled
+/// process ends: a thread slot checked under an older value may belong to a process whose PID
+/// has since been reused, and is checked again (`ThreadSlot::checked_gen`).
+pub const CONFIG_EXITS_GEN: u32 = 5;
+pub const CONFIG_LEN: u32 = 6;
 /// `CONFIG_TARGETS_GEN`'s writer field for user space (above any CPU number).
 pub const TARGETS_WRITER_USER: u64 = 0xffff;
 
@@ -231,6 +239,11 @@ pub struct JavaStack {
     pub frames: [JavaFrame; MAX_JAVA_FRAMES],
 }
 
+/// A process's start time as `/proc/<pid>/stat` field 22 gives it (`starttime`, clock ticks
+/// since boot, `USER_HZ` = 100): with the PID, the process's identity (a recycled PID has
+/// another start).
+pub const NS_PER_START_TICK: u64 = 10_000_000;
+
 /// Key of the in-kernel sample aggregation: one count per distinct
 /// (thread, cpu, user stack, kernel stack). A stack id below 0 means "no stack".
 #[repr(C)]
@@ -241,7 +254,8 @@ pub struct SampleKey {
     pub cpu: u32,
     pub user_stack_id: i32,
     pub kernel_stack_id: i32,
-    pub _pad: u32,
+    /// The process's start tick (see `NS_PER_START_TICK`).
+    pub start_ticks: u32,
     /// Hash of the walked user stack in `JAVA_STACKS_*` (threads of JVMs in `JVMS`); 0
     /// when the user stack is `user_stack_id`'s instead.
     pub java_stack_hash: u64,
@@ -268,12 +282,15 @@ pub struct SampleLog {
     pub keys: [SampleKey; SAMPLE_LOG_SLOTS],
 }
 
-/// Key of the on-CPU accounting map.
+/// Key of the on-CPU accounting map. A thread of a process whose PID was reused within the
+/// cycle is another key (its process's start tick differs).
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ThreadCpuKey {
     pub tid: u32,
     pub cpu: u32,
+    pub start_ticks: u32,
+    pub _pad: u32,
 }
 
 /// On-CPU time of one thread on one CPU in one buffer. `comm` is captured when the entry is
@@ -304,6 +321,12 @@ pub struct ThreadSlot {
     pub on_cpu_ns: u64,
     /// The thread's name when it took the slot.
     pub comm: [u8; 16],
+    /// Its process's start tick, read when it took the slot and checked again whenever a
+    /// process ended since (`CONFIG_EXITS_GEN` no longer `checked_gen`): a thread of a new
+    /// process with the same PID and TID never adds to a dead one's time.
+    pub start_ticks: u32,
+    pub _pad: u32,
+    pub checked_gen: u64,
 }
 
 /// One CPU's time in one buffer. Written only by that CPU, which resets it and the buffer's
@@ -340,7 +363,8 @@ pub struct CpuState {
     pub times: [CpuTimes; BUFFERS as usize],
     /// Recent `TARGETS` answers, at `tgid % TARGET_CACHE`.
     pub targets: [TargetAnswer; TARGET_CACHE],
-    /// Changes this CPU made to `TARGETS` (the count in `CONFIG_TARGETS_GEN`).
+    /// Changes this CPU made to `TARGETS` and processes it saw end (the count in
+    /// `CONFIG_TARGETS_GEN` and `CONFIG_EXITS_GEN`).
     pub targets_changes: u64,
     /// Index = buffer; valid under `times[buffer].tag`.
     pub threads: [[ThreadSlot; THREAD_SLOTS]; BUFFERS as usize],
@@ -356,6 +380,9 @@ pub struct ExitValue {
     pub group_dead: u32,
     pub exit_ns: u64,
     pub comm: [u8; 16],
+    /// Its process's start tick: which process with this PID ended.
+    pub start_ticks: u32,
+    pub _pad: u32,
 }
 
 /// Kernel addresses `joular_ksym` names per run: the raw tracepoint test-run context holds

@@ -81,7 +81,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 for note in &resolved.notes {
                     errln!("joular-ebpf: note: {note}");
                 }
-                Target::Pids { pids: resolved.pids, follow_children: p.follow_children }
+                Target::Pids { pids: resolved.pids, starts: resolved.starts, follow_children: p.follow_children }
             } else {
                 return Err(UsageError("nothing to profile: give --pid PID, --all, or `record -- CMD` (see --help)".into()).into());
             };

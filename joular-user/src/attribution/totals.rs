@@ -40,6 +40,9 @@ pub struct Totals {
     pub threads: BTreeMap<(u32, u32), TotalEnergy>,
     pub processes: BTreeMap<u32, TotalEnergy>,
     pub sockets: BTreeMap<u32, SocketTotal>,
+    /// Processes that ended, set aside (`set_aside`) from later processes with their PID: the
+    /// process's total, then its threads'.
+    pub ended: Vec<(u32, TotalEnergy, BTreeMap<u32, TotalEnergy>)>,
 }
 
 impl Totals {
@@ -70,6 +73,16 @@ impl Totals {
         }
         self.threads.retain(|(pid, _), _| !pids.contains(pid));
         self.processes.retain(|pid, _| !pids.contains(pid));
+    }
+
+    /// Keeps an ended process's totals apart: a later process with the same PID (a reused PID)
+    /// starts from zero.
+    pub fn set_aside(&mut self, pid: u32) {
+        let threads: BTreeMap<u32, TotalEnergy> = self.threads.range((pid, 0)..=(pid, u32::MAX)).map(|(&(_, tid), &t)| (tid, t)).collect();
+        self.threads.retain(|&(p, _), _| p != pid);
+        if let Some(total) = self.processes.remove(&pid) {
+            self.ended.push((pid, total, threads));
+        }
     }
 
     /// Drops the totals of threads that have exited (a long host-mode run keeps only live ones).
@@ -133,5 +146,25 @@ mod tests {
         totals.forget_processes(&[1].into());
         assert!(totals.threads.is_empty() && totals.processes.is_empty());
         assert_eq!(totals.sockets[&0], s, "socket energy is kept");
+    }
+
+    #[test]
+    fn an_ended_process_is_set_aside_and_a_reused_pid_starts_from_zero() {
+        let sec = 1_000_000_000;
+        let topo = Topology::from_pairs([(0, 0)]);
+        let cpus = [CpuTime { cpu: 0, busy_ns: sec, idle_ns: 0 }];
+        let reading = [SocketEnergy { socket: 0, energy_uj: 1e6, ..Default::default() }];
+        let cycle = |rows: &[ThreadCpuTime]| attribute(&cpus, rows, &topo, &reading, sec, &IdleBaseline::new(None));
+        let mut totals = Totals::default();
+        totals.add(&cycle(&[ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: sec / 2 }, ThreadCpuTime { pid: 8, tid: 8, cpu: 0, on_cpu_ns: sec / 4 }]));
+        let jvm = totals.processes[&7];
+        totals.set_aside(7);
+        totals.add(&cycle(&[ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: sec / 10 }]));
+        assert_eq!(totals.ended.len(), 1);
+        let (pid, total, threads) = &totals.ended[0];
+        assert_eq!((*pid, *total, threads[&7]), (7, jvm, jvm), "the ended process keeps its own totals");
+        assert_eq!(totals.processes[&7].on_cpu_ns, sec / 10, "the new process with PID 7 starts from zero");
+        assert_eq!(totals.threads[&(7, 7)].on_cpu_ns, sec / 10);
+        assert_eq!(totals.processes[&8].on_cpu_ns, sec / 4, "other processes are untouched");
     }
 }

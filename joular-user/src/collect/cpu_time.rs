@@ -14,10 +14,11 @@ use crate::model::{CpuTime, ThreadCpuTime};
 pub struct CycleCpuTime {
     /// One row per CPU of `cycles`.
     pub cpus: Vec<CpuTime>,
-    /// One row per (thread, CPU).
-    pub threads: Vec<ThreadCpuTime>,
-    /// tid → (pid, comm) as the kernel saw it when the thread first ran in the cycle.
-    pub comms: HashMap<u32, (u32, String)>,
+    /// One row per (thread, CPU, process start tick): the start tick first.
+    pub threads: Vec<(u32, ThreadCpuTime)>,
+    /// (tid, process start tick) → (pid, comm) as the kernel saw it when the thread first ran
+    /// in the cycle.
+    pub comms: HashMap<(u32, u32), (u32, String)>,
 }
 
 /// Merges the drained buffer's part of each CPU's state (`(cpu, state)`) with that buffer's
@@ -27,19 +28,19 @@ pub struct CycleCpuTime {
 pub fn merge(states: &[(u32, CpuState)], tag: u32, spilled: &[(ThreadCpuKey, ThreadCpuValue)]) -> CycleCpuTime {
     let buffer = (tag & 1) as usize;
     let mut out = CycleCpuTime::default();
-    let mut rows: HashMap<(u32, u32), usize> = HashMap::with_capacity(spilled.len());
-    let mut add = |out: &mut CycleCpuTime, pid: u32, tid: u32, cpu: u32, on_cpu_ns: u64, comm: &[u8; 16]| {
-        match rows.get(&(tid, cpu)) {
-            Some(&i) => out.threads[i].on_cpu_ns += on_cpu_ns,
+    let mut rows: HashMap<(u32, u32, u32), usize> = HashMap::with_capacity(spilled.len());
+    let mut add = |out: &mut CycleCpuTime, start: u32, pid: u32, tid: u32, cpu: u32, on_cpu_ns: u64, comm: &[u8; 16]| {
+        match rows.get(&(tid, cpu, start)) {
+            Some(&i) => out.threads[i].1.on_cpu_ns += on_cpu_ns,
             None => {
-                rows.insert((tid, cpu), out.threads.len());
-                out.threads.push(ThreadCpuTime { pid, tid, cpu, on_cpu_ns });
+                rows.insert((tid, cpu, start), out.threads.len());
+                out.threads.push((start, ThreadCpuTime { pid, tid, cpu, on_cpu_ns }));
             }
         }
-        out.comms.entry(tid).or_insert_with(|| (pid, comm_str(comm)));
+        out.comms.entry((tid, start)).or_insert_with(|| (pid, comm_str(comm)));
     };
     for (key, value) in spilled {
-        add(&mut out, value.tgid, key.tid, key.cpu, value.on_cpu_ns, &value.comm);
+        add(&mut out, key.start_ticks, value.tgid, key.tid, key.cpu, value.on_cpu_ns, &value.comm);
     }
     for (cpu, state) in states {
         let times = &state.times[buffer];
@@ -53,7 +54,7 @@ pub fn merge(states: &[(u32, CpuState)], tag: u32, spilled: &[(ThreadCpuKey, Thr
             continue;
         }
         for slot in state.threads[buffer].iter().filter(|s| s.pid_tgid != 0) {
-            add(&mut out, (slot.pid_tgid >> 32) as u32, slot.pid_tgid as u32, *cpu, slot.on_cpu_ns, &slot.comm);
+            add(&mut out, slot.start_ticks, (slot.pid_tgid >> 32) as u32, slot.pid_tgid as u32, *cpu, slot.on_cpu_ns, &slot.comm);
         }
     }
     out
@@ -156,14 +157,15 @@ mod tests {
         let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) { pair } else { pair + 1 };
         let slot = &mut slots[taken];
         if slot.pid_tgid != 0 {
-            let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu: p.cpu };
+            let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu: p.cpu, start_ticks: 0, _pad: 0 };
             let value = ThreadCpuValue { on_cpu_ns: 0, tgid: (slot.pid_tgid >> 32) as u32, _pad: 0, comm: slot.comm };
             spilled.entry(key).or_insert(value).on_cpu_ns += slot.on_cpu_ns;
         }
-        *slot = ThreadSlot { pid_tgid: p.pid_tgid, on_cpu_ns: delta_ns, comm: p.comm };
+        *slot = ThreadSlot { pid_tgid: p.pid_tgid, on_cpu_ns: delta_ns, comm: p.comm, ..Default::default() };
     }
 
-    fn sorted_threads(mut rows: Vec<ThreadCpuTime>) -> Vec<ThreadCpuTime> {
+    fn sorted_threads(rows: impl IntoIterator<Item = ThreadCpuTime>) -> Vec<ThreadCpuTime> {
+        let mut rows: Vec<_> = rows.into_iter().collect();
         rows.sort_by_key(|r| (r.tid, r.cpu));
         rows
     }
@@ -198,16 +200,16 @@ mod tests {
             let merged = merge(&cpus, tag, &spilled);
 
             let expected = unbatched.threads.iter().map(|(&(tid, cpu), &(pid, on_cpu_ns))| ThreadCpuTime { pid, tid, cpu, on_cpu_ns });
-            assert_eq!(sorted_threads(merged.threads.clone()), sorted_threads(expected.collect()), "cycle {cycle}: time per (thread, CPU)");
-            let charged: u64 = merged.threads.iter().map(|t| t.on_cpu_ns).sum();
+            assert_eq!(sorted_threads(merged.threads.iter().map(|t| t.1)), sorted_threads(expected), "cycle {cycle}: time per (thread, CPU)");
+            let charged: u64 = merged.threads.iter().map(|t| t.1.on_cpu_ns).sum();
             assert_eq!(charged, unbatched.threads.values().map(|v| v.1).sum::<u64>(), "cycle {cycle}: total");
             assert_eq!(merged.cpus.len(), cpus.len());
             for c in &merged.cpus {
                 let (busy_ns, idle_ns) = unbatched.cpus.get(&c.cpu).copied().unwrap_or_default();
                 assert_eq!((c.busy_ns, c.idle_ns), (busy_ns, idle_ns), "cycle {cycle}: CPU {}", c.cpu);
             }
-            for t in &merged.threads {
-                let (pid, name) = &merged.comms[&t.tid];
+            for (start, t) in &merged.threads {
+                let (pid, name) = &merged.comms[&(t.tid, *start)];
                 assert_eq!(*pid, t.pid);
                 assert!(
                     points[span.clone()].iter().any(|p| p.pid_tgid as u32 == t.tid && comm_str(&p.comm) == *name),
@@ -256,13 +258,29 @@ mod tests {
     fn a_cpu_state_of_an_older_cycle_of_the_buffer_counts_nothing() {
         let mut stale = CpuState::default();
         stale.times[0] = joular_ebpf::CpuTimes { tag: 2, _pad: 0, busy_ns: 5, idle_ns: 6 };
-        stale.threads[0][0] = ThreadSlot { pid_tgid: 7 << 32 | 8, on_cpu_ns: 5, comm: *b"old\0\0\0\0\0\0\0\0\0\0\0\0\0" };
+        stale.threads[0][0] = ThreadSlot { pid_tgid: 7 << 32 | 8, on_cpu_ns: 5, comm: *b"old\0\0\0\0\0\0\0\0\0\0\0\0\0", ..Default::default() };
         let mut current = stale;
         current.times[0].tag = 4;
-        let spilled = [(ThreadCpuKey { tid: 8, cpu: 1 }, ThreadCpuValue { on_cpu_ns: 10, tgid: 7, _pad: 0, comm: *b"new\0\0\0\0\0\0\0\0\0\0\0\0\0" })];
+        let spilled = [(ThreadCpuKey { tid: 8, cpu: 1, start_ticks: 0, _pad: 0 }, ThreadCpuValue { on_cpu_ns: 10, tgid: 7, _pad: 0, comm: *b"new\0\0\0\0\0\0\0\0\0\0\0\0\0" })];
         let merged = merge(&[(0, stale), (1, current)], 4, &spilled);
         assert_eq!(merged.cpus, vec![CpuTime { cpu: 0, busy_ns: 0, idle_ns: 0 }, CpuTime { cpu: 1, busy_ns: 5, idle_ns: 6 }]);
-        assert_eq!(merged.threads, vec![ThreadCpuTime { pid: 7, tid: 8, cpu: 1, on_cpu_ns: 15 }]);
-        assert_eq!(merged.comms[&8], (7, "new".to_string()));
+        assert_eq!(merged.threads, vec![(0, ThreadCpuTime { pid: 7, tid: 8, cpu: 1, on_cpu_ns: 15 })]);
+        assert_eq!(merged.comms[&(8, 0)], (7, "new".to_string()));
+    }
+
+    #[test]
+    fn a_reused_pid_and_tid_on_one_cpu_are_two_rows_with_their_own_names() {
+        let old = ThreadSlot { pid_tgid: 7 << 32 | 7, on_cpu_ns: 5, comm: *b"java\0\0\0\0\0\0\0\0\0\0\0\0", start_ticks: 100, ..Default::default() };
+        let mut state = CpuState::default();
+        state.times[0].tag = 4;
+        state.threads[0][0] = ThreadSlot { start_ticks: 900, on_cpu_ns: 3, comm: *b"burn\0\0\0\0\0\0\0\0\0\0\0\0", ..old };
+        // The old process's time left its slot when the new one took it.
+        let spilled = [(ThreadCpuKey { tid: 7, cpu: 0, start_ticks: 100, _pad: 0 }, ThreadCpuValue { on_cpu_ns: old.on_cpu_ns, tgid: 7, _pad: 0, comm: old.comm })];
+        let merged = merge(&[(0, state)], 4, &spilled);
+        assert_eq!(
+            merged.threads,
+            vec![(100, ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: 5 }), (900, ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: 3 })]
+        );
+        assert_eq!((merged.comms[&(7, 100)].1.as_str(), merged.comms[&(7, 900)].1.as_str()), ("java", "burn"));
     }
 }

@@ -2,6 +2,7 @@
 //! now-idle buffer completely and clear it for the cycle after next.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,12 +11,17 @@ use joular_ebpf::{JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_N
 use super::monotonic;
 use crate::ebpf::{Probe, ProbeError};
 use super::cpu_time::{self, comm_str};
+use super::incarnations::{Incarnations, Rows};
 use super::{sample_log, walked};
 use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
 /// Programs that read the old buffer index just before the flip finish within microseconds;
 /// waiting this long before reading guarantees the buffer is quiet.
 const QUIESCE: Duration = Duration::from_millis(2);
+
+/// Drop cause: rows of a process older than the one its PID names, or of another process than
+/// a `--pid` target with its PID (see `incarnations.rs`).
+pub const OTHER_PROCESS_ROWS: &str = "other_process_rows";
 
 /// A thread that exited during the cycle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,12 +38,17 @@ pub struct ThreadExit {
 pub struct RawCycle {
     pub start_ns: u64,
     pub end_ns: u64,
+    /// Of one process per PID: a process that took a PID in this cycle comes in the next one
+    /// (see `incarnations.rs`), and the one it replaced ends with this one (`exits`).
     pub samples: Vec<RawSample>,
     pub thread_cpu: Vec<ThreadCpuTime>,
     /// tid → (pid, comm) as the kernel saw it when the thread first ran in the cycle.
     pub comms: HashMap<u32, (u32, String)>,
     pub cpus: Vec<CpuTime>,
     pub exits: Vec<ThreadExit>,
+    /// PID → the start tick (`/proc/<pid>/stat` field 22, mod 2^32; 0: unknown) of the process
+    /// the cycle's rows of that PID are of: what reads `/proc/<pid>` checks it is reading.
+    pub starts: HashMap<u32, u32>,
     /// Losses in this cycle, by cause (only causes with losses).
     pub drops: BTreeMap<String, u64>,
 }
@@ -51,12 +62,22 @@ pub struct Collector {
     generation: u32,
     last_flip_ns: u64,
     drops_seen: [u64; DROP_KINDS as usize],
+    incarnations: Incarnations,
 }
 
 impl Collector {
-    /// Call right after `Probe::load`: the kernel starts on buffer 0.
-    pub fn new() -> Self {
-        Self { active: 0, tag: 0, retired_tag: 0, generation: 0, last_flip_ns: monotonic::now_ns(), drops_seen: [0; DROP_KINDS as usize] }
+    /// Call right after `Probe::load`: the kernel starts on buffer 0. `proc_root` is where
+    /// processes' start times are checked (see `incarnations.rs`).
+    pub fn new(proc_root: PathBuf) -> Self {
+        Self {
+            active: 0,
+            tag: 0,
+            retired_tag: 0,
+            generation: 0,
+            last_flip_ns: monotonic::now_ns(),
+            drops_seen: [0; DROP_KINDS as usize],
+            incarnations: Incarnations::new(proc_root),
+        }
     }
 
     /// Ends the current cycle: the kernel switches to the other buffer. Read the cycle's
@@ -75,15 +96,28 @@ impl Collector {
         Ok((start_ns, end_ns))
     }
 
+    /// Counts PID `pid` only while it names the process that started at tick `start_ticks` (a
+    /// `--pid` target; 0: any process).
+    pub fn expect_process(&mut self, pid: u32, start_ticks: u32) {
+        self.incarnations.expect(pid, start_ticks);
+    }
+
     /// Reads and clears the buffer the last `flip` retired.
     pub fn read(&mut self, probe: &mut Probe, (start_ns, end_ns): (u64, u64)) -> Result<RawCycle, ProbeError> {
         std::thread::sleep(QUIESCE);
         let old = 1 - self.active;
+        let mut rows = Rows::default();
         let mut cycle = RawCycle { start_ns, end_ns, ..Default::default() };
-        drain_samples(probe, old as usize, self.retired_tag, &mut cycle)?;
-        drain_cpu_time(probe, old as usize, self.retired_tag, &mut cycle)?;
-        drain_exits(probe, old as usize, &mut cycle)?;
+        drain_samples(probe, old as usize, self.retired_tag, &mut rows)?;
+        drain_cpu_time(probe, old as usize, self.retired_tag, &mut rows, &mut cycle)?;
+        drain_exits(probe, old as usize, &mut rows)?;
+        let sorted = self.incarnations.sort(rows);
+        (cycle.samples, cycle.thread_cpu, cycle.comms, cycle.exits, cycle.starts) =
+            (sorted.samples, sorted.thread_cpu, sorted.comms, sorted.exits, sorted.starts);
         cycle.drops = self.drop_deltas(probe)?;
+        if sorted.stale_rows > 0 {
+            cycle.drops.insert(OTHER_PROCESS_ROWS.into(), sorted.stale_rows);
+        }
         probe.flush_log();
         Ok(cycle)
     }
@@ -107,13 +141,7 @@ impl Collector {
     }
 }
 
-impl Default for Collector {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, rows: &mut Rows) -> Result<(), ProbeError> {
     let logs = probe.sample_log.get(&(buffer as u32), 0).map_err(|e| ProbeError::Map("SAMPLE_LOG", e))?;
     let maps = &mut probe.buffers[buffer];
     let counted: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();
@@ -151,7 +179,7 @@ fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycl
                 })
                 .clone(),
         };
-        cycle.samples.push(RawSample {
+        let sample = RawSample {
             pid: key.tgid,
             tid: key.tid,
             cpu: key.cpu,
@@ -159,7 +187,8 @@ fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycl
             kernel: stack(key.kernel_stack_id),
             count: *count,
             walked,
-        });
+        };
+        rows.samples.push((key.start_ticks, sample));
     }
     for (key, _) in counted {
         let _ = maps.counts.remove(&key);
@@ -194,29 +223,25 @@ fn stack_map_of(id: i32) -> (StackMap, u32) {
 
 /// Busy and idle time per online CPU and on-CPU time per (thread, CPU), from `CPU_STATE`
 /// and `THREAD_CPU_*` (see `cpu_time::merge`).
-fn drain_cpu_time(probe: &mut Probe, buffer: usize, tag: u32, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+fn drain_cpu_time(probe: &mut Probe, buffer: usize, tag: u32, rows: &mut Rows, cycle: &mut RawCycle) -> Result<(), ProbeError> {
     let states = probe.cpu_state.get(&0, 0).map_err(|e| ProbeError::Map("CPU_STATE", e))?;
     let cpus: Vec<_> = probe.online_cpus.iter().filter_map(|&cpu| states.get(cpu as usize).map(|s| (cpu, *s))).collect();
     let map = &mut probe.buffers[buffer].thread_cpu;
     let spilled: Vec<_> = map.iter().filter_map(Result::ok).collect();
     let merged = cpu_time::merge(&cpus, tag, &spilled);
-    (cycle.cpus, cycle.thread_cpu, cycle.comms) = (merged.cpus, merged.threads, merged.comms);
+    (cycle.cpus, rows.thread_cpu, rows.comms) = (merged.cpus, merged.threads, merged.comms);
     for (key, _) in spilled {
         let _ = map.remove(&key);
     }
     Ok(())
 }
 
-fn drain_exits(probe: &mut Probe, buffer: usize, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+fn drain_exits(probe: &mut Probe, buffer: usize, rows: &mut Rows) -> Result<(), ProbeError> {
     let map = &mut probe.buffers[buffer].exits;
     let entries: Vec<_> = map.iter().filter_map(Result::ok).collect();
     for (tid, value) in &entries {
-        cycle.exits.push(ThreadExit {
-            pid: value.tgid,
-            tid: *tid,
-            comm: comm_str(&value.comm),
-            process_ended: value.group_dead != 0,
-        });
+        let exit = ThreadExit { pid: value.tgid, tid: *tid, comm: comm_str(&value.comm), process_ended: value.group_dead != 0 };
+        rows.exits.push((value.start_ticks, exit));
     }
     for (tid, _) in entries {
         let _ = map.remove(&tid);

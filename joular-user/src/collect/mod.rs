@@ -2,8 +2,10 @@
 
 mod cpu_time;
 mod drain;
+mod incarnations;
 pub mod monotonic;
 mod sample_log;
 pub mod walked;
 
 pub use drain::{Collector, RawCycle, ThreadExit};
+pub use incarnations::{parse_start_ticks, start_ticks};

@@ -35,7 +35,7 @@ mod tests {
             cpu,
             user_stack_id: -1,
             kernel_stack_id: if leaf.is_multiple_of(7) { 3 } else { -1 },
-            _pad: 0,
+            start_ticks: 0,
             java_stack_hash: 0xabc + u64::from(tid),
             java_leaf: JavaFrame { addr: 0x7f00_0000 + leaf, aux: 1 << 56 },
         }

@@ -1,7 +1,7 @@
 //! Loads the embedded object, attaches the sampler on every online CPU and the scheduler
 //! programs, and keeps typed handles to every map.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use aya::{
     maps::{Array, HashMap, MapData, PerCpuArray, StackTraceMap},
@@ -13,7 +13,7 @@ use aya::{
 };
 use joular_ebpf::{
     CpuState, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
-    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS,
     TARGETS_WRITER_USER,
 };
 
@@ -21,6 +21,7 @@ use super::{
     kernel_names::KernelNames,
     preflight,
     sizing::{per_cycle_entries, stack_map_entries},
+    task_fields::TaskFields,
     ProbeError,
 };
 
@@ -136,6 +137,12 @@ impl Probe {
         config
             .set(CONFIG_ALL_PROCESSES, u64::from(opts.all_processes), 0)
             .map_err(|e| ProbeError::Map("CONFIG", e))?;
+        // Without them every process starts at tick 0: incarnations of a PID are then told apart
+        // only by exit records, not within the cycle of a reuse.
+        match TaskFields::from_sys(Path::new("/sys")) {
+            Ok(fields) => config.set(CONFIG_TASK_OFFSETS, fields.config_value(), 0).map_err(|e| ProbeError::Map("CONFIG", e))?,
+            Err(e) => log::warn!("process start times unavailable to the kernel programs ({e}): a PID reused within a cycle may mix two processes' samples"),
+        }
         if opts.follow_children {
             config.set(CONFIG_FOLLOW_CHILDREN, 1, 0).map_err(|e| ProbeError::Map("CONFIG", e))?;
             attach_fork(&mut ebpf)?;

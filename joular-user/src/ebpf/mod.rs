@@ -6,6 +6,7 @@ pub mod kernel_names;
 mod loader;
 pub mod preflight;
 mod sizing;
+mod task_fields;
 
 pub use loader::{Probe, ProbeOptions, SchedulerHook};
 

@@ -104,6 +104,9 @@ pub struct Results {
     root: Option<Arc<OutDir>>,
     no_samples: Stack,
     processes: BTreeMap<u32, Process>,
+    /// Processes that ended, set aside (`set_aside`) so that a later process with the same PID
+    /// starts its own tree; written at the end with the others.
+    ended: Vec<(u32, Process)>,
     cycles: u64,
     duration_s: f64,
     end_epoch_ms: u64,
@@ -132,6 +135,7 @@ impl Results {
             config,
             no_samples: bucket_stack(NO_SAMPLES),
             processes: BTreeMap::new(),
+            ended: Vec::new(),
             cycles: 0,
             duration_s: 0.0,
             socket_energy_uj: 0.0,
@@ -144,7 +148,7 @@ impl Results {
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
             let dir = match &self.root {
-                Some(root) => Some(RunDirRef::create(root, pid, self.config.start_epoch_ms)?),
+                Some(root) => Some(RunDirRef::create(root, pid, unused_epoch_ms(root, pid, self.config.start_epoch_ms))?),
                 None => None,
             };
             self.processes.insert(
@@ -456,12 +460,23 @@ impl Results {
         Ok(())
     }
 
-    /// The run so far, one profile per process.
+    /// The run so far, one profile per process (ended ones too).
     pub fn profiles(&self) -> Vec<ProcessProfile> {
-        self.processes
-            .iter()
-            .map(|(&pid, process)| self.profile(pid, process))
+        self.all_processes()
+            .map(|(pid, process)| self.profile(pid, process))
             .collect()
+    }
+
+    fn all_processes(&self) -> impl Iterator<Item = (u32, &Process)> {
+        self.processes.iter().map(|(&pid, p)| (pid, p)).chain(self.ended.iter().map(|(pid, p)| (*pid, p)))
+    }
+
+    /// Sets an ended process aside: its files are written at the end with the others, and a
+    /// later process with its PID is another process, with a tree of its own.
+    pub fn set_aside(&mut self, pid: u32) {
+        if let Some(process) = self.processes.remove(&pid) {
+            self.ended.push((pid, process));
+        }
     }
 
     fn profile(&self, pid: u32, process: &Process) -> ProcessProfile {
@@ -542,7 +557,7 @@ impl Results {
     pub fn finish(&self) -> Result<FinishSummary, OutputError> {
         let profiles = self.profiles();
         let mut outputs = Vec::with_capacity(profiles.len());
-        for (profile, process) in profiles.iter().zip(self.processes.values()) {
+        for (profile, (_, process)) in profiles.iter().zip(self.all_processes()) {
             if let Some(dir) = &process.dir {
                 let dir = match dir.open() {
                     Ok(dir) => dir,
@@ -565,6 +580,21 @@ impl Results {
             table: top_methods_table(&profiles, None, self.config.top_n),
         })
     }
+}
+
+/// The `<pid>-<epochms>` directory name's time: the run's start, or, when a process with this
+/// PID already has that directory (it ended and the PID was reused), the first free time from
+/// now on: two processes never share a tree.
+fn unused_epoch_ms(root: &OutDir, pid: u32, start_epoch_ms: u64) -> u64 {
+    let taken = |ms: u64| root.path().join(format!("{pid}-{ms}")).symlink_metadata().is_ok();
+    if !taken(start_epoch_ms) {
+        return start_epoch_ms;
+    }
+    let mut ms = now_epoch_ms().max(start_epoch_ms + 1);
+    while taken(ms) {
+        ms += 1;
+    }
+    ms
 }
 
 fn now_epoch_ms() -> u64 {

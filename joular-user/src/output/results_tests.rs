@@ -665,3 +665,26 @@ fn a_run_directory_replaced_mid_run_is_not_written_into_and_the_run_goes_on() {
     assert_eq!(fs::read_dir(&run_dir).unwrap().count(), 0, "written into the replacement");
     assert!(tmp.path().join("moved/all/runtime/methods").is_dir());
 }
+
+#[test]
+fn a_reused_pid_gets_its_own_tree_beside_the_ended_process_set_aside() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut results, _) = run(tmp.path());
+    results.set_aside(PID);
+    assert_eq!(results.pids().count(), 0);
+    // A new process takes PID 100: the same cycles again make a tree of its own.
+    for (mut report, stacks) in fixture() {
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let finished = results.finish().unwrap();
+    let mut dirs: Vec<_> = finished.outputs.iter().map(|o| o.dir.clone()).collect();
+    dirs.sort();
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    assert_eq!(dirs[0].file_name().unwrap().to_string_lossy(), format!("{PID}-{START_MS}"), "the first process keeps the run's name");
+    assert_ne!(dirs[0], dirs[1]);
+    for dir in &dirs {
+        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["pid"], PID);
+        assert!(dir.file_name().unwrap().to_string_lossy().starts_with(&format!("{PID}-")));
+    }
+}

@@ -15,7 +15,7 @@ use joular_user::symbols::SymbolStats;
 use super::exporter::Exporter;
 use super::jsonl::JsonLines;
 use super::profiles::ProfileExport;
-use super::retire::Retirement;
+use super::retire;
 use super::summary::Summary;
 use super::symbolize::{late_stacks, SymbolReply};
 
@@ -37,7 +37,9 @@ pub struct Sinks {
     pub profiles: Option<ProfileExport>,
     pub json: Option<JsonLines>,
     pub summary: Summary,
-    pub retirement: Option<Retirement>,
+    /// Serve mode: forget ended processes (write their trees now); otherwise they are kept
+    /// for the end, set aside from later processes with the same PID.
+    pub retire: bool,
     pending: VecDeque<PendingCycle>,
     /// The symbolizer's counters as of the last reply.
     pub symbol_stats: SymbolStats,
@@ -52,7 +54,7 @@ impl Sinks {
         exporter: Option<Exporter>,
         profiles: Option<ProfileExport>,
         json: Option<JsonLines>,
-        retirement: Option<Retirement>,
+        retire: bool,
     ) -> Self {
         Sinks {
             results,
@@ -60,7 +62,7 @@ impl Sinks {
             profiles,
             json,
             summary: Summary::default(),
-            retirement,
+            retire,
             pending: VecDeque::new(),
             symbol_stats: SymbolStats::default(),
             cycles_written_late: 0,
@@ -147,20 +149,27 @@ impl Sinks {
             j.write(report)?;
         }
         self.summary.add(report, stacks);
-        if let Some(r) = self.retirement.as_mut() {
-            let ended = r.ended(&cycle.exits, self.results.pids());
+        let ended = retire::ended(&cycle.exits);
+        if !self.retire {
+            // Kept for the end, but apart: a later process with the PID is another process.
             for &pid in &ended.pids {
-                // A daemon goes on when one process's files cannot be written (disk full).
-                match self.results.retire(pid) {
-                    Ok(Some(files)) => log::info!("results of ended process {pid}: {}", files.dir.display()),
-                    Ok(None) => {}
-                    Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
-                }
+                self.results.set_aside(pid);
+                self.summary.set_aside(pid, totals);
+                totals.set_aside(pid);
             }
-            self.summary.forget(&ended);
-            totals.forget_processes(&ended.pids);
-            totals.forget_threads(&ended.threads);
+            return Ok(());
         }
+        for &pid in &ended.pids {
+            // A daemon goes on when one process's files cannot be written (disk full).
+            match self.results.retire(pid) {
+                Ok(Some(files)) => log::info!("results of ended process {pid}: {}", files.dir.display()),
+                Ok(None) => {}
+                Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
+            }
+        }
+        self.summary.forget(&ended);
+        totals.forget_processes(&ended.pids);
+        totals.forget_threads(&ended.threads);
         Ok(())
     }
 }

@@ -82,7 +82,12 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     };
     let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids())?;
     symbolize::apply_kernel_updates(walk, &mut probe);
-    let mut collector = Collector::new();
+    let mut collector = Collector::new(common.proc_root.clone());
+    if let Target::Pids { pids, starts, .. } = &target {
+        for (&pid, &start) in pids.iter().zip(starts) {
+            collector.expect_process(pid, start);
+        }
+    }
     // Cycle boundaries count from the first cycle's start.
     let start = Instant::now();
     // Loading took a while; the first cycle's energy must start where its CPU time starts.
@@ -144,8 +149,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
         None => None,
     };
-    let retirement = serve.map(|_| retire::Retirement::new(common.proc_root.clone()));
-    let mut sinks = Sinks::new(results, exporter, profiles, json, retirement);
+    let mut sinks = Sinks::new(results, exporter, profiles, json, serve.is_some());
     // A daemon logs a cycle line a minute unless --verbose.
     let cycle_line_every = if serve.is_some() && !common.verbose { 60 } else { 1 };
     let mut cycles_drained = 0u64;
@@ -198,9 +202,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         cycles_drained += 1;
         energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
         if let Some(l) = labeler.as_mut() {
-            l.fill(&mut report, &raw.exits);
+            l.fill(&mut report, &raw.exits, &raw.starts);
         } else {
-            leader_names.fill(&mut report, &common.proc_root);
+            leader_names.fill(&mut report, &common.proc_root, &raw.starts, &raw.exits);
         }
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
@@ -377,7 +381,7 @@ fn print_symbol_line(sinks: &Sinks) {
 
 fn describe(target: &Target) -> String {
     match target {
-        Target::Pids { pids, follow_children } => format!(
+        Target::Pids { pids, follow_children, .. } => format!(
             "PID {}{}",
             pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
             if *follow_children { " and the processes they start" } else { "" }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use joular_user::attribution::Totals;
+use joular_user::attribution::{TotalEnergy, Totals};
 use joular_user::model::{CycleReport, Stack};
 use joular_user::output::methods::top_user_frame;
 
@@ -14,10 +14,21 @@ use super::retire::Ended;
 
 #[derive(Default)]
 struct ThreadTotal {
-    pid: u32,
     comm: String,
     on_cpu_ns: u64,
     samples: u64,
+}
+
+/// One row of the thread table: (pid, tid, totals, energy, sampled stacks).
+type ThreadRow<'a> = (u32, u32, &'a ThreadTotal, TotalEnergy, Vec<(&'a Stack, u64)>);
+
+/// A thread of a process that ended, set aside from later processes with its PID.
+struct EndedThread {
+    pid: u32,
+    tid: u32,
+    total: ThreadTotal,
+    energy: TotalEnergy,
+    stacks: Vec<(Stack, u64)>,
 }
 
 /// Totals over the whole run.
@@ -26,9 +37,12 @@ pub struct Summary {
     cycles: u64,
     first_start_ns: Option<u64>,
     last_end_ns: u64,
-    threads: HashMap<u32, ThreadTotal>,
-    /// Sample counts per (tid, symbolized stack).
-    stacks: HashMap<(u32, Stack), u64>,
+    /// By (pid, tid).
+    threads: HashMap<(u32, u32), ThreadTotal>,
+    /// Sample counts per (pid, tid, symbolized stack).
+    stacks: HashMap<(u32, u32, Stack), u64>,
+    /// Threads of processes that ended (`set_aside`).
+    ended: Vec<EndedThread>,
     drops: HashMap<String, u64>,
 }
 
@@ -38,17 +52,16 @@ impl Summary {
         self.first_start_ns.get_or_insert(report.start_ns);
         self.last_end_ns = report.end_ns;
         for t in &report.threads {
-            let e = self.threads.entry(t.tid).or_default();
-            e.pid = t.pid;
+            let e = self.threads.entry((t.pid, t.tid)).or_default();
             if !t.comm.is_empty() {
                 e.comm.clone_from(&t.comm);
             }
             e.on_cpu_ns += t.on_cpu_ns;
             e.samples += t.samples;
         }
-        for (_, tid, thread_stacks) in stacks {
+        for (pid, tid, thread_stacks) in stacks {
             for s in thread_stacks {
-                *self.stacks.entry((*tid, s.stack.clone())).or_default() += s.samples;
+                *self.stacks.entry((*pid, *tid, s.stack.clone())).or_default() += s.samples;
             }
         }
         for (k, v) in &report.drops {
@@ -62,9 +75,21 @@ impl Summary {
         if ended.pids.is_empty() && ended.threads.is_empty() {
             return;
         }
-        self.threads.retain(|tid, t| !ended.pids.contains(&t.pid) && !ended.threads.contains(&(t.pid, *tid)));
+        self.threads.retain(|&(pid, tid), _| !ended.pids.contains(&pid) && !ended.threads.contains(&(pid, tid)));
         let threads = &self.threads;
-        self.stacks.retain(|(tid, _), _| threads.contains_key(tid));
+        self.stacks.retain(|(pid, tid, _), _| threads.contains_key(&(*pid, *tid)));
+    }
+
+    /// Keeps an ended process's threads apart, with their energy from `totals` (call before
+    /// `Totals::set_aside`): a later process with the same PID is another process.
+    pub fn set_aside(&mut self, pid: u32, totals: &Totals) {
+        let tids: Vec<u32> = self.threads.keys().filter(|(p, _)| *p == pid).map(|&(_, tid)| tid).collect();
+        for tid in tids {
+            let total = self.threads.remove(&(pid, tid)).expect("listed above");
+            let stacks = self.stacks.extract_if(|(p, t, _), _| (*p, *t) == (pid, tid)).map(|((_, _, stack), n)| (stack, n)).collect();
+            let energy = totals.threads.get(&(pid, tid)).copied().unwrap_or_default();
+            self.ended.push(EndedThread { pid, tid, total, energy, stacks });
+        }
     }
 
     pub fn render(&self, top: usize, totals: &Totals, source: &str, estimated: bool) -> String {
@@ -85,24 +110,31 @@ impl Summary {
                 if s.flagged_cycles > 0 { format!(", {} cycles flagged (counter went backwards)", s.flagged_cycles) } else { String::new() }
             );
         }
-        for (pid, p) in &totals.processes {
-            let _ = writeln!(out, "process {pid}: {:.3} J ({:.2} W), on-CPU {:.3} s", p.energy_j(), p.power_w(run_ns), p.on_cpu_ns as f64 / 1e9);
+        // An ended process (`(ended)`) and a later one with its PID are two lines.
+        let ended = totals.ended.iter().map(|(pid, p, _)| (pid, p, " (ended)"));
+        for (pid, p, note) in totals.processes.iter().map(|(pid, p)| (pid, p, "")).chain(ended) {
+            let _ = writeln!(out, "process {pid}{note}: {:.3} J ({:.2} W), on-CPU {:.3} s", p.energy_j(), p.power_w(run_ns), p.on_cpu_ns as f64 / 1e9);
         }
-        let mut threads: Vec<_> = self.threads.iter().collect();
-        threads.sort_by(|a, b| b.1.on_cpu_ns.cmp(&a.1.on_cpu_ns).then(a.0.cmp(b.0)));
-        let total_samples: u64 = self.threads.values().map(|t| t.samples).sum();
+        // (pid, tid, total, energy, stacks) of every thread, live or set aside.
+        let live = self.threads.iter().map(|(&(pid, tid), t)| {
+            let stacks: Vec<(&Stack, u64)> = self.stacks.iter().filter(|((p, s, _), _)| (*p, *s) == (pid, tid)).map(|((_, _, st), n)| (st, *n)).collect();
+            (pid, tid, t, totals.threads.get(&(pid, tid)).copied().unwrap_or_default(), stacks)
+        });
+        let ended = self.ended.iter().map(|e| (e.pid, e.tid, &e.total, e.energy, e.stacks.iter().map(|(s, n)| (s, *n)).collect()));
+        let mut threads: Vec<ThreadRow> = live.chain(ended).collect();
+        threads.sort_by(|a, b| b.2.on_cpu_ns.cmp(&a.2.on_cpu_ns).then((a.0, a.1).cmp(&(b.0, b.1))));
+        let total_samples: u64 = threads.iter().map(|t| t.2.samples).sum();
         let _ = writeln!(
             out,
             "\n{:>8} {:>8}  {:<20} {:>12} {:>8} {:>7} {:>10} {:>8}",
             "pid", "tid", "thread", "on-CPU (s)", "samples", "share", "energy (J)", "power (W)"
         );
-        for (tid, t) in threads.iter().take(top) {
+        for (pid, tid, t, e, _) in threads.iter().take(top) {
             let share = if total_samples > 0 { 100.0 * t.samples as f64 / total_samples as f64 } else { 0.0 };
-            let e = totals.threads.get(&(t.pid, **tid)).copied().unwrap_or_default();
             let _ = writeln!(
                 out,
                 "{:>8} {:>8}  {:<20} {:>12.3} {:>8} {:>6.1}% {:>10.3} {:>8.2}",
-                t.pid,
+                pid,
                 tid,
                 truncate(&t.comm, 20),
                 t.on_cpu_ns as f64 / 1e9,
@@ -115,22 +147,19 @@ impl Summary {
         if threads.len() > top {
             let _ = writeln!(out, "  ... {} more threads (--top N shows more)", threads.len() - top);
         }
-        for (tid, t) in threads.iter().take(top.min(5)).filter(|(_, t)| t.samples > 0) {
+        for (_, tid, t, _, mine) in threads.iter().take(top.min(5)).filter(|t| t.2.samples > 0) {
             let _ = writeln!(out, "\n{} ({tid}): top leaf methods, then top stacks (leaf first)", t.comm);
             let mut leaves: HashMap<Arc<str>, u64> = HashMap::new();
-            let mut mine: Vec<(&Stack, u64)> = Vec::new();
-            for ((stid, stack), n) in &self.stacks {
-                if stid == *tid {
-                    *leaves.entry(top_user_frame(stack)).or_default() += n;
-                    mine.push((stack, *n));
-                }
+            for (stack, n) in mine {
+                *leaves.entry(top_user_frame(stack)).or_default() += n;
             }
+            let mut mine = mine.clone();
             let mut leaves: Vec<_> = leaves.into_iter().collect();
             leaves.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             for (name, n) in leaves.iter().take(5) {
                 let _ = writeln!(out, "  {:>5.1}%  {name}", 100.0 * *n as f64 / t.samples.max(1) as f64);
             }
-            mine.sort_by(|a, b| b.1.cmp(&a.1));
+            mine.sort_by_key(|m| std::cmp::Reverse(m.1));
             for (stack, n) in mine.iter().take(3) {
                 let frames: Vec<&str> = stack.iter().rev().take(6).map(|f| &*f.short).collect();
                 let _ = writeln!(out, "  {n:>6}  {}", frames.join(" <- "));
@@ -150,5 +179,47 @@ fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joular_user::attribution::TotalEnergy;
+    use joular_user::model::{Frame, FrameKind, ThreadReport, ThreadStack};
+
+    fn cycle(pid: u32, comm: &str, frame: &str) -> (CycleReport, Vec<ThreadStacks>) {
+        let report = CycleReport {
+            threads: vec![ThreadReport { pid, tid: pid, comm: comm.into(), on_cpu_ns: 1_000_000_000, samples: 100, ..Default::default() }],
+            ..Default::default()
+        };
+        let name: Arc<str> = Arc::from(frame);
+        let stack: Stack = Arc::from([Frame { name: name.clone(), short: name, kind: FrameKind::Native, line: None }]);
+        (report, vec![(pid, pid, vec![ThreadStack { stack, samples: 100 }])])
+    }
+
+    #[test]
+    fn a_reused_pid_is_two_processes_in_the_summary() {
+        let mut summary = Summary::default();
+        let mut totals = Totals::default();
+        let (report, stacks) = cycle(7, "md5sum", "md5_process_block");
+        summary.add(&report, &stacks);
+        totals.threads.insert((7, 7), TotalEnergy { on_cpu_ns: 1, energy_uj: 2e6, dynamic_energy_uj: 0.0 });
+        totals.processes.insert(7, TotalEnergy { on_cpu_ns: 1, energy_uj: 2e6, dynamic_energy_uj: 0.0 });
+        summary.set_aside(7, &totals);
+        totals.set_aside(7);
+        let (report, stacks) = cycle(7, "sha256sum", "sha256_process_block");
+        summary.add(&report, &stacks);
+        let text = summary.render(10, &totals, "model", true);
+        assert!(text.contains("process 7 (ended): 2.000 J"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("7 ")).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(rows.iter().any(|r| r.contains("md5sum") && r.contains("2.000")), "{text}");
+        assert!(rows.iter().any(|r| r.contains("sha256sum") && r.contains("0.000")), "{text}");
+        let md5 = text.find("md5sum (7)").expect("md5sum's stacks");
+        let sha = text.find("sha256sum (7)").expect("sha256sum's stacks");
+        let (first, second) = if md5 < sha { (&text[md5..sha], &text[sha..]) } else { (&text[md5..], &text[sha..md5]) };
+        assert!(first.contains("md5_process_block") && !first.contains("sha256_process_block"), "{text}");
+        assert!(second.contains("sha256_process_block") && !second.contains("md5_process_block"), "{text}");
     }
 }

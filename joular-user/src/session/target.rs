@@ -5,6 +5,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
+use joular_user::collect::{start_ticks, ThreadExit};
 use joular_user::model::CycleReport;
 use nix::sys::signal::Signal;
 
@@ -16,7 +17,9 @@ use anyhow::Context as _;
 use crate::cli::errors::UsageError;
 
 pub enum Target {
-    Pids { pids: Vec<u32>, follow_children: bool },
+    /// `starts[i]`: the start tick of the process `pids[i]` named when it was resolved (0:
+    /// unknown): the run follows that process, not its number.
+    Pids { pids: Vec<u32>, starts: Vec<u32>, follow_children: bool },
     All,
     Command(GatedChild),
 }
@@ -40,23 +43,26 @@ impl Target {
         }
     }
 
-    /// True once every targeted process is gone (never in host mode).
+    /// True once every targeted process is gone (never in host mode): exited, or its PID
+    /// now names another process.
     pub fn ended(&mut self, proc_root: &Path) -> bool {
         match self {
-            Target::Pids { pids, .. } => pids.iter().all(|&pid| !process_alive(proc_root, pid)),
+            Target::Pids { pids, starts, .. } => pids.iter().zip(starts.iter()).all(|(&pid, &start)| !process_alive(proc_root, pid, start)),
             Target::All => false,
             Target::Command(c) => c.try_wait().is_some(),
         }
     }
 }
 
-/// A zombie (exited, not yet reaped by its parent) still has a /proc entry but runs nothing.
-fn process_alive(proc_root: &Path, pid: u32) -> bool {
+/// A zombie (exited, not yet reaped by its parent) still has a /proc entry but runs nothing;
+/// a process with another start tick than `start` (unless 0) is another process with the PID.
+fn process_alive(proc_root: &Path, pid: u32, start: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(proc_root.join(format!("{pid}/stat"))) else {
         return false;
     };
     let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
-    !matches!(state, Some("Z" | "X"))
+    let same = start == 0 || joular_user::collect::parse_start_ticks(&stat) == Some(start);
+    same && !matches!(state, Some("Z" | "X"))
 }
 
 /// `PF_KTHREAD` in the flags field of /proc/<pid>/stat.
@@ -66,13 +72,15 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 #[derive(Debug, PartialEq, Eq)]
 pub struct ResolvedPids {
     pub pids: Vec<u32>,
+    /// Each process's start tick (0: unreadable), read with its other facts.
+    pub starts: Vec<u32>,
     pub notes: Vec<String>,
 }
 
 /// Checks every `--pid` before anything is loaded: it must exist and not be a kernel thread
 /// (no user stack, no energy of its own to split); a thread ID stands for its process.
 pub fn resolve_pids(pids: &[u32], proc_root: &Path) -> Result<ResolvedPids, UsageError> {
-    let mut resolved = ResolvedPids { pids: Vec::new(), notes: Vec::new() };
+    let mut resolved = ResolvedPids { pids: Vec::new(), starts: Vec::new(), notes: Vec::new() };
     for &pid in pids {
         let dir = proc_root.join(pid.to_string());
         let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
@@ -92,6 +100,7 @@ pub fn resolve_pids(pids: &[u32], proc_root: &Path) -> Result<ResolvedPids, Usag
         }
         if !resolved.pids.contains(&tgid) {
             resolved.pids.push(tgid);
+            resolved.starts.push(if tgid == pid { joular_user::collect::parse_start_ticks(&stat) } else { start_ticks(proc_root, tgid) }.unwrap_or(0));
         }
     }
     Ok(resolved)
@@ -116,21 +125,34 @@ fn status_tgid(status: &str) -> Option<u32> {
 
 /// Names each process of a cycle after its leader (/proc/<pid>/comm, what `ps` shows), not after
 /// whichever thread ran: a JVM's main thread mostly waits, and "G1 Service" is no process name.
-/// Read again each cycle (an `exec` renames the process); the last name read outlives the process.
+/// Read again each cycle (an `exec` renames the process); the last name read outlives the process,
+/// never into another one with its PID.
 #[derive(Default)]
 pub struct LeaderNames {
     last: HashMap<u32, String>,
 }
 
 impl LeaderNames {
-    pub fn fill(&mut self, report: &mut CycleReport, proc_root: &Path) {
+    /// `starts`: the start tick of the process each PID's rows are of (`RawCycle::starts`): a
+    /// /proc entry of another start is another process (the PID was reused) and names nothing.
+    pub fn fill(&mut self, report: &mut CycleReport, proc_root: &Path, starts: &HashMap<u32, u32>, exits: &[ThreadExit]) {
         for p in &mut report.processes {
-            if let Ok(comm) = std::fs::read_to_string(proc_root.join(format!("{}/comm", p.pid))) {
-                self.last.insert(p.pid, comm.trim_end().to_string());
+            let start = starts.get(&p.pid).copied().unwrap_or(0);
+            let same = || start == 0 || start_ticks(proc_root, p.pid) == Some(start);
+            if same() {
+                // Checked again after the read: the PID may change hands between the two.
+                if let Ok(comm) = std::fs::read_to_string(proc_root.join(format!("{}/comm", p.pid))).map(|c| c.trim_end().to_string()) {
+                    if same() {
+                        self.last.insert(p.pid, comm);
+                    }
+                }
             }
             if let Some(comm) = self.last.get(&p.pid).filter(|c| !c.is_empty()) {
                 p.comm.clone_from(comm);
             }
+        }
+        for e in exits.iter().filter(|e| e.process_ended) {
+            self.last.remove(&e.pid);
         }
     }
 }
@@ -232,10 +254,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write_stat(dir.path(), 10, "R");
         write_stat(dir.path(), 11, "Z");
-        assert!(process_alive(dir.path(), 10));
-        assert!(!process_alive(dir.path(), 11));
-        assert!(!process_alive(dir.path(), 12));
-        let pids = |pids: Vec<u32>| Target::Pids { pids, follow_children: false };
+        assert!(process_alive(dir.path(), 10, 0));
+        assert!(!process_alive(dir.path(), 11, 0));
+        assert!(!process_alive(dir.path(), 12, 0));
+        let pids = |pids: Vec<u32>| Target::Pids { starts: vec![0; pids.len()], pids, follow_children: false };
         assert!(!pids(vec![10, 11]).ended(dir.path()));
         assert!(pids(vec![11, 12]).ended(dir.path()));
         let err = resolve_pids(&[12], dir.path()).unwrap_err().to_string();
@@ -257,6 +279,7 @@ mod tests {
         assert!(err.starts_with("--pid 2: PID 2 is a kernel thread (kthreadd)"), "{err}");
         let r = resolve_pids(&[105, 100], dir.path()).unwrap();
         assert_eq!(r.pids, vec![100]);
+        assert_eq!(r.starts, vec![0], "this fake stat has no start field");
         assert_eq!(r.notes, vec!["--pid 105 is a thread of process 100: profiling process 100 (all its threads)".to_string()]);
     }
 
@@ -268,12 +291,46 @@ mod tests {
         let mut report = CycleReport::default();
         report.processes.push(joular_user::model::ProcessReport { pid: 100, comm: "G1 Service".into(), ..Default::default() });
         let mut names = LeaderNames::default();
-        names.fill(&mut report, dir.path());
+        let none = HashMap::new();
+        names.fill(&mut report, dir.path(), &none, &[]);
         assert_eq!(report.processes[0].comm, "java");
         std::fs::remove_dir_all(dir.path().join("100")).unwrap();
         report.processes[0].comm = "C2 CompilerThre".into();
-        names.fill(&mut report, dir.path());
+        names.fill(&mut report, dir.path(), &none, &[]);
         assert_eq!(report.processes[0].comm, "java");
+    }
+
+    /// A stat line whose field 22 (start time) is `start`.
+    fn stat_line(pid: u32, comm: &str, state: &str, start: u64) -> String {
+        format!("{pid} ({comm}) {state} 1 {pid} {pid} 0 -1 4194304 0 0 0 0 5 1 0 0 20 0 1 0 {start} 1000 10\n")
+    }
+
+    #[test]
+    fn a_pid_that_names_another_process_is_an_ended_target_and_lends_it_no_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("7")).unwrap();
+        std::fs::write(dir.path().join("7/stat"), stat_line(7, "java", "S", 100)).unwrap();
+        std::fs::write(dir.path().join("7/comm"), "java\n").unwrap();
+        let r = resolve_pids(&[7], dir.path()).unwrap();
+        assert_eq!((r.pids.clone(), r.starts.clone()), (vec![7], vec![100]));
+        let mut target = Target::Pids { pids: r.pids, starts: r.starts, follow_children: false };
+        assert!(!target.ended(dir.path()));
+        let mut report = CycleReport::default();
+        report.processes.push(joular_user::model::ProcessReport { pid: 7, comm: "main".into(), ..Default::default() });
+        let mut names = LeaderNames::default();
+        names.fill(&mut report, dir.path(), &HashMap::from([(7, 100)]), &[]);
+        assert_eq!(report.processes[0].comm, "java");
+        // The JVM exits and `nobody`'s burner gets PID 7: the target has ended.
+        std::fs::write(dir.path().join("7/stat"), stat_line(7, "burn", "R", 900)).unwrap();
+        std::fs::write(dir.path().join("7/comm"), "burn\n").unwrap();
+        assert!(target.ended(dir.path()), "the run follows the process, not its number");
+        names.fill(&mut report, dir.path(), &HashMap::from([(7, 100)]), &[]);
+        assert_eq!(report.processes[0].comm, "java", "the JVM's last cycle is not renamed after the burner");
+        let exits = [ThreadExit { pid: 7, tid: 7, comm: "java".into(), process_ended: true }];
+        names.fill(&mut report, dir.path(), &HashMap::from([(7, 100)]), &exits);
+        report.processes[0].comm = "burn".into();
+        names.fill(&mut report, dir.path(), &HashMap::from([(7, 900)]), &[]);
+        assert_eq!(report.processes[0].comm, "burn");
     }
 
     #[test]

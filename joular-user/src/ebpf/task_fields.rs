@@ -1,0 +1,265 @@
+//! Where a process's start time lies in the kernel's `task_struct`, read from the kernel's BTF
+//! (`/sys/kernel/btf/vmlinux`), so the sampler can tag each sample with its process's identity
+//! (`CONFIG_TASK_OFFSETS`): Rust eBPF has no CO-RE field relocations, and the layout changes
+//! with every kernel build.
+//!
+//! A reader of the two fields only, by hand: aya parses BTF but keeps struct members private,
+//! and the BTF crates are LGPL (this crate is MIT/Apache) or a whole dump tool. The format is
+//! the kernel's (`Documentation/bpf/btf.rst`): a header, a type section (each type a 12-byte
+//! record and kind-specific data after it), a string section. Everything is read bounded.
+
+use std::path::Path;
+
+const BTF_MAGIC: u16 = 0xeb9f;
+const HEADER_BYTES: usize = 24;
+const TYPE_BYTES: usize = 12;
+const KIND_INT: u32 = 1;
+const KIND_PTR: u32 = 2;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
+const KIND_TYPE_TAG: u32 = 18;
+/// Anonymous structs and unions nest this deep at most before we give up.
+const MAX_NESTING: u32 = 8;
+
+/// Byte offsets of `task_struct::group_leader` and of the start time /proc shows
+/// (`start_boottime`, `real_start_time` before Linux 5.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskFields {
+    pub group_leader: u32,
+    pub start_boottime: u32,
+}
+
+impl TaskFields {
+    /// The value of `CONFIG_TASK_OFFSETS`.
+    pub fn config_value(self) -> u64 {
+        u64::from(self.group_leader) << 32 | u64::from(self.start_boottime)
+    }
+
+    /// From `<sys_root>/kernel/btf/vmlinux`.
+    pub fn from_sys(sys_root: &Path) -> Result<Self, String> {
+        let path = sys_root.join("kernel/btf/vmlinux");
+        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::from_btf(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn from_btf(bytes: &[u8]) -> Result<Self, String> {
+        let btf = Btf::parse(bytes)?;
+        let task = btf.struct_named("task_struct").ok_or("no struct task_struct")?;
+        let leader = btf.member(task, "group_leader", 0).ok_or("task_struct has no group_leader")?;
+        if btf.kind(btf.skip_modifiers(leader.type_id)) != Some(KIND_PTR) {
+            return Err("task_struct::group_leader is not a pointer".into());
+        }
+        let start = ["start_boottime", "real_start_time"]
+            .iter()
+            .find_map(|name| btf.member(task, name, 0))
+            .ok_or("task_struct has no start_boottime")?;
+        let start_type = btf.skip_modifiers(start.type_id);
+        if btf.kind(start_type) != Some(KIND_INT) || btf.size(start_type) != Some(8) {
+            return Err("task_struct::start_boottime is not a 64-bit integer".into());
+        }
+        let bytes_of = |bits: u32| if bits.is_multiple_of(8) { Ok(bits / 8) } else { Err("a field is not byte-aligned".to_string()) };
+        Ok(Self { group_leader: bytes_of(leader.bit_offset)?, start_boottime: bytes_of(start.bit_offset)? })
+    }
+}
+
+struct Member {
+    type_id: u32,
+    bit_offset: u32,
+}
+
+struct Btf<'a> {
+    strings: &'a [u8],
+    /// Per type id (index 0 is `void`): its 12-byte record and the data after it.
+    types: Vec<(&'a [u8], &'a [u8])>,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+
+impl<'a> Btf<'a> {
+    fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+        let magic = bytes.get(..2).map(|m| u16::from_le_bytes([m[0], m[1]]));
+        if magic != Some(BTF_MAGIC) {
+            return Err("not little-endian BTF".into());
+        }
+        let field = |at| u32_at(bytes, at).map(|v| v as usize).ok_or("truncated BTF header");
+        let header_bytes = field(4)?.max(HEADER_BYTES);
+        let section = |off: usize, len: usize| {
+            let start = header_bytes.checked_add(off).ok_or("BTF section offset overflows")?;
+            bytes.get(start..start.checked_add(len).ok_or("BTF section length overflows")?).ok_or("BTF section out of the file")
+        };
+        let type_section = section(field(8)?, field(12)?)?;
+        let strings = section(field(16)?, field(20)?)?;
+        let mut types = vec![(&[][..], &[][..])];
+        let mut at = 0;
+        while at < type_section.len() {
+            let record = type_section.get(at..at + TYPE_BYTES).ok_or("truncated BTF type")?;
+            let info = u32_at(record, 4).unwrap_or(0);
+            let vlen = (info & 0xffff) as usize;
+            let extra = match (info >> 24) & 0x1f {
+                1 | 14 | 17 => 4,
+                3 => 12,
+                4 | 5 | 15 | 19 => 12 * vlen,
+                6 | 13 => 8 * vlen,
+                2 | 7..=12 | 16 | 18 => 0,
+                kind => return Err(format!("unknown BTF kind {kind}")),
+            };
+            let data_end = at + TYPE_BYTES + extra;
+            types.push((record, type_section.get(at + TYPE_BYTES..data_end).ok_or("truncated BTF type data")?));
+            at = data_end;
+        }
+        Ok(Self { strings, types })
+    }
+
+    fn name(&self, offset: u32) -> &'a [u8] {
+        let rest = self.strings.get(offset as usize..).unwrap_or_default();
+        &rest[..rest.iter().position(|&b| b == 0).unwrap_or(rest.len())]
+    }
+
+    fn kind(&self, id: u32) -> Option<u32> {
+        self.types.get(id as usize).and_then(|(r, _)| u32_at(r, 4)).map(|info| (info >> 24) & 0x1f)
+    }
+
+    fn size(&self, id: u32) -> Option<u32> {
+        self.types.get(id as usize).and_then(|(r, _)| u32_at(r, 8))
+    }
+
+    /// Follows typedefs and qualifiers to the type they name.
+    fn skip_modifiers(&self, mut id: u32) -> u32 {
+        for _ in 0..32 {
+            match self.kind(id) {
+                Some(KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG) => {
+                    id = self.size(id).unwrap_or(0);
+                }
+                _ => break,
+            }
+        }
+        id
+    }
+
+    fn struct_named(&self, name: &str) -> Option<u32> {
+        (1..self.types.len() as u32).find(|&id| {
+            self.kind(id) == Some(KIND_STRUCT)
+                && !self.types[id as usize].1.is_empty()
+                && self.name(u32_at(self.types[id as usize].0, 0).unwrap_or(0)) == name.as_bytes()
+        })
+    }
+
+    /// `name` among the members of struct or union `id`, looking into anonymous members too;
+    /// its offset counts from `id`'s start.
+    fn member(&self, id: u32, name: &str, depth: u32) -> Option<Member> {
+        let (record, data) = self.types.get(id as usize)?;
+        let bitfields = u32_at(record, 4)? >> 31 == 1;
+        for m in data.chunks_exact(12) {
+            let (name_off, type_id, offset) = (u32_at(m, 0)?, u32_at(m, 4)?, u32_at(m, 8)?);
+            let bit_offset = if bitfields { offset & 0x00ff_ffff } else { offset };
+            if name_off != 0 {
+                if self.name(name_off) == name.as_bytes() {
+                    return Some(Member { type_id, bit_offset });
+                }
+                continue;
+            }
+            let inner = self.skip_modifiers(type_id);
+            if depth < MAX_NESTING && matches!(self.kind(inner), Some(KIND_STRUCT | KIND_UNION)) {
+                if let Some(found) = self.member(inner, name, depth + 1) {
+                    return Some(Member { type_id: found.type_id, bit_offset: bit_offset + found.bit_offset });
+                }
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A BTF blob: `member_names` interned first (see `name_offsets`), then `types` as (name,
+    /// info, size_or_type, data).
+    fn blob(types: &[(&str, u32, u32, Vec<u32>)], member_names: &[&str]) -> Vec<u8> {
+        let mut strings = vec![0u8];
+        let mut intern = |s: &str| -> u32 {
+            if s.is_empty() {
+                return 0;
+            }
+            let at = strings.len() as u32;
+            strings.extend_from_slice(s.as_bytes());
+            strings.push(0);
+            at
+        };
+        for n in member_names {
+            intern(n);
+        }
+        let mut type_bytes = Vec::new();
+        for (name, info, size, data) in types {
+            let name_off = intern(name);
+            for v in [name_off, *info, *size].iter().chain(data) {
+                type_bytes.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let mut out = Vec::new();
+        out.extend_from_slice(&BTF_MAGIC.to_le_bytes());
+        out.extend_from_slice(&[1, 0]);
+        for v in [24u32, 0, type_bytes.len() as u32, type_bytes.len() as u32, strings.len() as u32] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.extend_from_slice(&type_bytes);
+        out.extend_from_slice(&strings);
+        out
+    }
+
+    fn info(kind: u32, vlen: u32) -> u32 {
+        kind << 24 | vlen
+    }
+
+    /// Member names at their offsets in `blob`'s string section (interned first, in order).
+    fn name_offsets(names: &[&str]) -> Vec<u32> {
+        let mut at = 1;
+        names
+            .iter()
+            .map(|n| {
+                let o = at;
+                at += n.len() as u32 + 1;
+                o
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finds_the_fields_through_typedefs_and_an_anonymous_struct() {
+        let names = ["group_leader", "start_boottime", "pid", "u64"];
+        let n = name_offsets(&names);
+        // 1 int u64 (8 bytes), 2 typedef u64, 3 ptr to 5, 4 anonymous struct {leader @ 64 bits},
+        // 5 task_struct {pid @ 0, anon @ 128 bits, start_boottime @ 8000 bits}.
+        let types = vec![
+            ("", info(KIND_INT, 0), 8, vec![64]),
+            ("", info(KIND_TYPEDEF, 0), 1, vec![]),
+            ("", info(KIND_PTR, 0), 5, vec![]),
+            ("", info(KIND_STRUCT, 1), 16, vec![n[0], 3, 64]),
+            ("task_struct", info(KIND_STRUCT, 3), 4096, vec![n[2], 1, 0, 0, 4, 128, n[1], 2, 8000]),
+        ];
+        let fields = TaskFields::from_btf(&blob(&types, &names)).unwrap();
+        assert_eq!(fields, TaskFields { group_leader: 24, start_boottime: 1000 });
+        assert_eq!(fields.config_value(), 24 << 32 | 1000);
+    }
+
+    #[test]
+    fn a_kernel_without_the_fields_or_a_damaged_blob_is_an_error_never_a_panic() {
+        let names = ["group_leader", "start_boottime"];
+        let n = name_offsets(&names);
+        let no_start = vec![("", info(KIND_PTR, 0), 2, vec![]), ("task_struct", info(KIND_STRUCT, 1), 64, vec![n[0], 1, 0])];
+        let bytes = blob(&no_start, &names);
+        assert!(TaskFields::from_btf(&bytes).unwrap_err().contains("start_boottime"));
+        for cut in [0, 3, 23, 30, bytes.len() - 1] {
+            assert!(TaskFields::from_btf(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut lying = bytes.clone();
+        lying[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(TaskFields::from_btf(&lying).is_err());
+    }
+}
