@@ -5,8 +5,7 @@
 /// carriage returns, newlines that would forge log lines) written as `\u{..}`.
 pub fn printable(text: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars));
-    let mut kept = 0;
-    for (at, c) in text.char_indices() {
+    for (kept, (at, c)) in text.char_indices().enumerate() {
         if kept == max_chars {
             out.push_str(&format!("… ({} more bytes)", text.len() - at));
             return out;
@@ -16,7 +15,6 @@ pub fn printable(text: &str, max_chars: usize) -> String {
         } else {
             out.push(c);
         }
-        kept += 1;
     }
     out
 }

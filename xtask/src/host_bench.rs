@@ -218,7 +218,9 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
             spawned
         })
     };
-    let (mut samples, mut anon): (Vec<(f64, f64)>, Vec<(f64, f64)>) = (Vec::new(), Vec::new());
+    // (seconds since start, KiB) points of the total and the anonymous RSS.
+    let mut samples: Vec<(f64, f64)> = Vec::new();
+    let mut anon: Vec<(f64, f64)> = Vec::new();
     while started.elapsed().as_secs_f64() < seconds - 1.0 {
         std::thread::sleep(Duration::from_secs(5));
         let t = started.elapsed().as_secs_f64();

@@ -9,6 +9,7 @@ mod host_bench;
 mod hotspot_bench;
 mod hotspot_fixture;
 mod jdks;
+mod lint;
 mod measure;
 mod overhead;
 mod run;
@@ -82,6 +83,11 @@ enum Task {
         #[arg(long, hide = true)]
         hotspot_only: bool,
     },
+    /// The Rust gates CI runs: clippy with warnings denied on the host workspace (all targets)
+    /// and on the eBPF crate for bpfel-unknown-none.
+    Clippy,
+    /// `cargo fmt --all -- --check` (the width is in rustfmt.toml).
+    FmtCheck,
     /// Run every cargo-fuzz target (fuzz/) for SECONDS each; prints the coverage reached and
     /// fails on any crash. Installs nightly and cargo-fuzz if missing.
     Fuzz {
@@ -125,6 +131,8 @@ fn main() -> anyhow::Result<()> {
                 rss_s: rss,
             })
         }
+        Task::Clippy => lint::clippy(),
+        Task::FmtCheck => lint::fmt_check(),
         Task::Fuzz { seconds, target } => fuzz::run(seconds, target.as_deref()),
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),

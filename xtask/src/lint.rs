@@ -1,0 +1,33 @@
+//! `cargo xtask clippy`: the Rust gates CI runs, as aya's own xtask does them: clippy on the
+//! host workspace (every target, tests and benches included) and on the eBPF crate for its own
+//! target, both with warnings denied. `cargo fmt --all -- --check` is the formatting gate.
+
+use std::process::Command;
+
+use crate::run::{root, status, target_dir};
+
+pub fn clippy() -> anyhow::Result<()> {
+    crate::setup::ensure()?;
+    status(
+        Command::new(env!("CARGO"))
+            .args(["clippy", "--workspace", "--all-targets", "--", "--deny", "warnings"])
+            .current_dir(root()),
+    )?;
+    // The eBPF crate only exists for the bpf target, which needs nightly and core rebuilt, as
+    // aya-build compiles it; its own target dir keeps the host's build cache warm.
+    status(
+        Command::new("cargo")
+            .args(["+nightly", "clippy", "--release", "--target", "bpfel-unknown-none", "-Z", "build-std=core"])
+            .arg("--target-dir")
+            .arg(target_dir().join("bpf-clippy"))
+            .args(["--", "--deny", "warnings"])
+            .env_remove("RUSTC")
+            .env_remove("RUSTC_WRAPPER")
+            .env_remove("CARGO")
+            .current_dir(root().join("joular-ebpf")),
+    )
+}
+
+pub fn fmt_check() -> anyhow::Result<()> {
+    status(Command::new(env!("CARGO")).args(["fmt", "--all", "--", "--check"]).current_dir(root()))
+}
