@@ -462,7 +462,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_name_starting_with_a_hash_cannot_comment_its_line_out() {
-        let stack = vec![frame("#Evil.run", FrameKind::JavaJit), frame(" #x", FrameKind::Native)];
+        let stack = [frame("#Evil.run", FrameKind::JavaJit), frame(" #x", FrameKind::Native)];
         assert_eq!(join_frames(stack.iter(), false), "_#Evil.run;_ #x");
     }
 }

@@ -99,8 +99,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("7/task/9")).unwrap();
         std::fs::write(dir.path().join("7/task/9/comm"), "GC Thread#0\n").unwrap();
-        let mut raw = RawCycle::default();
-        raw.samples = vec![sample(7, 9, 1)];
+        let raw = RawCycle { samples: vec![sample(7, 9, 1)], ..Default::default() };
         assert_eq!(base_report(0, &raw, dir.path()).threads[0].comm, "GC Thread#0");
     }
 }

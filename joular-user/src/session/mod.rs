@@ -165,7 +165,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             Wake::Tick => {}
             Wake::Symbols(mut reply) => {
                 symbolize::apply_kernel_updates(std::mem::take(&mut reply.kernel_updates), &mut probe);
-                pacer.on_reply(reply, wake, &mut sinks, &mut energy.totals)?;
+                pacer.on_reply(*reply, wake, &mut sinks, &mut energy.totals)?;
                 continue;
             }
             Wake::SymbolsGone => {
@@ -310,7 +310,7 @@ enum Wake {
     /// SIGCHLD: `record`'s command may have ended.
     Child,
     /// The symbol worker answered for a cycle.
-    Symbols(SymbolReply),
+    Symbols(Box<SymbolReply>),
     SymbolsGone,
 }
 
@@ -329,7 +329,7 @@ async fn wait_for(
         _ = sigterm.recv() => Wake::Signal("terminated"),
         _ = tokio::time::sleep_until(kill_at.unwrap_or(tick)), if kill_at.is_some() => Wake::Grace,
         _ = sigchld.recv() => Wake::Child,
-        reply = symbols.recv(), if listening => reply.map_or(Wake::SymbolsGone, Wake::Symbols),
+        reply = symbols.recv(), if listening => reply.map_or(Wake::SymbolsGone, |r| Wake::Symbols(Box::new(r))),
     }
 }
 

@@ -266,7 +266,7 @@ pub fn apply_kernel_updates(updates: Vec<KernelUpdate>, probe: &mut Probe) {
             // This kernel's sampler does not walk: the JVM is named from bare pcs.
             KernelUpdate::WalkJvm { .. } if !probe.walks_jvms => {}
             KernelUpdate::WalkJvm { pid, config } => {
-                if let Err(e) = probe.set_jvm(pid, config) {
+                if let Err(e) = probe.set_jvm(pid, *config) {
                     log::warn!("JVM {pid}: its Java frames are named from bare pcs only: {e}");
                 }
             }

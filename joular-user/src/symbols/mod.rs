@@ -186,10 +186,10 @@ const MAX_UNREADABLE_REASONS: usize = 32;
 /// A change to the kernel's maps the symbolizer asks for: it learns which processes are
 /// HotSpot JVMs, and the sampler walks those stacks itself. Plain data, so the symbolizer
 /// can run on another thread than the one that owns the maps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KernelUpdate {
     /// Walk the stacks of `pid`'s threads with this configuration.
-    WalkJvm { pid: u32, config: JvmConfig },
+    WalkJvm { pid: u32, config: Box<JvmConfig> },
     /// Stop walking `pid` (it ended).
     ForgetJvm { pid: u32 },
 }
@@ -307,7 +307,7 @@ impl Symbolizer {
             let reason = match &mut process.hotspot {
                 Hotspot::Ready(h) => {
                     if let Some(config) = h.take_walk_config(frame_pointers) {
-                        self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config });
+                        self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config: Box::new(config) });
                         if config.unwind == JVM_UNWIND_HOTSPOT {
                             log::info!("JVM {pid}: no frame pointers in JIT code; its compiled frames are unwound by their code blobs' frame sizes");
                         }
