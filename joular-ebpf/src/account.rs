@@ -210,7 +210,7 @@ fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, del
 fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32) {
     let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu, start_ticks: slot.start_ticks, _pad: 0 };
     let map = if buffer == 0 { &THREAD_CPU_0 } else { &THREAD_CPU_1 };
-    if let Some(v) = map.get_ptr_mut(&key) {
+    if let Some(v) = map.get_ptr_mut(key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
         unsafe { (*v).on_cpu_ns += slot.on_cpu_ns };
         return;
@@ -221,7 +221,7 @@ fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32) {
         _pad: 0,
         comm: slot.comm,
     };
-    if map.insert(&key, &value, BPF_NOEXIST).is_err() {
+    if map.insert(key, value, BPF_NOEXIST).is_err() {
         count_drop(DROP_THREAD_CPU_MAP_FULL);
     }
 }
@@ -316,10 +316,10 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
         return Ok(0);
     }
     let counts = if buffer_of(tag) == 0 { &COUNTS_0 } else { &COUNTS_1 };
-    if let Some(n) = counts.get_ptr_mut(&key) {
+    if let Some(n) = counts.get_ptr_mut(key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
         unsafe { *n += 1 };
-    } else if counts.insert(&key, &1u64, BPF_NOEXIST).is_err() {
+    } else if counts.insert(key, 1u64, BPF_NOEXIST).is_err() {
         count_drop(DROP_SAMPLES_MAP_FULL);
     }
     Ok(0)
@@ -372,7 +372,7 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
         _pad: 0,
     };
     let exits = if buffer_of(tag) == 0 { &EXITS_0 } else { &EXITS_1 };
-    if exits.insert(&tid, &value, 0).is_err() {
+    if exits.insert(tid, value, 0).is_err() {
         count_drop(DROP_EXITS_MAP_FULL);
     }
     if group_dead != 0 {
@@ -381,7 +381,7 @@ pub fn on_exit(ctx: &TracePointContext) -> Result<u32, u32> {
         crate::follow::forget(tgid);
         // A recycled PID must not be walked with the old JVM's bounds (nor with the copy
         // a CPU keeps of them: the generation tells it).
-        if JVMS.remove(&tgid).is_ok() {
+        if JVMS.remove(tgid).is_ok() {
             crate::follow::targets_changed();
         }
     }

@@ -33,7 +33,7 @@ pub fn on_new_task(ctx: &TracePointContext) -> Result<u32, u32> {
         return Ok(0);
     }
     let child: i32 = unsafe { ctx.read_at(NEWTASK_PID_OFFSET) }.map_err(|_| 0u32)?;
-    if TARGETS.insert(&(child as u32), &1u8, 0).is_err() {
+    if TARGETS.insert(child as u32, 1u8, 0).is_err() {
         count_drop(DROP_TARGETS_MAP_FULL);
         return Ok(0);
     }
@@ -45,7 +45,7 @@ pub fn on_new_task(ctx: &TracePointContext) -> Result<u32, u32> {
 /// PID is not profiled by mistake.
 #[inline(always)]
 pub fn forget(tgid: u32) {
-    if TARGETS.remove(&tgid).is_ok() {
+    if TARGETS.remove(tgid).is_ok() {
         targets_changed();
     }
 }
