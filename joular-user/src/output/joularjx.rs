@@ -14,7 +14,8 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, Weak};
 
 use super::aggregate::{NamedTotal, Scope};
 use super::OutputError;
@@ -46,32 +47,83 @@ const SUBDIRS: [&str; 5] = [
     "evolution",
 ];
 
-/// Where one process's `<pid>-<epochms>` directory is, without holding it open: a host run sees
-/// thousands of processes, and a descriptor held on each ran out of descriptors after about
-/// 1,000. [`RunDirRef::open`] opens it for one write, from the results root's descriptor, following
-/// nothing, and only while it is still the directory created (see `OutDir::reopen_subdir`).
+/// Run directories held open between writes: at most this many, the most recently written. A
+/// held directory is written into wherever it is moved (the descriptor follows it, as before
+/// descriptors were bounded); one not held is reopened by name for each write.
+pub const HELD_RUN_DIRS: usize = 64;
+
+/// The descriptors of the run directories written most recently, at most `capacity` of them: a
+/// host run sees thousands of processes, and a descriptor held on each ran out after about 1,000.
+#[derive(Debug)]
+pub struct HeldRunDirs {
+    capacity: usize,
+    /// Least recently written first.
+    lru: Mutex<VecDeque<Weak<Mutex<Option<OutDir>>>>>,
+}
+
+impl HeldRunDirs {
+    pub fn new(capacity: usize) -> Arc<Self> {
+        Arc::new(Self { capacity, lru: Mutex::new(VecDeque::new()) })
+    }
+
+    /// `slot` was just written: it goes last, and the least recently written slots past the
+    /// capacity (or all, at capacity 0) give their descriptor back. Slots of retired processes
+    /// (dropped) leave the list here too.
+    fn touch(&self, slot: &Arc<Mutex<Option<OutDir>>>) {
+        let mut lru = self.lru.lock().unwrap_or_else(|e| e.into_inner());
+        let me = Arc::downgrade(slot);
+        lru.retain(|w| w.strong_count() > 0 && !w.ptr_eq(&me));
+        lru.push_back(me);
+        while lru.len() > self.capacity {
+            if let Some(evicted) = lru.pop_front().and_then(|w| w.upgrade()) {
+                *evicted.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            }
+        }
+    }
+}
+
+/// Where one process's `<pid>-<epochms>` directory is. Its descriptor is held while it is among
+/// the [`HeldRunDirs`] most recently written; otherwise [`RunDirRef::open`] opens it for one
+/// write, from the results root's descriptor, following nothing, and only while it is still the
+/// directory created (see `OutDir::reopen_subdir`).
 #[derive(Debug)]
 pub struct RunDirRef {
     root: Arc<OutDir>,
     name: String,
     id: DirId,
     pid: u32,
+    held: Arc<Mutex<Option<OutDir>>>,
+    lru: Arc<HeldRunDirs>,
 }
 
 impl RunDirRef {
     /// Creates `<pid>-<start_epoch_ms>` and its tree in the `joularjx-result` directory.
-    pub fn create(results_root: &Arc<OutDir>, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
+    pub fn create(results_root: &Arc<OutDir>, held: &Arc<HeldRunDirs>, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
         let name = format!("{pid}-{start_epoch_ms}");
         let path = results_root.join(&name);
         let dir = results_root.new_subdir(&name).map_err(|e| OutputError::io(&path, e))?;
         let id = dir.id().map_err(|e| OutputError::io(&path, e))?;
-        RunDir::create_at(dir, pid)?;
-        Ok(Self { root: Arc::clone(results_root), name, id, pid })
+        let run = RunDir::create_at(dir, pid)?;
+        let me = Self { root: Arc::clone(results_root), name, id, pid, held: Arc::new(Mutex::new(Some(run.dir))), lru: Arc::clone(held) };
+        me.lru.touch(&me.held);
+        Ok(me)
     }
 
     /// The directory, open until the [`RunDir`] is dropped.
     pub fn open(&self) -> Result<RunDir, OutputError> {
-        let dir = self.root.reopen_subdir(&self.name, self.id).map_err(|e| OutputError::io(&self.root.join(&self.name), e))?;
+        let io_err = |e| OutputError::io(&self.root.join(&self.name), e);
+        let dir = {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            match held.as_ref() {
+                Some(dir) => dir.try_clone().map_err(io_err)?,
+                None => {
+                    let dir = self.root.reopen_subdir(&self.name, self.id).map_err(io_err)?;
+                    *held = Some(dir.try_clone().map_err(io_err)?);
+                    dir
+                }
+            }
+        };
+        self.lru.touch(&self.held);
         Ok(RunDir { dir, pid: self.pid })
     }
 }
@@ -288,7 +340,7 @@ mod tests {
     #[test]
     fn file_names_follow_joularjx() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDirRef::create(&root(tmp.path()), 42, 1700000000000).unwrap().open().unwrap();
+        let dir = RunDirRef::create(&root(tmp.path()), &HeldRunDirs::new(1), 42, 1700000000000).unwrap().open().unwrap();
         let filter = MethodFilter::parse("com.acme");
         let rel = |p: PathBuf| {
             p.strip_prefix(tmp.path())
@@ -315,7 +367,7 @@ mod tests {
     #[test]
     fn totals_are_joules_runtime_and_evolution_are_watts() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDirRef::create(&root(tmp.path()), 7, 1).unwrap().open().unwrap();
+        let dir = RunDirRef::create(&root(tmp.path()), &HeldRunDirs::new(1), 7, 1).unwrap().open().unwrap();
         let rows = [total("com.acme.A.f", 2_500_000.0), total("x,y", 500_000.0)];
         dir.write_total(
             Scope::All,
@@ -343,9 +395,11 @@ mod tests {
     }
 
     #[test]
-    fn a_run_directory_is_reopened_for_each_write_and_only_while_it_is_the_one_created() {
+    fn a_run_directory_not_held_is_reopened_for_each_write_and_only_while_it_is_the_one_created() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDirRef::create(&root(tmp.path()), 9, 1).unwrap();
+        let held = HeldRunDirs::new(0);
+        let dir = RunDirRef::create(&root(tmp.path()), &held, 9, 1).unwrap();
+        assert!(dir.held.lock().unwrap().is_none(), "capacity 0 holds nothing");
         let rows = [total("com.acme.A.f", 1_000_000.0)];
         dir.open().unwrap().write_runtime(Scope::All, Kind::Methods, &rows, 1.0).unwrap();
         let runtime = "9-1/all/runtime/methods/joularJX-9-all-methods-power.csv";
@@ -353,11 +407,35 @@ mod tests {
         // Moved away and replaced by another directory with the same tree: refused, never
         // written into; the moved one is left as it was.
         fs::rename(tmp.path().join("9-1"), tmp.path().join("moved")).unwrap();
-        RunDirRef::create(&root(tmp.path()), 9, 1).unwrap();
+        RunDirRef::create(&root(tmp.path()), &held, 9, 1).unwrap();
         let err = dir.open().unwrap_err().to_string();
         assert!(err.contains("9-1") && err.contains("no longer the directory created"), "{err}");
         assert!(!tmp.path().join(runtime).exists());
         assert!(tmp.path().join("moved/all/runtime/methods/joularJX-9-all-methods-power.csv").is_file());
+    }
+
+    #[test]
+    fn only_the_most_recently_written_directories_are_held_and_a_held_one_is_followed_where_it_moves() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = root(tmp.path());
+        let held = HeldRunDirs::new(2);
+        let dirs: Vec<RunDirRef> = (1..=3).map(|pid| RunDirRef::create(&root, &held, pid, 1).unwrap()).collect();
+        let is_held = |d: &RunDirRef| d.held.lock().unwrap().is_some();
+        assert_eq!(dirs.iter().map(is_held).collect::<Vec<_>>(), [false, true, true], "the first was evicted");
+        dirs[0].open().unwrap();
+        assert_eq!(dirs.iter().map(is_held).collect::<Vec<_>>(), [true, false, true], "a write holds it again");
+        // A held directory moved away and replaced: the write follows the descriptor.
+        fs::rename(tmp.path().join("3-1"), tmp.path().join("moved")).unwrap();
+        fs::create_dir(tmp.path().join("3-1")).unwrap();
+        let rows = [total("com.acme.A.f", 1_000_000.0)];
+        dirs[2].open().unwrap().write_runtime(Scope::All, Kind::Methods, &rows, 1.0).unwrap();
+        assert!(tmp.path().join("moved/all/runtime/methods/joularJX-3-all-methods-power.csv").is_file());
+        assert_eq!(fs::read_dir(tmp.path().join("3-1")).unwrap().count(), 0);
+        // A dropped (retired) process leaves the list and frees its place.
+        let [a, _b, c]: [RunDirRef; 3] = dirs.try_into().unwrap();
+        drop(c);
+        let d = RunDirRef::create(&root, &held, 4, 1).unwrap();
+        assert!(is_held(&a) && is_held(&d));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::aggregate::{Scope, StackTable};
 use super::cycle_sums::{add, add_energy, methods_only, named, push_methods, Charge, CycleSums};
-use super::joularjx::{Kind, RunDirRef};
+use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
 use super::methods::{
     bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
 };
@@ -102,6 +102,8 @@ pub struct Results {
     /// The results root, held open from the start (`None` when no file is written): the one
     /// descriptor every process's directory is reopened from.
     root: Option<Arc<OutDir>>,
+    /// Run directories whose descriptor stays open between writes (the most recent few).
+    held_dirs: Arc<HeldRunDirs>,
     no_samples: Stack,
     processes: BTreeMap<u32, Process>,
     /// Processes that ended, set aside (`set_aside`) so that a later process with the same PID
@@ -131,6 +133,7 @@ impl Results {
         };
         Ok(Self {
             root,
+            held_dirs: HeldRunDirs::new(HELD_RUN_DIRS),
             end_epoch_ms: config.start_epoch_ms,
             config,
             no_samples: bucket_stack(NO_SAMPLES),
@@ -148,7 +151,7 @@ impl Results {
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
             let dir = match &self.root {
-                Some(root) => Some(RunDirRef::create(root, pid, unused_epoch_ms(root, pid, self.config.start_epoch_ms))?),
+                Some(root) => Some(RunDirRef::create(root, &self.held_dirs, pid, unused_epoch_ms(root, pid, self.config.start_epoch_ms))?),
                 None => None,
             };
             self.processes.insert(
