@@ -9,8 +9,6 @@ use joular_user::model::{CycleReport, Stack};
 use joular_user::output::methods::top_user_frame;
 
 use joular_user::output::ThreadStacks;
-// A comm may hold an ESC that would drive the terminal.
-use joular_user::printable::printable;
 
 use super::retire::Ended;
 
@@ -106,7 +104,7 @@ impl Summary {
                 "{:>8} {:>8}  {:<20} {:>12.3} {:>8} {:>6.1}% {:>10.3} {:>8.2}",
                 t.pid,
                 tid,
-                truncate(&printable(&t.comm), 20),
+                truncate(&t.comm, 20),
                 t.on_cpu_ns as f64 / 1e9,
                 t.samples,
                 share,
@@ -118,7 +116,7 @@ impl Summary {
             let _ = writeln!(out, "  ... {} more threads (--top N shows more)", threads.len() - top);
         }
         for (tid, t) in threads.iter().take(top.min(5)).filter(|(_, t)| t.samples > 0) {
-            let _ = writeln!(out, "\n{} ({tid}): top leaf methods, then top stacks (leaf first)", printable(&t.comm));
+            let _ = writeln!(out, "\n{} ({tid}): top leaf methods, then top stacks (leaf first)", t.comm);
             let mut leaves: HashMap<Arc<str>, u64> = HashMap::new();
             let mut mine: Vec<(&Stack, u64)> = Vec::new();
             for ((stid, stack), n) in &self.stacks {
