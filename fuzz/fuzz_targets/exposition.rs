@@ -32,7 +32,7 @@ fn is_name(name: &str, colons: bool) -> bool {
 }
 
 /// `label="value",...}` up to the closing brace; returns what follows it.
-fn labels(mut rest: &str, line: &str) -> &str {
+fn labels<'a>(mut rest: &'a str, line: &str) -> &'a str {
     loop {
         let (name, after) = rest.split_once("=\"").unwrap_or_else(|| panic!("no label value: {line:?}"));
         assert!(is_name(name, false), "label name {name:?}: {line:?}");

@@ -16,6 +16,8 @@ use crate::safe_write::OutDir;
 /// deep stacks costs seconds and hundreds of MB for nothing visible. Half its threshold, so
 /// every frame it would draw is kept; a cut path's energy stays in its visible parent.
 const PRUNE_SHARE: f64 = 4e-5;
+/// What a stack of one nameless frame is drawn as.
+const UNNAMED: &str = "[unnamed]";
 
 /// Writes a whole file (the SVG, `report.html`) in `dir`, replacing what was at `name`.
 pub fn write_bytes(dir: &OutDir, name: &str, bytes: &[u8]) -> Result<(), OutputError> {
@@ -101,6 +103,9 @@ fn visible_lines(groups: &[PathGroup]) -> Vec<String> {
     cut.into_iter()
         .filter_map(|(tree, energy_uj)| {
             let energy_uj = energy_uj.round() as u64;
+            // A stack of one nameless frame (found by the `documents` fuzz target) is an empty
+            // line to inferno, which then refuses the whole graph.
+            let tree = if tree.is_empty() { UNNAMED } else { &tree };
             (energy_uj > 0).then(|| format!("{tree} {energy_uj}"))
         })
         .collect()
@@ -251,6 +256,17 @@ mod tests {
         let texts = svg_texts(&tmp.path().join("c.svg"));
         assert!(texts.contains(&"Energy of pid 7 (\\x1b[31m<a&\"'>\\u{ffff})".to_owned()), "{texts:?}");
         assert!(texts.iter().any(|t| t.starts_with("\\x1b[31m<a&\"'>\\x01 (")), "{texts:?}");
+    }
+
+    #[test]
+    fn stacks_of_nameless_frames_are_drawn() {
+        for names in [&[""][..], &["", ""], &["", "x"]] {
+            let frames: Vec<Frame> = names.iter().map(|n| frame(n, FrameKind::Native)).collect();
+            let stacks = vec![total(&frames, 500.0)];
+            let all_frames = StackRules { jvm: true, native_frames: true };
+            let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph));
+            assert!(svg.is_ok(), "{names:?}: {svg:?}");
+        }
     }
 
     #[test]
