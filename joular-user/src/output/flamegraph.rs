@@ -46,7 +46,10 @@ pub fn render_svg(title: &str, groups: &[PathGroup]) -> std::io::Result<Vec<u8>>
         options.subtitle = Some("no energy was attributed".to_owned());
         flamegraph::from_lines(&mut options, ["(none) 1"], &mut svg)?;
     } else {
-        let lines: Vec<Cow<str>> = lines.iter().map(|l| printable(l)).collect();
+        let mut lines: Vec<Cow<str>> = lines.iter().map(|l| printable(l)).collect();
+        // Shown as text, a control character sorts elsewhere (found by the `documents` fuzz
+        // target): inferno checks the order it was promised.
+        lines.sort_unstable();
         flamegraph::from_lines(&mut options, lines.iter().map(|l| &**l), &mut svg)?;
     }
     Ok(svg)
@@ -267,6 +270,14 @@ mod tests {
             let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph));
             assert!(svg.is_ok(), "{names:?}: {svg:?}");
         }
+    }
+
+    #[test]
+    fn frames_whose_control_characters_sort_elsewhere_once_shown_are_drawn() {
+        let stacks = vec![total(&[frame("08\x1bbar", FrameKind::Native)], 500.0), total(&[frame("08\x1bbar", FrameKind::Native), frame("0", FrameKind::Native)], 500.0), total(&[frame("08a", FrameKind::Native)], 500.0)];
+        let all_frames = StackRules { jvm: true, native_frames: true };
+        let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph));
+        assert!(svg.is_ok(), "{svg:?}");
     }
 
     #[test]
