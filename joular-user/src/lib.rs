@@ -11,6 +11,7 @@ pub mod energy;
 pub mod fleet;
 pub mod model;
 pub mod output;
+pub mod printable;
 pub mod procstat;
 pub mod safe_write;
 pub mod symbols;

@@ -2,6 +2,8 @@
 
 use std::fmt::Write;
 
+use crate::printable::printable;
+
 /// The `Content-Type` of what `Exposition` writes.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -54,13 +56,24 @@ impl Exposition {
     }
 }
 
+/// The format's three escapes (`\\`, `\"`, `\n`). It has no other: any other control character
+/// (an ESC in a comm) is shown as `\xHH` text, its backslash escaped, so nothing raw reaches a
+/// scraper or the terminal of whoever reads the page.
 fn escape_label_value(out: &mut String, value: &str) {
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
-            c => out.push(c),
+            c => {
+                for shown in printable(c.encode_utf8(&mut [0; 4])).chars() {
+                    if shown == '\\' {
+                        out.push_str("\\\\");
+                    } else {
+                        out.push(shown);
+                    }
+                }
+            }
         }
     }
 }
@@ -96,6 +109,13 @@ mod tests {
             "# HELP x_total Line one\\\\two\\nthree.\n# TYPE x_total counter\n\
              x_total{a=\"q\\\"uote\",b=\"back\\\\slash\\nnl\"} 1.5\nx_total 2\n"
         );
+    }
+
+    #[test]
+    fn control_characters_in_label_values_are_shown_as_text() {
+        let mut e = Exposition::default();
+        e.sample("x", &[("comm", "\x1b[31m<a&\"'>\t\u{85}")], 1.0);
+        assert_eq!(e.finish(), "x{comm=\"\\\\x1b[31m<a&\\\"'>\\\\x09\\\\x85\"} 1\n");
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! SVG flame graphs (inferno) weighted by energy, with inferno's Java palette: JIT frames
 //! green, inlined aqua, kernel orange, native yellow/red.
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 
 use super::aggregate::PathGroup;
 use super::OutputError;
+use crate::printable::printable;
 use crate::safe_write::OutDir;
 
 /// Frames narrower than this share of the total are cut before inferno sees them: inferno
@@ -14,6 +16,8 @@ use crate::safe_write::OutDir;
 /// deep stacks costs seconds and hundreds of MB for nothing visible. Half its threshold, so
 /// every frame it would draw is kept; a cut path's energy stays in its visible parent.
 const PRUNE_SHARE: f64 = 4e-5;
+/// What a stack of one nameless frame is drawn as.
+const UNNAMED: &str = "[unnamed]";
 
 /// Writes a whole file (the SVG, `report.html`) in `dir`, replacing what was at `name`.
 pub fn write_bytes(dir: &OutDir, name: &str, bytes: &[u8]) -> Result<(), OutputError> {
@@ -27,7 +31,8 @@ pub fn write_bytes(dir: &OutDir, name: &str, bytes: &[u8]) -> Result<(), OutputE
 /// the cut below relies on shared prefixes being adjacent).
 pub fn render_svg(title: &str, groups: &[PathGroup]) -> std::io::Result<Vec<u8>> {
     let mut options = Options::default();
-    options.title = title.to_owned();
+    // inferno escapes markup, not the control characters XML forbids (a comm may hold an ESC).
+    options.title = printable(title).into_owned();
     options.count_name = "µJ".to_owned();
     options.colors = Palette::Multi(MultiPalette::Java);
     // Colours from the name, so the same method looks the same in every graph.
@@ -41,7 +46,11 @@ pub fn render_svg(title: &str, groups: &[PathGroup]) -> std::io::Result<Vec<u8>>
         options.subtitle = Some("no energy was attributed".to_owned());
         flamegraph::from_lines(&mut options, ["(none) 1"], &mut svg)?;
     } else {
-        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+        let mut lines: Vec<Cow<str>> = lines.iter().map(|l| printable(l)).collect();
+        // Shown as text, a control character sorts elsewhere (found by the `documents` fuzz
+        // target): inferno checks the order it was promised.
+        lines.sort_unstable();
+        flamegraph::from_lines(&mut options, lines.iter().map(|l| &**l), &mut svg)?;
     }
     Ok(svg)
 }
@@ -97,6 +106,9 @@ fn visible_lines(groups: &[PathGroup]) -> Vec<String> {
     cut.into_iter()
         .filter_map(|(tree, energy_uj)| {
             let energy_uj = energy_uj.round() as u64;
+            // A stack of one nameless frame (found by the `documents` fuzz target) is an empty
+            // line to inferno, which then refuses the whole graph.
+            let tree = if tree.is_empty() { UNNAMED } else { &tree };
             (energy_uj > 0).then(|| format!("{tree} {energy_uj}"))
         })
         .collect()
@@ -234,6 +246,38 @@ mod tests {
         write_bytes(&test_dir(tmp.path()), "h.svg", &svg).unwrap();
         let texts = svg_texts(&tmp.path().join("h.svg"));
         assert!(texts.iter().any(|t| t.starts_with("_# nknown]")), "{texts:?}");
+    }
+
+    #[test]
+    fn control_characters_in_the_title_and_frames_are_shown_as_text() {
+        let tmp = tempfile::tempdir().unwrap();
+        let stacks = vec![total(&[run(), frame("\x1b[31m<a&\"'>\u{1}", FrameKind::Native)], 500.0)];
+        let all_frames = StackRules { jvm: true, native_frames: true };
+        let groups = path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph);
+        let svg = render_svg("Energy of pid 7 (\x1b[31m<a&\"'>\u{FFFF})", &groups).unwrap();
+        write_bytes(&test_dir(tmp.path()), "c.svg", &svg).unwrap();
+        let texts = svg_texts(&tmp.path().join("c.svg"));
+        assert!(texts.contains(&"Energy of pid 7 (\\x1b[31m<a&\"'>\\u{ffff})".to_owned()), "{texts:?}");
+        assert!(texts.iter().any(|t| t.starts_with("\\x1b[31m<a&\"'>\\x01 (")), "{texts:?}");
+    }
+
+    #[test]
+    fn stacks_of_nameless_frames_are_drawn() {
+        for names in [&[""][..], &["", ""], &["", "x"]] {
+            let frames: Vec<Frame> = names.iter().map(|n| frame(n, FrameKind::Native)).collect();
+            let stacks = vec![total(&frames, 500.0)];
+            let all_frames = StackRules { jvm: true, native_frames: true };
+            let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph));
+            assert!(svg.is_ok(), "{names:?}: {svg:?}");
+        }
+    }
+
+    #[test]
+    fn frames_whose_control_characters_sort_elsewhere_once_shown_are_drawn() {
+        let stacks = vec![total(&[frame("08\x1bbar", FrameKind::Native)], 500.0), total(&[frame("08\x1bbar", FrameKind::Native), frame("0", FrameKind::Native)], 500.0), total(&[frame("08a", FrameKind::Native)], 500.0)];
+        let all_frames = StackRules { jvm: true, native_frames: true };
+        let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph));
+        assert!(svg.is_ok(), "{svg:?}");
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use methods::MethodFilter;
-pub use profile::{JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal, Unattributed};
+pub use profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal, Unattributed};
 pub use timeline::{ThreadSeries, Timeline};
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
@@ -61,6 +61,16 @@ impl OutputError {
         Self::Io {
             path: path.to_owned(),
             source,
+        }
+    }
+
+    /// This error as a failed output of `flag`: the file, and the cause without the file.
+    pub fn failed(&self, flag: &str) -> FailedOutput {
+        match self {
+            Self::Io { path, source } => FailedOutput::new(flag, path, source),
+            Self::Json { path, source } => FailedOutput::new(flag, path, source),
+            Self::Format { path, reason } => FailedOutput::new(flag, path, reason),
+            Self::NoProfile(path) => FailedOutput::new(flag, path, self),
         }
     }
 

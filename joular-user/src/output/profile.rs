@@ -60,6 +60,35 @@ pub struct RunSummary {
     /// failed, socket counters flagged, symbolization misses...).
     #[serde(default)]
     pub degraded: BTreeMap<String, u64>,
+    /// Outputs that could not be written (a full disk under `--json`, a result file): the run
+    /// and the other outputs went on without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs_failed: Vec<FailedOutput>,
+}
+
+/// An output that failed: the flag that asked for it, the file, and the error. Its writing
+/// stopped there; nothing else did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedOutput {
+    pub flag: String,
+    pub path: String,
+    pub error: String,
+}
+
+impl FailedOutput {
+    pub fn new(flag: &str, path: &std::path::Path, error: impl std::fmt::Display) -> Self {
+        Self {
+            flag: flag.to_owned(),
+            path: path.display().to_string(),
+            error: error.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for FailedOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.flag, self.path, self.error)
+    }
 }
 
 /// See `RunSummary::unattributed`.

@@ -12,7 +12,7 @@ use super::joularjx::{Kind, Period, RunDir};
 use super::methods::{is_method_name, MethodFilter};
 use super::paths::PathStyle;
 use super::pprof::write_pprof;
-use super::profile::ProcessProfile;
+use super::profile::{FailedOutput, ProcessProfile, RunSummary};
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
 use crate::safe_write::OutDir;
@@ -51,26 +51,51 @@ impl RenderSet {
 pub struct OutputFiles {
     pub dir: PathBuf,
     pub files: Vec<PathBuf>,
+    /// Files that could not be written (a full disk): the others were, and `summary.json` lists
+    /// these.
+    pub failed: Vec<FailedOutput>,
 }
+
+impl OutputFiles {
+    /// Keeps `path` as written, or the failure: one file that cannot be written never stops the
+    /// others.
+    fn keep(&mut self, path: PathBuf, result: Result<(), OutputError>) {
+        match result {
+            Ok(()) => self.files.push(path),
+            Err(e) => self.failed.push(e.failed(OUTPUT_FLAG)),
+        }
+    }
+}
+
+/// The flag that asks for these files.
+const OUTPUT_FLAG: &str = "--output";
 
 /// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
 /// `source_dir` is where the run's own tree is (its evolution files feed the HTML report).
+/// Every file is tried: those that fail are in `failed`, and `summary.json`, written last,
+/// lists them.
 pub fn render_process(
     dir: &OutDir,
     source_dir: &OutDir,
     profile: &ProcessProfile,
     filter: &MethodFilter,
     set: RenderSet,
-) -> Result<OutputFiles, OutputError> {
+) -> OutputFiles {
     let mut written = OutputFiles {
         dir: dir.path().to_owned(),
-        files: Vec::new(),
+        ..OutputFiles::default()
     };
     let stacks = &profile.stacks;
     let rules = profile.rules();
     let tree = if set.csv {
-        let own = dir.try_clone().map_err(|e| OutputError::io(dir.path(), e))?;
-        Some(RunDir::create_at(own, profile.summary.pid)?)
+        let own = dir.try_clone().map_err(|e| OutputError::io(dir.path(), e));
+        match own.and_then(|own| RunDir::create_at(own, profile.summary.pid)) {
+            Ok(tree) => Some(tree),
+            Err(e) => {
+                written.failed.push(e.failed(OUTPUT_FLAG));
+                None
+            }
+        }
     } else {
         None
     };
@@ -78,27 +103,14 @@ pub fn render_process(
         // JoularJX always has both trees; the app graphs mean nothing without a filter.
         let graphs = matches!(scope, Scope::All) || !filter.is_empty();
         let html_graph = set.html && matches!(scope, Scope::All);
-        if tree.is_none() && !(graphs && (set.folded || set.svg || html_graph)) {
-            continue;
-        }
         if let Some(tree) = &tree {
             // JoularJX files hold methods only: samples whose method is a bucket or an unnamed
             // frame are `unattributed` in summary.json, in both files.
-            tree.write_total(
-                scope,
-                Kind::Methods,
-                method_totals(stacks, scope, rules)
-                    .iter()
-                    .filter(|m| is_method_name(&m.name))
-                    .map(|m| (&*m.name, m.energy_uj)),
-            )?;
-            tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules))?;
-            written
-                .files
-                .push(tree.file(scope, Period::Total, Kind::Methods));
-            written
-                .files
-                .push(tree.file(scope, Period::Total, Kind::CallTrees));
+            let methods = method_totals(stacks, scope, rules);
+            let methods = methods.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.energy_uj));
+            written.keep(tree.file(scope, Period::Total, Kind::Methods), tree.write_total(scope, Kind::Methods, methods));
+            let trees = tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules));
+            written.keep(tree.file(scope, Period::Total, Kind::CallTrees), trees);
         }
         if !graphs || !(set.folded || set.svg || html_graph) {
             continue;
@@ -107,8 +119,7 @@ pub fn render_process(
         let view = scope.dir();
         if set.folded {
             let name = format!("stacks-{view}.folded");
-            write_folded(dir, &name, &groups)?;
-            written.files.push(dir.join(name));
+            written.keep(dir.join(&name), write_folded(dir, &name, &groups));
         }
         if set.svg || html_graph {
             let title = match scope {
@@ -129,10 +140,15 @@ pub fn render_process(
                 ),
             };
             let name = format!("flamegraph-{view}.svg");
-            let svg = render_svg(&title, &groups).map_err(|e| OutputError::io(&dir.join(&name), e))?;
+            let svg = match render_svg(&title, &groups) {
+                Ok(svg) => svg,
+                Err(e) => {
+                    written.keep(dir.join(&name), Err(OutputError::io(&dir.join(&name), e)));
+                    continue;
+                }
+            };
             if set.svg {
-                write_bytes(dir, &name, &svg)?;
-                written.files.push(dir.join(name));
+                written.keep(dir.join(&name), write_bytes(dir, &name, &svg));
             }
             if html_graph {
                 let path = dir.join(HTML_FILE);
@@ -145,28 +161,62 @@ pub fn render_process(
                 .map_err(|reason| OutputError::Format {
                     path: path.clone(),
                     reason,
-                })?;
-                write_bytes(dir, HTML_FILE, page.as_bytes())?;
-                written.files.push(path);
+                });
+                written.keep(path, page.and_then(|page| write_bytes(dir, HTML_FILE, page.as_bytes())));
             }
         }
     }
     if set.pprof {
-        write_pprof(dir, PPROF_FILE, &profile.summary, stacks, rules)?;
-        written.files.push(dir.join(PPROF_FILE));
+        written.keep(dir.join(PPROF_FILE), write_pprof(dir, PPROF_FILE, &profile.summary, stacks, rules));
     }
     if set.summary {
-        let path = dir.join(SUMMARY_FILE);
-        let file = dir.replace(SUMMARY_FILE).map_err(|e| OutputError::io(&path, e))?;
-        let mut out = BufWriter::new(file);
-        serde_json::to_writer_pretty(&mut out, &profile.summary)
-            .map_err(|e| OutputError::json(&path, e))?;
-        out.flush().map_err(|e| OutputError::io(&path, e))?;
-        let file = out.into_inner().map_err(|e| OutputError::io(&path, e.into_error()))?;
-        file.commit().map_err(|e| OutputError::io(&path, e))?;
-        written.files.push(path);
-        write_raw_profile(dir, RAW_PROFILE_FILE, profile)?;
-        written.files.push(dir.join(RAW_PROFILE_FILE));
+        written.keep(dir.join(RAW_PROFILE_FILE), write_raw_profile(dir, RAW_PROFILE_FILE, profile));
+        // Last, so it lists what failed before it.
+        let mut summary = profile.summary.clone();
+        summary.outputs_failed.extend(written.failed.iter().cloned());
+        written.keep(dir.join(SUMMARY_FILE), write_summary(dir, &summary));
     }
-    Ok(written)
+    written
+}
+
+fn write_summary(dir: &OutDir, summary: &RunSummary) -> Result<(), OutputError> {
+    let path = dir.join(SUMMARY_FILE);
+    let file = dir.replace(SUMMARY_FILE).map_err(|e| OutputError::io(&path, e))?;
+    let mut out = BufWriter::new(file);
+    serde_json::to_writer_pretty(&mut out, summary).map_err(|e| OutputError::json(&path, e))?;
+    out.flush().map_err(|e| OutputError::io(&path, e))?;
+    let file = out.into_inner().map_err(|e| OutputError::io(&path, e.into_error()))?;
+    file.commit().map_err(|e| OutputError::io(&path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use crate::output::results::tests::{config, fixture};
+    use crate::output::results::Results;
+
+    #[test]
+    fn a_file_that_cannot_be_written_stops_no_other_and_summary_json_lists_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut results = Results::new(config(tmp.path())).unwrap();
+        for (mut report, stacks) in fixture() {
+            results.on_cycle(&mut report, &stacks).unwrap();
+        }
+        let dir = results.finish().unwrap().outputs[0].dir.clone();
+        // A non-empty directory where the flame graph goes: it cannot be replaced.
+        fs::remove_file(dir.join("flamegraph-all.svg")).unwrap();
+        fs::create_dir_all(dir.join("flamegraph-all.svg/x")).unwrap();
+        fs::remove_file(dir.join("summary.json")).unwrap();
+        let out = results.finish().unwrap().outputs.remove(0);
+        assert_eq!(out.failed.len(), 1, "{:?}", out.failed);
+        let failed = &out.failed[0];
+        assert_eq!((failed.flag.as_str(), failed.path.as_str()), ("--output", dir.join("flamegraph-all.svg").to_str().unwrap()));
+        for name in ["summary.json", "profile.json", "profile.pb.gz", "stacks-all.folded", "flamegraph-app.svg"] {
+            assert!(out.files.contains(&dir.join(name)), "{name} written: {:?}", out.files);
+        }
+        let summary: serde_json::Value = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["outputs_failed"][0]["path"], failed.path.as_str());
+        assert_eq!(summary["outputs_failed"][0]["error"], failed.error.as_str());
+    }
 }

@@ -131,7 +131,12 @@ fn render_report(args: &ReportArgs, loaded: LoadedReport, out: &mut dyn Write) -
                 None => profile_dir.try_clone().map_err(|e| OutputError::io(profile_dir.path(), e)),
             };
             // The profile's own directory holds its evolution files (for report.html's charts).
-            outputs.push(render_process(&opened?, &profile_dir, &profile, &filter, set)?);
+            let files = render_process(&opened?, &profile_dir, &profile, &filter, set);
+            // `report` writes nothing else: a file it could not write is its error.
+            if let Some(failed) = files.failed.first() {
+                return Err(OutputError::Format { path: failed.path.clone().into(), reason: failed.error.clone() });
+            }
+            outputs.push(files);
         }
         profiles.push(profile);
     }

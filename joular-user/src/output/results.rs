@@ -12,7 +12,7 @@ use super::methods::{
     bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
 };
 use super::paths::{all_path, PathStyle};
-use super::profile::{JvmShares, ProcessProfile, RunSummary, ThreadTotal};
+use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
 use super::thread_kind::ThreadKind;
@@ -116,6 +116,8 @@ pub struct Results {
     unattributed_uj: f64,
     drops: BTreeMap<String, u64>,
     degraded: BTreeMap<String, u64>,
+    /// Outputs of the session that failed (`--json`...), for every `summary.json`.
+    outputs_failed: Vec<FailedOutput>,
 }
 
 /// `degraded` cause of cycles in which a socket's counter went backwards (counted 0 J).
@@ -145,6 +147,7 @@ impl Results {
             unattributed_uj: 0.0,
             drops: BTreeMap::new(),
             degraded: BTreeMap::new(),
+            outputs_failed: Vec::new(),
         })
     }
 
@@ -403,6 +406,11 @@ impl Results {
         }
     }
 
+    /// Records an output of the session that failed (`summary.json` `outputs_failed`).
+    pub fn add_failed_output(&mut self, failed: FailedOutput) {
+        self.outputs_failed.push(failed);
+    }
+
     fn write_cycle_files(
         &mut self,
         sums: BTreeMap<u32, CycleSums>,
@@ -513,6 +521,7 @@ impl Results {
                 java_unwinder: process.java_unwinder.clone(),
                 unattributed: Default::default(),
                 degraded: self.degraded.clone(),
+                outputs_failed: self.outputs_failed.clone(),
             },
             stacks,
             timeline: process.timeline.clone(),
@@ -533,14 +542,13 @@ impl Results {
         };
         let dir = dir.open()?;
         let profile = self.profile(pid, &process);
-        render_process(
+        Ok(Some(render_process(
             dir.out_dir(),
             dir.out_dir(),
             &profile,
             &self.config.filter,
             self.render_set(),
-        )
-        .map(Some)
+        )))
     }
 
     fn render_set(&self) -> RenderSet {
@@ -575,7 +583,7 @@ impl Results {
                     profile,
                     &self.config.filter,
                     self.render_set(),
-                )?);
+                ));
             }
         }
         Ok(FinishSummary {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use joular_user::attribution::Totals;
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
-use joular_user::output::{Results, ThreadStacks};
+use joular_user::output::{FailedOutput, FinishSummary, Results, ThreadStacks};
 use joular_user::symbols::SymbolStats;
 
 use super::exporter::Exporter;
@@ -46,6 +46,8 @@ pub struct Sinks {
     pub cycles_written_late: u64,
     /// Perf-map lines left out since the last cycle written: its drops say so.
     unreported_not_indexed: u64,
+    /// Outputs that failed during the run, each said once.
+    failed: Vec<FailedOutput>,
 }
 
 impl Sinks {
@@ -67,6 +69,7 @@ impl Sinks {
             symbol_stats: SymbolStats::default(),
             cycles_written_late: 0,
             unreported_not_indexed: 0,
+            failed: Vec::new(),
         }
     }
 
@@ -138,15 +141,19 @@ impl Sinks {
         if self.unreported_not_indexed > 0 {
             *report.drops.entry(OVER_BUDGET.into()).or_default() += std::mem::take(&mut self.unreported_not_indexed);
         }
-        self.results.on_cycle(report, stacks)?;
+        if let Err(e) = self.results.on_cycle(report, stacks) {
+            // A result file that cannot be written this cycle (a full disk) may be next cycle.
+            self.fail(e.failed("--output"), "the run goes on");
+        }
         if let Some(e) = &self.exporter {
             e.on_cycle(report);
         }
         if let Some(p) = self.profiles.as_mut() {
             p.on_cycle(report, stacks);
         }
-        if let Some(j) = self.json.as_mut() {
-            j.write(report)?;
+        if let Some(Err(e)) = self.json.as_mut().map(|j| j.write(report)) {
+            let path = self.json.take().expect("written above").path().to_owned();
+            self.fail(FailedOutput::new("--json", &path, e), "JSON output stopped, the run goes on");
         }
         self.summary.add(report, stacks);
         let ended = retire::ended(&cycle.exits);
@@ -162,7 +169,12 @@ impl Sinks {
         for &pid in &ended.pids {
             // A daemon goes on when one process's files cannot be written (disk full).
             match self.results.retire(pid) {
-                Ok(Some(files)) => log::info!("results of ended process {pid}: {}", files.dir.display()),
+                Ok(Some(files)) => {
+                    log::info!("results of ended process {pid}: {}", files.dir.display());
+                    for failed in files.failed {
+                        self.fail(failed, "the other files were written");
+                    }
+                }
                 Ok(None) => {}
                 Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
             }
@@ -171,5 +183,29 @@ impl Sinks {
         totals.forget_processes(&ended.pids);
         totals.forget_threads(&ended.threads);
         Ok(())
+    }
+
+    /// Says once that an output failed (a warning naming the flag and the file), and keeps it
+    /// for the end of the run and `summary.json`.
+    fn fail(&mut self, failed: FailedOutput, outcome: &str) {
+        if self.failed.iter().any(|f| f.flag == failed.flag && f.path == failed.path) {
+            return;
+        }
+        errln!("joular-ebpf: warning: {failed}; {outcome}");
+        self.results.add_failed_output(failed.clone());
+        self.failed.push(failed);
+    }
+
+    /// The end of the run: every output that failed, this run's and the end-of-run files'.
+    pub fn print_failed(&self, finished: &FinishSummary) {
+        let end = finished.outputs.iter().flat_map(|o| &o.failed);
+        let failed: Vec<&FailedOutput> = self.failed.iter().chain(end).collect();
+        if failed.is_empty() {
+            return;
+        }
+        errln!("joular-ebpf: warning: {} output(s) could not be written (the others were):", failed.len());
+        for f in failed {
+            errln!("  {f}");
+        }
     }
 }

@@ -272,6 +272,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let finished = sinks.results.finish();
     out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
     let finished = finished.with_context(|| format!("writing the results under --output {}", common.output.display()))?;
+    sinks.print_failed(&finished);
     outln!("\n{}", finished.table);
     for out in &finished.outputs {
         outln!("results: {}", out.dir.display());

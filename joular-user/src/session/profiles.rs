@@ -80,7 +80,7 @@ impl ProfileExport {
                 }
                 Err(e) => {
                     self.failed += 1;
-                    errln!("joular-ebpf: warning: profile not written ({} failures so far): {e}", self.failed);
+                    errln!("joular-ebpf: warning: --profile-dir: profile not written ({} failures so far): {e}; the run goes on", self.failed);
                 }
             }
         }

@@ -41,6 +41,8 @@ fn chart_error(e: impl std::fmt::Display) -> String {
 /// Longest legend entry: the end of a long method name says the most.
 fn legend_name(name: &str) -> String {
     const MAX: usize = 60;
+    // plotters escapes markup, not control characters, which no XML may hold.
+    let name = &*crate::printable::printable(name);
     let chars = name.chars().count();
     if chars <= MAX {
         name.to_owned()

@@ -11,6 +11,7 @@
 mod charts;
 mod evolution;
 
+use crate::printable::{printable, printable_text};
 use crate::safe_write::OutDir;
 
 use maud::{html, Markup, PreEscaped, DOCTYPE};
@@ -96,7 +97,7 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
         html lang="en" {
             head {
                 meta charset="utf-8";
-                title { "Energy of " (summary.comm) " (pid " (summary.pid) ")" }
+                title { "Energy of " (printable(&summary.comm)) " (pid " (summary.pid) ")" }
                 style { (PreEscaped(CSS)) }
             }
             body {
@@ -126,13 +127,22 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
             }
         }
     };
-    Ok(page.into_string())
+    Ok(visible_controls(page.into_string()))
+}
+
+/// maud escapes markup, not control characters: a thread or method name the target chose may
+/// hold any, and HTML allows none but whitespace.
+fn visible_controls(page: String) -> String {
+    match printable_text(&page) {
+        std::borrow::Cow::Borrowed(_) => page,
+        std::borrow::Cow::Owned(shown) => shown,
+    }
 }
 
 fn header(profile: &ProcessProfile) -> Markup {
     let s = &profile.summary;
     html! {
-        h1 { "Energy of " (s.comm) " (pid " (s.pid) ")" }
+        h1 { "Energy of " (printable(&s.comm)) " (pid " (s.pid) ")" }
         @if s.estimated {
             p.jr-estimated #jr-estimated {
                 "ESTIMATED: no energy meter (RAPL) was readable, so energy comes from the "

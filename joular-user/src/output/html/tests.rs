@@ -195,3 +195,37 @@ fn a_retired_process_gets_its_report() {
     let html = fs::read_to_string(files.dir.join(HTML_FILE)).unwrap();
     assert_eq!(row_uj(&html, "jr-methods-all", "java.math.BigInteger.multiply"), Some(4e6));
 }
+
+/// A comm with an escape sequence and markup (what `prctl(PR_SET_NAME)` allows), on every thread.
+const HOSTILE: &str = "\x1b[31m<a&\"'>";
+
+#[test]
+fn a_hostile_comm_is_escaped_in_the_title_and_heading_and_no_control_character_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut results = Results::new(ResultsConfig { html: true, ..config(tmp.path()) }).unwrap();
+    for (mut report, stacks) in fixture() {
+        for t in &mut report.threads {
+            t.comm = HOSTILE.into();
+        }
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let dir = results.finish().unwrap().outputs[0].dir.clone();
+    let html = fs::read_to_string(dir.join(HTML_FILE)).unwrap();
+    let shown = "Energy of \\x1b[31m&lt;a&amp;&quot;'&gt; (pid";
+    assert!(html.contains(&format!("<title>{shown}")), "title: {}", &html[html.find("<title>").unwrap()..][..80]);
+    assert!(html.contains(&format!("<h1>{shown}")));
+    let bad: Vec<char> = html.chars().filter(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r')).collect();
+    assert!(bad.is_empty(), "control characters left: {bad:?}");
+    // The inlined flame graph is XML and says the name.
+    let svg = &html[html.find("<svg").unwrap()..html.rfind("</svg>").unwrap() + "</svg>".len()];
+    let mut reader = quick_xml::Reader::from_str(svg);
+    let mut texts = String::new();
+    loop {
+        match reader.read_event().unwrap() {
+            quick_xml::events::Event::Eof => break,
+            quick_xml::events::Event::Text(t) => texts.push_str(&t.unescape().unwrap()),
+            _ => {}
+        }
+    }
+    assert!(texts.contains("\\x1b[31m<a&\"'>"), "flame graph title");
+}
