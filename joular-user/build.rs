@@ -22,17 +22,10 @@ fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("joular-user has no parent directory"))?
         .join("joular-ebpf");
     let root_dir = root_dir.to_str().context("non-UTF-8 path to joular-ebpf")?;
-    let ebpf_package = aya_build::Package {
-        name: "joular-ebpf",
-        root_dir,
-        ..Default::default()
-    };
+    let ebpf_package = aya_build::Package { name: "joular-ebpf", root_dir, ..Default::default() };
     aya_build::build_ebpf([ebpf_package], aya_build::Toolchain::default())
 }
 
 fn has_bpf_linker() -> bool {
-    std::process::Command::new("bpf-linker")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
+    std::process::Command::new("bpf-linker").arg("--version").output().is_ok_and(|o| o.status.success())
 }

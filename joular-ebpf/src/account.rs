@@ -14,24 +14,22 @@ use core::ffi::c_void;
 
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id,
-        bpf_ktime_get_ns, bpf_probe_read_kernel, generated,
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel, generated,
     },
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
-    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue,
-    ThreadSlot,
-    CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_EXITS_GEN, CONFIG_TARGETS_GEN,
-    CONFIG_TASK_OFFSETS, NS_PER_START_TICK,
-    DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL,
-    DROP_THREAD_CPU_MAP_FULL, DROP_USTACK_COLLISION, DROP_USTACK_FAILED, SAMPLE_LOG_SLOTS,
-    STACK_ID_OVERFLOW, TARGET_CACHE, THREAD_SLOTS,
+    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue, ThreadSlot,
+    CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_EXITS_GEN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS,
+    DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL,
+    DROP_USTACK_COLLISION, DROP_USTACK_FAILED, NS_PER_START_TICK, SAMPLE_LOG_SLOTS, STACK_ID_OVERFLOW, TARGET_CACHE,
+    THREAD_SLOTS,
 };
 
 use crate::maps::{
-    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, DROPS, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, STACKS_0,
-    STACKS_1, STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
+    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, DROPS, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, STACKS_0, STACKS_1,
+    STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
 };
 use crate::walk;
 
@@ -215,12 +213,8 @@ fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32) {
         unsafe { (*v).on_cpu_ns += slot.on_cpu_ns };
         return;
     }
-    let value = ThreadCpuValue {
-        on_cpu_ns: slot.on_cpu_ns,
-        tgid: (slot.pid_tgid >> 32) as u32,
-        _pad: 0,
-        comm: slot.comm,
-    };
+    let value =
+        ThreadCpuValue { on_cpu_ns: slot.on_cpu_ns, tgid: (slot.pid_tgid >> 32) as u32, _pad: 0, comm: slot.comm };
     if map.insert(key, value, BPF_NOEXIST).is_err() {
         count_drop(DROP_THREAD_CPU_MAP_FULL);
     }
@@ -302,16 +296,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     // the walk, with the mode read again, so that nothing the verifier tells apart (a map
     // choice, a known stack id) is live across the walk and it checks the walk once.
     let kernel_stack_id = if walk::sampled_user_mode(ctx) { -1 } else { get_stack_id(ctx, tag, 0) };
-    let key = SampleKey {
-        tgid,
-        tid,
-        cpu,
-        user_stack_id,
-        kernel_stack_id,
-        start_ticks,
-        java_stack_hash,
-        java_leaf,
-    };
+    let key = SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id, start_ticks, java_stack_hash, java_leaf };
     if log_sample(&key, tag) {
         return Ok(0);
     }

@@ -79,23 +79,14 @@ impl BlobCacheEntry {
     /// A fresh entry for a block the segment map just gave.
     #[inline(always)]
     pub fn new(segment: u64, tgid: u32, interpreter_start: u64, block: u64) -> Self {
-        BlobCacheEntry {
-            segment,
-            interpreter_start,
-            block,
-            tgid,
-            ..Default::default()
-        }
+        BlobCacheEntry { segment, interpreter_start, block, tgid, ..Default::default() }
     }
 
     /// Whether the entry describes this segment of this JVM (its block still has to be
     /// re-read and found holding the pc).
     #[inline(always)]
     pub fn holds(&self, segment: u64, tgid: u32, interpreter_start: u64) -> bool {
-        self.segment != 0
-            && self.segment == segment
-            && self.tgid == tgid
-            && self.interpreter_start == interpreter_start
+        self.segment != 0 && self.segment == segment && self.tgid == tgid && self.interpreter_start == interpreter_start
     }
 
     /// Whether the blob whose `_name` is `name` is an nmethod, if that pointer's string
@@ -124,7 +115,14 @@ impl BlobCacheEntry {
 
     /// Remembers the frame facts of the nmethod `compile_id` (read from its block now).
     #[inline(always)]
-    pub fn learn_nmethod(&mut self, compile_id: u32, code_begin: u64, code_end: u64, frame_words: u32, frame_complete: u32) {
+    pub fn learn_nmethod(
+        &mut self,
+        compile_id: u32,
+        code_begin: u64,
+        code_end: u64,
+        frame_words: u32,
+        frame_complete: u32,
+    ) {
         if self.compile_id == compile_id && compile_id != 0 && self.nmethod != 0 {
             self.code_begin = code_begin;
             self.code_end = code_end;
@@ -185,12 +183,7 @@ pub fn window_field(window: &[u64; BLOB_WINDOW_WORDS], offset: u32, bytes: u32) 
 /// must pass again at every use (a freed block, or one reused by a blob that ends before
 /// `pc`, fails).
 #[inline(always)]
-pub fn window_holds_pc(
-    window: &[u64; BLOB_WINDOW_WORDS],
-    l: &BlobLayout,
-    block: u64,
-    pc: u64,
-) -> bool {
+pub fn window_holds_pc(window: &[u64; BLOB_WINDOW_WORDS], l: &BlobLayout, block: u64, pc: u64) -> bool {
     let blob = block + u64::from(l.blob);
     window_field(window, l.used, 1) != 0
         && pc >= window_field(window, l.code_begin, 8)

@@ -8,8 +8,8 @@
 use aya_ebpf::helpers::bpf_probe_read_user;
 use joular_ebpf::{
     blob_cache::{self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS},
-    CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED,
-    MAX_CODE_HEAPS, MAX_SEGMAP_HOPS,
+    CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED, MAX_CODE_HEAPS,
+    MAX_SEGMAP_HOPS,
 };
 
 use crate::walk::WalkState;
@@ -57,11 +57,7 @@ pub fn place(state: &WalkState, pc: u64) -> Option<CodePlace> {
     }
     let heap = found?;
     let segment = pc >> (heap.log2_segment_bytes & 31);
-    Some(CodePlace {
-        heap,
-        segment,
-        slot: blob_cache_slot(segment, state.tgid),
-    })
+    Some(CodePlace { heap, segment, slot: blob_cache_slot(segment, state.tgid) })
 }
 
 /// The start of the used code heap block holding `pc`, its first `BLOB_WINDOW_WORDS`
@@ -82,12 +78,7 @@ fn find_block(state: &mut WalkState, pc: u64, place: &CodePlace) -> Option<u64> 
     if !read_window(state, block) {
         return None;
     }
-    state.cache.entries[slot] = BlobCacheEntry::new(
-        place.segment,
-        state.tgid,
-        state.cfg.interpreter_start,
-        block,
-    );
+    state.cache.entries[slot] = BlobCacheEntry::new(place.segment, state.tgid, state.cfg.interpreter_start, block);
     Some(block)
 }
 
@@ -150,10 +141,8 @@ pub fn known_nmethod(state: &WalkState, pc: u64, place: &CodePlace) -> Option<u3
     let l = &state.cfg.blob;
     // SAFETY: user-space reads that fail cleanly.
     let used = unsafe { bpf_probe_read_user((e.block + u64::from(l.used)) as *const u8) }.ok()?;
-    let id = unsafe {
-        bpf_probe_read_user((e.block + u64::from(l.blob) + u64::from(l.compile_id)) as *const u32)
-    }
-    .ok()?;
+    let id =
+        unsafe { bpf_probe_read_user((e.block + u64::from(l.blob) + u64::from(l.compile_id)) as *const u32) }.ok()?;
     e.serves(used != 0, id).then_some(id)
 }
 

@@ -9,6 +9,8 @@ mod account;
 #[cfg(target_arch = "bpf")]
 mod codeblob;
 #[cfg(target_arch = "bpf")]
+mod entry;
+#[cfg(target_arch = "bpf")]
 mod follow;
 #[cfg(target_arch = "bpf")]
 mod ksym;
@@ -16,8 +18,6 @@ mod ksym;
 mod maps;
 #[cfg(target_arch = "bpf")]
 mod walk;
-#[cfg(target_arch = "bpf")]
-mod entry;
 
 #[cfg(not(target_arch = "bpf"))]
 fn main() {}

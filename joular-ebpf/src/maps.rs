@@ -7,9 +7,8 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use joular_ebpf::{
-    CpuState, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, ThreadCpuKey,
-    SampleLog, ThreadCpuValue, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS,
-    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
+    CpuState, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BUFFERS,
+    CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
 /// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
@@ -45,11 +44,9 @@ pub static STACKS_OVERFLOW_0: StackTrace = StackTrace::with_max_entries(MAX_STAC
 pub static STACKS_OVERFLOW_1: StackTrace = StackTrace::with_max_entries(MAX_STACKS, 0);
 
 #[map]
-pub static THREAD_CPU_0: HashMap<ThreadCpuKey, ThreadCpuValue> =
-    HashMap::with_max_entries(MAX_THREAD_CPU, 0);
+pub static THREAD_CPU_0: HashMap<ThreadCpuKey, ThreadCpuValue> = HashMap::with_max_entries(MAX_THREAD_CPU, 0);
 #[map]
-pub static THREAD_CPU_1: HashMap<ThreadCpuKey, ThreadCpuValue> =
-    HashMap::with_max_entries(MAX_THREAD_CPU, 0);
+pub static THREAD_CPU_1: HashMap<ThreadCpuKey, ThreadCpuValue> = HashMap::with_max_entries(MAX_THREAD_CPU, 0);
 
 #[map]
 pub static EXITS_0: HashMap<u32, ExitValue> = HashMap::with_max_entries(MAX_THREAD_CPU, 0);

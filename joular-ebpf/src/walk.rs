@@ -44,21 +44,17 @@ use aya_ebpf::{
     bindings::pt_regs,
     helpers::{
         bpf_probe_read_kernel, bpf_probe_read_user,
-        generated::{
-            bpf_get_current_task_btf, bpf_loop, bpf_probe_read_user as read_user_into,
-            bpf_task_pt_regs,
-        },
+        generated::{bpf_get_current_task_btf, bpf_loop, bpf_probe_read_user as read_user_into, bpf_task_pt_regs},
     },
     programs::PerfEventContext,
 };
 use joular_ebpf::{
     blob_cache::{BlobCache, BLOB_CACHE_SLOTS},
-    JavaFrame, JavaStack, JvmConfig, BLOB_WINDOW_WORDS, DROP_JAVA_STACK_COLLISION,
-    DROP_JAVA_STACK_MAP_FULL, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB,
-    DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE,
-    FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK,
-    INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED,
-    CONFIG_TARGETS_GEN, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
+    JavaFrame, JavaStack, JvmConfig, BLOB_WINDOW_WORDS, CONFIG_TARGETS_GEN, DROP_JAVA_STACK_COLLISION,
+    DROP_JAVA_STACK_MAP_FULL, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_PROLOGUE,
+    DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED,
+    FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT,
+    JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 
 use crate::account::count_drop;
@@ -149,12 +145,7 @@ pub fn user_regs(ctx: &PerfEventContext, user_mode: bool) -> UserRegs {
     if user_mode {
         // SAFETY: as above.
         let r = unsafe { &(*ctx.ctx).regs };
-        return UserRegs {
-            pc: r.rip,
-            sp: r.rsp,
-            fp: r.rbp,
-            bcp: r.r13,
-        };
+        return UserRegs { pc: r.rip, sp: r.rsp, fp: r.rbp, bcp: r.r13 };
     }
     // Copied with helper reads, not loaded through the pointer: the compiler would share
     // the loads with the ctx branch above, and one load cannot serve two pointer types.
@@ -163,16 +154,9 @@ pub fn user_regs(ctx: &PerfEventContext, user_mode: bool) -> UserRegs {
     unsafe {
         let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as *const pt_regs;
         // r13, r12, rbp and rip, cs, eflags, rsp are adjacent in pt_regs.
-        let low: [u64; 3] =
-            bpf_probe_read_kernel(&raw const (*regs).r13 as *const [u64; 3]).unwrap_or([0; 3]);
-        let high: [u64; 4] =
-            bpf_probe_read_kernel(&raw const (*regs).rip as *const [u64; 4]).unwrap_or([0; 4]);
-        UserRegs {
-            pc: high[0],
-            sp: high[3],
-            fp: low[2],
-            bcp: low[0],
-        }
+        let low: [u64; 3] = bpf_probe_read_kernel(&raw const (*regs).r13 as *const [u64; 3]).unwrap_or([0; 3]);
+        let high: [u64; 4] = bpf_probe_read_kernel(&raw const (*regs).rip as *const [u64; 4]).unwrap_or([0; 4]);
+        UserRegs { pc: high[0], sp: high[3], fp: low[2], bcp: low[0] }
     }
 }
 
@@ -235,8 +219,7 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
     let (out, state) = unsafe { (&mut *out, &mut *state) };
     let method_word = (INTERPRETER_WINDOW_WORDS + state.cfg.method_slot) as u32;
     let bcp_word = (INTERPRETER_WINDOW_WORDS + state.cfg.bcp_slot) as u32;
-    if method_word >= INTERPRETER_WINDOW_WORDS as u32 || bcp_word >= INTERPRETER_WINDOW_WORDS as u32
-    {
+    if method_word >= INTERPRETER_WINDOW_WORDS as u32 || bcp_word >= INTERPRETER_WINDOW_WORDS as u32 {
         return (0, JavaFrame::default());
     }
     state.tgid = tgid;
@@ -251,14 +234,7 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
     out.frames[0] = JavaFrame::default();
     // SAFETY: `walk_frame` is a static function of the bpf_loop callback type; it takes
     // its state from the per-CPU maps, not from the context pointer.
-    unsafe {
-        bpf_loop(
-            MAX_JAVA_FRAMES as u32,
-            walk_frame as *mut c_void,
-            core::ptr::null_mut(),
-            0,
-        )
-    };
+    unsafe { bpf_loop(MAX_JAVA_FRAMES as u32, walk_frame as *mut c_void, core::ptr::null_mut(), 0) };
     let (len, flags) = (state.len.max(1), state.flags);
     if flags & JAVA_STACK_TRUNCATED != 0 {
         count_drop(DROP_JAVA_WALK_TRUNCATED);
@@ -288,10 +264,7 @@ struct Step {
 impl Step {
     #[inline(always)]
     fn stop(frame: Option<JavaFrame>, flags: u32) -> Self {
-        Step {
-            frame,
-            stop: Some(flags),
-        }
+        Step { frame, stop: Some(flags) }
     }
 
     #[inline(always)]
@@ -343,36 +316,21 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         // called. HotSpot knows it by this very address, and the stub keeps an rbp frame;
         // its blob needs no lookup and the address no call check (one of each per sample
         // of every Java thread otherwise).
-        let frame = JavaFrame {
-            addr: pc,
-            aux: FRAME_CODE << FRAME_KIND_SHIFT,
-        };
+        let frame = JavaFrame { addr: pc, aux: FRAME_CODE << FRAME_KIND_SHIFT };
         return fp_step(state, frame);
     }
     let in_code = pc >= cfg.code_start && pc < cfg.code_end;
     if !in_code {
-        let frame = JavaFrame {
-            addr: pc,
-            aux: FRAME_NATIVE << FRAME_KIND_SHIFT,
-        };
+        let frame = JavaFrame { addr: pc, aux: FRAME_NATIVE << FRAME_KIND_SHIFT };
         return fp_step(state, frame);
     }
-    let mut frame = JavaFrame {
-        addr: pc,
-        aux: FRAME_CODE << FRAME_KIND_SHIFT,
-    };
+    let mut frame = JavaFrame { addr: pc, aux: FRAME_CODE << FRAME_KIND_SHIFT };
     // A return address into compiled code or a stub follows a call instruction (the
     // interpreter pushes its own return addresses, so it is not checked). One the blob
     // cache vouches for is checked below, once the blob is known to be the same nmethod.
-    let place = if cfg.unwind == JVM_UNWIND_HOTSPOT {
-        place(state, pc)
-    } else {
-        None
-    };
+    let place = if cfg.unwind == JVM_UNWIND_HOTSPOT { place(state, pc) } else { None };
     let vouched = match place {
-        Some(p) => {
-            !leaf && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc
-        }
+        Some(p) => !leaf && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc,
         None => false,
     };
     if !leaf && !vouched && !follows_call(pc) {
@@ -387,24 +345,20 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
-    let (code_begin, frame_words, complete, nmethod, compile_id) =
-        match known_nmethod(state, pc, &place) {
-            Some(id) => {
-                let e = &state.cache.entries[slot];
-                (e.code_begin, e.frame_words, e.frame_complete, true, id)
-            }
-            None => match blob_facts(state, pc, &place) {
-                Ok(facts) => facts,
-                Err(drop) => return Step::cut(leaf.then_some(frame), drop),
-            },
-        };
+    let (code_begin, frame_words, complete, nmethod, compile_id) = match known_nmethod(state, pc, &place) {
+        Some(id) => {
+            let e = &state.cache.entries[slot];
+            (e.code_begin, e.frame_words, e.frame_complete, true, id)
+        }
+        None => match blob_facts(state, pc, &place) {
+            Ok(facts) => facts,
+            Err(drop) => return Step::cut(leaf.then_some(frame), drop),
+        },
+    };
     if nmethod {
         frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(compile_id);
     }
-    if vouched
-        && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id)
-        && !follows_call(pc)
-    {
+    if vouched && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id) && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
     if !leaf && nmethod {
@@ -446,10 +400,7 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
     state.pc = ret;
     state.sp = sp;
     state.fp = fp;
-    Step {
-        frame: Some(frame),
-        stop: None,
-    }
+    Step { frame: Some(frame), stop: None }
 }
 
 /// Steps a frame by its frame pointer: saved fp and return address at fp. A frame pointer
@@ -475,10 +426,7 @@ fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
 fn stack_pair(state: &mut WalkState, at: u64) -> Result<[u64; 2], i64> {
     let i = stack_window(state, at, 2).ok_or(-1i64)?;
     let w = &state.stack;
-    Ok([
-        w[i & (STACK_WINDOW_WORDS - 1)],
-        w[(i + 1) & (STACK_WINDOW_WORDS - 1)],
-    ])
+    Ok([w[i & (STACK_WINDOW_WORDS - 1)], w[(i + 1) & (STACK_WINDOW_WORDS - 1)]])
 }
 
 /// Where the `words` stack words at `at` (8-aligned) are in `state.stack`: in the window
@@ -515,10 +463,7 @@ fn stack_window(state: &mut WalkState, at: u64, words: usize) -> Option<usize> {
 #[inline(always)]
 fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
     let (sp, fp) = (state.sp, state.fp);
-    let frame = JavaFrame {
-        addr: state.pc,
-        aux: FRAME_CODE << FRAME_KIND_SHIFT,
-    };
+    let frame = JavaFrame { addr: state.pc, aux: FRAME_CODE << FRAME_KIND_SHIFT };
     // An interpreted frame always has its rbp frame; a caller's that is not above the
     // callee's sp came from a step through garbage. The leaf may be in the interpreter's
     // own code before the frame is set up (shown as the interpreter, then cut).
@@ -538,12 +483,7 @@ fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
     let cfg = &state.cfg;
     let saved_bcp = w(slot_index(&cfg.bcp_slot));
     let bcp = match leaf {
-        true if state
-            .live_bcp
-            .wrapping_sub(saved_bcp)
-            .wrapping_add(MAX_BYTECODE_BYTES)
-            < 2 * MAX_BYTECODE_BYTES =>
-        {
+        true if state.live_bcp.wrapping_sub(saved_bcp).wrapping_add(MAX_BYTECODE_BYTES) < 2 * MAX_BYTECODE_BYTES => {
             state.live_bcp
         }
         _ => saved_bcp,
@@ -553,11 +493,8 @@ fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
         aux: (FRAME_INTERPRETED << FRAME_KIND_SHIFT) | (bcp & FRAME_VALUE_MASK),
     };
     let sender_sp = w(slot_index(&cfg.sender_sp_slot));
-    let caller_sp = if sender_sp >= fp + 16 && sender_sp - fp < MAX_INTERPRETER_EXTENSION_BYTES {
-        sender_sp
-    } else {
-        fp + 16
-    };
+    let caller_sp =
+        if sender_sp >= fp + 16 && sender_sp - fp < MAX_INTERPRETER_EXTENSION_BYTES { sender_sp } else { fp + 16 };
     let (ret, saved_fp) = (w(WINDOW_WORDS - 1), w(WINDOW_WORDS - 2));
     advance(state, frame, ret, caller_sp, saved_fp)
 }
@@ -631,17 +568,11 @@ fn store(hash: u64, stack: &JavaStack, tag: u32) -> bool {
 
 #[inline(always)]
 fn store_in_map(hash: u64, stack: &JavaStack, buffer: u32) -> bool {
-    let map = if buffer == 0 {
-        &JAVA_STACKS_0
-    } else {
-        &JAVA_STACKS_1
-    };
+    let map = if buffer == 0 { &JAVA_STACKS_0 } else { &JAVA_STACKS_1 };
     if let Some(old) = map.get_ptr(hash) {
         // SAFETY: a map value; another CPU may overwrite nothing (entries are insert-only
         // within a cycle), so the read is consistent.
-        let same = unsafe {
-            (*old).len == stack.len && (stack.len < 2 || (*old).frames[1] == stack.frames[1])
-        };
+        let same = unsafe { (*old).len == stack.len && (stack.len < 2 || (*old).frames[1] == stack.frames[1]) };
         if !same {
             count_drop(DROP_JAVA_STACK_COLLISION);
         }

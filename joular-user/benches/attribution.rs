@@ -23,13 +23,20 @@ fn inputs() -> (Vec<CpuTime>, Vec<ThreadCpuTime>, Topology, Vec<SocketEnergy>) {
     let mut threads = Vec::new();
     for tid in 0..THREADS {
         for _ in 0..1 + next(3) {
-            threads.push(ThreadCpuTime { pid: 1 + tid / 50, tid: 100 + tid, cpu: next(CPUS as u64) as u32, on_cpu_ns: next(CYCLE_NS / 100) });
+            threads.push(ThreadCpuTime {
+                pid: 1 + tid / 50,
+                tid: 100 + tid,
+                cpu: next(CPUS as u64) as u32,
+                on_cpu_ns: next(CYCLE_NS / 100),
+            });
         }
     }
-    let cpus = (0..CPUS).map(|cpu| {
-        let busy_ns = next(CYCLE_NS);
-        CpuTime { cpu, busy_ns, idle_ns: CYCLE_NS - busy_ns }
-    }).collect();
+    let cpus = (0..CPUS)
+        .map(|cpu| {
+            let busy_ns = next(CYCLE_NS);
+            CpuTime { cpu, busy_ns, idle_ns: CYCLE_NS - busy_ns }
+        })
+        .collect();
     let sockets = (0..2).map(|socket| SocketEnergy { socket, energy_uj: 90e6, ..Default::default() }).collect();
     (cpus, threads, topo, sockets)
 }

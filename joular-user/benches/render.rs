@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use joular_user::model::{CycleReport, Frame, FrameKind, Stack, ThreadReport, ThreadStack};
-use joular_user::output::{
-    MethodFilter, ReportArgs, ReportFormat, Results, ResultsConfig, ThreadStacks,
-};
+use joular_user::output::{MethodFilter, ReportArgs, ReportFormat, Results, ResultsConfig, ThreadStacks};
 
 const CYCLES: u64 = 3600;
 const THREADS: u32 = 200;
@@ -50,26 +48,15 @@ fn frame(short: String, kind: FrameKind) -> Frame {
         }
         _ => short.clone(),
     };
-    Frame {
-        name: Arc::from(name),
-        short: Arc::from(short),
-        kind,
-        line: None,
-    }
+    Frame { name: Arc::from(name), short: Arc::from(short), kind, line: None }
 }
 
 /// A realistic mix: app and JDK JIT frames, some native, kernel on top of a few.
 fn frame_pool() -> Vec<Frame> {
     (0..FRAME_POOL)
         .map(|i| match i % 10 {
-            0..=3 => frame(
-                format!("com.acme.svc{}.Handler{}.handle{}", i % 37, i % 101, i),
-                FrameKind::JavaJit,
-            ),
-            4..=7 => frame(
-                format!("java.util.concurrent.Impl{}.op{}", i % 53, i),
-                FrameKind::JavaJit,
-            ),
+            0..=3 => frame(format!("com.acme.svc{}.Handler{}.handle{}", i % 37, i % 101, i), FrameKind::JavaJit),
+            4..=7 => frame(format!("java.util.concurrent.Impl{}.op{}", i % 53, i), FrameKind::JavaJit),
             8 => frame(format!("JVM_native_{i}"), FrameKind::Native),
             _ => frame(format!("ksys_call_{i}"), FrameKind::Kernel),
         })
@@ -111,10 +98,7 @@ fn cycle_input(n: u64, all: &[Stack], rng: &mut Rng) -> (CycleReport, Vec<Thread
         });
         let own = &all[t as usize * STACKS_PER_THREAD..(t as usize + 1) * STACKS_PER_THREAD];
         let thread_stacks = (0..STACKS_PER_CYCLE)
-            .map(|_| ThreadStack {
-                stack: own[rng.below(own.len())].clone(),
-                samples: 5,
-            })
+            .map(|_| ThreadStack { stack: own[rng.below(own.len())].clone(), samples: 5 })
             .collect();
         stacks.push((PID, tid, thread_stacks));
     }
@@ -159,13 +143,7 @@ fn write_folded_only(results: &Results, path: &std::path::Path) {
     for profile in results.profiles() {
         for total in &profile.stacks {
             let names: Vec<&str> = total.stack.iter().map(|f| &*f.short).collect();
-            writeln!(
-                out,
-                "{} {}",
-                names.join(";"),
-                total.energy_uj.round() as u64
-            )
-            .unwrap();
+            writeln!(out, "{} {}", names.join(";"), total.energy_uj.round() as u64).unwrap();
         }
     }
     out.flush().unwrap();
@@ -239,17 +217,9 @@ fn main() {
 
     println!("{}", table.lines().take(5).collect::<Vec<_>>().join("\n"));
     println!("input: {CYCLES} cycles x {THREADS} threads, {distinct} distinct stacks, {FRAME_POOL} frames");
-    println!(
-        "per cycle (no evolution): median {:.2} ms; whole hour fed in {feed_s:.1} s",
-        median(cycle_times) * 1e3
-    );
-    println!(
-        "per cycle (with evolution files): median {:.2} ms",
-        median(evolution_times) * 1e3
-    );
-    println!(
-        "finish (all end-of-run outputs): median {finish_s:.3} s over {RUNS} runs (target < 5 s)"
-    );
+    println!("per cycle (no evolution): median {:.2} ms; whole hour fed in {feed_s:.1} s", median(cycle_times) * 1e3);
+    println!("per cycle (with evolution files): median {:.2} ms", median(evolution_times) * 1e3);
+    println!("finish (all end-of-run outputs): median {finish_s:.3} s over {RUNS} runs (target < 5 s)");
     println!(
         "baseline (folded file only): median {baseline_s:.3} s; ratio finish/baseline {:.1}",
         finish_s / baseline_s

@@ -16,7 +16,14 @@ fn main() {
         .format(|buf, record| {
             use std::io::Write as _;
             let text = record.args().to_string();
-            writeln!(buf, "[{} {:<5} {}] {}", buf.timestamp(), record.level(), record.target(), cli::term::terminal_safe(&text))
+            writeln!(
+                buf,
+                "[{} {:<5} {}] {}",
+                buf.timestamp(),
+                record.level(),
+                record.target(),
+                cli::term::terminal_safe(&text)
+            )
         })
         .init();
     let cli = Cli::parse();
@@ -32,7 +39,10 @@ fn main() {
     std::process::exit(code);
 }
 
-fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::CommonArgs) -> Option<session::profiles::ProfileOptions> {
+fn profile_options(
+    args: &cli::args::ProfileExportArgs,
+    common: &cli::args::CommonArgs,
+) -> Option<session::profiles::ProfileOptions> {
     let dir = args.profile_dir.clone()?;
     let mut formats = Vec::new();
     for f in args.profile_format.iter().map(|f| f.format()) {
@@ -45,8 +55,15 @@ fn profile_options(args: &cli::args::ProfileExportArgs, common: &cli::args::Comm
         modes: common.modes(),
         interval_s: args.profile_interval,
         formats,
-        retention: joular_user::fleet::Retention { keep_intervals: args.profile_keep, max_bytes: args.profile_max_mb << 20 },
-        host: args.host_name.clone().or_else(|| joular_user::fleet::rotate::hostname(&common.proc_root)).unwrap_or_else(|| "unknown".into()),
+        retention: joular_user::fleet::Retention {
+            keep_intervals: args.profile_keep,
+            max_bytes: args.profile_max_mb << 20,
+        },
+        host: args
+            .host_name
+            .clone()
+            .or_else(|| joular_user::fleet::rotate::hostname(&common.proc_root))
+            .unwrap_or_else(|| "unknown".into()),
         native_frames: common.native_frames,
     })
 }
@@ -83,7 +100,10 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
                 Target::Pids { pids: resolved.pids, starts: resolved.starts, follow_children: p.follow_children }
             } else {
-                return Err(UsageError("nothing to profile: give --pid PID, --all, or `record -- CMD` (see --help)".into()).into());
+                return Err(UsageError(
+                    "nothing to profile: give --pid PID, --all, or `record -- CMD` (see --help)".into(),
+                )
+                .into());
             };
             (target, p.common)
         }

@@ -20,7 +20,12 @@ pub fn raise_open_files_limit() {
     let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
     // SAFETY: setrlimit reads only the struct it is given.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
-        log::warn!("open files limit: cannot raise {} to {}: {}", limit.rlim_cur, limit.rlim_max, std::io::Error::last_os_error());
+        log::warn!(
+            "open files limit: cannot raise {} to {}: {}",
+            limit.rlim_cur,
+            limit.rlim_max,
+            std::io::Error::last_os_error()
+        );
         return;
     }
     log::debug!("open files limit raised from {} to {}", limit.rlim_cur, limit.rlim_max);

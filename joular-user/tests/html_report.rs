@@ -11,21 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use joular_user::model::{
-    CycleReport, Frame, FrameKind, SocketReport, Stack, ThreadReport, ThreadStack,
-};
+use joular_user::model::{CycleReport, Frame, FrameKind, SocketReport, Stack, ThreadReport, ThreadStack};
 use joular_user::output::{MethodFilter, Results, ResultsConfig, RunSummary, ThreadStacks};
 use serde_json::{json, Value};
 
 const PID: u32 = 4242;
 
 fn frame(short: &str, kind: FrameKind) -> Frame {
-    Frame {
-        name: Arc::from(format!("void {short}()")),
-        short: Arc::from(short),
-        kind,
-        line: None,
-    }
+    Frame { name: Arc::from(format!("void {short}()")), short: Arc::from(short), kind, line: None }
 }
 
 /// Three 1 s cycles of a JVM: a worker (3 J a cycle; modPow under checkout 3 samples in 4,
@@ -33,16 +26,9 @@ fn frame(short: &str, kind: FrameKind) -> Frame {
 fn run(dir: &std::path::Path) -> std::path::PathBuf {
     let java = |s: &str| frame(s, FrameKind::JavaJit);
     let run = java("java.lang.Thread.run");
-    let mod_pow: Stack = Arc::from(vec![
-        run.clone(),
-        java("com.acme.Shop.checkout"),
-        java("java.math.BigInteger.modPow"),
-    ]);
-    let writev: Stack = Arc::from(vec![
-        run,
-        java("com.acme.Shop.render"),
-        frame("writev", FrameKind::Native),
-    ]);
+    let mod_pow: Stack =
+        Arc::from(vec![run.clone(), java("com.acme.Shop.checkout"), java("java.math.BigInteger.modPow")]);
+    let writev: Stack = Arc::from(vec![run, java("com.acme.Shop.render"), frame("writev", FrameKind::Native)]);
     let compile: Stack = Arc::from(vec![
         frame("thread_native_entry(Thread*)", FrameKind::Native),
         frame("C2Compiler::compile_method", FrameKind::Native),
@@ -77,10 +63,7 @@ fn run(dir: &std::path::Path) -> std::path::PathBuf {
             start_ns: n * 1_000_000_000,
             end_ns: (n + 1) * 1_000_000_000,
             end_epoch_ms: 1_700_000_000_000 + (n + 1) * 1000,
-            threads: vec![
-                thread(PID + 1, "worker", 3e6),
-                thread(PID + 2, "C2 CompilerThre", 0.5e6),
-            ],
+            threads: vec![thread(PID + 1, "worker", 3e6), thread(PID + 2, "C2 CompilerThre", 0.5e6)],
             sockets: vec![SocketReport {
                 socket: 0,
                 energy_uj: 5e6,
@@ -91,14 +74,9 @@ fn run(dir: &std::path::Path) -> std::path::PathBuf {
             }],
             ..CycleReport::default()
         };
-        let ts = |stack: &Stack, samples| ThreadStack {
-            stack: stack.clone(),
-            samples,
-        };
-        let stacks: Vec<ThreadStacks> = vec![
-            (PID, PID + 1, vec![ts(&mod_pow, 3), ts(&writev, 1)]),
-            (PID, PID + 2, vec![ts(&compile, 2)]),
-        ];
+        let ts = |stack: &Stack, samples| ThreadStack { stack: stack.clone(), samples };
+        let stacks: Vec<ThreadStacks> =
+            vec![(PID, PID + 1, vec![ts(&mod_pow, 3), ts(&writev, 1)]), (PID, PID + 2, vec![ts(&compile, 2)])];
         results.on_cycle(&mut report, &stacks).unwrap();
     }
     results.finish().unwrap().outputs[0].dir.clone()
@@ -118,15 +96,9 @@ const PROBE: &str = r#"JSON.stringify({
 })"#;
 
 fn evaluate(browser: &mut cdp::Browser, session: &str, expression: &str) -> Value {
-    let result = browser.call(
-        Some(session),
-        "Runtime.evaluate",
-        json!({"expression": expression, "returnByValue": true}),
-    );
-    assert!(
-        result.get("exceptionDetails").is_none(),
-        "{expression}: {result}"
-    );
+    let result =
+        browser.call(Some(session), "Runtime.evaluate", json!({"expression": expression, "returnByValue": true}));
+    assert!(result.get("exceptionDetails").is_none(), "{expression}: {result}");
     result["result"]["value"].clone()
 }
 
@@ -140,32 +112,18 @@ fn the_report_works_in_headless_chromium() {
 
     let mut browser = cdp::Browser::start();
     let target = browser.call(None, "Target.createTarget", json!({"url": "about:blank"}));
-    let attached = browser.call(
-        None,
-        "Target.attachToTarget",
-        json!({"targetId": target["targetId"], "flatten": true}),
-    );
-    let session = attached["sessionId"]
-        .as_str()
-        .expect("a session")
-        .to_owned();
+    let attached =
+        browser.call(None, "Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}));
+    let session = attached["sessionId"].as_str().expect("a session").to_owned();
     for domain in ["Runtime.enable", "Log.enable", "Page.enable"] {
         browser.call(Some(&session), domain, json!({}));
     }
-    browser.call(
-        Some(&session),
-        "Page.navigate",
-        json!({"url": format!("file://{}", page.display())}),
-    );
-    assert!(
-        browser.wait_event("Page.loadEventFired", Duration::from_secs(60)),
-        "the page never loaded"
-    );
+    browser.call(Some(&session), "Page.navigate", json!({"url": format!("file://{}", page.display())}));
+    assert!(browser.wait_event("Page.loadEventFired", Duration::from_secs(60)), "the page never loaded");
     // The flame graph lays itself out in a timeout after its load event.
     browser.settle(Duration::from_millis(500));
 
-    let shown: Value =
-        serde_json::from_str(evaluate(&mut browser, &session, PROBE).as_str().unwrap()).unwrap();
+    let shown: Value = serde_json::from_str(evaluate(&mut browser, &session, PROBE).as_str().unwrap()).unwrap();
     let rows = |view: &str| -> BTreeMap<String, f64> {
         shown[view]
             .as_array()
@@ -185,48 +143,24 @@ fn the_report_works_in_headless_chromium() {
     );
     assert_eq!(
         rows("app"),
-        BTreeMap::from([
-            ("com.acme.Shop.checkout".to_owned(), 6.75e6),
-            ("com.acme.Shop.render".to_owned(), 2.25e6)
-        ])
+        BTreeMap::from([("com.acme.Shop.checkout".to_owned(), 6.75e6), ("com.acme.Shop.render".to_owned(), 2.25e6)])
     );
-    assert_eq!(
-        rows("unattributed"),
-        BTreeMap::from([("[JIT compiler]".to_owned(), 1.5e6)])
-    );
+    assert_eq!(rows("unattributed"), BTreeMap::from([("[JIT compiler]".to_owned(), 1.5e6)]));
     // Within rounding of summary.json: the table plus what no method stands for is the process.
-    let table_uj: f64 =
-        rows("all").values().sum::<f64>() + rows("unattributed").values().sum::<f64>();
+    let table_uj: f64 = rows("all").values().sum::<f64>() + rows("unattributed").values().sum::<f64>();
     let unattributed_uj: f64 = summary.unattributed.all.values().map(|s| s.energy_uj).sum();
-    assert!(
-        (table_uj - summary.energy_uj).abs() <= 3.0,
-        "table {table_uj} µJ, summary {} µJ",
-        summary.energy_uj
-    );
+    assert!((table_uj - summary.energy_uj).abs() <= 3.0, "table {table_uj} µJ, summary {} µJ", summary.energy_uj);
     assert!((rows("unattributed").values().sum::<f64>() - unattributed_uj).abs() <= 1.0);
-    assert!(
-        shown["flameFrames"].as_u64().unwrap() >= 4,
-        "flame graph frames: {shown}"
-    );
-    assert_eq!(
-        shown["flameScriptRan"],
-        json!(true),
-        "the flame graph's script did not run: {shown}"
-    );
+    assert!(shown["flameFrames"].as_u64().unwrap() >= 4, "flame graph frames: {shown}");
+    assert_eq!(shown["flameScriptRan"], json!(true), "the flame graph's script did not run: {shown}");
     let charts: Vec<(String, u64)> = shown["charts"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| (c[0].as_str().unwrap().to_owned(), c[1].as_u64().unwrap()))
         .collect();
-    assert_eq!(
-        charts.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
-        ["power", "threads"]
-    );
-    assert!(
-        charts.iter().all(|c| c.1 > 0),
-        "a chart did not decode: {charts:?}"
-    );
+    assert_eq!(charts.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ["power", "threads"]);
+    assert!(charts.iter().all(|c| c.1 > 0), "a chart did not decode: {charts:?}");
     assert_eq!(shown["trees"], json!(2));
     assert_eq!(shown["estimated"], json!(true));
     assert_eq!(shown["appHidden"], json!(true), "the all view shows first");
@@ -242,25 +176,12 @@ fn the_report_works_in_headless_chromium() {
                            document.querySelector('[data-jr-view="app"]').hidden,
                            Array.from(document.querySelectorAll('#jr-methods-all tbody tr')).map(r => Number(r.dataset.uj))])"#,
     );
-    assert_eq!(
-        after.as_str().unwrap(),
-        "[true,false,[2250000,6750000]]",
-        "switch to app, sort by J ascending"
-    );
+    assert_eq!(after.as_str().unwrap(), "[true,false,[2250000,6750000]]", "switch to app, sort by J ascending");
 
-    let shot = browser.call(
-        Some(&session),
-        "Page.captureScreenshot",
-        json!({"format": "png", "captureBeyondViewport": true}),
-    );
-    let png = base64::engine::general_purpose::STANDARD
-        .decode(shot["data"].as_str().unwrap())
-        .unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
-        "{} bytes",
-        png.len()
-    );
+    let shot =
+        browser.call(Some(&session), "Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}));
+    let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
     std::fs::write(&out, &png).unwrap();
 

@@ -11,18 +11,14 @@ use jvm_symbols::hotspot::{CodeAt, HotspotJvm, SegmentsMemory};
 
 fn load() -> (SegmentsMemory, Manifest) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hotspot-17");
-    let memory =
-        SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
-    let manifest =
-        Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
+    let memory = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
+    let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
     (memory, manifest)
 }
 
 fn bench(c: &mut Criterion) {
     let (mem, manifest) = load();
-    c.bench_function("hotspot_parse_tables", |b| {
-        b.iter(|| HotspotJvm::new(&mem, &manifest.symbols).unwrap())
-    });
+    c.bench_function("hotspot_parse_tables", |b| b.iter(|| HotspotJvm::new(&mem, &manifest.symbols).unwrap()));
     let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
     let mut methods: Vec<u64> = Vec::new();
     for &pc in &manifest.pcs {
@@ -38,9 +34,7 @@ fn bench(c: &mut Criterion) {
             black_box(jvm.method(methods[0]))
         })
     });
-    c.bench_function("hotspot_cached_method", |b| {
-        b.iter(|| black_box(jvm.method(methods[0])))
-    });
+    c.bench_function("hotspot_cached_method", |b| b.iter(|| black_box(jvm.method(methods[0]))));
     let pc = manifest.pcs[manifest.pcs.len() / 2];
     c.bench_function("hotspot_pc_new_nmethod", |b| {
         b.iter(|| {
@@ -48,9 +42,7 @@ fn bench(c: &mut Criterion) {
             black_box(jvm.code_at(pc))
         })
     });
-    c.bench_function("hotspot_pc_cached", |b| {
-        b.iter(|| black_box(jvm.code_at(pc)))
-    });
+    c.bench_function("hotspot_pc_cached", |b| b.iter(|| black_box(jvm.code_at(pc))));
 }
 
 criterion_group! {

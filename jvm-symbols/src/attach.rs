@@ -54,11 +54,8 @@ pub fn jcmd(jvm: &JvmInfo, command: &str, timeout: Duration) -> Result<String> {
         return Err(Error::AttachDisabled { pid: jvm.pid });
     }
     let deadline = Instant::now() + timeout;
-    let timed_out = || Error::Timeout {
-        pid: jvm.pid,
-        command: command.to_owned(),
-        timeout_ms: timeout.as_millis() as u64,
-    };
+    let timed_out =
+        || Error::Timeout { pid: jvm.pid, command: command.to_owned(), timeout_ms: timeout.as_millis() as u64 };
     let (job_jvm, request) = (jvm.clone(), encode_request("jcmd", &[command]));
     let reply = match run_as(jvm.identity(), deadline, move || exchange(&job_jvm, &request, deadline)) {
         Ok(Ok(reply)) => reply,
@@ -304,11 +301,15 @@ fn connect_until(path: &str, deadline: Instant) -> io::Result<UnixStream> {
         return Err(io::ErrorKind::WouldBlock.into());
     }
     let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
-    setsockopt(&fd, sockopt::SendTimeout, &nix::sys::time::TimeVal::from(libc::timeval {
-        tv_sec: left.as_secs() as libc::time_t,
-        // At least 1 µs: a zero timeout means "wait forever".
-        tv_usec: (left.subsec_micros().max(1)) as libc::suseconds_t,
-    }))?;
+    setsockopt(
+        &fd,
+        sockopt::SendTimeout,
+        &nix::sys::time::TimeVal::from(libc::timeval {
+            tv_sec: left.as_secs() as libc::time_t,
+            // At least 1 µs: a zero timeout means "wait forever".
+            tv_usec: (left.subsec_micros().max(1)) as libc::suseconds_t,
+        }),
+    )?;
     connect(fd.as_raw_fd(), &UnixAddr::new(path)?)?;
     Ok(UnixStream::from(fd))
 }
@@ -463,10 +464,7 @@ mod tests {
 
     #[test]
     fn request_is_padded_to_three_arguments() {
-        assert_eq!(
-            encode_request("jcmd", &["Compiler.perfmap"]),
-            b"1\0jcmd\0Compiler.perfmap\0\0\0".to_vec()
-        );
+        assert_eq!(encode_request("jcmd", &["Compiler.perfmap"]), b"1\0jcmd\0Compiler.perfmap\0\0\0".to_vec());
     }
 
     /// A listener that never accepts fills its backlog; the next connect must give up at the

@@ -66,9 +66,7 @@ impl JvmInfo {
 /// Reads at most `max_bytes` of a /proc file (anything longer is cut).
 fn read_proc(path: &Path, max_bytes: u64) -> Result<Vec<u8>> {
     let mut data = Vec::new();
-    File::open(path)
-        .and_then(|f| f.take(max_bytes).read_to_end(&mut data))
-        .map_err(|e| Error::io(path, e))?;
+    File::open(path).and_then(|f| f.take(max_bytes).read_to_end(&mut data)).map_err(|e| Error::io(path, e))?;
     Ok(data)
 }
 
@@ -95,20 +93,16 @@ pub fn discover(proc_root: &Path, pid: u32) -> Result<Option<JvmInfo>> {
     };
     let status_path = proc_dir.join("status");
     let status = String::from_utf8_lossy(&read_proc(&status_path, MAX_STATUS_BYTES)?).into_owned();
-    let status = parse_status(&status).ok_or_else(|| Error::Refused {
-        path: status_path,
-        reason: "no NSpid/Uid/Gid/SigCgt lines".into(),
-    })?;
+    let status = parse_status(&status)
+        .ok_or_else(|| Error::Refused { path: status_path, reason: "no NSpid/Uid/Gid/SigCgt lines".into() })?;
     let args = jvm_options(&proc_dir);
     let identity = Identity { uid: status.euid, gid: status.egid, caps: status.cap_permitted };
     let (java_home, jdk_version) = java_home_and_version(&proc_dir, Path::new(&libjvm), identity);
-    let in_container = match (
-        std::fs::read_link(proc_dir.join("ns/mnt")),
-        std::fs::read_link(proc_root.join("self/ns/mnt")),
-    ) {
-        (Ok(theirs), Ok(ours)) => theirs != ours,
-        _ => false,
-    };
+    let in_container =
+        match (std::fs::read_link(proc_dir.join("ns/mnt")), std::fs::read_link(proc_root.join("self/ns/mnt"))) {
+            (Ok(theirs), Ok(ours)) => theirs != ours,
+            _ => false,
+        };
     Ok(Some(JvmInfo {
         pid,
         nspid: status.nspid,
@@ -164,11 +158,8 @@ impl Status {
 }
 
 fn parse_status(text: &str) -> Option<Status> {
-    let field = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-            .map(str::split_whitespace)
-    };
+    let field =
+        |key: &str| text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).map(str::split_whitespace);
     Some(Status {
         nspid: field("NSpid")?.last()?.parse().ok()?,
         euid: field("Uid")?.nth(1)?.parse().ok()?,
@@ -191,11 +182,7 @@ fn parse_release_version(release: &str) -> Option<String> {
 /// `JAVA_TOOL_OPTIONS`, the command line, `_JAVA_OPTIONS`.
 fn jvm_options(proc_dir: &Path) -> Vec<String> {
     let nul_split = |bytes: Vec<u8>| -> Vec<String> {
-        bytes
-            .split(|&b| b == 0)
-            .filter(|s| !s.is_empty())
-            .map(|s| String::from_utf8_lossy(s).into_owned())
-            .collect()
+        bytes.split(|&b| b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
     };
     let environ = nul_split(read_proc(&proc_dir.join("environ"), MAX_ARGS_BYTES).unwrap_or_default());
     let env_options = |name: &str| -> Vec<String> {
@@ -226,9 +213,7 @@ fn bool_flag(options: &[String], flag: &str) -> FlagState {
     match last {
         Some(o) if *o == on => FlagState::On,
         Some(_) => FlagState::Off,
-        None if options.iter().any(|o| o.starts_with('@') || o.starts_with("-XX:Flags=")) => {
-            FlagState::Unknown
-        }
+        None if options.iter().any(|o| o.starts_with('@') || o.starts_with("-XX:Flags=")) => FlagState::Unknown,
         None => FlagState::Off,
     }
 }

@@ -17,11 +17,7 @@ pub enum Error {
     #[error("{path}: refused: {reason}")]
     Refused { path: PathBuf, reason: String },
     #[error("{path}: {size_bytes} bytes is over the limit of {limit_bytes} bytes")]
-    TooLarge {
-        path: PathBuf,
-        size_bytes: u64,
-        limit_bytes: u64,
-    },
+    TooLarge { path: PathBuf, size_bytes: u64, limit_bytes: u64 },
     /// A file that could not be read in time (a FUSE file system that stalls, a huge map).
     #[error("{path}: reading took over {timeout_ms} ms; gave up")]
     ReadTimeout { path: PathBuf, timeout_ms: u64 },
@@ -36,24 +32,11 @@ pub enum Error {
     #[error("JVM {pid} does not catch SIGQUIT (started with -Xrs?): not starting its attach listener")]
     SigquitNotCaught { pid: u32 },
     #[error("JVM {pid}: attach listener socket {socket} did not appear within {timeout_ms} ms")]
-    ListenerTimeout {
-        pid: u32,
-        socket: PathBuf,
-        timeout_ms: u64,
-    },
+    ListenerTimeout { pid: u32, socket: PathBuf, timeout_ms: u64 },
     #[error("JVM {pid}: attach command `{command}` timed out after {timeout_ms} ms")]
-    Timeout {
-        pid: u32,
-        command: String,
-        timeout_ms: u64,
-    },
+    Timeout { pid: u32, command: String, timeout_ms: u64 },
     #[error("JVM {pid}: attach command `{command}` failed with code {code}: {output}")]
-    CommandFailed {
-        pid: u32,
-        command: String,
-        code: i32,
-        output: String,
-    },
+    CommandFailed { pid: u32, command: String, code: i32, output: String },
     #[error("JVM {pid}: malformed attach reply: {reply:?}")]
     BadReply { pid: u32, reply: String },
     /// The attach socket is not the JVM's: planted by another user, a symlink, or served by
@@ -71,10 +54,7 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 }
 

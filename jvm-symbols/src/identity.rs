@@ -64,14 +64,15 @@ where
     thread::Builder::new()
         .name("as-target".into())
         .spawn(move || {
-            let result = become_on_this_thread(who)
-                .map(|()| job())
-                .map_err(|source| RunAsError::Become { uid: who.uid, gid: who.gid, source });
+            let result = become_on_this_thread(who).map(|()| job()).map_err(|source| RunAsError::Become {
+                uid: who.uid,
+                gid: who.gid,
+                source,
+            });
             let _ = tx.send(result);
         })
         .map_err(RunAsError::Spawn)?;
-    rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        .unwrap_or(Err(RunAsError::Timeout))
+    rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or(Err(RunAsError::Timeout))
 }
 
 /// The calling thread becomes `who` for good. Only for threads that end afterwards.
@@ -168,10 +169,14 @@ mod tests {
     #[test]
     fn as_root_the_job_becomes_another_user() {
         // Changing uid needs root: a run that is not root fails here rather than pass untested.
-        assert!(nix::unistd::geteuid().is_root(), "this test becomes another user: run it as root (`cargo xtask test`)");
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test becomes another user: run it as root (`cargo xtask test`)"
+        );
         let nobody = Identity::user(65534, 65534);
         let deadline = Instant::now() + Duration::from_secs(5);
-        let (ids, shadow) = run_as(nobody, deadline, || (current_ids(), std::fs::File::open("/etc/shadow").is_ok())).unwrap();
+        let (ids, shadow) =
+            run_as(nobody, deadline, || (current_ids(), std::fs::File::open("/etc/shadow").is_ok())).unwrap();
         assert_eq!(ids, ((65534, 65534, 65534), (65534, 65534, 65534)));
         assert!(!shadow, "nobody must not read /etc/shadow");
         assert!(nix::unistd::geteuid().is_root(), "the caller stays root");
@@ -181,7 +186,10 @@ mod tests {
     #[test]
     fn the_job_keeps_no_more_capabilities_than_the_target_has() {
         const CAP_SYS_PTRACE: u64 = 1 << 19;
-        let me = Identity { caps: CAP_SYS_PTRACE, ..Identity::user(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw()) };
+        let me = Identity {
+            caps: CAP_SYS_PTRACE,
+            ..Identity::user(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+        };
         let caps = run_as(me, Instant::now() + Duration::from_secs(5), cap_eff_of_this_thread).unwrap();
         assert_eq!(caps, CAP_SYS_PTRACE & cap_eff_of_this_thread());
     }

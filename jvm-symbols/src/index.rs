@@ -31,10 +31,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         // A large Spring service dumps ~100k entries (~15 MB); names are rarely over 1 KiB.
-        Limits {
-            max_file_bytes: 256 << 20,
-            max_line_bytes: 64 << 10,
-        }
+        Limits { max_file_bytes: 256 << 20, max_line_bytes: 64 << 10 }
     }
 }
 
@@ -179,11 +176,7 @@ impl PerfMapIndex {
             return None;
         }
         let entry = if self.owners.is_empty() { span } else { self.owners[span.target as usize] };
-        Some(Symbol {
-            name: self.names.get(entry.target),
-            start: entry.start,
-            size: u64::from(entry.len),
-        })
+        Some(Symbol { name: self.names.get(entry.target), start: entry.start, size: u64::from(entry.len) })
     }
 
     /// Entries indexed (including those fully hidden by newer ones).
@@ -210,7 +203,9 @@ impl PerfMapIndex {
 
     /// Heap bytes this index holds (what its reservation pays for).
     pub fn bytes(&self) -> u64 {
-        span_bytes(self.spans.capacity() + self.owners.capacity()) + (self.bucket_first.capacity() * 4) as u64 + self.names.bytes()
+        span_bytes(self.spans.capacity() + self.owners.capacity())
+            + (self.bucket_first.capacity() * 4) as u64
+            + self.names.bytes()
     }
 
     /// The cap the index was read under: a partial index may be worth reading again when
@@ -300,7 +295,9 @@ impl Builder {
             self.not_indexed += 1;
             return;
         }
-        let Some(target) = self.names.intern(name, &mut self.res).filter(|_| reserve_within(&mut self.entries, 1, &mut self.res)) else {
+        let Some(target) =
+            self.names.intern(name, &mut self.res).filter(|_| reserve_within(&mut self.entries, 1, &mut self.res))
+        else {
             self.full = true;
             self.not_indexed += 1;
             return;
@@ -313,11 +310,8 @@ impl Builder {
 
     fn build(mut self) -> PerfMapIndex {
         self.names.finish();
-        let (spans, owners, unreached) = if self.in_order {
-            (std::mem::take(&mut self.entries), Vec::new(), 0)
-        } else {
-            self.sort_or_paint()
-        };
+        let (spans, owners, unreached) =
+            if self.in_order { (std::mem::take(&mut self.entries), Vec::new(), 0) } else { self.sort_or_paint() };
         let mut index = PerfMapIndex {
             entries: if owners.is_empty() { spans.len() } else { owners.len() - unreached },
             spans,
@@ -588,11 +582,7 @@ mod tests {
         for _ in 0..200 {
             let n = 1 + rand(12);
             let ranges: Vec<(u64, u64)> = (0..n).map(|_| (rand(64), 1 + rand(24))).collect();
-            let text: String = ranges
-                .iter()
-                .enumerate()
-                .map(|(i, (s, z))| format!("{s:x} {z:x} e{i}\n"))
-                .collect();
+            let text: String = ranges.iter().enumerate().map(|(i, (s, z))| format!("{s:x} {z:x} e{i}\n")).collect();
             let idx = index(&text);
             for addr in 0..100 {
                 let expected = ranges
@@ -625,13 +615,30 @@ mod tests {
         text.push_str("0x10 0x10 no-newline-at-end");
         let whole = index(&text);
         for step in [1, 7, 4096, CHUNK_BYTES + 3] {
-            let idx = PerfMapIndex::read(&mut Trickle(text.as_bytes(), step), &Limits::default(), Reservation::unlimited(), None).unwrap();
+            let idx = PerfMapIndex::read(
+                &mut Trickle(text.as_bytes(), step),
+                &Limits::default(),
+                Reservation::unlimited(),
+                None,
+            )
+            .unwrap();
             assert_eq!((idx.len(), idx.bad_lines()), (whole.len(), 0), "step {step}");
-            for addr in [0x10, 0x1f, 0x7f00_0000_0000, 0x7f00_0000_0000 + 19_999 * 0x40 + 0x3f, 0x7f00_0000_0000 + 12_345 * 0x40] {
+            for addr in [
+                0x10,
+                0x1f,
+                0x7f00_0000_0000,
+                0x7f00_0000_0000 + 19_999 * 0x40 + 0x3f,
+                0x7f00_0000_0000 + 12_345 * 0x40,
+            ] {
                 assert_eq!(idx.lookup(addr), whole.lookup(addr), "step {step} at {addr:#x}");
             }
         }
-        let late = PerfMapIndex::read(&mut text.as_bytes(), &Limits::default(), Reservation::unlimited(), Some(Instant::now()));
+        let late = PerfMapIndex::read(
+            &mut text.as_bytes(),
+            &Limits::default(),
+            Reservation::unlimited(),
+            Some(Instant::now()),
+        );
         assert!(matches!(late, Err(ReadError::TimedOut)));
     }
 
@@ -652,13 +659,20 @@ mod tests {
     /// the index never holds more than its cap.
     #[test]
     fn a_capped_index_is_partial_and_counts_what_it_left_out() {
-        for (order, text) in [("in order", ordered_map(5000)), ("reversed", reversed_map(5000)), ("overlapping", overlapping_map(5000))] {
+        for (order, text) in
+            [("in order", ordered_map(5000)), ("reversed", reversed_map(5000)), ("overlapping", overlapping_map(5000))]
+        {
             let full = index(&text);
             let cap = full.bytes() / 3;
-            let idx = PerfMapIndex::read(&mut text.as_bytes(), &Limits::default(), Reservation::capped(cap), None).unwrap();
+            let idx =
+                PerfMapIndex::read(&mut text.as_bytes(), &Limits::default(), Reservation::capped(cap), None).unwrap();
             assert!(idx.bytes() <= cap, "{order}: {} > {cap}", idx.bytes());
             assert!(idx.len() > 100 && idx.len() < full.len(), "{order}: {} of {}", idx.len(), full.len());
-            assert_eq!(idx.len() as u64 + idx.not_indexed(), full.len() as u64, "{order}: every line indexed or counted");
+            assert_eq!(
+                idx.len() as u64 + idx.not_indexed(),
+                full.len() as u64,
+                "{order}: every line indexed or counted"
+            );
             let found = (0..5000u64).filter(|i| idx.lookup(0x10_0000 + i * 0x100 + 0x90).is_some()).count();
             assert!(found > 100, "{order}: {found} found");
             if order == "overlapping" {
@@ -667,7 +681,11 @@ mod tests {
             }
             for i in 0..5000u64 {
                 if let Some(s) = idx.lookup(0x10_0000 + i * 0x100 + 1) {
-                    assert_eq!(Some(s), full.lookup(0x10_0000 + i * 0x100 + 1), "{order}: a partial index never answers wrong");
+                    assert_eq!(
+                        Some(s),
+                        full.lookup(0x10_0000 + i * 0x100 + 1),
+                        "{order}: a partial index never answers wrong"
+                    );
                 }
             }
         }

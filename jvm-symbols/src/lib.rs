@@ -28,8 +28,8 @@ pub mod text;
 
 pub use discovery::{discover, flag_from_vm_flags, FlagState, JvmInfo};
 pub use dump::dump_perf_map;
-pub use identity::Identity;
 pub use error::{Error, Result};
+pub use identity::Identity;
 pub use index::{Limits, PerfMapIndex, Symbol};
 pub use maps::{parse_maps, Mapping};
 pub use names::{classify, short_name, CodeKind};

@@ -90,10 +90,7 @@ garbage
         assert_eq!(maps.len(), 4);
         assert!(maps[0].is_anonymous_code());
         assert!(maps[0].contains(0x7f1b09400000) && !maps[0].contains(0x7f1b09670000));
-        assert_eq!(
-            maps[1].path.as_deref(),
-            Some("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so")
-        );
+        assert_eq!(maps[1].path.as_deref(), Some("/usr/lib/jvm/java-17-openjdk-amd64/lib/server/libjvm.so"));
         assert!(!maps[1].is_anonymous_code());
         assert_eq!(maps[2].path, None);
         assert!(!maps[2].executable);

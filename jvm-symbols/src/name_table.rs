@@ -70,7 +70,8 @@ impl NameTable {
 
     /// Heap bytes held (capacities, not lengths).
     pub(crate) fn bytes(&self) -> u64 {
-        (self.text.capacity() + self.ends.capacity() * 4 + self.hashes.capacity() * 8 + self.dedup.allocation_size()) as u64
+        (self.text.capacity() + self.ends.capacity() * 4 + self.hashes.capacity() * 8 + self.dedup.allocation_size())
+            as u64
     }
 
     /// A full table doubles: pay for the new one while the old one is still held.

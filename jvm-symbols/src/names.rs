@@ -43,9 +43,7 @@ fn is_hotspot_method(name: &str) -> bool {
     };
     let head = &name[..open];
     name.ends_with(')')
-        && head
-            .rsplit_once(' ')
-            .is_some_and(|(ret, qualified)| !ret.is_empty() && qualified.contains('.'))
+        && head.rsplit_once(' ').is_some_and(|(ret, qualified)| !ret.is_empty() && qualified.contains('.'))
 }
 
 /// `L<class>;::<method>[<signature>]` → (class, method).
@@ -71,10 +69,7 @@ mod tests {
                 "jdk.internal.misc.Unsafe.getReferenceVolatile",
             ),
             ("java.lang.String[] a.B.c(int[], java.util.List)", "a.B.c"),
-            (
-                "void a.B$$Lambda$14/0x0000000800c02a00.run()",
-                "a.B$$Lambda$14/0x0000000800c02a00.run",
-            ),
+            ("void a.B$$Lambda$14/0x0000000800c02a00.run()", "a.B$$Lambda$14/0x0000000800c02a00.run"),
         ] {
             assert_eq!(classify(full), CodeKind::JavaMethod, "{full}");
             assert_eq!(short_name(full), short, "{full}");

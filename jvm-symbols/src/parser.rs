@@ -34,10 +34,7 @@ fn split_field(s: &[u8]) -> Option<(&[u8], &[u8])> {
 }
 
 fn parse_hex(field: &[u8]) -> Option<u64> {
-    let digits = field
-        .strip_prefix(b"0x")
-        .or_else(|| field.strip_prefix(b"0X"))
-        .unwrap_or(field);
+    let digits = field.strip_prefix(b"0x").or_else(|| field.strip_prefix(b"0X")).unwrap_or(field);
     if digits.is_empty() || digits.len() > 16 {
         return None;
     }
@@ -77,10 +74,7 @@ mod tests {
     fn name_keeps_spaces_semicolons_and_non_ascii() {
         let line = "0x10 0x20 void café.Größe.run(java.lang.String; int)  x\r".as_bytes();
         let l = parse_line(line).unwrap();
-        assert_eq!(
-            std::str::from_utf8(l.name).unwrap(),
-            "void café.Größe.run(java.lang.String; int)  x"
-        );
+        assert_eq!(std::str::from_utf8(l.name).unwrap(), "void café.Größe.run(java.lang.String; int)  x");
     }
 
     #[test]

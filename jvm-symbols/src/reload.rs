@@ -34,7 +34,12 @@ pub struct LoadedMap {
 impl MapSource {
     /// Opens the map as its owner and, unless it is still the version `known`, reads it into a
     /// new index paid from `reservation`. `Ok(None)`: unchanged. Gives up after `timeout`.
-    pub fn load(&self, known: Option<Fingerprint>, reservation: Reservation, timeout: Option<Duration>) -> Result<Option<LoadedMap>> {
+    pub fn load(
+        &self,
+        known: Option<Fingerprint>,
+        reservation: Reservation,
+        timeout: Option<Duration>,
+    ) -> Result<Option<LoadedMap>> {
         let started = Instant::now();
         let max_bytes = self.limits.max_file_bytes;
         let mut checked = open_checked(&self.root, &self.rel, self.owner, max_bytes)?;
@@ -43,13 +48,16 @@ impl MapSource {
         }
         // One byte more than allowed tells a file that grew past the limit since it was checked.
         let mut bounded = (&mut checked.file).take(max_bytes + 1);
-        let index = PerfMapIndex::read(&mut bounded, &self.limits, reservation, timeout.map(|t| started + t)).map_err(|e| match e {
-            ReadError::Io(e) => Error::io(&checked.path, e),
-            ReadError::TimedOut => Error::ReadTimeout {
-                path: checked.path.clone(),
-                timeout_ms: started.elapsed().as_millis() as u64,
-            },
-        })?;
+        let index =
+            PerfMapIndex::read(&mut bounded, &self.limits, reservation, timeout.map(|t| started + t)).map_err(|e| {
+                match e {
+                    ReadError::Io(e) => Error::io(&checked.path, e),
+                    ReadError::TimedOut => Error::ReadTimeout {
+                        path: checked.path.clone(),
+                        timeout_ms: started.elapsed().as_millis() as u64,
+                    },
+                }
+            })?;
         if bounded.limit() == 0 {
             return Err(Error::TooLarge {
                 path: checked.path.clone(),
@@ -169,7 +177,8 @@ mod tests {
         use crate::pool::MemoryPool;
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("root/tmp")).unwrap();
-        let text: String = (0..20_000u64).map(|i| format!("{:#x} 0x40 void com.acme.K.m{i}()\n", 0x10_0000 + i * 0x40)).collect();
+        let text: String =
+            (0..20_000u64).map(|i| format!("{:#x} 0x40 void com.acme.K.m{i}()\n", 0x10_0000 + i * 0x40)).collect();
         std::fs::write(dir.path().join("root/tmp/perf-7.map"), &text).unwrap();
         let me = Identity::user(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
         let mut file = PerfMapFile::for_jvm(dir.path(), 7, me, Limits::default());

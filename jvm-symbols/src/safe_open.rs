@@ -58,22 +58,13 @@ fn open_as(root: &Path, rel: &Path, who: Identity, owner_uid: Option<u32>, max_b
     })
     .map_err(|source| Error::AsTarget { path: path.clone(), source })?;
     let fd = opened.map_err(|e| match e.raw_os_error() {
-        Some(libc::ELOOP) => Error::Refused {
-            path: path.clone(),
-            reason: "a symlink is on the path".into(),
-        },
-        Some(libc::EXDEV) => Error::Refused {
-            path: path.clone(),
-            reason: "path escapes its root".into(),
-        },
+        Some(libc::ELOOP) => Error::Refused { path: path.clone(), reason: "a symlink is on the path".into() },
+        Some(libc::EXDEV) => Error::Refused { path: path.clone(), reason: "path escapes its root".into() },
         _ => Error::io(&path, e),
     })?;
     let file = File::from(fd);
     let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
-    let refuse = |reason: String| Error::Refused {
-        path: path.clone(),
-        reason,
-    };
+    let refuse = |reason: String| Error::Refused { path: path.clone(), reason };
     if !meta.file_type().is_file() {
         return Err(refuse("not a regular file".into()));
     }
@@ -81,11 +72,7 @@ fn open_as(root: &Path, rel: &Path, who: Identity, owner_uid: Option<u32>, max_b
         return Err(refuse(format!("owned by uid {}, expected {expected}", meta.uid())));
     }
     if meta.size() > max_bytes {
-        return Err(Error::TooLarge {
-            path,
-            size_bytes: meta.size(),
-            limit_bytes: max_bytes,
-        });
+        return Err(Error::TooLarge { path, size_bytes: meta.size(), limit_bytes: max_bytes });
     }
     let fingerprint = Fingerprint {
         dev: meta.dev(),
@@ -93,20 +80,13 @@ fn open_as(root: &Path, rel: &Path, who: Identity, owner_uid: Option<u32>, max_b
         size_bytes: meta.size(),
         mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
     };
-    Ok(CheckedFile {
-        file,
-        fingerprint,
-        path,
-    })
+    Ok(CheckedFile { file, fingerprint, path })
 }
 
 /// Reads the whole file, failing if it grew past `max_bytes` since it was checked.
 pub fn read_bounded(checked: &mut CheckedFile, max_bytes: u64) -> Result<Vec<u8>> {
     let mut data = Vec::with_capacity(checked.fingerprint.size_bytes as usize);
-    (&mut checked.file)
-        .take(max_bytes + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| Error::io(&checked.path, e))?;
+    (&mut checked.file).take(max_bytes + 1).read_to_end(&mut data).map_err(|e| Error::io(&checked.path, e))?;
     if data.len() as u64 > max_bytes {
         return Err(Error::TooLarge {
             path: checked.path.clone(),
@@ -127,8 +107,7 @@ fn openat_no_symlinks(dir: &File, rel: &Path) -> io::Result<OwnedFd> {
 /// followed anywhere on the path, and `..` cannot climb out of `root_dir`.
 pub(crate) fn openat_in_root(root_dir: &File, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd> {
     use std::os::fd::AsRawFd;
-    let c_rel = CString::new(rel.as_os_str().as_bytes())
-        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let c_rel = CString::new(rel.as_os_str().as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: open_how is plain integers; all-zero is its documented default.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;
@@ -215,7 +194,10 @@ mod tests {
         std::fs::set_permissions(dir.path().join("private"), std::fs::Permissions::from_mode(0o600)).unwrap();
         // Only root can become another user: a run that is not root fails here rather than
         // pass untested.
-        assert!(nix::unistd::geteuid().is_root(), "this test opens files as another user: run it as root (`cargo xtask test`)");
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test opens files as another user: run it as root (`cargo xtask test`)"
+        );
         // Readable by nobody, but not nobody's: refused as a perf map, fine as a `release`.
         let err = open_checked(dir.path(), Path::new("public"), nobody, 16).unwrap_err();
         assert!(matches!(err, Error::Refused { .. }), "{err}");

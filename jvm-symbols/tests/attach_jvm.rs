@@ -44,10 +44,7 @@ impl Jvm {
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("ready"), "JVM did not start: {line:?}");
-        Jvm {
-            child,
-            _classes: classes,
-        }
+        Jvm { child, _classes: classes }
     }
 
     fn pid(&self) -> u32 {

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 
 use jvm_symbols::hotspot::fixture::Manifest;
 use jvm_symbols::hotspot::stream::Encoding;
-use jvm_symbols::hotspot::{
-    CodeAt, FrameKind, HotspotJvm, JavaFrame, MemoryReader, SegmentsMemory,
-};
+use jvm_symbols::hotspot::{CodeAt, FrameKind, HotspotJvm, JavaFrame, MemoryReader, SegmentsMemory};
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
@@ -16,10 +14,8 @@ fn fixtures() -> PathBuf {
 
 fn load(jdk: u32) -> (SegmentsMemory, Manifest) {
     let dir = fixtures().join(format!("hotspot-{jdk}"));
-    let memory =
-        SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
-    let manifest =
-        Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
+    let memory = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
+    let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
     (memory, manifest)
 }
 
@@ -27,10 +23,7 @@ fn load(jdk: u32) -> (SegmentsMemory, Manifest) {
 fn source_line(tag: &str) -> u32 {
     let src = std::fs::read_to_string(fixtures().join("hotspot-src/HotspotFixture.java")).unwrap();
     let marker = format!("// LINE:{tag}");
-    let idx = src
-        .lines()
-        .position(|l| l.trim_end().ends_with(&marker))
-        .expect("marker in source");
+    let idx = src.lines().position(|l| l.trim_end().ends_with(&marker)).expect("marker in source");
     idx as u32 + 1
 }
 
@@ -50,11 +43,7 @@ fn name(f: &JavaFrame) -> String {
     format!("{}{}", f.method.short_name(), f.method.signature)
 }
 
-const WORKLOAD: [&str; 3] = [
-    "HotspotFixture.mix(I)I",
-    "HotspotFixture.twist(I)I",
-    "HotspotFixture.outer(I)J",
-];
+const WORKLOAD: [&str; 3] = ["HotspotFixture.mix(I)I", "HotspotFixture.twist(I)I", "HotspotFixture.outer(I)J"];
 
 fn check_tables_and_version(jdk: u32, encoding: Encoding) {
     let (mem, manifest) = load(jdk);
@@ -64,18 +53,8 @@ fn check_tables_and_version(jdk: u32, encoding: Encoding) {
     assert_eq!(layout.encoding, encoding);
     assert!(layout.code.is_some() && layout.scopes.is_some());
     // x86_64 frame_x86.hpp, JDK 9+: Method* at fp-3 words, bcp at fp-8 words.
-    assert_eq!(
-        (
-            layout.interpreter_frame.method_slot,
-            layout.interpreter_frame.bcp_slot
-        ),
-        (-3, -8)
-    );
-    assert_eq!(
-        jvm.code_heaps().len(),
-        3,
-        "segmented code cache: non-nmethods, profiled, non-profiled"
-    );
+    assert_eq!((layout.interpreter_frame.method_slot, layout.interpreter_frame.bcp_slot), (-3, -8));
+    assert_eq!(jvm.code_heaps().len(), 3, "segmented code cache: non-nmethods, profiled, non-profiled");
     let (lo, hi) = jvm.interpreter_bounds().unwrap();
     assert!(lo < hi && hi - lo < 1 << 20);
 }
@@ -87,18 +66,13 @@ fn check_names_inlining_and_lines(jdk: u32) {
     assert!(!chains.is_empty());
     let names: Vec<String> = chains.iter().flatten().map(name).collect();
     for m in WORKLOAD {
-        assert!(
-            names.iter().any(|n| n == m),
-            "JDK {jdk}: {m} not among {names:?}"
-        );
+        assert!(names.iter().any(|n| n == m), "JDK {jdk}: {m} not among {names:?}");
     }
     for chain in &chains {
         // Innermost first: only the last frame is the nmethod's own; the others are inlined.
         let last = chain.last().unwrap();
         assert_eq!(last.kind, FrameKind::Jit);
-        assert!(chain[..chain.len() - 1]
-            .iter()
-            .all(|f| f.kind == FrameKind::Inlined));
+        assert!(chain[..chain.len() - 1].iter().all(|f| f.kind == FrameKind::Inlined));
     }
     // C2 inlines both small callees into outer, and the caller's line is the call's line.
     for (callee, call_site) in [("mix", "outer-mix"), ("twist", "outer-twist")] {
@@ -106,27 +80,13 @@ fn check_names_inlining_and_lines(jdk: u32) {
         let inlined: Vec<_> = chains
             .iter()
             .flat_map(|c| c.windows(2))
-            .filter(|w| {
-                w[0].method.short_name() == callee_name
-                    && w[1].method.short_name() == "HotspotFixture.outer"
-            })
+            .filter(|w| w[0].method.short_name() == callee_name && w[1].method.short_name() == "HotspotFixture.outer")
             .collect();
-        assert!(
-            !inlined.is_empty(),
-            "JDK {jdk}: {callee} never inlined into outer"
-        );
+        assert!(!inlined.is_empty(), "JDK {jdk}: {callee} never inlined into outer");
         for w in inlined {
             assert_eq!(w[0].kind, FrameKind::Inlined);
-            assert_eq!(
-                w[0].line,
-                Some(source_line(callee)),
-                "JDK {jdk}: {callee} line"
-            );
-            assert_eq!(
-                w[1].line,
-                Some(source_line(call_site)),
-                "JDK {jdk}: outer's line calling {callee}"
-            );
+            assert_eq!(w[0].line, Some(source_line(callee)), "JDK {jdk}: {callee} line");
+            assert_eq!(w[1].line, Some(source_line(call_site)), "JDK {jdk}: outer's line calling {callee}");
         }
     }
     assert_eq!(jvm.misses().method_stale, 0);
@@ -138,40 +98,22 @@ fn check_pc_lookup(jdk: u32) {
     let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
     let mut found = std::collections::BTreeSet::new();
     for &pc in &manifest.pcs {
-        let blob = jvm
-            .blob_at(pc)
-            .unwrap_or_else(|| panic!("JDK {jdk}: pc {pc:#x} not in a blob"));
+        let blob = jvm.blob_at(pc).unwrap_or_else(|| panic!("JDK {jdk}: pc {pc:#x} not in a blob"));
         assert!((blob.address..blob.address + blob.size_bytes).contains(&pc));
         assert!(blob.code_begin > blob.address && blob.code_begin <= pc);
         assert_eq!(blob.name, "nmethod");
         found.insert(blob.address);
     }
     let listed: std::collections::BTreeSet<u64> = manifest.nmethods.iter().copied().collect();
-    assert_eq!(
-        found, listed,
-        "JDK {jdk}: every workload nmethod is found from its pcs, and only those"
-    );
-    assert_eq!(
-        jvm.code_at(manifest.interpreter_pc.unwrap()),
-        CodeAt::Interpreter
-    );
+    assert_eq!(found, listed, "JDK {jdk}: every workload nmethod is found from its pcs, and only those");
+    assert_eq!(jvm.code_at(manifest.interpreter_pc.unwrap()), CodeAt::Interpreter);
     let interp_blob = jvm.blob_at(manifest.interpreter_pc.unwrap()).unwrap();
     assert_eq!(interp_blob.name, "Interpreter");
     // The call stub's return address: the bottom of every Java stack.
     let stub_pc = manifest.stub_pc.unwrap();
-    assert_eq!(
-        jvm.code_at(stub_pc),
-        CodeAt::Blob("StubRoutines::call_stub".into())
-    );
-    assert!(jvm
-        .blob_at(stub_pc)
-        .unwrap()
-        .name
-        .starts_with("StubRoutines ("));
-    assert_eq!(
-        jvm.code_at(manifest.adapter_pc.unwrap()),
-        CodeAt::Blob("I2C/C2I adapters".into())
-    );
+    assert_eq!(jvm.code_at(stub_pc), CodeAt::Blob("StubRoutines::call_stub".into()));
+    assert!(jvm.blob_at(stub_pc).unwrap().name.starts_with("StubRoutines ("));
+    assert_eq!(jvm.code_at(manifest.adapter_pc.unwrap()), CodeAt::Blob("I2C/C2I adapters".into()));
     // Outside every heap.
     assert_eq!(jvm.code_at(0x1000), CodeAt::NotCode);
 }
@@ -190,9 +132,7 @@ fn check_stale_method(jdk: u32) {
     let l = jvm.layout().methods.clone();
     // Walk Method -> ConstMethod -> ConstantPool -> holder -> _methods, and blank every slot
     // that lists `m` in a copy of the memory.
-    let pool = mem
-        .read_u64(frame.method.const_method + l.const_method_constants)
-        .unwrap();
+    let pool = mem.read_u64(frame.method.const_method + l.const_method_constants).unwrap();
     let holder = mem.read_u64(pool + l.constant_pool_holder).unwrap();
     let methods = mem.read_u64(holder + l.instance_klass_methods).unwrap();
     let len = u64::from(mem.read_u32(methods + l.array_length).unwrap());
@@ -212,14 +152,9 @@ fn check_stale_method(jdk: u32) {
     let before = jvm.misses();
     assert_eq!(jvm.method(m + 8), None);
     let after = jvm.misses();
-    let counted =
-        |x: jvm_symbols::hotspot::Misses| x.method_stale + x.method_unreadable + x.method_corrupt;
+    let counted = |x: jvm_symbols::hotspot::Misses| x.method_stale + x.method_unreadable + x.method_corrupt;
     assert_eq!(counted(after), counted(before) + 1);
-    assert_eq!(
-        jvm.method(m).as_deref(),
-        Some(&*frame.method),
-        "the real one still resolves"
-    );
+    assert_eq!(jvm.method(m).as_deref(), Some(&*frame.method), "the real one still resolves");
 }
 
 #[test]

@@ -28,8 +28,7 @@ impl Drop for Jvm {
 impl Jvm {
     fn start(flags: &[&str]) -> Jvm {
         let classes = tempfile::tempdir().unwrap();
-        let source = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/hotspot-src/HotspotFixture.java");
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hotspot-src/HotspotFixture.java");
         let ok = Command::new("javac")
             .args(["--release", "11", "-d"])
             .arg(classes.path())
@@ -47,14 +46,9 @@ impl Jvm {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("ready"), "JVM did not warm up: {line:?}");
-        Jvm {
-            child,
-            _classes: classes,
-        }
+        Jvm { child, _classes: classes }
     }
 
     fn pid(&self) -> u32 {
@@ -68,8 +62,7 @@ impl Jvm {
             .unwrap()
             .filter_map(|e| {
                 let tid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-                let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid()))
-                    .ok()?;
+                let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.pid())).ok()?;
                 let after_comm = &stat[stat.rfind(')')? + 2..];
                 let utime: u64 = after_comm.split(' ').nth(11)?.parse().ok()?;
                 Some((utime, tid))
@@ -86,24 +79,12 @@ fn sample(tid: i32) -> (u64, u64) {
     // SAFETY: plain ptrace calls on a thread of a child we own; `regs` is written by the
     // kernel only while the thread is stopped.
     unsafe {
-        assert_eq!(
-            libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0),
-            0,
-            "PTRACE_SEIZE"
-        );
-        assert_eq!(
-            libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0),
-            0,
-            "PTRACE_INTERRUPT"
-        );
+        assert_eq!(libc::ptrace(libc::PTRACE_SEIZE, tid, 0, 0), 0, "PTRACE_SEIZE");
+        assert_eq!(libc::ptrace(libc::PTRACE_INTERRUPT, tid, 0, 0), 0, "PTRACE_INTERRUPT");
         let mut status = 0;
         assert_eq!(libc::waitpid(tid, &mut status, libc::__WALL), tid);
         let mut regs: libc::user_regs_struct = std::mem::zeroed();
-        assert_eq!(
-            libc::ptrace(libc::PTRACE_GETREGS, tid, 0, &mut regs as *mut _),
-            0,
-            "PTRACE_GETREGS"
-        );
+        assert_eq!(libc::ptrace(libc::PTRACE_GETREGS, tid, 0, &mut regs as *mut _), 0, "PTRACE_GETREGS");
         libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0);
         (regs.rip, regs.rbp)
     }
@@ -149,18 +130,10 @@ fn sampled_jit_pcs_resolve_to_the_hot_methods_and_agree_with_the_perf_map() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let workload = |name: &str| ["mix", "twist", "outer", "main"].contains(&name);
-    let in_workload = resolved
-        .iter()
-        .filter(|(_, f)| {
-            f.iter()
-                .all(|f| f.method.class == CLASS && workload(&f.method.name))
-        })
-        .count();
+    let in_workload =
+        resolved.iter().filter(|(_, f)| f.iter().all(|f| f.method.class == CLASS && workload(&f.method.name))).count();
     eprintln!("{in_workload} of {SAMPLES} JIT samples named in the workload");
-    assert!(
-        in_workload * 10 >= SAMPLES * 8,
-        "{in_workload} of {SAMPLES} samples named in the workload: {resolved:?}"
-    );
+    assert!(in_workload * 10 >= SAMPLES * 8, "{in_workload} of {SAMPLES} samples named in the workload: {resolved:?}");
     // The perf map names the nmethod, i.e. the outermost frame of each chain.
     let map = perf_map(jvm.pid());
     let mut checked = 0;
@@ -171,18 +144,11 @@ fn sampled_jit_pcs_resolve_to_the_hot_methods_and_agree_with_the_perf_map() {
         let outer = frames.last().unwrap();
         assert_eq!(outer.kind, FrameKind::Jit);
         let expected = format!("{}.{}(", outer.method.class, outer.method.name);
-        assert!(
-            name.contains(&expected),
-            "perf map says {name:?} at {pc:#x}, we say {expected}"
-        );
+        assert!(name.contains(&expected), "perf map says {name:?} at {pc:#x}, we say {expected}");
         checked += 1;
     }
     eprintln!("{checked} of {} agree with the perf map", resolved.len());
-    assert!(
-        checked * 2 >= resolved.len(),
-        "only {checked} of {} pcs in the perf map",
-        resolved.len()
-    );
+    assert!(checked * 2 >= resolved.len(), "only {checked} of {} pcs in the perf map", resolved.len());
     let misses = hs.misses();
     assert_eq!(misses.method_stale + misses.method_corrupt, 0, "{misses:?}");
 }
@@ -206,10 +172,7 @@ fn interpreted_frames_resolve_from_their_frame_slots() {
         }
         in_interpreter += 1;
         let slot = |words: i64| fp.wrapping_add_signed(words * 8);
-        let (Ok(m), Ok(bcp)) = (
-            mem.read_u64(slot(slots.method_slot)),
-            mem.read_u64(slot(slots.bcp_slot)),
-        ) else {
+        let (Ok(m), Ok(bcp)) = (mem.read_u64(slot(slots.method_slot)), mem.read_u64(slot(slots.bcp_slot))) else {
             continue;
         };
         if let Some(frame) = hs.interpreted_frame(m, bcp) {
@@ -219,13 +182,8 @@ fn interpreted_frames_resolve_from_their_frame_slots() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    eprintln!(
-        "{in_interpreter} of {SAMPLES} pcs in the interpreter; named from frame slots: {named:?}"
-    );
-    assert!(
-        in_interpreter * 10 >= SAMPLES * 7,
-        "only {in_interpreter} of {SAMPLES} pcs in the interpreter"
-    );
+    eprintln!("{in_interpreter} of {SAMPLES} pcs in the interpreter; named from frame slots: {named:?}");
+    assert!(in_interpreter * 10 >= SAMPLES * 7, "only {in_interpreter} of {SAMPLES} pcs in the interpreter");
     let workload: usize = ["mix", "twist", "outer", "main"]
         .iter()
         .map(|m| named.get(&format!("{CLASS}.{m}")).copied().unwrap_or(0))

@@ -105,16 +105,29 @@ impl Victim {
 
     /// Nothing added, removed or changed: same names, bytes, owner and mode.
     pub fn assert_untouched(&self, what: &str) {
-        let mut names: Vec<String> = std::fs::read_dir(&self.dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut names: Vec<String> = std::fs::read_dir(&self.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
         names.sort();
         let mut want = self.names.clone();
         want.sort();
         assert_eq!(names, want, "{what}: files appeared in or vanished from root's directory");
         for name in &self.names {
             let file = self.file(name);
-            assert_eq!(std::fs::read_to_string(&file).unwrap(), Self::content(name), "{what}: {} was overwritten", file.display());
+            assert_eq!(
+                std::fs::read_to_string(&file).unwrap(),
+                Self::content(name),
+                "{what}: {} was overwritten",
+                file.display()
+            );
             let meta = std::fs::metadata(&file).unwrap();
-            assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o600), "{what}: {} changed owner or mode", file.display());
+            assert_eq!(
+                (meta.uid(), meta.mode() & 0o7777),
+                (0, 0o600),
+                "{what}: {} changed owner or mode",
+                file.display()
+            );
         }
     }
 }

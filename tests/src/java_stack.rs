@@ -29,7 +29,11 @@ pub fn thread_stacks(cycles: &[Value], tid: u64) -> Vec<(&[Value], u64, f64)> {
     for c in cycles {
         for t in c["threads"].as_array().unwrap().iter().filter(|t| t["tid"] == tid) {
             for s in t["stacks"].as_array().expect("threads[].stacks") {
-                out.push((s["frames"].as_array().unwrap().as_slice(), s["samples"].as_u64().unwrap(), s["energy_uj"].as_f64().unwrap()));
+                out.push((
+                    s["frames"].as_array().unwrap().as_slice(),
+                    s["samples"].as_u64().unwrap(),
+                    s["energy_uj"].as_f64().unwrap(),
+                ));
             }
         }
     }

@@ -14,13 +14,18 @@ pub mod attack;
 pub mod java_stack;
 
 pub fn bin() -> PathBuf {
-    let p = PathBuf::from(std::env::var_os("JOULAR_BIN").expect("JOULAR_BIN is not set: run these tests with `cargo xtask test`"));
+    let p = PathBuf::from(
+        std::env::var_os("JOULAR_BIN").expect("JOULAR_BIN is not set: run these tests with `cargo xtask test`"),
+    );
     assert!(p.exists(), "JOULAR_BIN={} does not exist: run `cargo xtask test`", p.display());
     p
 }
 
 pub fn java_dir() -> PathBuf {
-    PathBuf::from(std::env::var_os("JOULAR_JAVA_DIR").expect("JOULAR_JAVA_DIR is not set: run these tests with `cargo xtask test`"))
+    PathBuf::from(
+        std::env::var_os("JOULAR_JAVA_DIR")
+            .expect("JOULAR_JAVA_DIR is not set: run these tests with `cargo xtask test`"),
+    )
 }
 
 /// The `java` launcher of a JDK: 17 is the system's; `cargo xtask test` installs 11 and 21
@@ -95,7 +100,10 @@ impl Jvm {
         let mut seen = String::new();
         loop {
             let mut line = String::new();
-            assert!(reader.read_line(&mut line).expect("read java stdout") > 0, "fixture {class} exited before ready: {seen:?}");
+            assert!(
+                reader.read_line(&mut line).expect("read java stdout") > 0,
+                "fixture {class} exited before ready: {seen:?}"
+            );
             if line.starts_with("ready") {
                 break;
             }
@@ -150,7 +158,12 @@ pub fn ns_per_jiffy() -> u64 {
 
 /// Runs the profiler to completion (bounded) and returns its output.
 pub fn profile(args: &[&str], timeout: Duration) -> Output {
-    let child = Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start joular-ebpf");
+    let child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start joular-ebpf");
     wait_bounded(child, timeout)
 }
 

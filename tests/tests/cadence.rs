@@ -15,7 +15,14 @@ fn cycles_keep_their_length_while_a_jvm_starts_5000_busy_threads() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cycles.jsonl");
     let out_dir = dir.path().join("results");
-    let mut args = vec!["record".to_string(), "--json".into(), json.display().to_string(), "--output".into(), out_dir.display().to_string(), "--".into()];
+    let mut args = vec![
+        "record".to_string(),
+        "--json".into(),
+        json.display().to_string(),
+        "--output".into(),
+        out_dir.display().to_string(),
+        "--".into(),
+    ];
     // Each thread spins 1 ms every 100 ms: 5,000 of them want ~50 CPUs, so every CPU is full.
     args.extend(java_cmd("ThreadStorm", &[&THREADS.to_string(), "8", "1000"], &[]));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -31,6 +38,11 @@ fn cycles_keep_their_length_while_a_jvm_starts_5000_busy_threads() {
         .iter()
         .map(|c| (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9)
         .collect();
-    let off: Vec<String> = spans_s.iter().enumerate().filter(|(_, s)| (*s - INTERVAL_S).abs() > TOLERANCE * INTERVAL_S).map(|(i, s)| format!("cycle {i}: {s:.3} s")).collect();
+    let off: Vec<String> = spans_s
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| (*s - INTERVAL_S).abs() > TOLERANCE * INTERVAL_S)
+        .map(|(i, s)| format!("cycle {i}: {s:.3} s"))
+        .collect();
     assert!(off.is_empty(), "cycles outside {INTERVAL_S} s ± {:.0}%: {off:?} (all: {spans_s:.3?})", TOLERANCE * 100.0);
 }

@@ -25,7 +25,8 @@ fn summaries(root: &Path) -> HashMap<u32, (serde_json::Value, PathBuf)> {
         .map(|e| e.path())
         .filter(|p| p.join("summary.json").is_file())
         .map(|dir| {
-            let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+            let summary: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
             (summary["pid"].as_u64().unwrap() as u32, (summary, dir))
         })
         .collect()
@@ -35,13 +36,21 @@ fn summaries(root: &Path) -> HashMap<u32, (serde_json::Value, PathBuf)> {
 fn assert_jvm_profiled(root: &Path, not_pid: u32) {
     let all = summaries(root);
     let jvms: Vec<_> = all.iter().filter(|(_, (s, _))| s["comm"] == "java").collect();
-    assert_eq!(jvms.len(), 1, "one result tree named java expected: {:?}", all.values().map(|(s, _)| (&s["pid"], &s["comm"])).collect::<Vec<_>>());
+    assert_eq!(
+        jvms.len(),
+        1,
+        "one result tree named java expected: {:?}",
+        all.values().map(|(s, _)| (&s["pid"], &s["comm"])).collect::<Vec<_>>()
+    );
     let (&pid, (_, dir)) = jvms[0];
     assert_ne!(pid, not_pid, "the JVM is a child, not the process started or given");
     let csv = dir.join(format!("all/total/methods/joularJX-{pid}-all-methods-energy.csv"));
     let methods = std::fs::read_to_string(&csv).unwrap_or_else(|e| panic!("{}: {e}", csv.display()));
     for m in ["MethodSplit.alpha", "MethodSplit.beta"] {
-        assert!(methods.lines().any(|l| l.starts_with(&format!("{m},"))), "{m} missing from the JVM's methods:\n{methods}");
+        assert!(
+            methods.lines().any(|l| l.starts_with(&format!("{m},"))),
+            "{m} missing from the JVM's methods:\n{methods}"
+        );
     }
 }
 
@@ -51,10 +60,17 @@ fn record_follows_a_shell_to_the_jvm_it_starts() {
     let out_dir = dir.path().join("results");
     // `; true` keeps the shell alive, so the JVM is its child (a lone command would be exec'd).
     let java = java_script("MethodSplit", &["4"], &[DONTINLINE]);
-    let out = profile(&["record", "--output", out_dir.to_str().unwrap(), "--", "sh", "-c", &format!("{java} > /dev/null; true")], Duration::from_secs(90));
+    let out = profile(
+        &["record", "--output", out_dir.to_str().unwrap(), "--", "sh", "-c", &format!("{java} > /dev/null; true")],
+        Duration::from_secs(90),
+    );
     assert_success(&out);
     let all = summaries(&out_dir);
-    let shell = all.iter().find(|(_, (s, _))| s["comm"] == "sh").map(|(&pid, _)| pid).expect("the shell has its own result tree");
+    let shell = all
+        .iter()
+        .find(|(_, (s, _))| s["comm"] == "sh")
+        .map(|(&pid, _)| pid)
+        .expect("the shell has its own result tree");
     assert_jvm_profiled(&out_dir, shell);
 }
 
@@ -66,7 +82,10 @@ fn follow_children_profiles_what_a_given_pid_starts() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("results");
     let pid = shell.id().to_string();
-    let out = profile(&["--pid", &pid, "--follow-children", "--duration", "8", "--output", out_dir.to_str().unwrap()], Duration::from_secs(60));
+    let out = profile(
+        &["--pid", &pid, "--follow-children", "--duration", "8", "--output", out_dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
     let _ = shell.kill();
     let _ = shell.wait();
     assert_success(&out);
@@ -132,8 +151,13 @@ fn alive_with(marker: &str) -> Vec<u32> {
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker)))
-        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s[s.rfind(')').unwrap()..].starts_with(") Z")))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s[s.rfind(')').unwrap()..].starts_with(") Z"))
+        })
         .collect()
 }
 
@@ -177,12 +201,30 @@ fn a_thread_id_stands_for_its_process_with_a_note() {
     let tid = jvm.tid_of("busy");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("t.jsonl");
-    let out = profile(&["--pid", &tid.to_string(), "--duration", "2", "--json", json.to_str().unwrap(), "--output", dir.path().join("r").to_str().unwrap()], Duration::from_secs(60));
+    let out = profile(
+        &[
+            "--pid",
+            &tid.to_string(),
+            "--duration",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+            "--output",
+            dir.path().join("r").to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
     assert_success(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(&format!("note: --pid {tid} is a thread of process {}", jvm.pid())), "{err}");
-    let pids: Vec<u64> = read_jsonl(&json).iter().flat_map(|c| c["threads"].as_array().unwrap().iter().map(|t| t["pid"].as_u64().unwrap()).collect::<Vec<_>>()).collect();
-    assert!(pids.len() > 2 && pids.iter().all(|&p| p == jvm.pid() as u64), "threads of the whole JVM expected: {pids:?}");
+    let pids: Vec<u64> = read_jsonl(&json)
+        .iter()
+        .flat_map(|c| c["threads"].as_array().unwrap().iter().map(|t| t["pid"].as_u64().unwrap()).collect::<Vec<_>>())
+        .collect();
+    assert!(
+        pids.len() > 2 && pids.iter().all(|&p| p == jvm.pid() as u64),
+        "threads of the whole JVM expected: {pids:?}"
+    );
     let summary = summaries(&dir.path().join("r"));
     assert_eq!(summary[&jvm.pid()].0["comm"], "java", "a process is named after its leader");
 }
@@ -210,7 +252,14 @@ fn bad_input_is_refused_with_the_flag_and_exit_code_2() {
     assert!(err.contains(&format!("--pid 2: PID 2 is a kernel thread ({})", kthreadd.trim_end())), "{err}");
     let err = refused(&["--pid", "999999999"]);
     assert!(err.contains("--pid 999999999: PID 999999999 not found"), "{err}");
-    for (flag, value) in [("--duration", "1e20"), ("--interval", "1e19"), ("--duration", "NaN"), ("--interval", "0"), ("--duration", "-1"), ("--max-symbol-mb", "4")] {
+    for (flag, value) in [
+        ("--duration", "1e20"),
+        ("--interval", "1e19"),
+        ("--duration", "NaN"),
+        ("--interval", "0"),
+        ("--duration", "-1"),
+        ("--max-symbol-mb", "4"),
+    ] {
         let arg = format!("{flag}={value}");
         let err = refused(&["--pid", "1", &arg]);
         assert!(err.contains(&format!("error: {flag} must be")), "{arg}: {err}");
@@ -236,20 +285,50 @@ fn bad_flags_are_refused_fast_with_exit_2_naming_flag_and_fix() {
         (&["--pid", "1", "--tdp", "0", "--output", out], &["--tdp must be above 0", "e.g. --tdp 120"]),
         (&["--pid", "1", "--tdp", "NaN", "--output", out], &["--tdp must be"]),
         (&["--pid", "1", "--idle-power=-1", "--output", out], &["--idle-power must be between 0"]),
-        (&["--pid", "1", "--tdp", "50", "--idle-power", "60", "--output", out], &["--idle-power 60 W must be below --tdp 50 W"]),
-        (&["--pid", "1", "--tdp", "100", "--energy-source", "powercap", "--output", out], &["--tdp only sets the model's power", "drop one of them"]),
-        (&["--pid", "1", "--sysfs-root", "/nonexistent", "--output", out], &["--sysfs-root /nonexistent: no such directory", "pass an existing directory"]),
-        (&["--pid", "1", "--proc-root", "/nonexistent", "--output", out], &["--proc-root /nonexistent: no such directory"]),
-        (&["--pid", "1", "--energy-source", "powercap", "--sysfs-root", "/tmp", "--output", out], &["--energy-source powercap is not available", "leave --energy-source out"]),
-        (&["--pid", "1", "--output", "/proc/sys/kernel"], &["--output /proc/sys/kernel: ", "choose a directory on a disk"]),
-        (&["--pid", "1", "--output", "/sys/kernel/results"], &["--output /sys/kernel/results: ", "choose a directory on a disk"]),
-        (&["--pid", "1", "--json", "/proc/sys/kernel/cycles.jsonl", "--output", out], &["--json /proc/sys/kernel/cycles.jsonl: ", "choose a directory"]),
+        (
+            &["--pid", "1", "--tdp", "50", "--idle-power", "60", "--output", out],
+            &["--idle-power 60 W must be below --tdp 50 W"],
+        ),
+        (
+            &["--pid", "1", "--tdp", "100", "--energy-source", "powercap", "--output", out],
+            &["--tdp only sets the model's power", "drop one of them"],
+        ),
+        (
+            &["--pid", "1", "--sysfs-root", "/nonexistent", "--output", out],
+            &["--sysfs-root /nonexistent: no such directory", "pass an existing directory"],
+        ),
+        (
+            &["--pid", "1", "--proc-root", "/nonexistent", "--output", out],
+            &["--proc-root /nonexistent: no such directory"],
+        ),
+        (
+            &["--pid", "1", "--energy-source", "powercap", "--sysfs-root", "/tmp", "--output", out],
+            &["--energy-source powercap is not available", "leave --energy-source out"],
+        ),
+        (
+            &["--pid", "1", "--output", "/proc/sys/kernel"],
+            &["--output /proc/sys/kernel: ", "choose a directory on a disk"],
+        ),
+        (
+            &["--pid", "1", "--output", "/sys/kernel/results"],
+            &["--output /sys/kernel/results: ", "choose a directory on a disk"],
+        ),
+        (
+            &["--pid", "1", "--json", "/proc/sys/kernel/cycles.jsonl", "--output", out],
+            &["--json /proc/sys/kernel/cycles.jsonl: ", "choose a directory"],
+        ),
         (&["--pid", "1", "--interval", "0.001", "--output", out], &["--interval must be at least 0.1 s"]),
         (&["--all", "--follow-children", "--output", out], &["--follow-children needs --pid"]),
         (&["record", "--tdp", "0", "--output", out, "--", "true"], &["--tdp must be above 0"]),
         (&["serve", "--top-methods", "1000000"], &["--top-methods must be at most 1000"]),
-        (&["serve", "--profile-dir", profiles, "--profile-interval", "0.5"], &["--profile-interval 0.5 is shorter than one cycle (--interval 1)"]),
-        (&["serve", "--profile-dir", profiles, "--profile-max-mb", "18446744073709551615"], &["--profile-max-mb must be between 1 and 1048576 MB"]),
+        (
+            &["serve", "--profile-dir", profiles, "--profile-interval", "0.5"],
+            &["--profile-interval 0.5 is shorter than one cycle (--interval 1)"],
+        ),
+        (
+            &["serve", "--profile-dir", profiles, "--profile-max-mb", "18446744073709551615"],
+            &["--profile-max-mb must be between 1 and 1048576 MB"],
+        ),
         (&["serve", "--profile-dir", "/proc/sys/kernel"], &["--profile-dir /proc/sys/kernel: "]),
         (&["serve", "--results", "--output", "/sys/kernel"], &["--output /sys/kernel: "]),
     ];
@@ -266,7 +345,10 @@ fn bad_flags_are_refused_fast_with_exit_2_naming_flag_and_fix() {
 fn bad_report_directories_are_refused_fast_with_exit_2_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("results");
-    assert_success(&profile(&["record", "--output", out_dir.to_str().unwrap(), "--", "sleep", "1"], Duration::from_secs(30)));
+    assert_success(&profile(
+        &["record", "--output", out_dir.to_str().unwrap(), "--", "sleep", "1"],
+        Duration::from_secs(30),
+    ));
     let (_, run) = summaries(&out_dir).into_values().next().unwrap();
     let good = std::fs::read(run.join("profile.json")).unwrap();
     let summary = std::fs::read(run.join("summary.json")).unwrap();
@@ -284,10 +366,22 @@ fn bad_report_directories_are_refused_fast_with_exit_2_naming_the_file() {
     let empty = case("empty", Some(b""), None);
     let foreign = case("foreign", Some(br#"{"traceEvents":[],"displayTimeUnit":"ms"}"#), None);
     let binary = case("binary", Some(b"\xff\xfe\x00garbage"), None);
-    let newer = case("newer", Some(&String::from_utf8_lossy(&good).replacen("\"version\":", "\"version\":9", 1).into_bytes()), None);
+    let newer = case(
+        "newer",
+        Some(&String::from_utf8_lossy(&good).replacen("\"version\":", "\"version\":9", 1).into_bytes()),
+        None,
+    );
     let summary_only = case("summary-only", None, Some(b"{\"pid\": 1, trunc"));
     let missing = dir.path().join("missing");
-    for (dir, file) in [(&truncated, "profile.json"), (&empty, "profile.json"), (&foreign, "profile.json"), (&binary, "profile.json"), (&newer, "profile.json"), (&summary_only, ""), (&missing, "")] {
+    for (dir, file) in [
+        (&truncated, "profile.json"),
+        (&empty, "profile.json"),
+        (&foreign, "profile.json"),
+        (&binary, "profile.json"),
+        (&newer, "profile.json"),
+        (&summary_only, ""),
+        (&missing, ""),
+    ] {
         for format in ["table", "svg,pprof"] {
             let err = refused(&["report", dir.to_str().unwrap(), "--format", format]);
             let named = dir.join(file);
@@ -306,7 +400,8 @@ fn bad_report_directories_are_refused_fast_with_exit_2_naming_the_file() {
     let err = refused(&["report", both.to_str().unwrap(), "--format", "svg"]);
     assert!(err.contains(&both.join("1-1/profile.json").display().to_string()), "{err}");
     assert!(!both.join("2-2/flamegraph-all.svg").exists(), "rendered before every profile was read");
-    let out = profile(&["report", both.join("2-2").to_str().unwrap(), "--format", "table,svg"], Duration::from_secs(30));
+    let out =
+        profile(&["report", both.join("2-2").to_str().unwrap(), "--format", "table,svg"], Duration::from_secs(30));
     assert_success(&out);
 }
 
@@ -322,11 +417,17 @@ fn report_refuses_impossible_numbers_naming_file_and_field() {
     let raw = run.join("profile.json");
     let text = std::fs::read_to_string(&raw).unwrap();
     // A closed stdout ends the table, not the command.
-    let mut child = Command::new(bin()).args(["report", run.to_str().unwrap(), "--format", "table,svg"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(bin())
+        .args(["report", run.to_str().unwrap(), "--format", "table,svg"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     drop(child.stdout.take());
     let out = wait_bounded(child, Duration::from_secs(30));
     assert_success(&out);
-    let energy_at = text.find("\"stacks\":[{").expect("a stack") + text[text.find("\"stacks\":[{").unwrap()..].find("\"energy_uj\":").unwrap();
+    let energy_at = text.find("\"stacks\":[{").expect("a stack")
+        + text[text.find("\"stacks\":[{").unwrap()..].find("\"energy_uj\":").unwrap();
     let value_end = energy_at + text[energy_at..].find(',').unwrap();
     for bad in ["-3.5", "1e308"] {
         std::fs::write(&raw, format!("{}\"energy_uj\":{bad}{}", &text[..energy_at], &text[value_end..])).unwrap();

@@ -35,7 +35,12 @@ struct Profiler {
 
 impl Profiler {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(bin()).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("start joular-ebpf");
+        let mut child = Command::new(bin())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start joular-ebpf");
         let stderr = Arc::new(Mutex::new(String::new()));
         let (pipe, text) = (child.stderr.take().unwrap(), Arc::clone(&stderr));
         let reader = std::thread::spawn(move || {
@@ -152,7 +157,8 @@ fn serve_keeps_its_cadence(what: &str) -> String {
     let scrapes = poller.join().expect("the scraper panicked");
     let cycles = read_jsonl(&json);
     let numbers: Vec<u64> = cycles.iter().map(|c| c["cycle"].as_u64().unwrap()).collect();
-    let lengths_s: Vec<f64> = cycles.iter().map(|c| (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9).collect();
+    let lengths_s: Vec<f64> =
+        cycles.iter().map(|c| (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9).collect();
     let failed: Vec<&String> = scrapes.iter().filter_map(|s| s.as_ref().err()).collect();
     let mut latencies: Vec<Duration> = scrapes.iter().filter_map(|s| s.as_ref().ok().copied()).collect();
     latencies.sort();
@@ -166,8 +172,15 @@ fn serve_keeps_its_cadence(what: &str) -> String {
     );
 
     assert!(ok, "{what}: serve failed:\n{stderr}");
-    assert_eq!(numbers, (0..RUN_S).collect::<Vec<_>>(), "{what}: one cycle per second of the run, all written:\n{stderr}");
-    assert!(lengths_s.iter().all(|s| (0.9..=1.1).contains(s)), "{what}: every cycle lasts 1 s ± 10%: {lengths_s:.3?}\n{stderr}");
+    assert_eq!(
+        numbers,
+        (0..RUN_S).collect::<Vec<_>>(),
+        "{what}: one cycle per second of the run, all written:\n{stderr}"
+    );
+    assert!(
+        lengths_s.iter().all(|s| (0.9..=1.1).contains(s)),
+        "{what}: every cycle lasts 1 s ± 10%: {lengths_s:.3?}\n{stderr}"
+    );
     assert!(failed.is_empty(), "{what}: scrapes failed: {failed:?}");
     assert!(latencies.len() as u64 >= RUN_S * 5, "{what}: scrapes all through the run: {}", latencies.len());
     assert!(max <= MAX_SCRAPE, "{what}: a scrape took {max:?} (over {MAX_SCRAPE:?}): {latencies:?}");
@@ -297,12 +310,17 @@ fn budget_three_jvms_with_200_mb_perf_maps_stay_within_max_symbol_mb() {
     assert!(peak_kib < (BUDGET_MB + 64) << 10, "peak RSS {} MB over the budget + 64 MB:\n{stderr}", peak_kib / 1024);
     for p in &pids {
         assert!(
-            stderr.contains(&format!("JVM {p}: perf map")) && stderr.contains("is over this JVM's share of --max-symbol-mb"),
+            stderr.contains(&format!("JVM {p}: perf map"))
+                && stderr.contains("is over this JVM's share of --max-symbol-mb"),
             "no warning for JVM {p}:\n{stderr}"
         );
     }
-    assert!(stderr.contains(&format!("symbol memory budget (--max-symbol-mb {BUDGET_MB})")), "no end-of-run budget line:\n{stderr}");
+    assert!(
+        stderr.contains(&format!("symbol memory budget (--max-symbol-mb {BUDGET_MB})")),
+        "no end-of-run budget line:\n{stderr}"
+    );
     // The entries left out are counted where losses are: the cycles' drops.
-    let left_out: u64 = read_jsonl(&json).iter().filter_map(|c| c["drops"]["perf_map_entries_over_budget"].as_u64()).sum();
+    let left_out: u64 =
+        read_jsonl(&json).iter().filter_map(|c| c["drops"]["perf_map_entries_over_budget"].as_u64()).sum();
     assert!(left_out > 3_000_000, "most of the 3 x 1.7 M entries are counted as left out: {left_out}");
 }

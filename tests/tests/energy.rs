@@ -42,7 +42,10 @@ fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
         secs += (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9;
     }
     let expected_uj = POWER_W * secs * 1e6;
-    assert!((energy_uj - expected_uj).abs() <= 0.03 * expected_uj, "energy {energy_uj} µJ vs {expected_uj} µJ (40 W × {secs} s)");
+    assert!(
+        (energy_uj - expected_uj).abs() <= 0.03 * expected_uj,
+        "energy {energy_uj} µJ vs {expected_uj} µJ (40 W × {secs} s)"
+    );
 
     // Conservation each cycle, exact up to rounding; nothing negative.
     for c in &cycles {
@@ -50,7 +53,11 @@ fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
         let threads: f64 = c["threads"].as_array().unwrap().iter().map(|t| t["energy_uj"].as_f64().unwrap()).sum();
         let processes: f64 = c["processes"].as_array().unwrap().iter().map(|p| p["energy_uj"].as_f64().unwrap()).sum();
         let (e, un) = (s["energy_uj"].as_f64().unwrap(), s["unattributed_uj"].as_f64().unwrap());
-        assert!((threads + un - e).abs() <= 1e-6 * e.max(1.0), "cycle {}: threads {threads} + unattributed {un} != {e}", c["cycle"]);
+        assert!(
+            (threads + un - e).abs() <= 1e-6 * e.max(1.0),
+            "cycle {}: threads {threads} + unattributed {un} != {e}",
+            c["cycle"]
+        );
         assert!((processes - threads).abs() <= 1e-6 * e.max(1.0), "processes {processes} != threads {threads}");
         assert!(un >= 0.0 && c["threads"].as_array().unwrap().iter().all(|t| t["energy_uj"].as_f64().unwrap() >= 0.0));
     }
@@ -61,7 +68,10 @@ fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
     let (busy, light) = (jvm.tid_of("busy") as u64, jvm.tid_of("light") as u64);
     let time_ratio = on_cpu[&busy] / on_cpu[&light];
     let energy_ratio = energy[&busy] / energy[&light];
-    assert!((energy_ratio - time_ratio).abs() <= 0.10 * time_ratio, "energy ratio {energy_ratio} vs on-CPU ratio {time_ratio}");
+    assert!(
+        (energy_ratio - time_ratio).abs() <= 0.10 * time_ratio,
+        "energy ratio {energy_ratio} vs on-CPU ratio {time_ratio}"
+    );
 }
 
 #[test]
@@ -72,7 +82,11 @@ fn bad_energy_input_gets_clear_errors() {
     assert!(err.contains("/nonexistent/sys"), "{err}");
     let out = profile(&["--all", "--duration", "1", "--energy-source", "model", "--tdp", "0"], Duration::from_secs(20));
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).to_lowercase().contains("tdp"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).to_lowercase().contains("tdp"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -81,7 +95,18 @@ fn the_procfs_cpu_time_path_attributes_energy_too() {
     let json = dir.path().join("p.jsonl");
     let (pid, root) = (jvm.pid().to_string(), rapl.sysfs_root());
     let out = profile(
-        &["--pid", &pid, "--duration", "4", "--cpu-time", "procfs", "--json", json.to_str().unwrap(), "--sysfs-root", &root],
+        &[
+            "--pid",
+            &pid,
+            "--duration",
+            "4",
+            "--cpu-time",
+            "procfs",
+            "--json",
+            json.to_str().unwrap(),
+            "--sysfs-root",
+            &root,
+        ],
         Duration::from_secs(60),
     );
     assert_success(&out);
@@ -91,12 +116,21 @@ fn the_procfs_cpu_time_path_attributes_energy_too() {
         let s = &c["sockets"][0];
         let threads: f64 = c["threads"].as_array().unwrap().iter().map(|t| t["energy_uj"].as_f64().unwrap()).sum();
         let (e, un) = (s["energy_uj"].as_f64().unwrap(), s["unattributed_uj"].as_f64().unwrap());
-        assert!((threads + un - e).abs() <= 1e-6 * e.max(1.0) && un >= 0.0, "cycle {}: {threads} + {un} != {e}", c["cycle"]);
+        assert!(
+            (threads + un - e).abs() <= 1e-6 * e.max(1.0) && un >= 0.0,
+            "cycle {}: {threads} + {un} != {e}",
+            c["cycle"]
+        );
     }
     let on_cpu = per_thread_sum(&cycles, "on_cpu_ns");
     let energy = per_thread_sum(&cycles, "energy_uj");
     let (busy, light) = (jvm.tid_of("busy") as u64, jvm.tid_of("light") as u64);
-    assert!(on_cpu[&busy] > on_cpu[&light] && on_cpu[&light] > 0.0, "jiffies: busy {} light {}", on_cpu[&busy], on_cpu[&light]);
+    assert!(
+        on_cpu[&busy] > on_cpu[&light] && on_cpu[&light] > 0.0,
+        "jiffies: busy {} light {}",
+        on_cpu[&busy],
+        on_cpu[&light]
+    );
     let (tr, er) = (on_cpu[&busy] / on_cpu[&light], energy[&busy] / energy[&light]);
     assert!((er - tr).abs() <= 0.10 * tr, "energy ratio {er} vs jiffies ratio {tr}");
     let samples: f64 = per_thread_sum(&cycles, "samples").values().sum();
@@ -128,7 +162,9 @@ fn a_failed_energy_read_mid_run_skips_the_cycle_and_loses_no_energy() {
     assert!(err.contains("energy not read this cycle"), "no warning about the failed read: {err}");
 
     let cycles = read_jsonl(&json);
-    let socket_uj = |c: &serde_json::Value| -> f64 { c["sockets"].as_array().unwrap().iter().map(|s| s["energy_uj"].as_f64().unwrap()).sum() };
+    let socket_uj = |c: &serde_json::Value| -> f64 {
+        c["sockets"].as_array().unwrap().iter().map(|s| s["energy_uj"].as_f64().unwrap()).sum()
+    };
     assert!(cycles.iter().any(|c| socket_uj(c) == 0.0), "no cycle went without energy: the outage was not seen");
     let mut energy_uj = 0.0;
     let mut secs = 0.0;
@@ -136,10 +172,17 @@ fn a_failed_energy_read_mid_run_skips_the_cycle_and_loses_no_energy() {
         let threads: f64 = c["threads"].as_array().unwrap().iter().map(|t| t["energy_uj"].as_f64().unwrap()).sum();
         let un: f64 = c["sockets"].as_array().unwrap().iter().map(|s| s["unattributed_uj"].as_f64().unwrap()).sum();
         let e = socket_uj(c);
-        assert!((threads + un - e).abs() <= 1e-6 * e.max(1.0), "cycle {}: threads {threads} + unattributed {un} != {e}", c["cycle"]);
+        assert!(
+            (threads + un - e).abs() <= 1e-6 * e.max(1.0),
+            "cycle {}: threads {threads} + unattributed {un} != {e}",
+            c["cycle"]
+        );
         energy_uj += e;
         secs += (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9;
     }
     let expected_uj = POWER_W * secs * 1e6;
-    assert!((energy_uj - expected_uj).abs() <= 0.03 * expected_uj, "energy {energy_uj} µJ vs {expected_uj} µJ (40 W × {secs} s)");
+    assert!(
+        (energy_uj - expected_uj).abs() <= 0.03 * expected_uj,
+        "energy {energy_uj} µJ vs {expected_uj} µJ (40 W × {secs} s)"
+    );
 }

@@ -119,7 +119,10 @@ fn ebpf_on_cpu_time_of_a_busy_thread_matches_its_schedstat() {
     };
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cycles.jsonl");
-    let out = profile(&["--pid", &pid.to_string(), "--duration", "4", "--json", json.to_str().unwrap()], Duration::from_secs(60));
+    let out = profile(
+        &["--pid", &pid.to_string(), "--duration", "4", "--json", json.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let readings = reader.join().expect("schedstat reader");
     assert_success(&out);
@@ -154,9 +157,20 @@ fn a_target_that_exits_mid_run_still_gets_a_summary() {
     // The cycle in which the target exited still holds the busy thread's last slice.
     let last_busy: Vec<u64> = cycles
         .iter()
-        .map(|c| c["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == "busy").map(|t| t["on_cpu_ns"].as_u64().unwrap()).sum())
+        .map(|c| {
+            c["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|t| t["comm"] == "busy")
+                .map(|t| t["on_cpu_ns"].as_u64().unwrap())
+                .sum()
+        })
         .collect();
-    assert!(last_busy.iter().rev().take(2).any(|&ns| ns > 0), "the exiting target's last slices were lost: {last_busy:?}");
+    assert!(
+        last_busy.iter().rev().take(2).any(|&ns| ns > 0),
+        "the exiting target's last slices were lost: {last_busy:?}"
+    );
     assert!(cycles.len() <= 4, "kept running after the target exited: {} cycles", cycles.len());
 }
 

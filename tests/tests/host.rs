@@ -40,7 +40,11 @@ fn host_mode_counts_the_energy_of_200_short_lived_processes() {
         let s = &c["sockets"][0];
         let procs: f64 = c["processes"].as_array().unwrap().iter().map(|p| p["energy_uj"].as_f64().unwrap()).sum();
         let (e, un) = (s["energy_uj"].as_f64().unwrap(), s["unattributed_uj"].as_f64().unwrap());
-        assert!((procs + un - e).abs() <= 1e-6 * e.max(1.0), "cycle {}: processes {procs} + unattributed {un} != {e}", c["cycle"]);
+        assert!(
+            (procs + un - e).abs() <= 1e-6 * e.max(1.0),
+            "cycle {}: processes {procs} + unattributed {un} != {e}",
+            c["cycle"]
+        );
     }
     assert!(seen.len() >= 195, "only {} of the 200 short-lived processes got energy", seen.len());
 }

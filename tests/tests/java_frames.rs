@@ -13,7 +13,6 @@ use joular_tests::java_stack::{is_java, leaf_java, short, thread_stacks, UNKNOWN
 use joular_tests::*;
 use serde_json::Value;
 
-
 /// One profiled run of a fixture: the JSON cycles, the profiler's stderr, the busy thread's
 /// tid (and those of the other threads asked for), and the result tree.
 struct Run {
@@ -42,7 +41,16 @@ fn run_threads(jdk: u32, class: &str, threads: &[&str], jvm_flags: &[&str], prof
     let out_dir = dir.path().join("results");
     let pid = jvm.pid().to_string();
     let root = rapl.sysfs_root();
-    let mut args = vec!["--pid", &pid, "--json", json.to_str().unwrap(), "--sysfs-root", &root, "--output", out_dir.to_str().unwrap()];
+    let mut args = vec![
+        "--pid",
+        &pid,
+        "--json",
+        json.to_str().unwrap(),
+        "--sysfs-root",
+        &root,
+        "--output",
+        out_dir.to_str().unwrap(),
+    ];
     args.extend_from_slice(profiler_args);
     let out = profile(&args, Duration::from_secs(120));
     assert_success(&out);
@@ -51,7 +59,14 @@ fn run_threads(jdk: u32, class: &str, threads: &[&str], jvm_flags: &[&str], prof
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
         .unwrap_or_else(|| panic!("no result tree of {pid} under {}", out_dir.display()));
-    Run { cycles: read_jsonl(&json), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), tid, tids, results, _dir: dir }
+    Run {
+        cycles: read_jsonl(&json),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        tid,
+        tids,
+        results,
+        _dir: dir,
+    }
 }
 
 impl Run {
@@ -84,7 +99,11 @@ impl Run {
     /// split into frames, root first.
     fn call_trees(&self) -> Vec<(Vec<String>, f64)> {
         let dir = self.results.join("all/total/calltrees");
-        let csv = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "csv")).expect("call-tree CSV");
+        let csv = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "csv"))
+            .expect("call-tree CSV");
         rows(&csv, ',', 1e6)
     }
 
@@ -94,15 +113,29 @@ impl Run {
 
     fn all_methods_csv(&self) -> Vec<String> {
         let dir = self.results.join("all/total/methods");
-        let csv = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "csv")).expect("methods CSV");
+        let csv = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "csv"))
+            .expect("methods CSV");
         rows(&csv, ',', 1e6).into_iter().map(|(path, _)| path.join(";")).collect()
     }
 
     /// A number the `Java frames:` line of stderr gives before `label`.
     fn stat(&self, label: &str) -> u64 {
-        let line = self.stderr.lines().find(|l| l.contains("Java frames:")).unwrap_or_else(|| panic!("no `Java frames:` line in stderr:\n{}", self.stderr));
+        let line = self
+            .stderr
+            .lines()
+            .find(|l| l.contains("Java frames:"))
+            .unwrap_or_else(|| panic!("no `Java frames:` line in stderr:\n{}", self.stderr));
         let before = &line[..line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line}"))];
-        before.trim_end().rsplit(' ').next().unwrap().parse().unwrap_or_else(|_| panic!("no number before {label:?} in {line}"))
+        before
+            .trim_end()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap_or_else(|_| panic!("no number before {label:?} in {line}"))
     }
 }
 
@@ -132,9 +165,6 @@ fn share_with_callers(paths: &[(Vec<String>, f64)], leaves: &[&str], callers: &[
     (with, total)
 }
 
-
-
-
 /// Shares of energy among `methods` by leaf Java frame, and how many of their samples had
 /// the leaf in each frame kind.
 fn leaf_split(run: &Run, methods: &[&str]) -> (HashMap<String, f64>, HashMap<String, u64>) {
@@ -160,10 +190,17 @@ fn inlined_methods_and_their_callers(jdk: u32) {
     let run = run(jdk, "InlineSplit", "inliner", &[], &["--duration", "10", "--frequency", "400"]);
     let (split, kinds) = leaf_split(&run, &["InlineSplit.left", "InlineSplit.right"]);
     let left = split.get("InlineSplit.left").copied().unwrap_or(0.0);
-    assert!((left - 0.60).abs() <= 0.03, "JDK {jdk}: left has {:.1}% of left+right energy, expected 60% ±3 pp ({split:?})", left * 100.0);
+    assert!(
+        (left - 0.60).abs() <= 0.03,
+        "JDK {jdk}: left has {:.1}% of left+right energy, expected 60% ±3 pp ({split:?})",
+        left * 100.0
+    );
     let lr: u64 = kinds.values().sum();
     let inlined = kinds.get("java_inlined").copied().unwrap_or(0);
-    assert!(inlined * 2 >= lr, "JDK {jdk}: only {inlined} of {lr} left/right samples named as inlined frames ({kinds:?})");
+    assert!(
+        inlined * 2 >= lr,
+        "JDK {jdk}: only {inlined} of {lr} left/right samples named as inlined frames ({kinds:?})"
+    );
 
     let total = run.samples();
     let mut with_callers = 0;
@@ -184,10 +221,17 @@ fn inlined_methods_and_their_callers(jdk: u32) {
     let callers = ["java.lang.Thread.run", "InlineSplit$Spinner.run"];
     for (what, paths) in [("call-tree CSV", run.call_trees()), ("folded", run.folded())] {
         let (with, all) = share_with_callers(&paths, &leaves, &callers);
-        assert!(all > 0.0 && with >= 0.95 * all, "JDK {jdk} {what}: {with:.0} of {all:.0} µJ through left/right carry their Java callers: {paths:?}");
+        assert!(
+            all > 0.0 && with >= 0.95 * all,
+            "JDK {jdk} {what}: {with:.0} of {all:.0} µJ through left/right carry their Java callers: {paths:?}"
+        );
     }
     // Complete stacks: no advice to restart the JVM.
-    assert!(!run.stderr.contains("PreserveFramePointer"), "JDK {jdk}: frame-pointer warning on complete stacks:\n{}", run.stderr);
+    assert!(
+        !run.stderr.contains("PreserveFramePointer"),
+        "JDK {jdk}: frame-pointer warning on complete stacks:\n{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -211,7 +255,11 @@ fn interpreted_frames(jdk: u32) {
     let run = run(jdk, "InlineSplit", "inliner", &["-Xint"], &["--duration", "6", "--frequency", "400"]);
     let (split, kinds) = leaf_split(&run, &["InlineSplit.left", "InlineSplit.right"]);
     let left = split.get("InlineSplit.left").copied().unwrap_or(0.0);
-    assert!((left - 0.60).abs() <= 0.05, "JDK {jdk} -Xint: left has {:.1}%, expected 60% ±5 pp ({split:?})", left * 100.0);
+    assert!(
+        (left - 0.60).abs() <= 0.05,
+        "JDK {jdk} -Xint: left has {:.1}%, expected 60% ±5 pp ({split:?})",
+        left * 100.0
+    );
     assert_eq!(kinds.keys().collect::<Vec<_>>(), ["java_interpreted"], "JDK {jdk} -Xint: {kinds:?}");
     let total = run.samples();
     let unnamed: u64 = run.stacks().iter().filter(|(f, _, _)| leaf_java(f).is_none()).map(|s| s.1).sum();
@@ -239,7 +287,8 @@ fn source_line(file: &str, tag: &str) -> u64 {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("java").join(file);
     let src = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let marker = format!("// LINE:{tag}");
-    src.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker} in {file}")) as u64 + 1
+    src.lines().position(|l| l.trim_end().ends_with(&marker)).unwrap_or_else(|| panic!("no {marker} in {file}")) as u64
+        + 1
 }
 
 /// Two hot loops of one compiled method, on known lines: the JSON `line` of the leaf frame
@@ -255,11 +304,19 @@ fn jdk17_samples_land_on_the_source_lines_of_two_hot_loops() {
         }
     }
     let total: u64 = by_line.values().sum();
-    let (on_first, on_second) = (by_line.get(&Some(first)).copied().unwrap_or(0), by_line.get(&Some(second)).copied().unwrap_or(0));
+    let (on_first, on_second) =
+        (by_line.get(&Some(first)).copied().unwrap_or(0), by_line.get(&Some(second)).copied().unwrap_or(0));
     assert!(total >= 500, "only {total} samples in twoLoops: {by_line:?}");
-    assert!((on_first + on_second) * 100 >= total * 90, "lines {first} and {second} hold {on_first}+{on_second} of {total} samples: {by_line:?}");
+    assert!(
+        (on_first + on_second) * 100 >= total * 90,
+        "lines {first} and {second} hold {on_first}+{on_second} of {total} samples: {by_line:?}"
+    );
     let share = on_first as f64 / (on_first + on_second) as f64;
-    assert!((share - 0.60).abs() <= 0.10, "line {first} has {:.1}% of the two loops' samples, expected 60% ±10 pp: {by_line:?}", share * 100.0);
+    assert!(
+        (share - 0.60).abs() <= 0.10,
+        "line {first} has {:.1}% of the two loops' samples, expected 60% ±10 pp: {by_line:?}",
+        share * 100.0
+    );
 }
 
 /// A thread that keeps loading new classes and running them until the JIT has compiled them
@@ -268,7 +325,8 @@ fn jdk17_samples_land_on_the_source_lines_of_two_hot_loops() {
 fn fresh_code(jdk: u32) {
     let run = run(jdk, "ClassChurn", "churner", &[], &["--duration", "8", "--frequency", "200"]);
     let total = run.samples();
-    let unknown: u64 = run.stacks().iter().filter(|(f, _, _)| f.iter().any(|f| f["name"] == UNKNOWN_JIT)).map(|s| s.1).sum();
+    let unknown: u64 =
+        run.stacks().iter().filter(|(f, _, _)| f.iter().any(|f| f["name"] == UNKNOWN_JIT)).map(|s| s.1).sum();
     let named: u64 = run
         .stacks()
         .iter()
@@ -286,15 +344,28 @@ fn fresh_code(jdk: u32) {
         .cycles
         .iter()
         .flat_map(|c| c["threads"].as_array().unwrap().iter())
-        .filter(|t| t["comm"].as_str().is_some_and(|c| c.starts_with("C2 CompilerThre") || c.starts_with("C1 CompilerThre")))
+        .filter(|t| {
+            t["comm"].as_str().is_some_and(|c| c.starts_with("C2 CompilerThre") || c.starts_with("C1 CompilerThre"))
+        })
         .map(|t| t["tid"].as_u64().unwrap())
         .collect();
     assert!(!compilers.is_empty(), "JDK {jdk}: no compiler thread ran during the churn");
     let mut jit_uj = 0.0;
     for &tid in &compilers {
         for (method, uj) in run.methods_of(tid) {
-            let comms: Vec<&str> = run.cycles.iter().flat_map(|c| c["threads"].as_array().unwrap().iter()).filter(|t| t["tid"] == tid).map(|t| t["comm"].as_str().unwrap()).collect();
-            assert_eq!(method, "[JIT compiler]", "JDK {jdk}: compiler thread {tid} ({comms:?}) charged to {method}: {:?}", run.stacks_of(tid));
+            let comms: Vec<&str> = run
+                .cycles
+                .iter()
+                .flat_map(|c| c["threads"].as_array().unwrap().iter())
+                .filter(|t| t["tid"] == tid)
+                .map(|t| t["comm"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                method,
+                "[JIT compiler]",
+                "JDK {jdk}: compiler thread {tid} ({comms:?}) charged to {method}: {:?}",
+                run.stacks_of(tid)
+            );
             jit_uj += uj;
         }
     }
@@ -349,19 +420,32 @@ fn jdk17_native_code_is_charged_to_the_java_method_that_called_it() {
         assert!(without_java * 50 < total, "{thread}: {without_java} of {total} samples without a named Java frame");
         assert!(under_caller * 100 >= total * 95, "{thread}: only {under_caller} of {total} samples under {caller}");
         // The fixture really runs code below its Java frames.
-        assert!(native_above * 10 >= total, "{thread}: only {native_above} of {total} samples ran below their Java frame");
+        assert!(
+            native_above * 10 >= total,
+            "{thread}: only {native_above} of {total} samples ran below their Java frame"
+        );
         let (buckets, got): (HashMap<String, f64>, HashMap<String, f64>) =
             run.methods_of(tid).into_iter().partition(|(name, _)| name.starts_with('['));
         for (method, uj) in &expected {
             let g = got.get(method).copied().unwrap_or(0.0);
-            assert!((g - uj).abs() <= 1e-6 * uj.max(1.0), "{thread}: {method} has {g} µJ, the innermost-Java-frame rule gives {uj}");
+            assert!(
+                (g - uj).abs() <= 1e-6 * uj.max(1.0),
+                "{thread}: {method} has {g} µJ, the innermost-Java-frame rule gives {uj}"
+            );
         }
         assert_eq!(got.len(), expected.len(), "{thread}: methods {got:?} vs {expected:?}");
         // The few samples with no Java frame at all (a thread's native start or exit) go to a
         // thread-kind bucket such as `[native]`, and only those.
-        assert_eq!(buckets.is_empty(), without_java == 0, "{thread}: buckets {buckets:?} for {without_java} samples without a Java frame");
+        assert_eq!(
+            buckets.is_empty(),
+            without_java == 0,
+            "{thread}: buckets {buckets:?} for {without_java} samples without a Java frame"
+        );
         for name in &native_names {
-            assert!(!got.contains_key(name) && !csv_methods.contains(name), "{thread}: native frame {name} charged as a method");
+            assert!(
+                !got.contains_key(name) && !csv_methods.contains(name),
+                "{thread}: native frame {name} charged as a method"
+            );
         }
         // Folded stacks keep them, above the Java frame that called them.
         let folded = run.folded();

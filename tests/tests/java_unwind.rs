@@ -14,7 +14,6 @@ use joular_tests::java_stack::{is_java, leaf_java, short, thread_stacks, UNKNOWN
 use joular_tests::*;
 use serde_json::Value;
 
-
 /// One profiled run: JSON cycles, stderr, the result directory and the busy thread's tid.
 struct Run {
     cycles: Vec<Value>,
@@ -33,7 +32,16 @@ fn profile_jvm(jvm: &Jvm, thread: &str, seconds: u32, hz: u32, extra: &[&str]) -
     let json = dir.path().join("run.jsonl");
     let out_dir = dir.path().join("results");
     let (pid, root, secs, freq) = (jvm.pid().to_string(), rapl.sysfs_root(), seconds.to_string(), hz.to_string());
-    let mut args = vec!["--pid", &pid, "--json", json.to_str().unwrap(), "--sysfs-root", &root, "--output", out_dir.to_str().unwrap()];
+    let mut args = vec![
+        "--pid",
+        &pid,
+        "--json",
+        json.to_str().unwrap(),
+        "--sysfs-root",
+        &root,
+        "--output",
+        out_dir.to_str().unwrap(),
+    ];
     args.extend(["--duration", &secs, "--frequency", &freq]);
     args.extend_from_slice(extra);
     let out = profile(&args, Duration::from_secs(120));
@@ -43,7 +51,14 @@ fn profile_jvm(jvm: &Jvm, thread: &str, seconds: u32, hz: u32, extra: &[&str]) -
         .map(|e| e.unwrap().path())
         .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
         .unwrap_or_else(|| panic!("no result tree of {pid} under {}", out_dir.display()));
-    Run { cycles: read_jsonl(&json), stderr: String::from_utf8_lossy(&out.stderr).into_owned(), results, tid, pid: jvm.pid(), _dir: dir }
+    Run {
+        cycles: read_jsonl(&json),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        results,
+        tid,
+        pid: jvm.pid(),
+        _dir: dir,
+    }
 }
 
 impl Run {
@@ -64,12 +79,12 @@ impl Run {
     /// `summary.json`'s `java_unwinder.unwinder`.
     fn unwinder(&self) -> String {
         let s = self.summary();
-        s["java_unwinder"]["unwinder"].as_str().unwrap_or_else(|| panic!("no java_unwinder in summary.json: {s}")).to_owned()
+        s["java_unwinder"]["unwinder"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no java_unwinder in summary.json: {s}"))
+            .to_owned()
     }
 }
-
-
-
 
 /// InlineSplit's left share of left+right energy by leaf method, and the share of the busy
 /// thread's samples that carry `Spinner.run` and `java.lang.Thread.run` above the leaf.
@@ -114,9 +129,21 @@ fn no_flag_jvm_keeps_its_callers(jdk: u32) {
         bare_left * 100.0,
         fp_left * 100.0
     );
-    assert!((bare_left - 0.60).abs() <= 0.05, "JDK {jdk}: left has {:.1}% without flags, expected 60%", bare_left * 100.0);
-    assert!(bare_chained >= 0.95, "JDK {jdk}: only {:.1}% of the no-flag samples carry Spinner.run and Thread.run", bare_chained * 100.0);
-    assert!(fp_chained >= 0.95, "JDK {jdk}: only {:.1}% of the frame-pointer samples carry their callers", fp_chained * 100.0);
+    assert!(
+        (bare_left - 0.60).abs() <= 0.05,
+        "JDK {jdk}: left has {:.1}% without flags, expected 60%",
+        bare_left * 100.0
+    );
+    assert!(
+        bare_chained >= 0.95,
+        "JDK {jdk}: only {:.1}% of the no-flag samples carry Spinner.run and Thread.run",
+        bare_chained * 100.0
+    );
+    assert!(
+        fp_chained >= 0.95,
+        "JDK {jdk}: only {:.1}% of the frame-pointer samples carry their callers",
+        fp_chained * 100.0
+    );
     assert_eq!(bare.unwinder(), "hotspot", "JDK {jdk}: no-flag JVM");
     assert_eq!(with_fp.unwinder(), "frame_pointers", "JDK {jdk}: JVM with -XX:+PreserveFramePointer");
     let summary = bare.summary();
@@ -127,7 +154,11 @@ fn no_flag_jvm_keeps_its_callers(jdk: u32) {
         "JDK {jdk}: no unwinder line:\n{}",
         bare.stderr
     );
-    assert!(!bare.stderr.contains("restart it with -XX:+PreserveFramePointer"), "JDK {jdk}: flag advice with a working unwinder:\n{}", bare.stderr);
+    assert!(
+        !bare.stderr.contains("restart it with -XX:+PreserveFramePointer"),
+        "JDK {jdk}: flag advice with a working unwinder:\n{}",
+        bare.stderr
+    );
 }
 
 #[test]
@@ -182,7 +213,10 @@ fn app_view_without_flags(jdk: u32) {
             }
         }
     }
-    assert!(big > 0 && under * 100 >= big * 95, "JDK {jdk}: {under} of {big} BigInteger samples under NativeWork.crypto");
+    assert!(
+        big > 0 && under * 100 >= big * 95,
+        "JDK {jdk}: {under} of {big} BigInteger samples under NativeWork.crypto"
+    );
 }
 
 #[test]
@@ -198,7 +232,12 @@ fn jdk21_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_
 /// 500 calls of one method: every walked stack stops at the frame limit, flagged truncated
 /// and counted, with nothing but that method above the leaf (no loop, no mis-step).
 fn deep_recursion(jdk: u32) {
-    let jvm = Jvm::start_bare_on(&java_launcher(jdk), "DeepRecursion", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,DeepRecursion::*"]);
+    let jvm = Jvm::start_bare_on(
+        &java_launcher(jdk),
+        "DeepRecursion",
+        &["60"],
+        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,DeepRecursion::*"],
+    );
     let run = profile_jvm(&jvm, "recurser", 6, 200, &[]);
     let (mut total, mut deep) = (0, 0);
     for (frames, samples, _) in run.stacks() {
@@ -211,13 +250,16 @@ fn deep_recursion(jdk: u32) {
         let outer = &callers[..callers.len() - recursion];
         let known_outer = |m: &&str| {
             // JDK 21 adds Thread.runWith under Thread.run.
-            *m == "DeepRecursion.lambda$main$0" || m.starts_with("java.lang.Thread.run") || m.starts_with("DeepRecursion$$Lambda")
+            *m == "DeepRecursion.lambda$main$0"
+                || m.starts_with("java.lang.Thread.run")
+                || m.starts_with("DeepRecursion$$Lambda")
         };
         // A leaf among the outer frames is a sample taken in the adapter or stub between two
         // of them (its own frame is not Java), early in the thread's life.
         assert!(
             outer.iter().all(known_outer)
-                && (known_outer(leaf) || ["DeepRecursion.down", "DeepRecursion.spin", "java.lang.System.nanoTime"].contains(leaf)),
+                && (known_outer(leaf)
+                    || ["DeepRecursion.down", "DeepRecursion.spin", "java.lang.System.nanoTime"].contains(leaf)),
             "JDK {jdk}: a frame the fixture cannot have: {java:?}"
         );
         assert!(java.len() <= 2 * 128, "JDK {jdk}: {} Java frames, more than the walk limit allows", java.len());
@@ -308,13 +350,23 @@ fn churning_code_cache(jdk: u32) {
         }
     }
     assert!(total >= 300, "JDK {jdk}: only {total} samples");
-    let unknown_leaf: u64 = run.stacks().iter().filter(|(f, _, _)| f.last().is_some_and(|l| l["name"] == UNKNOWN_JIT)).map(|s| s.1).sum();
+    let unknown_leaf: u64 =
+        run.stacks().iter().filter(|(f, _, _)| f.last().is_some_and(|l| l["name"] == UNKNOWN_JIT)).map(|s| s.1).sum();
     assert!(template * 2 >= total, "JDK {jdk}: {template} of {total} samples in Template.applyAsLong, {unknown_leaf} in unknown JIT code; stderr:\n{}", run.stderr);
     assert_eq!(template_in_loop, template, "JDK {jdk}: applyAsLong samples with another caller than the churn loop");
     // The fixture's own methods, whatever their share, are methods it has.
-    let fixture = ["ClassChurn.lambda$main$0", "ClassChurn$Template.applyAsLong", "ClassChurn$Template.<init>", "ClassChurn$OneShotLoader.loadClass", "ClassChurn$OneShotLoader.<init>"];
+    let fixture = [
+        "ClassChurn.lambda$main$0",
+        "ClassChurn$Template.applyAsLong",
+        "ClassChurn$Template.<init>",
+        "ClassChurn$OneShotLoader.loadClass",
+        "ClassChurn$OneShotLoader.<init>",
+    ];
     for m in ours.keys().filter(|m| m.starts_with("ClassChurn")) {
-        assert!(fixture.contains(&m.as_str()) || m.starts_with("ClassChurn$$Lambda"), "JDK {jdk}: {m}: not a method of ClassChurn");
+        assert!(
+            fixture.contains(&m.as_str()) || m.starts_with("ClassChurn$$Lambda"),
+            "JDK {jdk}: {m}: not a method of ClassChurn"
+        );
     }
     // Every method on 2% of the samples or more ran according to JFR's own samples (~1,000 of
     // them miss such a method with odds of 1 in 10^8); JFR leaves out the frames of hidden
@@ -323,10 +375,14 @@ fn churning_code_cache(jdk: u32) {
         if n * 50 < total {
             continue;
         }
-        let hidden_host = m.split_once("$$Lambda").is_some_and(|(host, _)| jfr.iter().any(|j| j.starts_with(&format!("{host}."))));
+        let hidden_host =
+            m.split_once("$$Lambda").is_some_and(|(host, _)| jfr.iter().any(|j| j.starts_with(&format!("{host}."))));
         // JDK 21's Thread.runWith is @Hidden: JFR never shows it.
         let hidden_method = m == "java.lang.Thread.runWith";
-        assert!(jfr.contains(m) || hidden_host || hidden_method, "JDK {jdk}: {m} is on {n} of {total} samples but never ran according to JFR ({jfr:?})");
+        assert!(
+            jfr.contains(m) || hidden_host || hidden_method,
+            "JDK {jdk}: {m} is on {n} of {total} samples but never ran according to JFR ({jfr:?})"
+        );
     }
     let unwinder = run.summary()["java_unwinder"].clone();
     assert_eq!(unwinder["unwinder"], "hotspot", "{unwinder}");
@@ -337,7 +393,13 @@ fn churning_code_cache(jdk: u32) {
             if comm.starts_with("C2 CompilerThre") || comm.starts_with("C1 CompilerThre") {
                 let tid = t["tid"].as_u64().unwrap();
                 for m in c["methods"].as_array().unwrap().iter().filter(|m| m["tid"] == tid) {
-                    assert_eq!(m["method"], "[JIT compiler]", "JDK {jdk}: compiler thread {tid} charged to {}: {:?}", m["method"], run.stacks_of(tid));
+                    assert_eq!(
+                        m["method"],
+                        "[JIT compiler]",
+                        "JDK {jdk}: compiler thread {tid} charged to {}: {:?}",
+                        m["method"],
+                        run.stacks_of(tid)
+                    );
                 }
             }
         }

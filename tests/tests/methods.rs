@@ -38,7 +38,18 @@ fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
     let pid = jvm.pid().to_string();
     let root = rapl.sysfs_root();
     let out = profile(
-        &["--pid", &pid, "--duration", "5", "--json", json.to_str().unwrap(), "--sysfs-root", &root, "--output", out_dir.to_str().unwrap()],
+        &[
+            "--pid",
+            &pid,
+            "--duration",
+            "5",
+            "--json",
+            json.to_str().unwrap(),
+            "--sysfs-root",
+            &root,
+            "--output",
+            out_dir.to_str().unwrap(),
+        ],
         Duration::from_secs(90),
     );
     assert_success(&out);
@@ -60,21 +71,38 @@ fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
         for t in c["threads"].as_array().unwrap() {
             let te = t["energy_uj"].as_f64().unwrap();
             let me = by_thread.get(&t["tid"].as_u64().unwrap()).copied().unwrap_or(0.0);
-            assert!((te - me).abs() <= 1e-6 * te.max(1.0), "cycle {} tid {}: methods {me} != thread {te}", c["cycle"], t["tid"]);
+            assert!(
+                (te - me).abs() <= 1e-6 * te.max(1.0),
+                "cycle {} tid {}: methods {me} != thread {te}",
+                c["cycle"],
+                t["tid"]
+            );
         }
     }
-    let picked: f64 = ["MethodSplit.alpha", "MethodSplit.beta", "MethodSplit.gamma"].iter().map(|m| energy.get(*m).copied().unwrap_or(0.0)).sum();
+    let picked: f64 = ["MethodSplit.alpha", "MethodSplit.beta", "MethodSplit.gamma"]
+        .iter()
+        .map(|m| energy.get(*m).copied().unwrap_or(0.0))
+        .sum();
     assert!(picked > 0.0, "no energy in the expected methods: {energy:?}");
     for (m, want) in [("MethodSplit.alpha", 0.60), ("MethodSplit.beta", 0.30), ("MethodSplit.gamma", 0.10)] {
         let got = energy.get(m).copied().unwrap_or(0.0) / picked;
-        assert!((got - want).abs() <= 0.05, "{m}: {:.1}% of the energy, expected {:.0}% ±5 pp", got * 100.0, want * 100.0);
+        assert!(
+            (got - want).abs() <= 0.05,
+            "{m}: {:.1}% of the energy, expected {:.0}% ±5 pp",
+            got * 100.0,
+            want * 100.0
+        );
     }
 
     // The JoularJX tree holds the same totals (joules), and the end-of-run outputs exist.
     let run = result_dir(&out_dir, jvm.pid());
     let totals = csv_rows(&run.join(format!("all/total/methods/joularJX-{}-all-methods-energy.csv", jvm.pid())));
     let alpha_j = totals.get("MethodSplit.alpha").copied().expect("alpha in the total CSV");
-    assert!((alpha_j - energy["MethodSplit.alpha"] / 1e6).abs() <= 0.01 * alpha_j.max(1e-3), "CSV {alpha_j} J vs JSON {} J", energy["MethodSplit.alpha"] / 1e6);
+    assert!(
+        (alpha_j - energy["MethodSplit.alpha"] / 1e6).abs() <= 0.01 * alpha_j.max(1e-3),
+        "CSV {alpha_j} J vs JSON {} J",
+        energy["MethodSplit.alpha"] / 1e6
+    );
     for f in ["flamegraph-all.svg", "stacks-all.folded", "profile.pb.gz", "summary.json"] {
         assert!(run.join(f).exists(), "missing {f}");
     }
@@ -86,7 +114,10 @@ fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
 fn the_app_filter_charges_jdk_work_to_the_app_method_that_caused_it() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("results");
-    let mut args: Vec<String> = ["record", "--filter", "EnergyDemo", "--output", out_dir.to_str().unwrap(), "--"].iter().map(|s| s.to_string()).collect();
+    let mut args: Vec<String> = ["record", "--filter", "EnergyDemo", "--output", out_dir.to_str().unwrap(), "--"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     args.extend(java_cmd("EnergyDemo", &["5"], &[]));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = profile(&argv, Duration::from_secs(90));
@@ -118,13 +149,25 @@ fn the_app_filter_charges_jdk_work_to_the_app_method_that_caused_it() {
             "{method:?} is not a Java method: {all:?}"
         );
     }
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
     let jit_j = summary["jvm"]["jit_compiler"]["energy_uj"].as_f64().expect("summary.json jvm.jit_compiler") / 1e6;
-    let jit_bucket_j = summary["unattributed"]["all"]["[JIT compiler]"]["energy_uj"].as_f64().expect("unattributed [JIT compiler]") / 1e6;
+    let jit_bucket_j =
+        summary["unattributed"]["all"]["[JIT compiler]"]["energy_uj"].as_f64().expect("unattributed [JIT compiler]")
+            / 1e6;
     assert!(jit_j > 0.0 && (jit_j - jit_bucket_j).abs() <= 1e-9, "JIT compiler: {jit_j} J, bucket {jit_bucket_j} J");
-    let unattributed_j: f64 = summary["unattributed"]["all"].as_object().unwrap().values().map(|b| b["energy_uj"].as_f64().unwrap()).sum::<f64>() / 1e6;
+    let unattributed_j: f64 = summary["unattributed"]["all"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|b| b["energy_uj"].as_f64().unwrap())
+        .sum::<f64>()
+        / 1e6;
     let csv_j: f64 = all.values().sum();
     let process_j = summary["energy_uj"].as_f64().unwrap() / 1e6;
-    assert!((csv_j + unattributed_j - process_j).abs() <= 1e-4 * all.len() as f64, "CSV {csv_j} J + unattributed {unattributed_j} J != {process_j} J");
+    assert!(
+        (csv_j + unattributed_j - process_j).abs() <= 1e-4 * all.len() as f64,
+        "CSV {csv_j} J + unattributed {unattributed_j} J != {process_j} J"
+    );
     assert!(stdout.contains("JVM outside Java code: JIT compiler"), "{stdout}");
 }

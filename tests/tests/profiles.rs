@@ -87,10 +87,25 @@ fn serve_writes_rotating_profiles_that_add_up_and_pprof_reads() {
     let root = rapl.sysfs_root();
     let out = profile(
         &[
-            "serve", "--listen", &listen, "--duration", "7", "--sysfs-root", &root,
-            "--json", json.to_str().unwrap(), "--output", results.to_str().unwrap(),
-            "--profile-dir", dir.to_str().unwrap(), "--profile-interval", "2",
-            "--profile-keep", "100", "--host-name", HOST,
+            "serve",
+            "--listen",
+            &listen,
+            "--duration",
+            "7",
+            "--sysfs-root",
+            &root,
+            "--json",
+            json.to_str().unwrap(),
+            "--output",
+            results.to_str().unwrap(),
+            "--profile-dir",
+            dir.to_str().unwrap(),
+            "--profile-interval",
+            "2",
+            "--profile-keep",
+            "100",
+            "--host-name",
+            HOST,
         ],
         Duration::from_secs(120),
     );
@@ -122,7 +137,8 @@ fn serve_writes_rotating_profiles_that_add_up_and_pprof_reads() {
         .filter(|p| p["pid"].as_u64() == Some(jvm.pid() as u64))
         .map(|p| p["energy_uj"].as_f64().unwrap())
         .sum();
-    let jvm_folded_uj = per_root.get(&jvm_root).copied().unwrap_or_else(|| panic!("no {jvm_root} root in {per_root:?}"));
+    let jvm_folded_uj =
+        per_root.get(&jvm_root).copied().unwrap_or_else(|| panic!("no {jvm_root} root in {per_root:?}"));
     assert!(
         (jvm_folded_uj - jvm_json_uj).abs() <= 1e-3 * jvm_json_uj.max(1.0),
         "JVM: folded {jvm_folded_uj} µJ, JSON {jvm_json_uj} µJ; roots {per_root:?}"
@@ -143,9 +159,21 @@ fn serve_writes_rotating_profiles_that_add_up_and_pprof_reads() {
     // Rotation: a second daemon keeping one interval prunes this host's older files only.
     let out = profile(
         &[
-            "serve", "--listen", &listen, "--duration", "3", "--sysfs-root", &root,
-            "--profile-dir", dir.to_str().unwrap(), "--profile-interval", "1",
-            "--profile-keep", "1", "--host-name", HOST,
+            "serve",
+            "--listen",
+            &listen,
+            "--duration",
+            "3",
+            "--sysfs-root",
+            &root,
+            "--profile-dir",
+            dir.to_str().unwrap(),
+            "--profile-interval",
+            "1",
+            "--profile-keep",
+            "1",
+            "--host-name",
+            HOST,
         ],
         Duration::from_secs(120),
     );

@@ -15,7 +15,6 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// A child process killed (and reaped) when dropped.
@@ -39,11 +38,7 @@ fn spawn(program: &str, args: &[&str]) -> ChildGuard {
 }
 
 fn free_loopback_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The real profiler: `joular-ebpf serve --all` on a free loopback port (root needed).
@@ -89,28 +84,17 @@ impl Prometheus {
         )
         .unwrap();
         // Not 9090: the Debian package may run its own service there.
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_loopback_port())
-            .parse()
-            .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_loopback_port()).parse().unwrap();
         let log = dir.join("prometheus.log");
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
             .stdout(Stdio::null())
             .stderr(fs::File::create(&log).unwrap())
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!("prometheus is required (apt-get install -y prometheus): {e}")
-            });
-        let prometheus = Prometheus {
-            _child: ChildGuard(child),
-            addr,
-            log,
-        };
+            .unwrap_or_else(|e| panic!("prometheus is required (apt-get install -y prometheus): {e}"));
+        let prometheus = Prometheus { _child: ChildGuard(child), addr, log };
         prometheus.wait_until(|p| p.get("/-/ready").0 == 200, "ready");
         prometheus
     }
@@ -120,28 +104,14 @@ impl Prometheus {
         let Ok(mut stream) = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)) else {
             return (0, String::new());
         };
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            stream,
-            "GET {path_and_query} HTTP/1.0\r\nHost: {}\r\n\r\n",
-            self.addr
-        )
-        .unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(stream, "GET {path_and_query} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr).unwrap();
         let mut reply = String::new();
         if stream.read_to_string(&mut reply).is_err() {
             return (0, String::new());
         }
-        let status = reply
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = reply
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
+        let status = reply.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let body = reply.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
         (status, body)
     }
 
@@ -165,10 +135,7 @@ impl Prometheus {
             if start.elapsed() > DEADLINE {
                 let log = fs::read_to_string(&self.log).unwrap_or_default();
                 let tail: Vec<&str> = log.lines().rev().take(20).collect();
-                panic!(
-                    "prometheus: not {what} after {DEADLINE:?}; log tail (newest first):\n{}",
-                    tail.join("\n")
-                );
+                panic!("prometheus: not {what} after {DEADLINE:?}; log tail (newest first):\n{}", tail.join("\n"));
             }
             thread::sleep(Duration::from_millis(250));
         }
@@ -178,9 +145,7 @@ impl Prometheus {
 fn percent_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -195,14 +160,10 @@ fn prometheus_sees_busy_process_energy_grow_and_the_sums_match_the_host() {
     let dir = tempfile::tempdir().unwrap();
     let prometheus = Prometheus::start(dir.path(), target);
 
-    prometheus.wait_until(
-        |p| p.query("up{job=\"joular\"} == 1").len() == 1,
-        "scraping the exporter",
-    );
+    prometheus.wait_until(|p| p.query("up{job=\"joular\"} == 1").len() == 1, "scraping the exporter");
 
     // The busy process's counter, labelled from its real /proc entry, grows from scrape to scrape.
-    let busy_energy =
-        format!("joular_process_energy_joules_total{{pid=\"{busy_pid}\",comm=\"sh\"}}");
+    let busy_energy = format!("joular_process_energy_joules_total{{pid=\"{busy_pid}\",comm=\"sh\"}}");
     let mut seen: Vec<f64> = Vec::new();
     prometheus.wait_until(
         |p| {
@@ -218,14 +179,8 @@ fn prometheus_sees_busy_process_energy_grow_and_the_sums_match_the_host() {
     assert!(seen[0] > 0.0, "{seen:?}");
     let busy_power = prometheus.query(&format!("joular_process_power_watts{{pid=\"{busy_pid}\"}}"));
     let idle_power = prometheus.query(&format!("joular_process_power_watts{{pid=\"{idle_pid}\"}}"));
-    assert!(
-        busy_power.len() == 1 && busy_power[0] > 0.0,
-        "busy power {busy_power:?}"
-    );
-    assert!(
-        idle_power.iter().all(|w| *w < busy_power[0] / 10.0),
-        "idle {idle_power:?} busy {busy_power:?}"
-    );
+    assert!(busy_power.len() == 1 && busy_power[0] > 0.0, "busy power {busy_power:?}");
+    assert!(idle_power.iter().all(|w| *w < busy_power[0] / 10.0), "idle {idle_power:?} busy {busy_power:?}");
 
     // One scrape is one consistent snapshot, so the parts match the host at any instant.
     let parts = "sum(joular_process_energy_joules_total) \
@@ -234,11 +189,7 @@ fn prometheus_sees_busy_process_energy_grow_and_the_sums_match_the_host() {
     let host = "sum(joular_host_energy_joules_total{domain=\"package\"})";
     let ratio = prometheus.query(&format!("({parts}) / {host}"));
     assert_eq!(ratio.len(), 1, "{ratio:?}");
-    assert!(
-        (ratio[0] - 1.0).abs() <= 0.01,
-        "(processes + exited + unattributed) / host = {}",
-        ratio[0]
-    );
+    assert!((ratio[0] - 1.0).abs() <= 0.01, "(processes + exited + unattributed) / host = {}", ratio[0]);
     let host_j = prometheus.query(host);
     assert!(host_j[0] > 0.0, "host energy {host_j:?}");
 }

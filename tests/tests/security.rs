@@ -34,11 +34,16 @@ impl UserJvm {
     fn start(uid: u32, cwd: &Path) -> Self {
         let classes = classes();
         let mut cmd = Command::new("java");
-        cmd.args(["-XX:+PreserveFramePointer", "-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*", "-cp"])
-            .arg(classes.path())
-            .args(["MethodSplit", "60"])
-            .current_dir(cwd)
-            .stdout(Stdio::piped());
+        cmd.args([
+            "-XX:+PreserveFramePointer",
+            "-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=dontinline,MethodSplit::*",
+            "-cp",
+        ])
+        .arg(classes.path())
+        .args(["MethodSplit", "60"])
+        .current_dir(cwd)
+        .stdout(Stdio::piped());
         if uid != 0 {
             cmd.uid(uid).gid(uid);
         }
@@ -102,7 +107,11 @@ fn profile_pid_with(pid: u32, seconds: u32, extra: &[&str]) -> Run {
     });
     let (status, max_rss_kb) = wait_with_rusage(&mut child, Duration::from_secs(seconds as u64 + 60));
     let stderr_bytes = reader.join().unwrap();
-    assert!(!stderr_bytes.contains(&0x1b), "an escape sequence reached the terminal: {}", String::from_utf8_lossy(&stderr_bytes));
+    assert!(
+        !stderr_bytes.contains(&0x1b),
+        "an escape sequence reached the terminal: {}",
+        String::from_utf8_lossy(&stderr_bytes)
+    );
     let cycles = if json.exists() { read_jsonl(&json) } else { Vec::new() };
     Run {
         success: status == 0,
@@ -138,9 +147,11 @@ impl Run {
     fn has_java_names(&self) -> bool {
         self.cycles.iter().flat_map(|c| c["threads"].as_array().cloned().unwrap_or_default()).any(|t| {
             t["stacks"].as_array().into_iter().flatten().any(|s| {
-                s["frames"].as_array().into_iter().flatten().any(|f| {
-                    f["kind"] == "java_jit" && f["name"].as_str().is_some_and(|n| n.contains("MethodSplit."))
-                })
+                s["frames"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|f| f["kind"] == "java_jit" && f["name"].as_str().is_some_and(|n| n.contains("MethodSplit.")))
             })
         })
     }
@@ -165,7 +176,12 @@ struct Container {
 
 impl Container {
     fn start(release: &str) -> Self {
-        let java = std::fs::canonicalize(String::from_utf8(Command::new("sh").args(["-c", "command -v java"]).output().unwrap().stdout).unwrap().trim()).unwrap();
+        let java = std::fs::canonicalize(
+            String::from_utf8(Command::new("sh").args(["-c", "command -v java"]).output().unwrap().stdout)
+                .unwrap()
+                .trim(),
+        )
+        .unwrap();
         let jdk = java.parent().unwrap().parent().unwrap().to_path_buf();
         let tag = tag();
         let marker = PathBuf::from(format!("/var/tmp/joular-escaped-{tag}"));
@@ -389,7 +405,10 @@ fn a_socket_of_the_jvm_user_served_by_another_process_gets_no_command() {
     let run = profile_pid_with(jvm.pid(), 3, &["--java-symbols", "perf-map"]);
     assert!(run.success, "{}", run.stderr);
     let seen = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(!seen.lines().any(|l| l.starts_with("got ") && l != "got 0 bytes"), "a command was sent to an impostor: {seen}");
+    assert!(
+        !seen.lines().any(|l| l.starts_with("got ") && l != "got 0 bytes"),
+        "a command was sent to an impostor: {seen}"
+    );
     assert!(run.stderr.contains("not by the JVM"), "no clear refusal: {}", run.stderr);
     let _ = std::fs::remove_file(&socket);
 }
@@ -424,6 +443,12 @@ fn an_unprivileged_user_with_file_capabilities_profiles_its_own_jvm() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "as nobody with {LEAST_CAPS}: {stderr}");
-    let run = Run { success: true, stderr: stderr.into_owned(), cycles: read_jsonl(&json), max_rss_kb: 0, elapsed: Duration::ZERO };
+    let run = Run {
+        success: true,
+        stderr: stderr.into_owned(),
+        cycles: read_jsonl(&json),
+        max_rss_kb: 0,
+        elapsed: Duration::ZERO,
+    };
     run.assert_ok_with_names("unprivileged with file capabilities");
 }

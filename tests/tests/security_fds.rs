@@ -92,7 +92,8 @@ impl Drop for FdWatch {
 fn short_lived_processes(count: usize) -> HashSet<u32> {
     (0..count)
         .map(|_| {
-            let mut c = Command::new("sh").args(["-c", "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done"]).spawn().unwrap();
+            let mut c =
+                Command::new("sh").args(["-c", "i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done"]).spawn().unwrap();
             c.wait().unwrap();
             c.id()
         })
@@ -112,7 +113,8 @@ fn interrupt(child: &Child) {
 fn assert_cadence(json: &Path) {
     let cycles = read_jsonl(json);
     assert!(cycles.len() >= 5, "only {} cycles", cycles.len());
-    let lengths_s: Vec<f64> = cycles.iter().map(|c| (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9).collect();
+    let lengths_s: Vec<f64> =
+        cycles.iter().map(|c| (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9).collect();
     let mut full = lengths_s[..lengths_s.len() - 1].to_vec();
     full.sort_by(f64::total_cmp);
     let median_s = full[full.len() / 2];
@@ -129,7 +131,11 @@ struct Tmpfs {
 impl Tmpfs {
     fn mount() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let st = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1g,mode=0700", "tmpfs"]).arg(dir.path()).status().unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1g,mode=0700", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
         assert!(st.success(), "mount a tmpfs on {}", dir.path().display());
         Tmpfs { dir }
     }
@@ -159,7 +165,12 @@ fn pids_with_results(results: &Path) -> HashSet<u32> {
 fn assert_results_for(results: &Path, pids: &HashSet<u32>) {
     let written = pids_with_results(results);
     let covered = pids.iter().filter(|p| written.contains(p)).count();
-    assert!(covered * 100 >= pids.len() * 95, "only {covered} of {} processes have a result directory in {}", pids.len(), results.display());
+    assert!(
+        covered * 100 >= pids.len() * 95,
+        "only {covered} of {} processes have a result directory in {}",
+        pids.len(),
+        results.display()
+    );
     let mut summaries = 0;
     for entry in std::fs::read_dir(results).unwrap() {
         let entry = entry.unwrap();
@@ -168,7 +179,10 @@ fn assert_results_for(results: &Path, pids: &HashSet<u32>) {
             summaries += 1;
         }
     }
-    assert!(summaries * 100 >= covered * 95, "only {summaries} of {covered} result directories were completed (summary.json)");
+    assert!(
+        summaries * 100 >= covered * 95,
+        "only {summaries} of {covered} result directories were completed (summary.json)"
+    );
 }
 
 fn free_loopback_addr() -> SocketAddr {
@@ -225,7 +239,16 @@ fn descriptors_serve_with_results_outlives_1500_processes_at_1024_descriptors() 
     let (json, results) = (dir.path().join("serve.jsonl"), dir.path().join("results"));
     let addr = free_loopback_addr();
     let listen = addr.to_string();
-    let mut prof = start_limited(&["serve", "--listen", &listen, "--results", "--json", json.to_str().unwrap(), "--output", results.to_str().unwrap()]);
+    let mut prof = start_limited(&[
+        "serve",
+        "--listen",
+        &listen,
+        "--results",
+        "--json",
+        json.to_str().unwrap(),
+        "--output",
+        results.to_str().unwrap(),
+    ]);
     wait_listening(addr, &mut prof);
     let fds = FdWatch::start(prof.id());
     let pids = short_lived_processes(SHORT_LIVED);
@@ -257,7 +280,8 @@ fn descriptors_a_thousand_idle_connections_neither_delay_a_scrape_nor_exhaust_de
     // Connected and never a byte sent, all held until the end of the test.
     let mut idle = Vec::with_capacity(IDLE_CONNECTIONS);
     for i in 0..IDLE_CONNECTIONS {
-        let conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap_or_else(|e| panic!("idle connection {i}: {e} (serve: {:?})", prof.try_wait()));
+        let conn = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("idle connection {i}: {e} (serve: {:?})", prof.try_wait()));
         idle.push(conn);
     }
     let mut took = Vec::new();
@@ -271,7 +295,10 @@ fn descriptors_a_thousand_idle_connections_neither_delay_a_scrape_nor_exhaust_de
     // machine (either side descheduled for a few tens of ms); never by the seconds a queue of
     // idle connections costs.
     let late: Vec<&Duration> = took.iter().filter(|t| **t > MAX_SCRAPE).collect();
-    assert!(late.len() <= 1 && late.iter().all(|t| **t < Duration::from_secs(1)), "scrapes over {MAX_SCRAPE:?}: {took:?}");
+    assert!(
+        late.len() <= 1 && late.iter().all(|t| **t < Duration::from_secs(1)),
+        "scrapes over {MAX_SCRAPE:?}: {took:?}"
+    );
     assert!(prof.try_wait().unwrap().is_none(), "serve exited while abused");
     let max_fds = fds.max();
     assert!(max_fds < MAX_FDS, "serve held up to {max_fds} descriptors with {IDLE_CONNECTIONS} connections");

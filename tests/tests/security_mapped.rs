@@ -102,7 +102,17 @@ int main(int argc, char **argv) {
         let out = Command::new("gcc").args(args).current_dir(&path).output().expect("gcc");
         assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    gcc(&["-O1", "-fno-omit-frame-pointer", "-fvisibility=hidden", "-shared", "-fPIC", "-o", "libmapped.so", "lib.c", "extra.S"]);
+    gcc(&[
+        "-O1",
+        "-fno-omit-frame-pointer",
+        "-fvisibility=hidden",
+        "-shared",
+        "-fPIC",
+        "-o",
+        "libmapped.so",
+        "lib.c",
+        "extra.S",
+    ]);
     gcc(&["-O1", "-fno-omit-frame-pointer", "-o", "spinner", "spinner.c", "-ldl"]);
     let lib = path.join("libmapped.so");
     let size = std::fs::metadata(&lib).unwrap().len();
@@ -121,7 +131,8 @@ impl Spinner {
         let f = fixture();
         let lib = f.dir.join(name);
         std::fs::copy(&f.lib, &lib).unwrap();
-        let mut child = nobody_cmd(&[f.spinner.to_str().unwrap(), lib.to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child =
+            nobody_cmd(&[f.spinner.to_str().unwrap(), lib.to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
         let mut ready = [0u8; 6];
         child.stdout.take().unwrap().read_exact(&mut ready).expect("the spinner starts");
         assert_eq!(&ready, b"ready\n");
@@ -190,7 +201,10 @@ fn named_samples<'a>(cycles: impl Iterator<Item = &'a serde_json::Value>, pid: u
                 let n = s["samples"].as_u64().unwrap();
                 all += n;
                 let frames = s["frames"].as_array().unwrap();
-                if frames.iter().any(|f| f["name"].as_str().is_some_and(|n| n.starts_with("mapped_fn_") || n == "mapped_spin")) {
+                if frames
+                    .iter()
+                    .any(|f| f["name"].as_str().is_some_and(|n| n.starts_with("mapped_fn_") || n == "mapped_spin"))
+                {
                     named += n;
                 }
             }
@@ -288,7 +302,8 @@ fn run_attack(how: Attack, all: bool) {
     let (code, max_rss_kb) = wait_with_rusage(&mut child, Duration::from_secs(RUN_S + 60));
     let stderr = reader.join().unwrap();
     let cycles = read_jsonl(&json);
-    let lengths_s: Vec<f64> = cycles.iter().map(|c| (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9).collect();
+    let lengths_s: Vec<f64> =
+        cycles.iter().map(|c| (c["end_ns"].as_u64().unwrap() - c["start_ns"].as_u64().unwrap()) as f64 / 1e9).collect();
     let before = cycles.iter().filter(|c| c["end_epoch_ms"].as_u64().unwrap() < attack_from_ms);
     let (victim_before, victim_named_before) = named_samples(before, victim.pid());
     let (victim_all, victim_named_all) = named_samples(cycles.iter(), victim.pid());
@@ -305,11 +320,17 @@ fn run_attack(how: Attack, all: bool) {
         // ends on the boundary. The run keeps its length and goes on.
         let span_s: f64 = lengths_s.iter().sum();
         assert!(cycles.len() as u64 >= RUN_S - 1, "{what}: the cycles are written: {lengths_s:.3?}\n{stderr}");
-        assert!((RUN_S as f64 * 0.9..=RUN_S as f64 * 1.1).contains(&span_s), "{what}: the cycles span the run: {lengths_s:.3?}");
+        assert!(
+            (RUN_S as f64 * 0.9..=RUN_S as f64 * 1.1).contains(&span_s),
+            "{what}: the cycles span the run: {lengths_s:.3?}"
+        );
         assert!(lengths_s.iter().all(|&s| s < 2.5), "{what}: no cycle stalls: {lengths_s:.3?}\n{stderr}");
     } else {
         assert_eq!(cycles.len() as u64, RUN_S, "{what}: one cycle per second of the run, all written:\n{stderr}");
-        assert!(lengths_s.iter().all(|s| (0.9..=1.1).contains(s)), "{what}: every cycle lasts 1 s ± 10%: {lengths_s:.3?}\n{stderr}");
+        assert!(
+            lengths_s.iter().all(|s| (0.9..=1.1).contains(s)),
+            "{what}: every cycle lasts 1 s ± 10%: {lengths_s:.3?}\n{stderr}"
+        );
     }
     assert!(max_rss_kb < MAX_RSS_KB, "{what}: peak RSS {max_rss_kb} kB");
     assert!(victim_before > 0 && victim_named_before * 2 > victim_before, "{what}: the spinner's functions are named before the attack ({victim_named_before} of {victim_before} samples)\n{stderr}");
@@ -318,13 +339,23 @@ fn run_attack(how: Attack, all: bool) {
     assert!(summary["samples"].as_u64().unwrap() > 0, "{what}: the victim's results are written: {summary}");
     if let Attack::Truncate = how {
         // A truncated library cannot be read: the run says so, at the end and in summary.json.
-        assert!(stderr.contains("symbolization degraded"), "{what}: the end of the run says what was not named:\n{stderr}");
-        assert!(summary["degraded"]["native_files_not_elf"].as_u64().unwrap_or(0) > 0, "{what}: {}", summary["degraded"]);
+        assert!(
+            stderr.contains("symbolization degraded"),
+            "{what}: the end of the run says what was not named:\n{stderr}"
+        );
+        assert!(
+            summary["degraded"]["native_files_not_elf"].as_u64().unwrap_or(0) > 0,
+            "{what}: {}",
+            summary["degraded"]
+        );
     }
     if let Some(bystander) = &bystander {
         let during = cycles.iter().filter(|c| c["end_epoch_ms"].as_u64().unwrap() > attack_from_ms + 1000);
         let (all, named) = named_samples(during, bystander.pid());
-        assert!(all > 0 && named * 2 > all, "{what}: another process's functions are named through the attack ({named} of {all} samples)\n{stderr}");
+        assert!(
+            all > 0 && named * 2 > all,
+            "{what}: another process's functions are named through the attack ({named} of {all} samples)\n{stderr}"
+        );
     }
 }
 

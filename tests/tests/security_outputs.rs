@@ -61,7 +61,11 @@ struct Tmpfs {
 impl Tmpfs {
     fn mount(size_kib: u32) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size_kib}k"), "tmpfs"]).arg(dir.path()).status().unwrap();
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_kib}k"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
         assert!(status.success(), "mount tmpfs on {}: {status}", dir.path().display());
         Tmpfs { dir }
     }
@@ -105,7 +109,8 @@ fn run_dir(root: &Path, pid: u32) -> PathBuf {
 /// allows; inferno's doctype names an external DTD, which is not fetched) and returns its text.
 fn xml_texts(xml: &str, what: &str) -> Vec<String> {
     let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
-    let doc = roxmltree::Document::parse_with_options(xml, options).unwrap_or_else(|e| panic!("{what} is not well-formed XML: {e}"));
+    let doc = roxmltree::Document::parse_with_options(xml, options)
+        .unwrap_or_else(|e| panic!("{what} is not well-formed XML: {e}"));
     doc.descendants().filter(|n| n.is_text()).filter_map(|n| n.text()).map(str::to_owned).collect()
 }
 
@@ -123,22 +128,53 @@ fn output_attack_full_json_disk_stops_only_the_json_and_the_run_and_results_go_o
     let started = Instant::now();
     // Cycles of 0.2 s write about 40 lines of ~400 bytes: four times what fits.
     let out = profile(
-        &["--pid", &pid.to_string(), "--duration", "8", "--interval", "0.2", "--energy-source", "model", "--json", json.to_str().unwrap(), "--output", results.path().to_str().unwrap()],
+        &[
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            "8",
+            "--interval",
+            "0.2",
+            "--energy-source",
+            "model",
+            "--json",
+            json.to_str().unwrap(),
+            "--output",
+            results.path().to_str().unwrap(),
+        ],
         Duration::from_secs(60),
     );
     let took = started.elapsed();
     let err = stderr(&out);
 
     assert_eq!(out.status.code(), Some(0), "exit code: the run and the other outputs succeeded\n{err}");
-    assert!(took >= Duration::from_millis(7_800) && took < Duration::from_secs(20), "the run took {took:?}, not its 8 s\n{err}");
-    let warning = format!("--json {}: No space left on device (os error 28); JSON output stopped, the run goes on", json.display());
+    assert!(
+        took >= Duration::from_millis(7_800) && took < Duration::from_secs(20),
+        "the run took {took:?}, not its 8 s\n{err}"
+    );
+    let warning = format!(
+        "--json {}: No space left on device (os error 28); JSON output stopped, the run goes on",
+        json.display()
+    );
     assert_eq!(err.matches(&warning).count(), 1, "one warning naming the flag and the file expected\n{err}");
-    assert!(err.contains("output(s) could not be written") && err.contains(&format!("  --json {}: No space left", json.display())), "the end of the run lists it\n{err}");
+    assert!(
+        err.contains("output(s) could not be written")
+            && err.contains(&format!("  --json {}: No space left", json.display())),
+        "the end of the run lists it\n{err}"
+    );
     assert!(err.contains("stopping (duration reached)"), "{err}");
 
     let bytes = std::fs::read(&json).unwrap();
-    assert!(bytes.ends_with(b"\n"), "the JSON file ends mid-line: {:?}", String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(80)..]));
-    let lines: Vec<Value> = bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).expect("every line is a whole report")).collect();
+    assert!(
+        bytes.ends_with(b"\n"),
+        "the JSON file ends mid-line: {:?}",
+        String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(80)..])
+    );
+    let lines: Vec<Value> = bytes
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).expect("every line is a whole report"))
+        .collect();
     assert!(!lines.is_empty() && lines.len() < 35, "{} lines: the disk should have filled after a few", lines.len());
     for (i, line) in lines.iter().enumerate() {
         assert_eq!(line["cycle"].as_u64(), Some(i as u64), "lines are the first cycles, in order");
@@ -165,7 +201,17 @@ fn output_attack_comm_of_escapes_leaves_the_flame_graph_and_report_well_formed()
     let pid = spinner.pid();
     let results = tempfile::tempdir().unwrap();
     let out = profile(
-        &["--pid", &pid.to_string(), "--duration", "3", "--energy-source", "model", "--html", "--output", results.path().to_str().unwrap()],
+        &[
+            "--pid",
+            &pid.to_string(),
+            "--duration",
+            "3",
+            "--energy-source",
+            "model",
+            "--html",
+            "--output",
+            results.path().to_str().unwrap(),
+        ],
         Duration::from_secs(60),
     );
     assert_success(&out);
@@ -175,12 +221,20 @@ fn output_attack_comm_of_escapes_leaves_the_flame_graph_and_report_well_formed()
     assert!(!svg.contains('\x1b'), "raw ESC in the flame graph");
     let texts = xml_texts(&svg, "flamegraph-all.svg");
     let title = format!("Energy of pid {pid} ({SHOWN_COMM}), all frames");
-    assert!(texts.contains(&title), "the title `{title}` is not in the flame graph: {:?}", &texts[..texts.len().min(12)]);
+    assert!(
+        texts.contains(&title),
+        "the title `{title}` is not in the flame graph: {:?}",
+        &texts[..texts.len().min(12)]
+    );
 
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(!html.contains('\x1b'), "raw ESC in report.html");
     let shown = format!("Energy of \\x1b[31m&lt;a&amp;&quot;'&gt; (pid {pid})");
-    assert!(html.contains(&format!("<title>{shown}</title>")), "report.html's title: {:?}", html.find("<title>").map(|at| &html[at..at + 90]));
+    assert!(
+        html.contains(&format!("<title>{shown}</title>")),
+        "report.html's title: {:?}",
+        html.find("<title>").map(|at| &html[at..at + 90])
+    );
     assert!(html.contains(&format!("<h1>{shown}</h1>")), "report.html's h1");
     // The flame graph inlined in the page is the same well-formed document.
     let inline = &html[html.find("<svg").unwrap()..html.rfind("</svg>").unwrap() + "</svg>".len()];
@@ -204,8 +258,16 @@ fn scrape(addr: SocketAddr) -> Option<String> {
 fn output_attack_comm_of_escapes_reaches_metrics_escaped_and_promtool_accepts_them() {
     let spinner = Spinner::named(HOSTILE_COMM);
     let pid = spinner.pid();
-    let addr: SocketAddr = format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()).parse().unwrap();
-    let mut serve = Command::new(bin()).args(["serve", "--listen", &addr.to_string(), "--energy-source", "model"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let addr: SocketAddr =
+        format!("127.0.0.1:{}", TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port())
+            .parse()
+            .unwrap();
+    let mut serve = Command::new(bin())
+        .args(["serve", "--listen", &addr.to_string(), "--energy-source", "model"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // The comm label as the exposition writes it: the ESC as text, its backslash escaped.
     let label = r#"comm="\\x1b[31m<a&\"'>""#;
     let pid_label = format!("pid=\"{pid}\"");
@@ -217,7 +279,11 @@ fn output_attack_comm_of_escapes_reaches_metrics_escaped_and_promtool_accepts_th
         if start.elapsed() > Duration::from_secs(30) {
             let _ = serve.kill();
             let out = serve.wait_with_output().unwrap();
-            panic!("no series of {pid} with {label} within 30 s; last scrape:\n{:?}\nstderr:\n{}", scrape(addr), stderr(&out));
+            panic!(
+                "no series of {pid} with {label} within 30 s; last scrape:\n{:?}\nstderr:\n{}",
+                scrape(addr),
+                stderr(&out)
+            );
         }
         std::thread::sleep(Duration::from_millis(500));
     };
@@ -237,5 +303,11 @@ fn output_attack_comm_of_escapes_reaches_metrics_escaped_and_promtool_accepts_th
         .unwrap_or_else(|e| panic!("promtool is required (`cargo xtask test` installs prometheus): {e}"));
     promtool.stdin.take().unwrap().write_all(metrics.as_bytes()).unwrap();
     let checked = promtool.wait_with_output().unwrap();
-    assert!(checked.status.success(), "promtool check metrics: {}\n{}{}", checked.status, String::from_utf8_lossy(&checked.stdout), stderr(&checked));
+    assert!(
+        checked.status.success(),
+        "promtool check metrics: {}\n{}{}",
+        checked.status,
+        String::from_utf8_lossy(&checked.stdout),
+        stderr(&checked)
+    );
 }

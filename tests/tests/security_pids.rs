@@ -49,7 +49,8 @@ sys.exit(3)
 /// summary is larger than a pipe holds) and returns once it profiles (loading takes seconds on
 /// a loaded machine), plus two cycles.
 fn start_profiler(dir: &Path, args: &[&str]) -> Child {
-    let (out, log) = (std::fs::File::create(dir.join("stdout")).unwrap(), std::fs::File::create(dir.join("stderr")).unwrap());
+    let (out, log) =
+        (std::fs::File::create(dir.join("stdout")).unwrap(), std::fs::File::create(dir.join("stderr")).unwrap());
     let prof = Command::new(bin()).args(args).stdout(out).stderr(log).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !profiler_log(dir).contains("joular-ebpf: profiling") {
@@ -116,12 +117,21 @@ fn kill_and_reuse(mut root: RootBurner) -> (Impostor, Instant) {
     assert!(line.trim().parse::<u32>().is_ok(), "nobody could not take PID {pid}: {line:?}");
     // The taker reports the fork; the exec follows.
     let exec_deadline = Instant::now() + Duration::from_secs(5);
-    while std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() != "sha256sum") && Instant::now() < exec_deadline {
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() != "sha256sum")
+        && Instant::now() < exec_deadline
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    assert!(stat.contains("Name:\tsha256sum") && stat.lines().any(|l| l.starts_with("Uid:") && l.contains("65534")), "PID {pid} is not nobody's impostor:\n{stat}");
-    eprintln!("PID {pid} reused by nobody after {} fork(s), {:?} after the root process died", line.trim(), died.elapsed());
+    assert!(
+        stat.contains("Name:\tsha256sum") && stat.lines().any(|l| l.starts_with("Uid:") && l.contains("65534")),
+        "PID {pid} is not nobody's impostor:\n{stat}"
+    );
+    eprintln!(
+        "PID {pid} reused by nobody after {} fork(s), {:?} after the root process died",
+        line.trim(),
+        died.elapsed()
+    );
     (impostor, died)
 }
 
@@ -133,7 +143,8 @@ fn trees_of(root: &Path, pid: u32) -> Vec<(PathBuf, Value)> {
         .map(|e| e.path())
         .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
         .map(|p| {
-            let summary = std::fs::read_to_string(p.join("summary.json")).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let summary =
+                std::fs::read_to_string(p.join("summary.json")).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             (p, serde_json::from_str(&summary).unwrap())
         })
         .collect();
@@ -156,10 +167,19 @@ fn assert_own_tree(trees: &[(PathBuf, Value)], comm: &str, other: &str) -> u64 {
     // Before the fix, the root process's tree had one thread (the main thread's TID is the PID)
     // named after the impostor, its stacks included, and took the impostor's name.
     let matching: Vec<_> = trees.iter().filter(|(_, s)| s["comm"] == comm).collect();
-    assert_eq!(matching.len(), 1, "one tree named {comm} expected: {:?}", trees.iter().map(|(p, s)| (p, &s["comm"])).collect::<Vec<_>>());
+    assert_eq!(
+        matching.len(),
+        1,
+        "one tree named {comm} expected: {:?}",
+        trees.iter().map(|(p, s)| (p, &s["comm"])).collect::<Vec<_>>()
+    );
     let (dir, summary) = matching[0];
     let names = thread_names(summary);
-    assert!(!names.is_empty() && names.iter().all(|n| n == comm), "{}: threads {names:?}, only {comm} expected", dir.display());
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n == comm),
+        "{}: threads {names:?}, only {comm} expected",
+        dir.display()
+    );
     let folded = std::fs::read_to_string(dir.join("stacks-all.folded")).unwrap_or_default();
     assert!(!folded.contains(other), "{}: stacks of {other} in {comm}'s tree:\n{folded}", dir.display());
     assert!(samples(summary) > 0, "{}: no samples", dir.display());
@@ -200,7 +220,10 @@ fn pid_reuse_with_pid_and_no_duration_ends_the_run_when_the_process_dies_not_its
     assert!(out.status.success(), "{err}");
     eprintln!("the run ended {after_death:?} after the root process died");
     assert!(err.contains("stopping (target exited)"), "{err}");
-    assert!(after_death < Duration::from_millis(3500), "the run followed the impostor: it ended {after_death:?} after the root process died\n{err}");
+    assert!(
+        after_death < Duration::from_millis(3500),
+        "the run followed the impostor: it ended {after_death:?} after the root process died\n{err}"
+    );
     let trees = trees_of(&results, pid);
     assert_eq!(trees.len(), 1, "{:?}", trees.iter().map(|t| &t.0).collect::<Vec<_>>());
     assert_own_tree(&trees, "md5sum", "sha256");

@@ -56,7 +56,12 @@ fn fakes_src() -> PathBuf {
 fn build(attack: Attack) -> tempfile::TempDir {
     let dir = open_dir(true);
     let gcc = |args: &[&str]| {
-        let out = Command::new("gcc").args(["-O1", "-Wall", "-Werror"]).args(args).current_dir(dir.path()).output().expect("gcc is installed");
+        let out = Command::new("gcc")
+            .args(["-O1", "-Wall", "-Werror"])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("gcc is installed");
         assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     let lib = fakes_src().join("libjvm.c");
@@ -82,7 +87,8 @@ impl Fake {
     fn start_niced(dir: &Path, nice: u8) -> Self {
         let fake = dir.join("fake");
         let nice = nice.to_string();
-        let mut child = nobody_cmd(&["nice", "-n", &nice, fake.to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child =
+            nobody_cmd(&["nice", "-n", &nice, fake.to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert_eq!(line, "ready\n", "the fake JVM did not start");
@@ -156,7 +162,14 @@ fn profile_run(mode: &[&str], seconds: u64) -> Run {
     let results_flag: &[&str] = if mode[0] == "serve" { &["--results"] } else { &[] };
     let mut child = Command::new(bin())
         .args(mode)
-        .args(["--duration", &seconds.to_string(), "--energy-source", "model", "--max-symbol-mb", &BUDGET_MB.to_string()])
+        .args([
+            "--duration",
+            &seconds.to_string(),
+            "--energy-source",
+            "model",
+            "--max-symbol-mb",
+            &BUDGET_MB.to_string(),
+        ])
         .arg("--json")
         .arg(&json)
         .args(results_flag)
@@ -204,7 +217,9 @@ fn wait_with_rusage(child: &mut Child, timeout: Duration) -> (i32, i64) {
     let mut peak_kb = 0;
     loop {
         if let Some(kb) = std::fs::read_to_string(&status_path).ok().and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<i64>().ok())
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<i64>().ok())
         }) {
             peak_kb = peak_kb.max(kb);
         }
@@ -238,10 +253,25 @@ fn assert_survived(run: &Run, what: &str) {
     assert_eq!(run.code, 0, "{what}: the profiler failed\n{}", run.stderr);
     assert!(!run.summaries.is_empty(), "{what}: no summary.json written\n{}", run.stderr);
     assert_eq!(run.cycles.len() as u64, RUN_S, "{what}: one cycle per second, all written\n{}", run.stderr);
-    assert!(run.first_cycle_at <= Duration::from_secs(1) + START_UP, "{what}: the first cycle came after {:?}\n{}", run.first_cycle_at, run.stderr);
-    assert!(run.elapsed <= Duration::from_secs(RUN_S - 1) + SLACK, "{what}: {} more cycles took {:?}\n{}", RUN_S - 1, run.elapsed, run.stderr);
+    assert!(
+        run.first_cycle_at <= Duration::from_secs(1) + START_UP,
+        "{what}: the first cycle came after {:?}\n{}",
+        run.first_cycle_at,
+        run.stderr
+    );
+    assert!(
+        run.elapsed <= Duration::from_secs(RUN_S - 1) + SLACK,
+        "{what}: {} more cycles took {:?}\n{}",
+        RUN_S - 1,
+        run.elapsed,
+        run.stderr
+    );
     let max_rss_mb = BUDGET_MB + UNBUDGETED_MB;
-    assert!(run.max_rss_kb < (max_rss_mb << 10) as i64, "{what}: peak RSS {} KiB over --max-symbol-mb {BUDGET_MB} + {UNBUDGETED_MB} MB", run.max_rss_kb);
+    assert!(
+        run.max_rss_kb < (max_rss_mb << 10) as i64,
+        "{what}: peak RSS {} KiB over --max-symbol-mb {BUDGET_MB} + {UNBUDGETED_MB} MB",
+        run.max_rss_kb
+    );
     assert_eq!(run.degraded("hotspot_reader_panics"), 0, "{what}: a reader panicked\n{}", run.stderr);
 }
 
@@ -263,8 +293,16 @@ fn unreadable_tables_are_refused(attack: Attack, bound: &str) {
         let args: Vec<&str> = mode.iter().map(String::as_str).collect();
         let run = profile_run(&args, RUN_S);
         assert_survived(&run, &what);
-        let warning = format!("JVM {}: HotSpot tables unreadable (HotSpot introspection tables out of bounds: {bound}", fake.pid());
-        assert_eq!(run.stderr.matches(&warning).count(), 1, "{what}: the fake is reported once, with the bound it broke\n{}", run.stderr);
+        let warning = format!(
+            "JVM {}: HotSpot tables unreadable (HotSpot introspection tables out of bounds: {bound}",
+            fake.pid()
+        );
+        assert_eq!(
+            run.stderr.matches(&warning).count(),
+            1,
+            "{what}: the fake is reported once, with the bound it broke\n{}",
+            run.stderr
+        );
         assert!(run.degraded("jvms_with_unreadable_hotspot_tables") >= 1, "{what}: not counted in summary.json");
     }
 }
@@ -298,16 +336,27 @@ fn hostile_tables_a_segment_map_of_ones_costs_a_few_reads_per_pc() {
             .map(|t| t["samples"].as_u64().unwrap())
             .sum();
         assert!(fake_samples > 0, "{what}: the fake was not sampled");
-        assert_eq!(run.degraded("cycles_written_before_symbols"), 0, "{what}: cycles went out unsymbolized\n{}", run.stderr);
+        assert_eq!(
+            run.degraded("cycles_written_before_symbols"),
+            0,
+            "{what}: cycles went out unsymbolized\n{}",
+            run.stderr
+        );
     }
 }
 
 /// Six fakes (two of each attack) cannot blind a real JVM beside them under `--all`.
 #[test]
 fn hostile_tables_a_real_jvm_beside_six_fakes_keeps_its_methods_named() {
-    let dirs: Vec<tempfile::TempDir> = [Attack::HugeOffset, Attack::HugeTables, Attack::SegmapOfOnes].into_iter().map(build).collect();
-    let fakes: Vec<Fake> = dirs.iter().flat_map(|d| [Fake::start_niced(d.path(), 10), Fake::start_niced(d.path(), 10)]).collect();
-    let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
+    let dirs: Vec<tempfile::TempDir> =
+        [Attack::HugeOffset, Attack::HugeTables, Attack::SegmapOfOnes].into_iter().map(build).collect();
+    let fakes: Vec<Fake> =
+        dirs.iter().flat_map(|d| [Fake::start_niced(d.path(), 10), Fake::start_niced(d.path(), 10)]).collect();
+    let jvm = Jvm::start(
+        "MethodSplit",
+        &["60"],
+        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
+    );
     let run = profile_run(&["--all"], RUN_S);
     let (named, all) = run.named_share(jvm.pid(), "MethodSplit.");
     eprintln!("real JVM + 6 fakes --all: {named} of {all} samples of the real JVM named in MethodSplit");
@@ -315,6 +364,11 @@ fn hostile_tables_a_real_jvm_beside_six_fakes_keeps_its_methods_named() {
     assert!(all > 0, "the real JVM was not sampled\n{}", run.stderr);
     assert!(named * 2 > all, "the real JVM lost its names: {named} of {all} samples named\n{}", run.stderr);
     for fake in &fakes[..4] {
-        assert!(run.stderr.contains(&format!("JVM {}: HotSpot tables unreadable", fake.pid())), "fake {} not reported\n{}", fake.pid(), run.stderr);
+        assert!(
+            run.stderr.contains(&format!("JVM {}: HotSpot tables unreadable", fake.pid())),
+            "fake {} not reported\n{}",
+            fake.pid(),
+            run.stderr
+        );
     }
 }

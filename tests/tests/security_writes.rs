@@ -17,11 +17,13 @@ use joular_tests::*;
 /// The attacker's interpreter (a pyenv shim under /root is out of nobody's reach).
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
-const RESULT_FILES: [&str; 5] = ["summary.json", "profile.json", "profile.pb.gz", "stacks-all.folded", "flamegraph-all.svg"];
+const RESULT_FILES: [&str; 5] =
+    ["summary.json", "profile.json", "profile.pb.gz", "stacks-all.folded", "flamegraph-all.svg"];
 
 /// Runs the profiler as root in `cwd` to completion (bounded).
 fn run_in(cwd: &Path, args: &[&str]) -> Output {
-    let child = Command::new(bin()).args(args).current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child =
+        Command::new(bin()).args(args).current_dir(cwd).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     wait_bounded(child, Duration::from_secs(120))
 }
 
@@ -36,7 +38,10 @@ fn assert_refused(out: &Output, flag_and_path: &str, component: &Path, why: &str
     assert_eq!(out.status.code(), Some(2), "{what}: exit code\n{err}");
     let want = format!("{flag_and_path}: {} {why}", component.display());
     assert!(err.contains(&want), "{what}: expected `{want}` in\n{err}");
-    assert!(err.contains("remove it, or choose another") || err.contains("render it elsewhere with --output DIR"), "{what}: no fix said\n{err}");
+    assert!(
+        err.contains("remove it, or choose another") || err.contains("render it elsewhere with --output DIR"),
+        "{what}: no fix said\n{err}"
+    );
     assert!(!err.contains("profiling"), "{what}: refused only after loading\n{err}");
     assert_eq!(err.lines().count(), 1, "{what}: one line expected\n{err}");
 }
@@ -52,7 +57,11 @@ fn run_dirs(root: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn a_planted_result_symlink_in_a_world_writable_cwd_is_refused_and_a_fresh_output_is_ours() {
-    let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
+    let jvm = Jvm::start(
+        "MethodSplit",
+        &["60"],
+        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
+    );
     let pid = jvm.pid().to_string();
     for protected in [0, 1] {
         let _sysctl = Sysctl::set("fs.protected_symlinks", protected);
@@ -62,16 +71,27 @@ fn a_planted_result_symlink_in_a_world_writable_cwd_is_refused_and_a_fresh_outpu
         as_nobody(&format!("ln -s {} {}/joularjx-result", victim.dir.display(), tmp.path().display()));
 
         let out = run_in(tmp.path(), &["--pid", &pid, "--duration", "3", "--energy-source", "model"]);
-        assert_refused(&out, "--output joularjx-result", &tmp.path().join("joularjx-result"), "is a symlink owned by uid 65534", &what);
+        assert_refused(
+            &out,
+            "--output joularjx-result",
+            &tmp.path().join("joularjx-result"),
+            "is a symlink owned by uid 65534",
+            &what,
+        );
         victim.assert_untouched(&what);
 
         // What the message advises works: a fresh directory there is ours, private to root.
-        let out = run_in(tmp.path(), &["--pid", &pid, "--duration", "3", "--energy-source", "model", "--output", "mine"]);
+        let out =
+            run_in(tmp.path(), &["--pid", &pid, "--duration", "3", "--energy-source", "model", "--output", "mine"]);
         assert_success(&out);
         let mine = tmp.path().join("mine");
         let runs = run_dirs(&mine);
         assert_eq!(runs.len(), 1, "{what}: {runs:?}");
-        assert_eq!((mode_of(&mine), mode_of(&runs[0]), mode_of(&runs[0].join("summary.json"))), (0o700, 0o700, 0o600), "{what}");
+        assert_eq!(
+            (mode_of(&mine), mode_of(&runs[0]), mode_of(&runs[0].join("summary.json"))),
+            (0o700, 0o700, 0o600),
+            "{what}"
+        );
         victim.assert_untouched(&what);
     }
 }
@@ -96,7 +116,11 @@ print("nothing to swap", flush=True)
 
 #[test]
 fn a_result_directory_swapped_for_a_symlink_during_the_run_keeps_the_results_and_spares_roots_files() {
-    let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
+    let jvm = Jvm::start(
+        "MethodSplit",
+        &["60"],
+        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
+    );
     let pid = jvm.pid().to_string();
     for protected in [0, 1] {
         let _sysctl = Sysctl::set("fs.protected_symlinks", protected);
@@ -115,33 +139,55 @@ fn a_result_directory_swapped_for_a_symlink_during_the_run_keeps_the_results_and
         for f in RESULT_FILES {
             plant.push_str(&format!(" && ln -s {} {f}", victim.file(f).display()));
         }
-        plant.push_str(&format!(" && ln -s {} all/total/methods/joularJX-{pid}-all-methods-energy.csv", victim.file("summary.json").display()));
+        plant.push_str(&format!(
+            " && ln -s {} all/total/methods/joularJX-{pid}-all-methods-energy.csv",
+            victim.file("summary.json").display()
+        ));
         as_nobody(&plant);
-        let swapper = nobody_cmd(&[SYSTEM_PYTHON, "-c", SWAPPER, shared.to_str().unwrap(), evil.to_str().unwrap(), "60"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let swapper =
+            nobody_cmd(&[SYSTEM_PYTHON, "-c", SWAPPER, shared.to_str().unwrap(), evil.to_str().unwrap(), "60"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
 
-        let out = run_in(base.path(), &["--pid", &pid, "--duration", "6", "--energy-source", "model", "--output", shared.to_str().unwrap()]);
+        let out = run_in(
+            base.path(),
+            &["--pid", &pid, "--duration", "6", "--energy-source", "model", "--output", shared.to_str().unwrap()],
+        );
         let swapped = wait_bounded(swapper, Duration::from_secs(70));
         assert!(swapped.status.success(), "{what}: the attacker failed: {}", String::from_utf8_lossy(&swapped.stderr));
         let said = String::from_utf8_lossy(&swapped.stdout);
-        let name = said.trim().strip_prefix("swapped ").unwrap_or_else(|| panic!("{what}: the attacker found no directory to swap: {said}"));
+        let name = said
+            .trim()
+            .strip_prefix("swapped ")
+            .unwrap_or_else(|| panic!("{what}: the attacker found no directory to swap: {said}"));
         assert_success(&out);
         victim.assert_untouched(&what);
-        assert!(std::fs::symlink_metadata(shared.join(name)).unwrap().file_type().is_symlink(), "{what}: the swap is in place");
+        assert!(
+            std::fs::symlink_metadata(shared.join(name)).unwrap().file_type().is_symlink(),
+            "{what}: the swap is in place"
+        );
         for f in RESULT_FILES {
-            assert!(std::fs::symlink_metadata(evil.join(f)).unwrap().file_type().is_symlink(), "{what}: {f} in the attacker's directory was replaced");
+            assert!(
+                std::fs::symlink_metadata(evil.join(f)).unwrap().file_type().is_symlink(),
+                "{what}: {f} in the attacker's directory was replaced"
+            );
         }
         // The results went on into the directory the run created, wherever it was moved.
         let moved = shared.join(format!("moved-{name}"));
-        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(moved.join("summary.json")).unwrap()).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(moved.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["pid"].as_u64(), Some(jvm.pid() as u64), "{what}");
         assert!(summary["cycles"].as_u64().unwrap() >= 3, "{what}: {summary}");
-        let csv = std::fs::read_to_string(moved.join(format!("all/total/methods/joularJX-{pid}-all-methods-energy.csv"))).unwrap();
+        let csv =
+            std::fs::read_to_string(moved.join(format!("all/total/methods/joularJX-{pid}-all-methods-energy.csv")))
+                .unwrap();
         assert!(csv.contains("MethodSplit.alpha"), "{what}: {csv}");
-        assert!(moved.join("all/runtime/methods").join(format!("joularJX-{pid}-all-methods-power.csv")).is_file(), "{what}");
+        assert!(
+            moved.join("all/runtime/methods").join(format!("joularJX-{pid}-all-methods-power.csv")).is_file(),
+            "{what}"
+        );
         let stderr = stderr(&out);
         assert!(stderr.contains("profiling"), "{stderr}");
     }
@@ -150,7 +196,11 @@ fn a_result_directory_swapped_for_a_symlink_during_the_run_keeps_the_results_and
 #[test]
 fn a_json_path_symlinked_or_hard_linked_to_a_root_file_never_writes_it() {
     let _hardlinks = Sysctl::set("fs.protected_hardlinks", 0);
-    let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
+    let jvm = Jvm::start(
+        "MethodSplit",
+        &["60"],
+        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
+    );
     let pid = jvm.pid().to_string();
     for protected in [0, 1] {
         let _sysctl = Sysctl::set("fs.protected_symlinks", protected);
@@ -163,7 +213,21 @@ fn a_json_path_symlinked_or_hard_linked_to_a_root_file_never_writes_it() {
         let tmp = sticky_dir();
         let link = tmp.path().join("cycles.jsonl");
         as_nobody(&format!("ln -s {} {}", victim.file("shadow").display(), link.display()));
-        let out = run_in(results.path(), &["--pid", &pid, "--duration", "2", "--energy-source", "model", "--output", output, "--json", link.to_str().unwrap()]);
+        let out = run_in(
+            results.path(),
+            &[
+                "--pid",
+                &pid,
+                "--duration",
+                "2",
+                "--energy-source",
+                "model",
+                "--output",
+                output,
+                "--json",
+                link.to_str().unwrap(),
+            ],
+        );
         assert_refused(&out, &format!("--json {}", link.display()), &link, "is a symlink owned by uid 65534", &what);
         victim.assert_untouched(&what);
 
@@ -172,7 +236,21 @@ fn a_json_path_symlinked_or_hard_linked_to_a_root_file_never_writes_it() {
         let shared = dir_with(0o777, false);
         let hard = shared.path().join("cycles.jsonl");
         as_nobody(&format!("ln {} {}", victim.file("shadow").display(), hard.display()));
-        let out = run_in(results.path(), &["--pid", &pid, "--duration", "3", "--energy-source", "model", "--output", output, "--json", hard.to_str().unwrap()]);
+        let out = run_in(
+            results.path(),
+            &[
+                "--pid",
+                &pid,
+                "--duration",
+                "3",
+                "--energy-source",
+                "model",
+                "--output",
+                output,
+                "--json",
+                hard.to_str().unwrap(),
+            ],
+        );
         assert_success(&out);
         victim.assert_untouched(&what);
         let meta = std::fs::symlink_metadata(&hard).unwrap();
@@ -210,16 +288,51 @@ fn a_profile_dir_symlink_is_refused_and_planted_profile_names_are_replaced_not_f
         let serve = |dir: &Path| {
             run_in(
                 cwd.path(),
-                &["serve", "--listen", "127.0.0.1:0", "--duration", "4", "--energy-source", "model", "--host-name", "evilhost", "--profile-interval", "1", "--profile-dir", dir.to_str().unwrap()],
+                &[
+                    "serve",
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--duration",
+                    "4",
+                    "--energy-source",
+                    "model",
+                    "--host-name",
+                    "evilhost",
+                    "--profile-interval",
+                    "1",
+                    "--profile-dir",
+                    dir.to_str().unwrap(),
+                ],
             )
         };
         let out = serve(&link);
-        assert_refused(&out, &format!("--profile-dir {}", link.display()), &link, "is a symlink owned by uid 65534", &what);
+        assert_refused(
+            &out,
+            &format!("--profile-dir {}", link.display()),
+            &link,
+            "is a symlink owned by uid 65534",
+            &what,
+        );
         victim.assert_untouched(&what);
 
         let shared = dir_with(0o777, false);
-        let planted = nobody_cmd(&[SYSTEM_PYTHON, "-c", PLANTER, shared.path().to_str().unwrap(), "evilhost", victim.file("profile").to_str().unwrap(), "45"]).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&planted.stdout).trim(), "planted", "{what}: {}", String::from_utf8_lossy(&planted.stderr));
+        let planted = nobody_cmd(&[
+            SYSTEM_PYTHON,
+            "-c",
+            PLANTER,
+            shared.path().to_str().unwrap(),
+            "evilhost",
+            victim.file("profile").to_str().unwrap(),
+            "45",
+        ])
+        .output()
+        .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&planted.stdout).trim(),
+            "planted",
+            "{what}: {}",
+            String::from_utf8_lossy(&planted.stderr)
+        );
         let out = serve(shared.path());
         assert_success(&out);
         victim.assert_untouched(&what);
@@ -229,7 +342,11 @@ fn a_profile_dir_symlink_is_refused_and_planted_profile_names_are_replaced_not_f
             .filter(|e| e.file_type().unwrap().is_file())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        assert!(ours.iter().any(|n| n.ends_with("-evilhost.pprof.gz")) && ours.iter().any(|n| n.ends_with("-evilhost.folded")), "{what}: {ours:?}");
+        assert!(
+            ours.iter().any(|n| n.ends_with("-evilhost.pprof.gz"))
+                && ours.iter().any(|n| n.ends_with("-evilhost.folded")),
+            "{what}: {ours:?}"
+        );
         assert!(ours.iter().all(|n| !n.starts_with('.')), "{what}: temporary files left: {ours:?}");
         let err = stderr(&out);
         assert!(err.contains(" 0 failed"), "{what}: {err}");
@@ -239,9 +356,16 @@ fn a_profile_dir_symlink_is_refused_and_planted_profile_names_are_replaced_not_f
 #[test]
 fn report_replaces_planted_files_in_a_users_result_directory_and_refuses_planted_paths() {
     // A real run's raw profile, re-rendered where another user can plant things.
-    let jvm = Jvm::start("MethodSplit", &["60"], &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"]);
+    let jvm = Jvm::start(
+        "MethodSplit",
+        &["60"],
+        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
+    );
     let results = tempfile::tempdir().unwrap();
-    let out = run_in(results.path(), &["--pid", &jvm.pid().to_string(), "--duration", "2", "--energy-source", "model", "--output", "r"]);
+    let out = run_in(
+        results.path(),
+        &["--pid", &jvm.pid().to_string(), "--duration", "2", "--energy-source", "model", "--output", "r"],
+    );
     assert_success(&out);
     let run = run_dirs(&results.path().join("r")).pop().expect("a result directory");
     let profile = std::fs::read(run.join("profile.json")).unwrap();
@@ -281,10 +405,16 @@ fn report_replaces_planted_files_in_a_users_result_directory_and_refuses_planted
         assert_refused(&out, &format!("report {}", planted.display()), &planted, "is owned by uid 65534", &what);
         let link = tmp.path().join("rendered");
         as_nobody(&format!("ln -s {} {}", victim.dir.display(), link.display()));
-        let out = run_in(results.path(), &["report", planted.to_str().unwrap(), "--format", "svg", "--output", link.to_str().unwrap()]);
+        let out = run_in(
+            results.path(),
+            &["report", planted.to_str().unwrap(), "--format", "svg", "--output", link.to_str().unwrap()],
+        );
         assert_refused(&out, &format!("--output {}", link.display()), &link, "is a symlink owned by uid 65534", &what);
         let elsewhere = results.path().join(format!("rendered-{protected}"));
-        let out = run_in(results.path(), &["report", planted.to_str().unwrap(), "--format", "svg", "--output", elsewhere.to_str().unwrap()]);
+        let out = run_in(
+            results.path(),
+            &["report", planted.to_str().unwrap(), "--format", "svg", "--output", elsewhere.to_str().unwrap()],
+        );
         assert_success(&out);
         assert!(elsewhere.join("flamegraph-all.svg").is_file(), "{what}");
         victim.assert_untouched(&what);

@@ -8,7 +8,8 @@ use std::time::Duration;
 use joular_tests::*;
 
 const DONTINLINE: &str = "-XX:CompileCommand=dontinline,MethodSplit::*";
-const EXPECTED: [(&str, f64); 3] = [("MethodSplit.alpha", 0.60), ("MethodSplit.beta", 0.30), ("MethodSplit.gamma", 0.10)];
+const EXPECTED: [(&str, f64); 3] =
+    [("MethodSplit.alpha", 0.60), ("MethodSplit.beta", 0.30), ("MethodSplit.gamma", 0.10)];
 
 /// Leaf-method sample shares of the `splitter` thread among alpha/beta/gamma, from the
 /// `threads[].stacks` of the JSON report (the topmost non-kernel frame of each stack).
@@ -20,7 +21,8 @@ fn profiler_shares(cycles: &[serde_json::Value], tid: u64) -> HashMap<String, f6
                 let frames = s["frames"].as_array().unwrap();
                 // Kernel-only stacks (user stack unavailable) have no method to compare.
                 let Some(leaf) = frames.iter().rev().find(|f| f["kind"] != "kernel") else { continue };
-                *counts.entry(leaf["name"].as_str().unwrap().to_string()).or_default() += s["samples"].as_f64().unwrap();
+                *counts.entry(leaf["name"].as_str().unwrap().to_string()).or_default() +=
+                    s["samples"].as_f64().unwrap();
             }
         }
     }
@@ -65,17 +67,24 @@ fn java_methods_appear_as_leaves_with_their_known_cpu_split_and_agree_with_jfr()
     let ours = profiler_shares(&cycles, jvm.tid_of("splitter") as u64);
     for (m, want) in EXPECTED {
         let got = ours.get(m).copied().unwrap_or(0.0);
-        assert!((got - want).abs() <= 0.05, "{m}: {:.1}% of samples, expected {:.0}% ±5 pp ({ours:?})", got * 100.0, want * 100.0);
+        assert!(
+            (got - want).abs() <= 0.05,
+            "{m}: {:.1}% of samples, expected {:.0}% ±5 pp ({ours:?})",
+            got * 100.0,
+            want * 100.0
+        );
     }
 
     // JFR's execution samples of a comparable run: recorded after the same 2 s of warm-up, and
     // long enough (~1,000 samples) that its own sampling noise stays well inside 5 pp.
     let jfr_file = dir.path().join("split.jfr");
-    let rec = format!("-XX:StartFlightRecording=settings=profile,delay=2s,duration=15s,filename={}", jfr_file.display());
+    let rec =
+        format!("-XX:StartFlightRecording=settings=profile,delay=2s,duration=15s,filename={}", jfr_file.display());
     let argv = java_cmd("MethodSplit", &["18"], &[DONTINLINE, &rec]);
     let st = Command::new(&argv[0]).args(&argv[1..]).stdout(std::process::Stdio::null()).status().unwrap();
     assert!(st.success());
-    let printed = Command::new("jfr").args(["print", "--events", "jdk.ExecutionSample"]).arg(&jfr_file).output().unwrap();
+    let printed =
+        Command::new("jfr").args(["print", "--events", "jdk.ExecutionSample"]).arg(&jfr_file).output().unwrap();
     assert!(printed.status.success(), "jfr print failed");
     let text = String::from_utf8_lossy(&printed.stdout);
     let mut counts: HashMap<String, f64> = HashMap::new();
@@ -136,7 +145,16 @@ fn kernel_frames_are_named_by_the_kernels_symbol_table_with_kallsyms_names() {
     let pid = dd.id().to_string();
     let out = {
         let child = Command::new(bin())
-            .args(["--pid", &pid, "--duration", "3", "--json", json.to_str().unwrap(), "--output", dir.path().join("r").to_str().unwrap()])
+            .args([
+                "--pid",
+                &pid,
+                "--duration",
+                "3",
+                "--json",
+                json.to_str().unwrap(),
+                "--output",
+                dir.path().join("r").to_str().unwrap(),
+            ])
             .env("RUST_LOG", "joular_user::symbols=info")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -167,7 +185,8 @@ fn kernel_frames_are_named_by_the_kernels_symbol_table_with_kallsyms_names() {
         for t in c["threads"].as_array().unwrap() {
             for s in t["stacks"].as_array().unwrap() {
                 let frames = s["frames"].as_array().unwrap();
-                let kernel: Vec<&str> = frames.iter().filter(|f| f["kind"] == "kernel").map(|f| f["name"].as_str().unwrap()).collect();
+                let kernel: Vec<&str> =
+                    frames.iter().filter(|f| f["kind"] == "kernel").map(|f| f["name"].as_str().unwrap()).collect();
                 if kernel.is_empty() {
                     continue;
                 }
@@ -180,7 +199,13 @@ fn kernel_frames_are_named_by_the_kernels_symbol_table_with_kallsyms_names() {
             }
         }
     }
-    assert!(kernel_samples >= 50.0, "dd should spend most of its time in the kernel: {kernel_samples} samples, {names:?}");
-    assert!(named_samples >= 0.95 * kernel_samples, "{named_samples} of {kernel_samples} kernel stacks fully named as in kallsyms: {names:?}");
+    assert!(
+        kernel_samples >= 50.0,
+        "dd should spend most of its time in the kernel: {kernel_samples} samples, {names:?}"
+    );
+    assert!(
+        named_samples >= 0.95 * kernel_samples,
+        "{named_samples} of {kernel_samples} kernel stacks fully named as in kallsyms: {names:?}"
+    );
     assert!(names.iter().any(|n| n.contains("read")), "no read path among {names:?}");
 }

@@ -27,9 +27,25 @@ fn trigger_files_are_removed_after_a_perf_map_attach() {
     let pid = jvm.pid().to_string();
     let perf_map = PathBuf::from(format!("/tmp/perf-{pid}.map"));
     let _ = std::fs::remove_file(&perf_map);
-    let out = profile(&["--pid", &pid, "--duration", "3", "--java-symbols", "perf-map", "--output", cwd.path().join("r").to_str().unwrap()], Duration::from_secs(60));
+    let out = profile(
+        &[
+            "--pid",
+            &pid,
+            "--duration",
+            "3",
+            "--java-symbols",
+            "perf-map",
+            "--output",
+            cwd.path().join("r").to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
     assert_success(&out);
-    assert!(perf_map.is_file(), "the JVM wrote no perf map: no attach happened: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        perf_map.is_file(),
+        "the JVM wrote no perf map: no attach happened: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = std::fs::remove_file(&perf_map);
     assert_no_trigger_file(cwd.path(), jvm.pid(), "after an attach the JVM answered");
 }
@@ -44,7 +60,16 @@ fn trigger_files_are_removed_when_the_run_ends_before_the_jvm_answers() {
     signal(libc::SIGSTOP);
     let pid = jvm.pid().to_string();
     let child = Command::new(bin())
-        .args(["--pid", &pid, "--duration", "2", "--java-symbols", "perf-map", "--output", cwd.path().join("r").to_str().unwrap()])
+        .args([
+            "--pid",
+            &pid,
+            "--duration",
+            "2",
+            "--java-symbols",
+            "perf-map",
+            "--output",
+            cwd.path().join("r").to_str().unwrap(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

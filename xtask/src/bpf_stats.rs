@@ -74,7 +74,11 @@ impl ProgStats {
             .values()
             .map(|a| {
                 let (t0, n0) = before.get(&a.id).map_or((0, 0), |b| (b.run_time_ns, b.runs));
-                ProgStats { run_time_ns: a.run_time_ns.saturating_sub(t0), runs: a.runs.saturating_sub(n0), ..a.clone() }
+                ProgStats {
+                    run_time_ns: a.run_time_ns.saturating_sub(t0),
+                    runs: a.runs.saturating_sub(n0),
+                    ..a.clone()
+                }
             })
             .collect()
     }
@@ -90,7 +94,8 @@ mod tests {
 
     const PROG: &str = "pos:\t0\nflags:\t02000002\nmnt_id:\t17\nino:\t1038\nprog_type:\t7\nprog_jited:\t1\n\
 prog_tag:\tca487931aae54374\nmemlock:\t4096\nprog_id:\t362\nrun_time_ns:\t14633111\nrun_cnt:\t3589\nrecursion_misses:\t0\n";
-    const LINK: &str = "pos:\t0\nflags:\t02000000\nlink_type:\traw_tracepoint\nlink_id:\t248\nprog_tag:\tab48\nprog_id:\t378\n";
+    const LINK: &str =
+        "pos:\t0\nflags:\t02000000\nlink_type:\traw_tracepoint\nlink_id:\t248\nprog_tag:\tab48\nprog_id:\t378\n";
 
     #[test]
     fn program_descriptors_parse_and_links_do_not() {

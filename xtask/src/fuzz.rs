@@ -106,7 +106,12 @@ fn run_target(fuzz_dir: &Path, target: &str, seconds: u64) -> anyhow::Result<Out
         // What libFuzzer said about it: the panic or sanitizer report.
         let report: Vec<&str> = text
             .lines()
-            .skip_while(|l| !(l.contains("panicked") || l.contains("==ERROR") || l.contains("deadly signal") || l.contains("timeout")))
+            .skip_while(|l| {
+                !(l.contains("panicked")
+                    || l.contains("==ERROR")
+                    || l.contains("deadly signal")
+                    || l.contains("timeout"))
+            })
             .take(30)
             .collect();
         eprintln!("{}", report.join("\n"));
@@ -115,12 +120,8 @@ fn run_target(fuzz_dir: &Path, target: &str, seconds: u64) -> anyhow::Result<Out
 }
 
 fn list(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().display().to_string())
-        .collect();
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path().display().to_string()).collect();
     names.sort();
     names
 }

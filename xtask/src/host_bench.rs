@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 
 use crate::cgroup::{CgroupHandle, WorkloadCgroup};
-use crate::measure::{median, task_cpu_seconds, rss_anon_kib, vm_rss_kib, wait_rusage};
+use crate::measure::{median, rss_anon_kib, task_cpu_seconds, vm_rss_kib, wait_rusage};
 
 const PROCESSES: usize = 100;
 const THREADS_PER_PROCESS: usize = 10;
@@ -245,8 +245,17 @@ pub fn soak(bin: &Path, java: &Path, seconds: f64) -> anyhow::Result<()> {
     let last = warm.last().map_or(0.0, |s| s.1);
     let max = samples.iter().map(|s| s.1).fold(0.0, f64::max);
     println!("\n== soak: `serve` for {seconds:.0} s, {PROCESSES}x{THREADS_PER_PROCESS} busy threads, a JVM, {churned} short-lived processes, {churned_threads} short-lived threads ==");
-    println!("RSS after warm-up {:.1} MiB, at the end {:.1} MiB, peak {:.1} MiB", first / 1024.0, last / 1024.0, max / 1024.0);
-    println!("RSS slope after 60 s: {:.1} KiB/min ({:.2}% of the warm RSS per hour)", slope_kib_per_s * 60.0, 100.0 * slope_kib_per_s * 3600.0 / first.max(1.0));
+    println!(
+        "RSS after warm-up {:.1} MiB, at the end {:.1} MiB, peak {:.1} MiB",
+        first / 1024.0,
+        last / 1024.0,
+        max / 1024.0
+    );
+    println!(
+        "RSS slope after 60 s: {:.1} KiB/min ({:.2}% of the warm RSS per hour)",
+        slope_kib_per_s * 60.0,
+        100.0 * slope_kib_per_s * 3600.0 / first.max(1.0)
+    );
     // Allocator arenas grow in steps at load peaks, then flatten: the second half shows the trend.
     let half: Vec<(f64, f64)> = samples.iter().copied().filter(|(t, _)| *t >= seconds / 2.0).collect();
     println!("RSS slope over the second half: {:.1} KiB/min", slope(&half) * 60.0);

@@ -78,8 +78,14 @@ pub fn run(java_classes: &Path) -> anyhow::Result<()> {
     println!("\n== HotSpot symbolization: JVM with {} nmethods, {} distinct compiled Method*s ({named} named, {chains} then {chains_again} pcs with Java frames) ==", nmethods.len(), methods.len());
     println!("Method* first read (checked)   {:>8.1} us each", per(cold, methods.len()));
     println!("Method* again (cache + check)  {:>8.1} us each", per(warm, methods.len()));
-    println!("pc in an nmethod, first time   {:>8.1} us each (blob, debug info, inlined chain)", per(pcs_cold, nmethods.len()));
-    println!("pc in an nmethod, again        {:>8.1} us each (blob re-read, cached debug info)", per(pcs_warm, nmethods.len()));
+    println!(
+        "pc in an nmethod, first time   {:>8.1} us each (blob, debug info, inlined chain)",
+        per(pcs_cold, nmethods.len())
+    );
+    println!(
+        "pc in an nmethod, again        {:>8.1} us each (blob re-read, cached debug info)",
+        per(pcs_warm, nmethods.len())
+    );
     println!("reader caches: ~{} KiB; misses: {:?}", jvm.cached_bytes() / 1024, jvm.misses());
     Ok(())
 }

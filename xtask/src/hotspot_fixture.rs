@@ -29,15 +29,8 @@ impl Drop for Child {
 pub fn run(java: &Path, out: &Path) -> anyhow::Result<()> {
     let classes = target_dir().join("hotspot-fixture-classes");
     std::fs::create_dir_all(&classes)?;
-    let source: PathBuf = root()
-        .join("tests/fixtures/hotspot-src")
-        .join(format!("{CLASS}.java"));
-    status(
-        Command::new("javac")
-            .args(["--release", "11", "-d"])
-            .arg(&classes)
-            .arg(&source),
-    )?;
+    let source: PathBuf = root().join("tests/fixtures/hotspot-src").join(format!("{CLASS}.java"));
+    status(Command::new("javac").args(["--release", "11", "-d"]).arg(&classes).arg(&source))?;
     let mut child = Child(
         Command::new(java)
             .args(["-XX:+PreserveFramePointer", "-cp"])

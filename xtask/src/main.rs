@@ -116,8 +116,32 @@ fn main() -> anyhow::Result<()> {
         Task::Setup => setup::ensure(),
         Task::Demo { seconds } => demo::run(seconds),
         Task::Test { filter } => test::run(filter.as_deref()),
-        Task::Bench { overhead, quick, rounds, no_frame_pointers, host, criterion, rss, soak, hotspot, overhead_only, host_only, soak_only, hotspot_only } => {
-            let any = overhead || quick || host || criterion || hotspot || rss.is_some() || soak.is_some() || overhead_only || host_only || soak_only || hotspot_only;
+        Task::Bench {
+            overhead,
+            quick,
+            rounds,
+            no_frame_pointers,
+            host,
+            criterion,
+            rss,
+            soak,
+            hotspot,
+            overhead_only,
+            host_only,
+            soak_only,
+            hotspot_only,
+        } => {
+            let any = overhead
+                || quick
+                || host
+                || criterion
+                || hotspot
+                || rss.is_some()
+                || soak.is_some()
+                || overhead_only
+                || host_only
+                || soak_only
+                || hotspot_only;
             let run_overhead = overhead || quick || overhead_only || !any;
             let mut opts = if quick { overhead::Options::quick() } else { overhead::Options::full() };
             opts.rounds = rounds.unwrap_or(opts.rounds).max(1);

@@ -33,7 +33,10 @@ fn status_kib(pid: u32, field: &str) -> Option<f64> {
 pub fn has_exited(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the parenthesised comm, which may itself hold spaces or parentheses.
-        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_none_or(|s| s == "Z" || s == "X"),
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_none_or(|s| s == "Z" || s == "X"),
         Err(_) => true,
     }
 }

@@ -47,7 +47,13 @@ impl Options {
 
     /// For iteration: fewer and shorter rounds, no JFR.
     pub fn quick() -> Self {
-        Options { rounds: 2, warmup_s: 1.5, measure_s: 4.0, frame_pointers: true, modes: vec![Mode::Alone, Mode::Pid, Mode::All, Mode::Bpftrace] }
+        Options {
+            rounds: 2,
+            warmup_s: 1.5,
+            measure_s: 4.0,
+            frame_pointers: true,
+            modes: vec![Mode::Alone, Mode::Pid, Mode::All, Mode::Bpftrace],
+        }
     }
 }
 
@@ -116,8 +122,15 @@ pub fn run(bin: &Path, java_dir: &Path, opts: &Options) -> anyhow::Result<()> {
         let n = opts.modes.len();
         for i in 0..n {
             let mode = opts.modes[(i + round) % n];
-            let run = one_run(mode, bin, java_dir, opts, &scratch, &stats).with_context(|| format!("round {}, {}", round + 1, mode.label()))?;
-            eprintln!("round {} {:<24} ops {:>9}{}", round + 1, mode.label(), run.ops, run.profiler.as_ref().map(describe_run).unwrap_or_default());
+            let run = one_run(mode, bin, java_dir, opts, &scratch, &stats)
+                .with_context(|| format!("round {}, {}", round + 1, mode.label()))?;
+            eprintln!(
+                "round {} {:<24} ops {:>9}{}",
+                round + 1,
+                mode.label(),
+                run.ops,
+                run.profiler.as_ref().map(describe_run).unwrap_or_default()
+            );
             runs.push((mode, round, run));
         }
     }
@@ -127,7 +140,12 @@ pub fn run(bin: &Path, java_dir: &Path, opts: &Options) -> anyhow::Result<()> {
 }
 
 fn describe_run(p: &ProfilerFigures) -> String {
-    let sampler = p.programs.iter().find(|s| s.kind == "perf_event").map(|s| format!(", sampler {:.0} ns/run", s.ns_per_run())).unwrap_or_default();
+    let sampler = p
+        .programs
+        .iter()
+        .find(|s| s.kind == "perf_event")
+        .map(|s| format!(", sampler {:.0} ns/run", s.ns_per_run()))
+        .unwrap_or_default();
     format!(
         "  profiler: window {:.3}% CPU, whole run {:.3}% ({:.3} s), peak RSS {:.1} MiB{sampler}",
         p.window_cpu_share * 100.0,
@@ -192,7 +210,11 @@ fn line_reader(out: impl std::io::Read + Send + 'static) -> mpsc::Receiver<(Inst
     rx
 }
 
-fn wait_for_line(rx: &mpsc::Receiver<(Instant, String)>, prefix: &str, timeout: Duration) -> anyhow::Result<(Instant, String)> {
+fn wait_for_line(
+    rx: &mpsc::Receiver<(Instant, String)>,
+    prefix: &str,
+    timeout: Duration,
+) -> anyhow::Result<(Instant, String)> {
     let deadline = Instant::now() + timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -204,7 +226,14 @@ fn wait_for_line(rx: &mpsc::Receiver<(Instant, String)>, prefix: &str, timeout: 
     }
 }
 
-fn one_run(mode: Mode, bin: &Path, java_dir: &Path, opts: &Options, scratch: &Path, stats: &BpfStats) -> anyhow::Result<Run> {
+fn one_run(
+    mode: Mode,
+    bin: &Path,
+    java_dir: &Path,
+    opts: &Options,
+    scratch: &Path,
+    stats: &BpfStats,
+) -> anyhow::Result<Run> {
     let started = Instant::now();
     let mut jvm = jvm_command(mode, java_dir, opts, scratch).spawn().context("starting java")?;
     let jvm_lines = line_reader(jvm.stdout.take().context("java stdout")?);
@@ -217,7 +246,9 @@ fn one_run(mode: Mode, bin: &Path, java_dir: &Path, opts: &Options, scratch: &Pa
     wait_for_line(&jvm_lines, "measuring", window)?;
     let from = profiler.as_ref().map(|p| (Instant::now(), task_cpu_seconds(p.pid()), stats.snapshot_of(p.pid())));
     let (_, ops_line) = wait_for_line(&jvm_lines, "ops ", window)?;
-    let to = profiler.as_ref().map(|p| (Instant::now(), task_cpu_seconds(p.pid()), stats.snapshot_of(p.pid()), vm_rss_kib(p.pid()).unwrap_or(0.0)));
+    let to = profiler.as_ref().map(|p| {
+        (Instant::now(), task_cpu_seconds(p.pid()), stats.snapshot_of(p.pid()), vm_rss_kib(p.pid()).unwrap_or(0.0))
+    });
     let status = jvm.wait()?;
     if !status.success() {
         bail!("java exited with {status}");
@@ -309,7 +340,8 @@ impl Watched {
 }
 
 fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
-    let baseline = |round: usize| runs.iter().find(|(m, r, _)| *m == Mode::Alone && *r == round).map(|(_, _, run)| run.ops as f64);
+    let baseline =
+        |round: usize| runs.iter().find(|(m, r, _)| *m == Mode::Alone && *r == round).map(|(_, _, run)| run.ops as f64);
     println!(
         "\n== overhead: Throughput JVM, {JVM_THREADS} busy threads{}, attach {ATTACH_AFTER_S} s after start, {} s warm-up + {} s measured, {} rounds; medians [min-max] ==",
         if opts.frame_pointers { ", -XX:+PreserveFramePointer" } else { ", no JVM flags" },
@@ -319,7 +351,14 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
     );
     println!(
         "{:<24} {:>24} {:>18} {:>13} {:>13} {:>15} {:>13} {:>13}",
-        "mode", "throughput ratio", "start-up wall/CPU", "window CPU", "whole CPU", "peak/end RSS", "sampler", "sched_switch"
+        "mode",
+        "throughput ratio",
+        "start-up wall/CPU",
+        "window CPU",
+        "whole CPU",
+        "peak/end RSS",
+        "sampler",
+        "sched_switch"
     );
     for &mode in &opts.modes {
         let mine: Vec<&Run> = runs.iter().filter(|(m, _, _)| *m == mode).map(|(_, _, r)| r).collect();
@@ -348,7 +387,11 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
             (Some(w), Some(c)) => format!("{w:.2} s/{c:.3} s"),
             _ => "-".into(),
         };
-        let rss = format!("{:.1}/{:.1} MiB", med(&|p| Some(p.peak_rss_kib)).unwrap_or(0.0) / 1024.0, med(&|p| Some(p.end_rss_kib)).unwrap_or(0.0) / 1024.0);
+        let rss = format!(
+            "{:.1}/{:.1} MiB",
+            med(&|p| Some(p.peak_rss_kib)).unwrap_or(0.0) / 1024.0,
+            med(&|p| Some(p.end_rss_kib)).unwrap_or(0.0) / 1024.0
+        );
         // The sampler is the one perf_event program; sched_switch is the one raw_tracepoint one.
         let prog = |kind: &str| {
             med(&|p| p.programs.iter().find(|s| s.kind == kind).filter(|s| s.runs > 0).map(ProgStats::ns_per_run))
@@ -371,7 +414,8 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
 pub fn pid_rss(bin: &Path, java_dir: &Path, seconds: f64) -> anyhow::Result<()> {
     let scratch = crate::host_bench::tempdir("rss")?;
     let opts = Options { warmup_s: 0.0, measure_s: seconds + 10.0, ..Options::full() };
-    let mut jvm = jvm_command(Mode::Alone, java_dir, &opts, &scratch).stdout(Stdio::null()).spawn().context("starting java")?;
+    let mut jvm =
+        jvm_command(Mode::Alone, java_dir, &opts, &scratch).stdout(Stdio::null()).spawn().context("starting java")?;
     let started = Instant::now();
     crate::host_bench::sleep_until(started, ATTACH_AFTER_S);
     let mut cmd = profiler_command(Mode::Pid, bin, jvm.id(), &scratch).context("--pid profiler")?;
@@ -394,7 +438,12 @@ pub fn pid_rss(bin: &Path, java_dir: &Path, seconds: f64) -> anyhow::Result<()> 
     let _ = jvm.kill();
     let _ = jvm.wait();
     println!("\n== RSS of joular-ebpf --pid on a busy JVM for {seconds:.0} s ==");
-    println!("RSS at the end {:.1} MiB (target <= 30 MiB), peak {:.1} MiB; CPU {:.3}% of one CPU over {life_s:.0} s", last_kib / 1024.0, peak_kib / 1024.0, 100.0 * cpu_s / life_s);
+    println!(
+        "RSS at the end {:.1} MiB (target <= 30 MiB), peak {:.1} MiB; CPU {:.3}% of one CPU over {life_s:.0} s",
+        last_kib / 1024.0,
+        peak_kib / 1024.0,
+        100.0 * cpu_s / life_s
+    );
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }

@@ -64,6 +64,10 @@ pub fn compile_java() -> anyhow::Result<PathBuf> {
 
 /// Builds the profiler (release) and returns the binary's path.
 pub fn build_profiler() -> anyhow::Result<PathBuf> {
-    status(Command::new(env!("CARGO")).args(["build", "--release", "-p", "joular-user", "--bin", "joular-ebpf"]).current_dir(root()))?;
+    status(
+        Command::new(env!("CARGO"))
+            .args(["build", "--release", "-p", "joular-user", "--bin", "joular-ebpf"])
+            .current_dir(root()),
+    )?;
     Ok(target_dir().join("release/joular-ebpf"))
 }

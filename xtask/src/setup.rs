@@ -56,7 +56,9 @@ fn ensure_bpf_linker() -> anyhow::Result<()> {
     {
         return Ok(());
     }
-    eprintln!("setup: building bpf-linker {BPF_LINKER_VERSION} against the nightly's LLVM {llvm_major} (about a minute)");
+    eprintln!(
+        "setup: building bpf-linker {BPF_LINKER_VERSION} against the nightly's LLVM {llvm_major} (about a minute)"
+    );
     // bpf-linker's build wants `$LLVM_PREFIX/lib/libLLVM.so`; the nightly ships it under a
     // versioned name, so point a prefix of symlinks at it.
     let prefix = crate::run::target_dir().join("llvm-prefix");
@@ -69,7 +71,15 @@ fn ensure_bpf_linker() -> anyhow::Result<()> {
     }
     status(
         Command::new(env!("CARGO"))
-            .args(["install", "bpf-linker", "--force", "--version", BPF_LINKER_VERSION, "--no-default-features", "--features"])
+            .args([
+                "install",
+                "bpf-linker",
+                "--force",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--no-default-features",
+                "--features",
+            ])
             .arg(format!("llvm-{llvm_major}"))
             .env("LLVM_PREFIX", &prefix),
     )?;

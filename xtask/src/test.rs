@@ -23,7 +23,12 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
 
     // The eBPF crate only builds for the BPF target (joular-user's build script does that).
     eprintln!("== unit tests ==");
-    status(Command::new(env!("CARGO")).args(["test", "--workspace", "--exclude", "joular-tests", "--exclude", "joular-ebpf"]).args(&filter_args).current_dir(root()))?;
+    status(
+        Command::new(env!("CARGO"))
+            .args(["test", "--workspace", "--exclude", "joular-tests", "--exclude", "joular-ebpf"])
+            .args(&filter_args)
+            .current_dir(root()),
+    )?;
 
     eprintln!("== root integration tests (real JVMs, real eBPF) ==");
     let bin = build_profiler()?;
@@ -47,12 +52,19 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
 pub fn ensure_debian_packages(packages: &[(&str, &str)]) -> anyhow::Result<()> {
     let missing: Vec<&str> = packages
         .iter()
-        .filter(|(_, bin)| !Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success()))
+        .filter(|(_, bin)| {
+            !Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success())
+        })
         .map(|(pkg, _)| *pkg)
         .collect();
     if missing.is_empty() {
         return Ok(());
     }
     status(Command::new("apt-get").arg("update").arg("-q"))?;
-    status(Command::new("apt-get").args(["install", "-y", "-q", "--no-install-recommends"]).args(&missing).env("DEBIAN_FRONTEND", "noninteractive"))
+    status(
+        Command::new("apt-get")
+            .args(["install", "-y", "-q", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
 }

@@ -189,7 +189,8 @@ mod tests {
         let topo = Topology::from_pairs([(0, 0), (1, 0)]);
         let cpus = [cpu(0, 100_000_000, SEC), cpu(1, 0, SEC)];
         let e_s = 10e6;
-        let a = attribute(&cpus, &[row(1, 1, 0, 100_000_000)], &topo, &[reading(0, e_s)], SEC, &IdleBaseline::new(None));
+        let a =
+            attribute(&cpus, &[row(1, 1, 0, 100_000_000)], &topo, &[reading(0, e_s)], SEC, &IdleBaseline::new(None));
         assert!(close(a.threads[0].energy_uj, e_s * 0.1));
         assert!(close(a.sockets[0].unattributed_uj, e_s * 0.9));
     }
@@ -243,7 +244,14 @@ mod tests {
     fn dynamic_view_subtracts_the_baseline_and_splits_alike() {
         let topo = Topology::from_pairs([(0, 0)]);
         let (e_s, idle_w) = (30e6, 10.0);
-        let a = attribute(&[cpu(0, SEC / 2, SEC)], &[row(1, 1, 0, SEC / 2)], &topo, &[reading(0, e_s)], SEC, &IdleBaseline::new(Some(idle_w)));
+        let a = attribute(
+            &[cpu(0, SEC / 2, SEC)],
+            &[row(1, 1, 0, SEC / 2)],
+            &topo,
+            &[reading(0, e_s)],
+            SEC,
+            &IdleBaseline::new(Some(idle_w)),
+        );
         let s = a.sockets[0];
         assert!(close(s.dynamic_energy_uj, e_s - idle_w * 1e6));
         assert!(close(a.threads[0].dynamic_energy_uj / a.threads[0].energy_uj, s.dynamic_energy_uj / e_s));
@@ -257,7 +265,14 @@ mod tests {
     fn unknown_cpu_and_unread_socket_attribute_nothing() {
         let topo = Topology::from_pairs([(0, 0), (1, 1)]);
         let threads = [row(1, 1, 7, SEC), row(1, 2, 1, SEC)];
-        let a = attribute(&[cpu(0, SEC, SEC), cpu(1, SEC, SEC)], &threads, &topo, &[reading(0, 5e6)], SEC, &IdleBaseline::new(None));
+        let a = attribute(
+            &[cpu(0, SEC, SEC), cpu(1, SEC, SEC)],
+            &threads,
+            &topo,
+            &[reading(0, 5e6)],
+            SEC,
+            &IdleBaseline::new(None),
+        );
         assert!(a.threads.iter().all(|t| t.energy_uj == 0.0));
         assert!(close(a.sockets[0].unattributed_uj, 5e6));
     }
@@ -295,7 +310,14 @@ mod tests {
                 .collect();
             // Thread time may exceed the CPU's own (misalignment), and CPUs beyond the topology appear.
             let threads: Vec<_> = (0..rng.below(40))
-                .map(|_| row(1 + rng.below(4) as u32, rng.below(20) as u32, rng.below(n_cpus as u64 + 2) as u32, rng.below(cycle_ns * 3 / 2)))
+                .map(|_| {
+                    row(
+                        1 + rng.below(4) as u32,
+                        rng.below(20) as u32,
+                        rng.below(n_cpus as u64 + 2) as u32,
+                        rng.below(cycle_ns * 3 / 2),
+                    )
+                })
                 .collect();
             let sockets: Vec<_> = (0..n_sockets)
                 .filter_map(|s| {

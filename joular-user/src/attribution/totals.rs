@@ -78,7 +78,8 @@ impl Totals {
     /// Keeps an ended process's totals apart: a later process with the same PID (a reused PID)
     /// starts from zero.
     pub fn set_aside(&mut self, pid: u32) {
-        let threads: BTreeMap<u32, TotalEnergy> = self.threads.range((pid, 0)..=(pid, u32::MAX)).map(|(&(_, tid), &t)| (tid, t)).collect();
+        let threads: BTreeMap<u32, TotalEnergy> =
+            self.threads.range((pid, 0)..=(pid, u32::MAX)).map(|(&(_, tid), &t)| (tid, t)).collect();
         self.threads.retain(|&(p, _), _| p != pid);
         if let Some(total) = self.processes.remove(&pid) {
             self.ended.push((pid, total, threads));
@@ -156,7 +157,10 @@ mod tests {
         let reading = [SocketEnergy { socket: 0, energy_uj: 1e6, ..Default::default() }];
         let cycle = |rows: &[ThreadCpuTime]| attribute(&cpus, rows, &topo, &reading, sec, &IdleBaseline::new(None));
         let mut totals = Totals::default();
-        totals.add(&cycle(&[ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: sec / 2 }, ThreadCpuTime { pid: 8, tid: 8, cpu: 0, on_cpu_ns: sec / 4 }]));
+        totals.add(&cycle(&[
+            ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: sec / 2 },
+            ThreadCpuTime { pid: 8, tid: 8, cpu: 0, on_cpu_ns: sec / 4 },
+        ]));
         let jvm = totals.processes[&7];
         totals.set_aside(7);
         totals.add(&cycle(&[ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: sec / 10 }]));

@@ -95,10 +95,16 @@ impl ServeArgs {
     pub fn validate(&self) -> Result<(), String> {
         self.common.validate_for(self.results)?;
         if self.top_methods > MAX_TOP_METHODS {
-            return Err(format!("--top-methods must be at most {MAX_TOP_METHODS} (got {}): it bounds the metrics' cardinality", self.top_methods));
+            return Err(format!(
+                "--top-methods must be at most {MAX_TOP_METHODS} (got {}): it bounds the metrics' cardinality",
+                self.top_methods
+            ));
         }
         if self.retain_exited as f64 > MAX_DURATION_S {
-            return Err(format!("--retain-exited must be at most {MAX_DURATION_S} s (30 days; got {})", self.retain_exited));
+            return Err(format!(
+                "--retain-exited must be at most {MAX_DURATION_S} s (30 days; got {})",
+                self.retain_exited
+            ));
         }
         self.profiles.validate(self.common.interval)
     }
@@ -117,7 +123,14 @@ pub struct ProfileExportArgs {
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS", requires = "profile_dir")]
     pub profile_interval: f64,
     /// Formats written each interval (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "pprof,folded", value_name = "FORMATS", requires = "profile_dir")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "pprof,folded",
+        value_name = "FORMATS",
+        requires = "profile_dir"
+    )]
     pub profile_format: Vec<ProfileFormatArg>,
     /// Newest intervals kept per format; older files are removed.
     #[arg(long, default_value_t = 60, value_name = "N", requires = "profile_dir")]
@@ -160,7 +173,10 @@ impl ProfileExportArgs {
             return Err("--profile-keep must be at least 1".into());
         }
         if !(1..=MAX_STORE_MB).contains(&self.profile_max_mb) {
-            return Err(format!("--profile-max-mb must be between 1 and {MAX_STORE_MB} MB (got {})", self.profile_max_mb));
+            return Err(format!(
+                "--profile-max-mb must be between 1 and {MAX_STORE_MB} MB (got {})",
+                self.profile_max_mb
+            ));
         }
         if let Some(dir) = &self.profile_dir {
             safe_write::check_dir("--profile-dir", dir)?;
@@ -337,7 +353,10 @@ impl CommonArgs {
     pub fn validate_for(&self, writes_tree: bool) -> Result<(), String> {
         check_seconds("--interval", self.interval, MAX_INTERVAL_S, "1 hour")?;
         if self.interval < MIN_INTERVAL_S {
-            return Err(format!("--interval must be at least {MIN_INTERVAL_S} s (got {}): shorter cycles cost more than they measure", self.interval));
+            return Err(format!(
+                "--interval must be at least {MIN_INTERVAL_S} s (got {}): shorter cycles cost more than they measure",
+                self.interval
+            ));
         }
         if let Some(d) = self.duration {
             check_seconds("--duration", d, MAX_DURATION_S, "30 days")?;
@@ -421,7 +440,9 @@ impl EnergyArgs {
                 return Err(format!("--tdp must be above 0 and at most {MAX_SOCKET_W} W per socket (got {tdp_w}): pass the CPU's rated TDP, e.g. --tdp 120"));
             }
             if let Some(kind) = self.energy_source.filter(|k| *k != SourceKind::Model) {
-                return Err(format!("--tdp only sets the model's power, and --energy-source {kind} measures it: drop one of them"));
+                return Err(format!(
+                    "--tdp only sets the model's power, and --energy-source {kind} measures it: drop one of them"
+                ));
             }
         }
         if let Some(idle_w) = self.idle_power {
@@ -429,7 +450,10 @@ impl EnergyArgs {
                 return Err(format!("--idle-power must be between 0 and {MAX_SOCKET_W} W per socket (got {idle_w})"));
             }
             if self.tdp.is_some_and(|tdp_w| idle_w >= tdp_w) {
-                return Err(format!("--idle-power {idle_w} W must be below --tdp {} W: a socket idles below its full-load power", self.tdp.unwrap_or_default()));
+                return Err(format!(
+                    "--idle-power {idle_w} W must be below --tdp {} W: a socket idles below its full-load power",
+                    self.tdp.unwrap_or_default()
+                ));
             }
         }
         Ok(())
@@ -456,7 +480,8 @@ mod tests {
     use super::*;
 
     fn validate(args: &[&str]) -> Result<(), String> {
-        let cli = Cli::try_parse_from(std::iter::once("joular-ebpf").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        let cli = Cli::try_parse_from(std::iter::once("joular-ebpf").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
         cli.profile.common.validate()
     }
 
@@ -524,7 +549,12 @@ mod tests {
     #[test]
     fn report_checks_where_it_writes() {
         let file = tempfile::NamedTempFile::new().unwrap();
-        let args = |extra: &[&str]| match Cli::try_parse_from(["joular-ebpf", "report"].iter().copied().chain(extra.iter().copied())).unwrap().command {
+        let args = |extra: &[&str]| match Cli::try_parse_from(
+            ["joular-ebpf", "report"].iter().copied().chain(extra.iter().copied()),
+        )
+        .unwrap()
+        .command
+        {
             Some(Command::Report(r)) => r,
             other => panic!("{other:?}"),
         };
@@ -555,7 +585,10 @@ mod tests {
             (&["--idle-power=-1"], "--idle-power must be between 0"),
             (&["--idle-power", "inf"], "--idle-power must be"),
             (&["--tdp", "50", "--idle-power", "60"], "--idle-power 60 W must be below --tdp 50 W"),
-            (&["--tdp", "120", "--energy-source", "powercap"], "--tdp only sets the model's power, and --energy-source powercap"),
+            (
+                &["--tdp", "120", "--energy-source", "powercap"],
+                "--tdp only sets the model's power, and --energy-source powercap",
+            ),
             (&["--sysfs-root", "/nonexistent"], "--sysfs-root /nonexistent: no such directory"),
             (&["--dev-root", "/nonexistent"], "--dev-root /nonexistent: no such directory"),
             (&["--proc-root", "/nonexistent"], "--proc-root /nonexistent: no such directory"),
@@ -574,7 +607,9 @@ mod tests {
 
     #[test]
     fn results_and_json_are_refused_on_kernel_filesystems() {
-        for (flag, path) in [("--output", "/proc/sys/kernel"), ("--output", "/sys/kernel"), ("--json", "/proc/sys/kernel/x.jsonl")] {
+        for (flag, path) in
+            [("--output", "/proc/sys/kernel"), ("--output", "/sys/kernel"), ("--json", "/proc/sys/kernel/x.jsonl")]
+        {
             let err = validate(&[flag, path]).unwrap_err();
             assert!(err.starts_with(&format!("{flag} {path}: ")) && err.contains("the kernel's"), "{err}");
         }
@@ -596,8 +631,14 @@ mod tests {
         for (args, start) in [
             (&["--top-methods", "1000000"][..], "--top-methods must be at most 1000"),
             (&["--retain-exited", "99999999999"], "--retain-exited must be at most"),
-            (&["--profile-dir", profiles, "--profile-interval", "0.5"], "--profile-interval 0.5 is shorter than one cycle (--interval 1)"),
-            (&["--profile-dir", profiles, "--profile-max-mb", "18446744073709551615"], "--profile-max-mb must be between 1 and 1048576 MB"),
+            (
+                &["--profile-dir", profiles, "--profile-interval", "0.5"],
+                "--profile-interval 0.5 is shorter than one cycle (--interval 1)",
+            ),
+            (
+                &["--profile-dir", profiles, "--profile-max-mb", "18446744073709551615"],
+                "--profile-max-mb must be between 1 and 1048576 MB",
+            ),
             (&["--profile-dir", "/proc/sys/kernel"], "--profile-dir /proc/sys/kernel: "),
             (&["--results", "--output", "/sys/kernel"], "--output /sys/kernel: "),
         ] {

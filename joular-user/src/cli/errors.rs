@@ -26,7 +26,10 @@ pub fn exit_code(e: &anyhow::Error) -> i32 {
 fn is_bad_energy_flag(e: &EnergyError) -> bool {
     matches!(
         e,
-        EnergyError::Unavailable { .. } | EnergyError::InvalidTdp { .. } | EnergyError::InvalidIdlePower { .. } | EnergyError::MissingRoot { .. }
+        EnergyError::Unavailable { .. }
+            | EnergyError::InvalidTdp { .. }
+            | EnergyError::InvalidIdlePower { .. }
+            | EnergyError::MissingRoot { .. }
     )
 }
 
@@ -73,9 +76,16 @@ mod tests {
     #[test]
     fn an_energy_source_asked_for_and_absent_is_bad_input() {
         let absent = EnergyError::MsrMissing { path: "/dev/cpu/0/msr".into() };
-        let e = anyhow::Error::new(EnergyError::Unavailable { kind: joular_user::energy::SourceKind::Msr, reason: Box::new(absent) });
+        let e = anyhow::Error::new(EnergyError::Unavailable {
+            kind: joular_user::energy::SourceKind::Msr,
+            reason: Box::new(absent),
+        });
         assert_eq!(exit_code(&e), 2);
-        assert!(one_line(&e).starts_with("--energy-source msr is not available: /dev/cpu/0/msr is missing"), "{}", one_line(&e));
+        assert!(
+            one_line(&e).starts_with("--energy-source msr is not available: /dev/cpu/0/msr is missing"),
+            "{}",
+            one_line(&e)
+        );
         let e = anyhow::Error::new(EnergyError::MsrMissing { path: "/dev/cpu/0/msr".into() });
         assert_eq!(exit_code(&e), 1, "a failure of the machine, not of the flags");
     }

@@ -42,8 +42,14 @@ pub fn check_writable_fs(flag: &str, path: &Path) -> Result<(), String> {
         .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
         .find(|p| p.exists())
         .unwrap_or(Path::new("/"));
-    let refuse = |why: String| Err(format!("{flag} {}: {why}: choose a directory on a disk (e.g. under /var/tmp or your home)", path.display()));
-    let resolved = existing.canonicalize().map_err(|e| format!("{flag} {}: {}: {e}", path.display(), existing.display()))?;
+    let refuse = |why: String| {
+        Err(format!(
+            "{flag} {}: {why}: choose a directory on a disk (e.g. under /var/tmp or your home)",
+            path.display()
+        ))
+    };
+    let resolved =
+        existing.canonicalize().map_err(|e| format!("{flag} {}: {}: {e}", path.display(), existing.display()))?;
     if let Some(kernel) = ["/proc", "/sys"].into_iter().find(|k| resolved.starts_with(k)) {
         return refuse(format!("{} is under {kernel}, the kernel's", resolved.display()));
     }
@@ -66,7 +72,12 @@ mod tests {
     fn kernel_filesystems_and_read_only_ones_take_no_results() {
         for path in ["/proc/sys/kernel", "/proc/self/new-dir/results", "/sys/kernel", "/sys/fs/cgroup"] {
             let err = check_writable_fs("--output", Path::new(path)).unwrap_err();
-            assert!(err.starts_with(&format!("--output {path}: ")) && err.contains("the kernel's") && err.contains("choose a directory"), "{err}");
+            assert!(
+                err.starts_with(&format!("--output {path}: "))
+                    && err.contains("the kernel's")
+                    && err.contains("choose a directory"),
+                "{err}"
+            );
         }
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(check_writable_fs("--output", &dir.path().join("not/yet/made")), Ok(()));

@@ -7,7 +7,8 @@ use super::args::validate_report;
 use super::errors::UsageError;
 
 /// What to do about a result directory that cannot be read.
-const REPORT_FIX: &str = "pass a result directory written by joular-ebpf (its --output, or one `<pid>-<epochms>` in it), or profile again";
+const REPORT_FIX: &str =
+    "pass a result directory written by joular-ebpf (its --output, or one `<pid>-<epochms>` in it), or profile again";
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     validate_report(args).map_err(UsageError)?;

@@ -36,7 +36,9 @@ fn write(w: &mut dyn Write, closed: &AtomicBool, args: Arguments) {
 /// `text` with every control character but newline and tab (C0, DEL and C1, so ESC and CSI) and
 /// every bidirectional override written as `\u{..}`.
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
-    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
     if !text.chars().any(unsafe_char) {
         return Cow::Borrowed(text);
     }

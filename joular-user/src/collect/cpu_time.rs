@@ -29,16 +29,17 @@ pub fn merge(states: &[(u32, CpuState)], tag: u32, spilled: &[(ThreadCpuKey, Thr
     let buffer = (tag & 1) as usize;
     let mut out = CycleCpuTime::default();
     let mut rows: HashMap<(u32, u32, u32), usize> = HashMap::with_capacity(spilled.len());
-    let mut add = |out: &mut CycleCpuTime, start: u32, pid: u32, tid: u32, cpu: u32, on_cpu_ns: u64, comm: &[u8; 16]| {
-        match rows.get(&(tid, cpu, start)) {
-            Some(&i) => out.threads[i].1.on_cpu_ns += on_cpu_ns,
-            None => {
-                rows.insert((tid, cpu, start), out.threads.len());
-                out.threads.push((start, ThreadCpuTime { pid, tid, cpu, on_cpu_ns }));
+    let mut add =
+        |out: &mut CycleCpuTime, start: u32, pid: u32, tid: u32, cpu: u32, on_cpu_ns: u64, comm: &[u8; 16]| {
+            match rows.get(&(tid, cpu, start)) {
+                Some(&i) => out.threads[i].1.on_cpu_ns += on_cpu_ns,
+                None => {
+                    rows.insert((tid, cpu, start), out.threads.len());
+                    out.threads.push((start, ThreadCpuTime { pid, tid, cpu, on_cpu_ns }));
+                }
             }
-        }
-        out.comms.entry((tid, start)).or_insert_with(|| (pid, comm_str(comm)));
-    };
+            out.comms.entry((tid, start)).or_insert_with(|| (pid, comm_str(comm)));
+        };
     for (key, value) in spilled {
         add(&mut out, key.start_ticks, value.tgid, key.tid, key.cpu, value.on_cpu_ns, &value.comm);
     }
@@ -54,7 +55,15 @@ pub fn merge(states: &[(u32, CpuState)], tag: u32, spilled: &[(ThreadCpuKey, Thr
             continue;
         }
         for slot in state.threads[buffer].iter().filter(|s| s.pid_tgid != 0) {
-            add(&mut out, slot.start_ticks, (slot.pid_tgid >> 32) as u32, slot.pid_tgid as u32, *cpu, slot.on_cpu_ns, &slot.comm);
+            add(
+                &mut out,
+                slot.start_ticks,
+                (slot.pid_tgid >> 32) as u32,
+                slot.pid_tgid as u32,
+                *cpu,
+                slot.on_cpu_ns,
+                &slot.comm,
+            );
         }
     }
     out
@@ -83,7 +92,8 @@ mod tests {
     }
 
     fn recorded_cycle() -> Vec<Point> {
-        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sched-switch/cycle.txt");
+        let path =
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/sched-switch/cycle.txt");
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         text.lines()
             .filter(|l| !l.starts_with('#'))
@@ -127,7 +137,13 @@ mod tests {
 
     /// What the kernel does at an accounting point (account.rs `account`, `charge_thread` and
     /// `flush_thread`) to the CPU's state and the buffer's `THREAD_CPU_*` map.
-    fn kernel_account(state: &mut CpuState, spilled: &mut HashMap<ThreadCpuKey, ThreadCpuValue>, tag: u32, p: &Point, target: bool) {
+    fn kernel_account(
+        state: &mut CpuState,
+        spilled: &mut HashMap<ThreadCpuKey, ThreadCpuValue>,
+        tag: u32,
+        p: &Point,
+        target: bool,
+    ) {
         let last_ns = std::mem::replace(&mut state.last_ns, p.now_ns);
         if last_ns == 0 || p.now_ns <= last_ns {
             return;
@@ -154,7 +170,11 @@ mod tests {
             return;
         }
         let (first, second) = (&slots[pair], &slots[pair + 1]);
-        let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) { pair } else { pair + 1 };
+        let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
+            pair
+        } else {
+            pair + 1
+        };
         let slot = &mut slots[taken];
         if slot.pid_tgid != 0 {
             let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu: p.cpu, start_ticks: 0, _pad: 0 };
@@ -199,8 +219,17 @@ mod tests {
             cpus.sort_by_key(|(c, _)| *c);
             let merged = merge(&cpus, tag, &spilled);
 
-            let expected = unbatched.threads.iter().map(|(&(tid, cpu), &(pid, on_cpu_ns))| ThreadCpuTime { pid, tid, cpu, on_cpu_ns });
-            assert_eq!(sorted_threads(merged.threads.iter().map(|t| t.1)), sorted_threads(expected), "cycle {cycle}: time per (thread, CPU)");
+            let expected = unbatched.threads.iter().map(|(&(tid, cpu), &(pid, on_cpu_ns))| ThreadCpuTime {
+                pid,
+                tid,
+                cpu,
+                on_cpu_ns,
+            });
+            assert_eq!(
+                sorted_threads(merged.threads.iter().map(|t| t.1)),
+                sorted_threads(expected),
+                "cycle {cycle}: time per (thread, CPU)"
+            );
             let charged: u64 = merged.threads.iter().map(|t| t.1.on_cpu_ns).sum();
             assert_eq!(charged, unbatched.threads.values().map(|v| v.1).sum::<u64>(), "cycle {cycle}: total");
             assert_eq!(merged.cpus.len(), cpus.len());
@@ -258,28 +287,52 @@ mod tests {
     fn a_cpu_state_of_an_older_cycle_of_the_buffer_counts_nothing() {
         let mut stale = CpuState::default();
         stale.times[0] = joular_ebpf::CpuTimes { tag: 2, _pad: 0, busy_ns: 5, idle_ns: 6 };
-        stale.threads[0][0] = ThreadSlot { pid_tgid: 7 << 32 | 8, on_cpu_ns: 5, comm: *b"old\0\0\0\0\0\0\0\0\0\0\0\0\0", ..Default::default() };
+        stale.threads[0][0] = ThreadSlot {
+            pid_tgid: 7 << 32 | 8,
+            on_cpu_ns: 5,
+            comm: *b"old\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            ..Default::default()
+        };
         let mut current = stale;
         current.times[0].tag = 4;
-        let spilled = [(ThreadCpuKey { tid: 8, cpu: 1, start_ticks: 0, _pad: 0 }, ThreadCpuValue { on_cpu_ns: 10, tgid: 7, _pad: 0, comm: *b"new\0\0\0\0\0\0\0\0\0\0\0\0\0" })];
+        let spilled = [(
+            ThreadCpuKey { tid: 8, cpu: 1, start_ticks: 0, _pad: 0 },
+            ThreadCpuValue { on_cpu_ns: 10, tgid: 7, _pad: 0, comm: *b"new\0\0\0\0\0\0\0\0\0\0\0\0\0" },
+        )];
         let merged = merge(&[(0, stale), (1, current)], 4, &spilled);
-        assert_eq!(merged.cpus, vec![CpuTime { cpu: 0, busy_ns: 0, idle_ns: 0 }, CpuTime { cpu: 1, busy_ns: 5, idle_ns: 6 }]);
+        assert_eq!(
+            merged.cpus,
+            vec![CpuTime { cpu: 0, busy_ns: 0, idle_ns: 0 }, CpuTime { cpu: 1, busy_ns: 5, idle_ns: 6 }]
+        );
         assert_eq!(merged.threads, vec![(0, ThreadCpuTime { pid: 7, tid: 8, cpu: 1, on_cpu_ns: 15 })]);
         assert_eq!(merged.comms[&(8, 0)], (7, "new".to_string()));
     }
 
     #[test]
     fn a_reused_pid_and_tid_on_one_cpu_are_two_rows_with_their_own_names() {
-        let old = ThreadSlot { pid_tgid: 7 << 32 | 7, on_cpu_ns: 5, comm: *b"java\0\0\0\0\0\0\0\0\0\0\0\0", start_ticks: 100, ..Default::default() };
+        let old = ThreadSlot {
+            pid_tgid: 7 << 32 | 7,
+            on_cpu_ns: 5,
+            comm: *b"java\0\0\0\0\0\0\0\0\0\0\0\0",
+            start_ticks: 100,
+            ..Default::default()
+        };
         let mut state = CpuState::default();
         state.times[0].tag = 4;
-        state.threads[0][0] = ThreadSlot { start_ticks: 900, on_cpu_ns: 3, comm: *b"burn\0\0\0\0\0\0\0\0\0\0\0\0", ..old };
+        state.threads[0][0] =
+            ThreadSlot { start_ticks: 900, on_cpu_ns: 3, comm: *b"burn\0\0\0\0\0\0\0\0\0\0\0\0", ..old };
         // The old process's time left its slot when the new one took it.
-        let spilled = [(ThreadCpuKey { tid: 7, cpu: 0, start_ticks: 100, _pad: 0 }, ThreadCpuValue { on_cpu_ns: old.on_cpu_ns, tgid: 7, _pad: 0, comm: old.comm })];
+        let spilled = [(
+            ThreadCpuKey { tid: 7, cpu: 0, start_ticks: 100, _pad: 0 },
+            ThreadCpuValue { on_cpu_ns: old.on_cpu_ns, tgid: 7, _pad: 0, comm: old.comm },
+        )];
         let merged = merge(&[(0, state)], 4, &spilled);
         assert_eq!(
             merged.threads,
-            vec![(100, ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: 5 }), (900, ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: 3 })]
+            vec![
+                (100, ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: 5 }),
+                (900, ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: 3 })
+            ]
         );
         assert_eq!((merged.comms[&(7, 100)].1.as_str(), merged.comms[&(7, 900)].1.as_str()), ("java", "burn"));
     }

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use joular_ebpf::{JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, STACK_ID_OVERFLOW};
 
-use super::monotonic;
-use crate::ebpf::{Probe, ProbeError};
 use super::cpu_time::{self, comm_str};
 use super::incarnations::{Incarnations, Rows};
+use super::monotonic;
 use super::{sample_log, walked};
+use crate::ebpf::{Probe, ProbeError};
 use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
 /// Programs that read the old buffer index just before the flip finish within microseconds;
@@ -125,12 +125,7 @@ impl Collector {
     fn drop_deltas(&mut self, probe: &Probe) -> Result<BTreeMap<String, u64>, ProbeError> {
         let mut out = BTreeMap::new();
         for kind in 0..DROP_KINDS {
-            let total: u64 = probe
-                .drops
-                .get(&kind, 0)
-                .map_err(|e| ProbeError::Map("DROPS", e))?
-                .iter()
-                .sum();
+            let total: u64 = probe.drops.get(&kind, 0).map_err(|e| ProbeError::Map("DROPS", e))?.iter().sum();
             let seen = &mut self.drops_seen[kind as usize];
             if total > *seen {
                 out.insert(DROP_NAMES[kind as usize].to_string(), total - *seen);
@@ -223,9 +218,16 @@ fn stack_map_of(id: i32) -> (StackMap, u32) {
 
 /// Busy and idle time per online CPU and on-CPU time per (thread, CPU), from `CPU_STATE`
 /// and `THREAD_CPU_*` (see `cpu_time::merge`).
-fn drain_cpu_time(probe: &mut Probe, buffer: usize, tag: u32, rows: &mut Rows, cycle: &mut RawCycle) -> Result<(), ProbeError> {
+fn drain_cpu_time(
+    probe: &mut Probe,
+    buffer: usize,
+    tag: u32,
+    rows: &mut Rows,
+    cycle: &mut RawCycle,
+) -> Result<(), ProbeError> {
     let states = probe.cpu_state.get(&0, 0).map_err(|e| ProbeError::Map("CPU_STATE", e))?;
-    let cpus: Vec<_> = probe.online_cpus.iter().filter_map(|&cpu| states.get(cpu as usize).map(|s| (cpu, *s))).collect();
+    let cpus: Vec<_> =
+        probe.online_cpus.iter().filter_map(|&cpu| states.get(cpu as usize).map(|s| (cpu, *s))).collect();
     let map = &mut probe.buffers[buffer].thread_cpu;
     let spilled: Vec<_> = map.iter().filter_map(Result::ok).collect();
     let merged = cpu_time::merge(&cpus, tag, &spilled);
@@ -240,7 +242,12 @@ fn drain_exits(probe: &mut Probe, buffer: usize, rows: &mut Rows) -> Result<(), 
     let map = &mut probe.buffers[buffer].exits;
     let entries: Vec<_> = map.iter().filter_map(Result::ok).collect();
     for (tid, value) in &entries {
-        let exit = ThreadExit { pid: value.tgid, tid: *tid, comm: comm_str(&value.comm), process_ended: value.group_dead != 0 };
+        let exit = ThreadExit {
+            pid: value.tgid,
+            tid: *tid,
+            comm: comm_str(&value.comm),
+            process_ended: value.group_dead != 0,
+        };
         rows.exits.push((value.start_ticks, exit));
     }
     for (tid, _) in entries {

@@ -177,7 +177,13 @@ impl Incarnations {
         for &pid in superseded.difference(&ended) {
             out.exits.push(ThreadExit { pid, tid: pid, comm: String::new(), process_ended: true });
         }
-        for pid in out.samples.iter().map(|s| s.pid).chain(out.thread_cpu.iter().map(|t| t.pid)).chain(out.exits.iter().map(|e| e.pid)) {
+        for pid in out
+            .samples
+            .iter()
+            .map(|s| s.pid)
+            .chain(out.thread_cpu.iter().map(|t| t.pid))
+            .chain(out.exits.iter().map(|e| e.pid))
+        {
             if let Some(&start) = self.live.get(&pid) {
                 out.starts.insert(pid, start);
             }
@@ -246,8 +252,15 @@ mod tests {
 
     #[test]
     fn start_ticks_are_field_22_even_after_a_hostile_comm() {
-        assert_eq!(parse_start_ticks(&stat_line(42, "a) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", 123_456)), Some(123_456));
-        assert_eq!(parse_start_ticks(&stat_line(42, "java", (1 << 32) + 7)), Some(7), "kept mod 2^32 like the kernel's");
+        assert_eq!(
+            parse_start_ticks(&stat_line(42, "a) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", 123_456)),
+            Some(123_456)
+        );
+        assert_eq!(
+            parse_start_ticks(&stat_line(42, "java", (1 << 32) + 7)),
+            Some(7),
+            "kept mod 2^32 like the kernel's"
+        );
         assert_eq!(parse_start_ticks("42 (java) R 1 2"), None);
         assert_eq!(parse_start_ticks("42 java"), None);
     }
@@ -257,7 +270,11 @@ mod tests {
         let proc = tempfile::tempdir().unwrap();
         let mut inc = Incarnations::new(proc.path().to_owned());
         // Cycle 0: the root JVM (start 100) runs.
-        let first = inc.sort(Rows { samples: vec![(100, sample(7, 7, 5))], thread_cpu: vec![(100, time(7, 7, 50))], ..Default::default() });
+        let first = inc.sort(Rows {
+            samples: vec![(100, sample(7, 7, 5))],
+            thread_cpu: vec![(100, time(7, 7, 50))],
+            ..Default::default()
+        });
         assert_eq!((first.samples.len(), first.thread_cpu.len(), first.exits.len()), (1, 1, 0));
         // Cycle 1: it exits, and `nobody` (start 900) gets PID 7 and runs in the same cycle.
         let mut rows = Rows {
@@ -275,7 +292,11 @@ mod tests {
         assert_eq!(reuse.exits, [exit(7, 7)], "the JVM ends with this cycle");
         assert_eq!(reuse.starts[&7], 100);
         // Cycle 2: the impostor's rows of cycle 1 come first, as a process of their own.
-        let next = inc.sort(Rows { samples: vec![(900, sample(7, 7, 100))], thread_cpu: vec![(900, time(7, 7, 990))], ..Default::default() });
+        let next = inc.sort(Rows {
+            samples: vec![(900, sample(7, 7, 100))],
+            thread_cpu: vec![(900, time(7, 7, 990))],
+            ..Default::default()
+        });
         assert_eq!(next.samples.iter().map(|s| (s.tid, s.count)).collect::<Vec<_>>(), [(7, 40), (8, 3), (7, 100)]);
         assert_eq!(next.thread_cpu, [time(7, 7, 400), time(7, 7, 990)]);
         assert_eq!(next.comms[&7].1, "burn");
@@ -290,12 +311,23 @@ mod tests {
         let mut inc = Incarnations::new(proc.path().to_owned());
         inc.expect(7, 100);
         // The target died and `nobody` took PID 7 before the filter let go of it.
-        let cycle = inc.sort(Rows { samples: vec![(900, sample(7, 7, 40))], thread_cpu: vec![(900, time(7, 7, 400))], ..Default::default() });
+        let cycle = inc.sort(Rows {
+            samples: vec![(900, sample(7, 7, 40))],
+            thread_cpu: vec![(900, time(7, 7, 400))],
+            ..Default::default()
+        });
         assert!(cycle.samples.is_empty() && cycle.thread_cpu.is_empty());
         assert_eq!(cycle.stale_rows, 2);
-        let cycle = inc.sort(Rows { samples: vec![(100, sample(7, 7, 5)), (900, sample(7, 7, 1))], exits: vec![(100, exit(7, 7))], ..Default::default() });
+        let cycle = inc.sort(Rows {
+            samples: vec![(100, sample(7, 7, 5)), (900, sample(7, 7, 1))],
+            exits: vec![(100, exit(7, 7))],
+            ..Default::default()
+        });
         assert_eq!((cycle.samples, cycle.exits, cycle.stale_rows), (vec![sample(7, 7, 5)], vec![exit(7, 7)], 1));
-        assert!(inc.sort(Rows { samples: vec![(900, sample(7, 7, 1))], ..Default::default() }).samples.is_empty(), "never after its end either");
+        assert!(
+            inc.sort(Rows { samples: vec![(900, sample(7, 7, 1))], ..Default::default() }).samples.is_empty(),
+            "never after its end either"
+        );
     }
 
     #[test]
@@ -321,7 +353,8 @@ mod tests {
         assert_eq!(later.samples, [sample(7, 7, 40)]);
         assert!(later.exits.is_empty());
         // Unknown start ticks (no BTF) are the live process's: nothing is held back.
-        let unknown = inc.sort(Rows { samples: vec![(0, sample(7, 7, 1)), (900, sample(7, 7, 2))], ..Default::default() });
+        let unknown =
+            inc.sort(Rows { samples: vec![(0, sample(7, 7, 1)), (900, sample(7, 7, 2))], ..Default::default() });
         assert_eq!(unknown.samples.len(), 2);
     }
 
@@ -334,7 +367,10 @@ mod tests {
         }
         let mut inc = Incarnations::new(proc.path().to_owned());
         // 10 is alive as seen; 11 now names another process; 12 is gone.
-        inc.sort(Rows { samples: vec![(100, sample(10, 10, 1)), (111, sample(11, 11, 1)), (120, sample(12, 12, 1))], ..Default::default() });
+        inc.sort(Rows {
+            samples: vec![(100, sample(10, 10, 1)), (111, sample(11, 11, 1)), (120, sample(12, 12, 1))],
+            ..Default::default()
+        });
         for _ in 2..SWEEP_EVERY_CYCLES {
             assert!(inc.sort(Rows::default()).exits.is_empty());
         }

@@ -9,7 +9,11 @@ use joular_ebpf::{SampleKey, SampleLog, SAMPLE_LOG_SLOTS};
 /// Counts per key of the logs written under `tag` (the drained buffer's
 /// `CONFIG_ACTIVE_BUFFER` value) plus the hash map's `counted` entries. A log with another
 /// tag was last written in an older cycle, already drained.
-pub fn merge_counts<'a>(logs: impl IntoIterator<Item = &'a SampleLog>, tag: u32, counted: &[(SampleKey, u64)]) -> Vec<(SampleKey, u64)> {
+pub fn merge_counts<'a>(
+    logs: impl IntoIterator<Item = &'a SampleLog>,
+    tag: u32,
+    counted: &[(SampleKey, u64)],
+) -> Vec<(SampleKey, u64)> {
     let mut counts: HashMap<SampleKey, u64> = HashMap::with_capacity(counted.len());
     for log in logs.into_iter().filter(|log| log.tag == tag) {
         let len = (log.len as usize).min(SAMPLE_LOG_SLOTS);

@@ -1,8 +1,8 @@
 //! The kernel's walked JVM stacks (`joular_ebpf::JavaStack`) as plain frames.
 
 use joular_ebpf::{
-    JavaFrame, JavaStack, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT,
-    FRAME_VALUE_MASK, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED, MAX_JAVA_FRAMES,
+    JavaFrame, JavaStack, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_VALUE_MASK,
+    JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED, MAX_JAVA_FRAMES,
 };
 
 use crate::model::{WalkedFrame, WalkedStack};
@@ -26,7 +26,9 @@ fn frame(f: &JavaFrame) -> WalkedFrame {
     let value = f.aux & FRAME_VALUE_MASK;
     match f.aux >> FRAME_KIND_SHIFT {
         FRAME_INTERPRETED => WalkedFrame::Interpreted { method: f.addr, bcp: value },
-        FRAME_CODE if value & FRAME_CODE_COMPILE_ID != 0 => WalkedFrame::Compiled { pc: f.addr, compile_id: value as u32 },
+        FRAME_CODE if value & FRAME_CODE_COMPILE_ID != 0 => {
+            WalkedFrame::Compiled { pc: f.addr, compile_id: value as u32 }
+        }
         FRAME_CODE => WalkedFrame::Code(f.addr),
         // FRAME_NATIVE, and kinds from a newer kernel object.
         _ => WalkedFrame::Native(f.addr),
@@ -53,7 +55,12 @@ mod tests {
         // As stored: the leaf slot holds another sample's leaf.
         let compiled = (FRAME_CODE << FRAME_KIND_SHIFT) | FRAME_CODE_COMPILE_ID | 417;
         let stack = raw(
-            &[(0x7f00_0000_2000, FRAME_CODE << FRAME_KIND_SHIFT), (0x8000_2000, interp), (0x7f00_0000_3000, compiled), (0x5555_0000_4000, 0)],
+            &[
+                (0x7f00_0000_2000, FRAME_CODE << FRAME_KIND_SHIFT),
+                (0x8000_2000, interp),
+                (0x7f00_0000_3000, compiled),
+                (0x5555_0000_4000, 0),
+            ],
             JAVA_STACK_HOTSPOT,
         );
         let leaf = JavaFrame { addr: 0x7f00_0000_1000, aux: FRAME_CODE << FRAME_KIND_SHIFT };

@@ -7,8 +7,16 @@ use joular_ebpf::blob_cache::{blob_cache_slot, window_field, window_holds_pc, Bl
 use joular_ebpf::{BlobLayout, BLOB_WINDOW_WORDS};
 
 /// JDK 17's offsets, as user space publishes them.
-const LAYOUT: BlobLayout =
-    BlobLayout { used: 8, blob: 16, size: 28, frame_size: 44, frame_complete: 36, code_begin: 48, name: 112, compile_id: 304 };
+const LAYOUT: BlobLayout = BlobLayout {
+    used: 8,
+    blob: 16,
+    size: 28,
+    frame_size: 44,
+    frame_complete: 36,
+    code_begin: 48,
+    name: 112,
+    compile_id: 304,
+};
 const BLOCK: u64 = 0x7f00_1000_0000;
 const TGID: u32 = 4242;
 const INTERPRETER: u64 = 0x7f00_0800_0000;
@@ -144,7 +152,13 @@ fn slots_stay_in_the_table() {
 /// from the cache when the block, read now (`used`, the id at its compile-id offset), is
 /// still that nmethod; else read the header window and learn them again, as `blob_facts`
 /// does. Returns whether the cache served them.
-fn served_from_cache(entry: &mut BlobCacheEntry, pc: u64, used: bool, compile_id: u32, w: &[u64; BLOB_WINDOW_WORDS]) -> bool {
+fn served_from_cache(
+    entry: &mut BlobCacheEntry,
+    pc: u64,
+    used: bool,
+    compile_id: u32,
+    w: &[u64; BLOB_WINDOW_WORDS],
+) -> bool {
     if entry.may_serve(pc >> 6, TGID, INTERPRETER, pc) && entry.serves(used, compile_id) {
         return true;
     }

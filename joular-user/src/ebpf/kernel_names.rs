@@ -67,7 +67,10 @@ impl KernelNames {
             .map_err(|e| ProbeError::Program(NAME, e))?;
         prog.load().map_err(|e| ProbeError::Program(NAME, e))?;
         let fd = prog.fd().map_err(|e| ProbeError::Program(NAME, e))?;
-        let prog = fd.as_fd().try_clone_to_owned().map_err(|e| ProbeError::Io(format!("duplicating {NAME}'s descriptor"), e))?;
+        let prog = fd
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| ProbeError::Io(format!("duplicating {NAME}'s descriptor"), e))?;
         let map = ebpf.take_map("KSYM_NAMES").ok_or(ProbeError::MissingMap("KSYM_NAMES"))?;
         let names = Array::try_from(map).map_err(|e| ProbeError::Map("KSYM_NAMES", e))?;
         Ok(KernelNames { inner: Arc::new(std::sync::Mutex::new(Inner { prog, names })) })
@@ -103,7 +106,12 @@ impl Inner {
         // SAFETY: `attr` is a valid BPF_PROG_TEST_RUN attribute whose ctx_in points at `args`,
         // alive for the call; the kernel only reads it and writes `retval`/`duration`.
         let r = unsafe {
-            libc::syscall(libc::SYS_bpf, BPF_PROG_TEST_RUN, &mut attr as *mut TestRunAttr, std::mem::size_of::<TestRunAttr>())
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                &mut attr as *mut TestRunAttr,
+                std::mem::size_of::<TestRunAttr>(),
+            )
         };
         if r < 0 {
             return Err(std::io::Error::last_os_error());

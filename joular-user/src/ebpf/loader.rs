@@ -13,8 +13,8 @@ use aya::{
 };
 use joular_ebpf::{
     CpuState, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
-    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS, MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS,
-    TARGETS_WRITER_USER,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS, MAX_JAVA_STACKS,
+    MAX_SAMPLE_KEYS, MAX_STACKS, TARGETS_WRITER_USER,
 };
 
 use super::{
@@ -98,8 +98,8 @@ impl Probe {
         }
         preflight::raise_memlock();
         preflight::ensure_tracefs()?;
-        let online_cpus = aya::util::online_cpus()
-            .map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
+        let online_cpus =
+            aya::util::online_cpus().map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
         let log_level: u8 = if opts.ebpf_log { aya_log::Level::Debug as u8 } else { 0 };
         let sample_keys = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_SAMPLE_KEYS);
         let java_stacks = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_JAVA_STACKS);
@@ -110,7 +110,8 @@ impl Probe {
         for name in ["COUNTS_0", "COUNTS_1"] {
             loader.map_max_entries(name, sample_keys);
         }
-        let (stacks, stacks_overflow) = stack_map_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_STACKS);
+        let (stacks, stacks_overflow) =
+            stack_map_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_STACKS);
         for name in ["STACKS_0", "STACKS_1"] {
             loader.map_max_entries(name, stacks);
         }
@@ -134,9 +135,7 @@ impl Probe {
         };
 
         let mut config: Array<MapData, u64> = take(&mut ebpf, "CONFIG")?;
-        config
-            .set(CONFIG_ALL_PROCESSES, u64::from(opts.all_processes), 0)
-            .map_err(|e| ProbeError::Map("CONFIG", e))?;
+        config.set(CONFIG_ALL_PROCESSES, u64::from(opts.all_processes), 0).map_err(|e| ProbeError::Map("CONFIG", e))?;
         // Without them every process starts at tick 0: incarnations of a PID are then told apart
         // only by exit records, not within the cycle of a reuse.
         match TaskFields::from_sys(Path::new("/sys")) {
@@ -315,8 +314,6 @@ fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, P
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
 {
-    let prog = ebpf
-        .program_mut(name)
-        .ok_or(ProbeError::Program(name, aya::programs::ProgramError::NotLoaded))?;
+    let prog = ebpf.program_mut(name).ok_or(ProbeError::Program(name, aya::programs::ProgramError::NotLoaded))?;
     prog.try_into().map_err(|e| ProbeError::Program(name, e))
 }

@@ -125,7 +125,10 @@ mod tests {
         // Always room for every sample of four cycles.
         for (hz, cpus, interval) in [(97, 3, 1.0), (100, 64, 1.0), (1000, 2, 0.25), (250, 12, 2.5)] {
             let entries = per_cycle_entries(hz, cpus, interval, u32::MAX);
-            assert!(f64::from(entries) >= 4.0 * hz as f64 * cpus as f64 * interval, "{hz} Hz {cpus} CPUs {interval} s: {entries}");
+            assert!(
+                f64::from(entries) >= 4.0 * hz as f64 * cpus as f64 * interval,
+                "{hz} Hz {cpus} CPUs {interval} s: {entries}"
+            );
         }
     }
 

@@ -61,7 +61,13 @@ impl TaskFields {
         if btf.kind(start_type) != Some(KIND_INT) || btf.size(start_type) != Some(8) {
             return Err("task_struct::start_boottime is not a 64-bit integer".into());
         }
-        let bytes_of = |bits: u32| if bits.is_multiple_of(8) { Ok(bits / 8) } else { Err("a field is not byte-aligned".to_string()) };
+        let bytes_of = |bits: u32| {
+            if bits.is_multiple_of(8) {
+                Ok(bits / 8)
+            } else {
+                Err("a field is not byte-aligned".to_string())
+            }
+        };
         Ok(Self { group_leader: bytes_of(leader.bit_offset)?, start_boottime: bytes_of(start.bit_offset)? })
     }
 }
@@ -91,7 +97,9 @@ impl<'a> Btf<'a> {
         let header_bytes = field(4)?.max(HEADER_BYTES);
         let section = |off: usize, len: usize| {
             let start = header_bytes.checked_add(off).ok_or("BTF section offset overflows")?;
-            bytes.get(start..start.checked_add(len).ok_or("BTF section length overflows")?).ok_or("BTF section out of the file")
+            bytes
+                .get(start..start.checked_add(len).ok_or("BTF section length overflows")?)
+                .ok_or("BTF section out of the file")
         };
         let type_section = section(field(8)?, field(12)?)?;
         let strings = section(field(16)?, field(20)?)?;
@@ -252,7 +260,8 @@ mod tests {
     fn a_kernel_without_the_fields_or_a_damaged_blob_is_an_error_never_a_panic() {
         let names = ["group_leader", "start_boottime"];
         let n = name_offsets(&names);
-        let no_start = vec![("", info(KIND_PTR, 0), 2, vec![]), ("task_struct", info(KIND_STRUCT, 1), 64, vec![n[0], 1, 0])];
+        let no_start =
+            vec![("", info(KIND_PTR, 0), 2, vec![]), ("task_struct", info(KIND_STRUCT, 1), 64, vec![n[0], 1, 0])];
         let bytes = blob(&no_start, &names);
         assert!(TaskFields::from_btf(&bytes).unwrap_err().contains("start_boottime"));
         for cut in [0, 3, 23, 30, bytes.len() - 1] {

@@ -12,7 +12,12 @@ pub enum EnergyError {
     MissingRoot { what: &'static str, flag: &'static str, default: &'static str, path: PathBuf },
 
     #[error("cannot read {path}: {source}{hint}")]
-    Read { path: PathBuf, hint: &'static str, #[source] source: io::Error },
+    Read {
+        path: PathBuf,
+        hint: &'static str,
+        #[source]
+        source: io::Error,
+    },
 
     #[error("{path}: unexpected content {content:?} ({expected})")]
     Parse { path: PathBuf, content: String, expected: &'static str },
@@ -33,12 +38,20 @@ pub enum EnergyError {
     NoPmuCpu { path: PathBuf, socket: u32 },
 
     #[error("perf_event_open(type {pmu_type}, config {config:#x}, cpu {cpu}) failed: {source} (needs root or kernel.perf_event_paranoid <= 0)")]
-    PerfOpen { pmu_type: u32, config: u64, cpu: u32, #[source] source: io::Error },
+    PerfOpen {
+        pmu_type: u32,
+        config: u64,
+        cpu: u32,
+        #[source]
+        source: io::Error,
+    },
 
     #[error("{path} is missing: run `modprobe msr` (as root) to expose the MSR device")]
     MsrMissing { path: PathBuf },
 
-    #[error("CPU vendor {vendor:?} from {path} has no known RAPL MSRs (only GenuineIntel, AuthenticAMD, HygonGenuine)")]
+    #[error(
+        "CPU vendor {vendor:?} from {path} has no known RAPL MSRs (only GenuineIntel, AuthenticAMD, HygonGenuine)"
+    )]
     UnknownVendor { vendor: String, path: PathBuf },
 
     #[error("the MSR source cannot read {domain} on {vendor} CPUs")]

@@ -7,9 +7,7 @@ use std::str::FromStr;
 use super::error::{read_error, EnergyError};
 
 pub(crate) fn read_trimmed(path: &Path, hint: &'static str) -> Result<String, EnergyError> {
-    fs::read_to_string(path)
-        .map(|s| s.trim().to_owned())
-        .map_err(|e| read_error(path, e, hint))
+    fs::read_to_string(path).map(|s| s.trim().to_owned()).map_err(|e| read_error(path, e, hint))
 }
 
 pub(crate) fn read_parsed<T: FromStr>(

@@ -28,7 +28,8 @@ struct Registers {
     psys: Option<u64>,
 }
 
-const INTEL: Registers = Registers { vendor: "Intel", unit: 0x606, package: 0x611, dram: Some(0x619), psys: Some(0x64D) };
+const INTEL: Registers =
+    Registers { vendor: "Intel", unit: 0x606, package: 0x611, dram: Some(0x619), psys: Some(0x64D) };
 const AMD: Registers = Registers { vendor: "AMD", unit: 0xC001_0299, package: 0xC001_029B, dram: None, psys: None };
 
 /// The energy fields are the low 32 bits and wrap at 2^32 counts.
@@ -108,7 +109,13 @@ pub struct MsrSource {
 }
 
 impl MsrSource {
-    pub fn open(dev_root: &Path, proc_root: &Path, topo: &Topology, dram: bool, psys: bool) -> Result<Self, EnergyError> {
+    pub fn open(
+        dev_root: &Path,
+        proc_root: &Path,
+        topo: &Topology,
+        dram: bool,
+        psys: bool,
+    ) -> Result<Self, EnergyError> {
         let cpuinfo_path = proc_root.join("cpuinfo");
         let vendor = CpuInfo::read(proc_root)?.vendor.unwrap_or_default();
         let regs = registers_for(&vendor, &cpuinfo_path)?;
@@ -156,7 +163,9 @@ impl EnergySource for MsrSource {
             };
             out.push(super::socket_energy(s.socket, package as f64 * s.uj_per_count, dram_uj, flagged));
         }
-        if let (Some(counter), Some(first_socket), Some(first)) = (&mut self.psys, self.sockets.first(), out.first_mut()) {
+        if let (Some(counter), Some(first_socket), Some(first)) =
+            (&mut self.psys, self.sockets.first(), out.first_mut())
+        {
             let (counts, flagged) = counter.delta_counts(&first_socket.msr)?;
             first.psys_energy_uj = Some(if flagged { 0.0 } else { counts as f64 * first_socket.uj_per_count });
         }
@@ -236,7 +245,8 @@ mod tests {
     fn missing_device_hints_modprobe() {
         let dir = tempfile::tempdir().unwrap();
         write_cpuinfo(dir.path(), "GenuineIntel");
-        let err = MsrSource::open(&dir.path().join("dev"), dir.path(), &Topology::from_pairs([(0, 0)]), false, false).unwrap_err();
+        let err = MsrSource::open(&dir.path().join("dev"), dir.path(), &Topology::from_pairs([(0, 0)]), false, false)
+            .unwrap_err();
         assert!(err.to_string().contains("modprobe msr"), "{err}");
     }
 
@@ -248,7 +258,8 @@ mod tests {
         write_cpuinfo(dir.path(), "GenuineIntel");
         let msr = dir.path().join("dev/cpu/0/msr");
         fs::create_dir_all(&msr).unwrap();
-        let err = MsrSource::open(&dir.path().join("dev"), dir.path(), &Topology::from_pairs([(0, 0)]), false, false).unwrap_err();
+        let err = MsrSource::open(&dir.path().join("dev"), dir.path(), &Topology::from_pairs([(0, 0)]), false, false)
+            .unwrap_err();
         assert!(err.to_string().contains(&msr.display().to_string()), "{err}");
     }
 

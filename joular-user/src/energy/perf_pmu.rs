@@ -69,7 +69,14 @@ impl PerfOpener for SyscallOpener {
         // SAFETY: `attr` is a valid, initialised perf_event_attr of the size it declares and
         // outlives the call; the other arguments are plain integers.
         let fd = unsafe {
-            libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttrV0, pid, cpu as libc::c_int, group_fd, PERF_FLAG_FD_CLOEXEC)
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const PerfEventAttrV0,
+                pid,
+                cpu as libc::c_int,
+                group_fd,
+                PERF_FLAG_FD_CLOEXEC,
+            )
         };
         if fd < 0 {
             return Err(io::Error::last_os_error());
@@ -93,8 +100,11 @@ fn read_event(pmu_dir: &Path, event: &'static str) -> Result<PmuEvent, EnergyErr
         return Err(EnergyError::MissingPmuEvent { path: pmu_dir.to_owned(), event });
     }
     let spec = read_trimmed(&base, "")?;
-    let config = parse_event_config(&spec)
-        .ok_or_else(|| EnergyError::Parse { path: base.clone(), content: spec, expected: "event=0x<hex>" })?;
+    let config = parse_event_config(&spec).ok_or_else(|| EnergyError::Parse {
+        path: base.clone(),
+        content: spec,
+        expected: "event=0x<hex>",
+    })?;
     let scale_path = pmu_dir.join("events").join(format!("{event}.scale"));
     let scale: f64 = read_parsed(&scale_path, "", "a float scale")?;
     let unit_path = pmu_dir.join("events").join(format!("{event}.unit"));
@@ -142,7 +152,10 @@ impl Counter {
     }
 
     fn delta_uj(&mut self) -> Result<(f64, bool), EnergyError> {
-        let now = self.counter.read_count().map_err(|e| read_error(format!("perf power counter on cpu {}", self.cpu), e, ""))?;
+        let now = self
+            .counter
+            .read_count()
+            .map_err(|e| read_error(format!("perf power counter on cpu {}", self.cpu), e, ""))?;
         let delta = self.wrap.update(now);
         Ok((delta.delta as f64 * self.uj_per_count, delta.flagged))
     }
@@ -174,8 +187,11 @@ impl PerfPmuSource {
         let pmu_type: u32 = read_parsed(&pmu_dir.join("type"), "", "a PMU type number")?;
         let mask_path = pmu_dir.join("cpumask");
         let mask = read_trimmed(&mask_path, "")?;
-        let mask_cpus = parse_cpu_list(&mask)
-            .ok_or_else(|| EnergyError::Parse { path: mask_path.clone(), content: mask, expected: "a CPU list" })?;
+        let mask_cpus = parse_cpu_list(&mask).ok_or_else(|| EnergyError::Parse {
+            path: mask_path.clone(),
+            content: mask,
+            expected: "a CPU list",
+        })?;
         let package = read_event(&pmu_dir, "energy-pkg")?;
         let ram = dram.then(|| read_event(&pmu_dir, "energy-ram")).transpose()?;
         let platform = psys.then(|| read_event(&pmu_dir, "energy-psys")).transpose()?;
@@ -352,7 +368,8 @@ pub(crate) mod tests {
         write_pmu(dir.path(), "0", &[("energy-pkg", 2)]);
         let opener = FakeOpener::default();
         opener.set(2, 0, 1_000);
-        let mut source = PerfPmuSource::open(dir.path(), &Topology::from_pairs([(0, 0)]), false, false, &opener).unwrap();
+        let mut source =
+            PerfPmuSource::open(dir.path(), &Topology::from_pairs([(0, 0)]), false, false, &opener).unwrap();
         opener.set(2, 0, 10);
         let read = source.read(&CycleUtilisation::default()).unwrap()[0];
         assert!(read.flagged && read.energy_uj == 0.0);

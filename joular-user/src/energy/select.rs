@@ -4,7 +4,9 @@
 
 use super::error::EnergyError;
 use super::perf_pmu::{PerfOpener, SyscallOpener};
-use super::{EnergyOptions, EnergySource, MsrSource, PerfPmuSource, PowercapSource, SourceKind, TdpModelSource, Topology};
+use super::{
+    EnergyOptions, EnergySource, MsrSource, PerfPmuSource, PowercapSource, SourceKind, TdpModelSource, Topology,
+};
 
 /// Opens the energy source for `opts` on this machine.
 pub fn open_source(opts: &EnergyOptions, topo: &Topology) -> Result<(Box<dyn EnergySource>, String), EnergyError> {
@@ -47,10 +49,8 @@ pub fn open_source_with(
 }
 
 fn check_roots(opts: &EnergyOptions) -> Result<(), EnergyError> {
-    let roots = [
-        ("sysfs", "--sysfs-root", "/sys", &opts.sysfs_root),
-        ("procfs", "--proc-root", "/proc", &opts.proc_root),
-    ];
+    let roots =
+        [("sysfs", "--sysfs-root", "/sys", &opts.sysfs_root), ("procfs", "--proc-root", "/proc", &opts.proc_root)];
     for (what, flag, default, path) in roots {
         if !path.exists() {
             return Err(EnergyError::MissingRoot { what, flag, default, path: path.clone() });
@@ -103,7 +103,8 @@ mod tests {
         };
         fs::create_dir_all(&opts.sysfs_root).unwrap();
         fs::create_dir_all(&opts.proc_root).unwrap();
-        fs::write(opts.proc_root.join("cpuinfo"), "processor : 0\nvendor_id : GenuineIntel\nmodel name : Test CPU\n").unwrap();
+        fs::write(opts.proc_root.join("cpuinfo"), "processor : 0\nvendor_id : GenuineIntel\nmodel name : Test CPU\n")
+            .unwrap();
         opts
     }
 

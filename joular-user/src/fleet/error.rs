@@ -11,8 +11,5 @@ pub enum FleetError {
     #[error("profile directory {path}: {source}")]
     ProfileDir { path: PathBuf, source: io::Error },
     #[error("writing profile {path}: {source}")]
-    ProfileWrite {
-        path: PathBuf,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    ProfileWrite { path: PathBuf, source: Box<dyn std::error::Error + Send + Sync> },
 }

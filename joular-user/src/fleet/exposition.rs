@@ -98,11 +98,7 @@ mod tests {
     fn writes_header_and_escaped_samples() {
         let mut e = Exposition::default();
         e.family("x_total", "Line one\\two\nthree.", MetricKind::Counter);
-        e.sample(
-            "x_total",
-            &[("a", "q\"uote"), ("b", "back\\slash\nnl")],
-            1.5,
-        );
+        e.sample("x_total", &[("a", "q\"uote"), ("b", "back\\slash\nnl")], 1.5);
         e.sample("x_total", &[], 2.0);
         assert_eq!(
             e.finish(),
@@ -122,21 +118,11 @@ mod tests {
     fn special_values_use_the_format_spelling() {
         let mut e = Exposition::default();
         e.family("g", "h", MetricKind::Gauge);
-        for v in [
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-            1e-7,
-            123456789.25,
-        ] {
+        for v in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-7, 123456789.25] {
             e.sample("g", &[], v);
         }
         let text = e.finish();
-        let values: Vec<&str> = text
-            .lines()
-            .skip(2)
-            .map(|l| l.split(' ').nth(1).unwrap())
-            .collect();
+        let values: Vec<&str> = text.lines().skip(2).map(|l| l.split(' ').nth(1).unwrap()).collect();
         assert_eq!(values, ["+Inf", "-Inf", "NaN", "0.0000001", "123456789.25"]);
         assert!(text.contains("# TYPE g gauge\n"));
     }

@@ -60,19 +60,10 @@ impl ProcessTable for ProcFs {
     fn labels(&self, pid: u32) -> Option<ProcessLabels> {
         let dir = self.root.join(pid.to_string());
         let (comm, start_ticks) = self.stat(pid)?;
-        let exe = fs::read_link(dir.join("exe"))
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned());
+        let exe = fs::read_link(dir.join("exe")).ok().map(|p| p.to_string_lossy().into_owned());
         let cgroup = read_bounded(&dir.join("cgroup")).and_then(|text| cgroup_path(&text).map(str::to_owned));
         let container_id = cgroup.as_deref().and_then(container_id);
-        Some(ProcessLabels {
-            pid,
-            comm,
-            exe,
-            cgroup,
-            container_id,
-            start_ticks,
-        })
+        Some(ProcessLabels { pid, comm, exe, cgroup, container_id, start_ticks })
     }
 
     fn start_ticks(&self, pid: u32) -> Option<u64> {
@@ -103,11 +94,7 @@ pub fn cgroup_path(text: &str) -> Option<&str> {
             Some((parts.next()?, parts.next()?))
         })
         .collect();
-    let pick = |want: &str| {
-        lines
-            .iter()
-            .find(|(controllers, _)| controllers.split(',').any(|c| c == want))
-    };
+    let pick = |want: &str| lines.iter().find(|(controllers, _)| controllers.split(',').any(|c| c == want));
     // Only the unified hierarchy has an empty controller list.
     lines
         .iter()
@@ -127,10 +114,7 @@ pub fn container_id(cgroup: &str) -> Option<String> {
     const PREFIXES: [&str; 4] = ["docker-", "cri-containerd-", "crio-", "libpod-"];
     cgroup.rsplit('/').find_map(|segment| {
         let name = segment.strip_suffix(".scope").unwrap_or(segment);
-        let id = PREFIXES
-            .iter()
-            .find_map(|prefix| name.strip_prefix(prefix))
-            .unwrap_or(name);
+        let id = PREFIXES.iter().find_map(|prefix| name.strip_prefix(prefix)).unwrap_or(name);
         let is_id = id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit());
         is_id.then(|| id.to_ascii_lowercase())
     })
@@ -149,14 +133,7 @@ mod tests {
         format!("{pid} ({comm}) {} {start} 0 0\n", filler.join(" "))
     }
 
-    fn fake_process(
-        root: &Path,
-        pid: u32,
-        comm: &str,
-        start: u64,
-        cgroup: &str,
-        exe: Option<&str>,
-    ) {
+    fn fake_process(root: &Path, pid: u32, comm: &str, start: u64, cgroup: &str, exe: Option<&str>) {
         let dir = root.join(pid.to_string());
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("stat"), stat_line(pid, comm, start)).unwrap();
@@ -169,17 +146,11 @@ mod tests {
     #[test]
     fn reads_labels_of_a_containerd_pod_from_a_fake_proc() {
         let root = tempfile::tempdir().unwrap();
-        let cgroup =
-            format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e.slice/cri-containerd-{ID}.scope");
-        let file = format!("0::{cgroup}\n");
-        fake_process(
-            root.path(),
-            4242,
-            "java",
-            987_654,
-            &file,
-            Some("/usr/lib/jvm/bin/java"),
+        let cgroup = format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1f2e.slice/cri-containerd-{ID}.scope"
         );
+        let file = format!("0::{cgroup}\n");
+        fake_process(root.path(), 4242, "java", 987_654, &file, Some("/usr/lib/jvm/bin/java"));
         let labels = ProcFs::new(root.path()).labels(4242).unwrap();
         assert_eq!(labels.pid, 4242);
         assert_eq!(labels.comm, "java");

@@ -32,12 +32,7 @@ pub struct RegistryConfig {
 
 impl Default for RegistryConfig {
     fn default() -> Self {
-        Self {
-            top_methods: 10,
-            tracked_methods: 4096,
-            retain_exited: Duration::from_secs(300),
-            max_exited: 1000,
-        }
+        Self { top_methods: 10, tracked_methods: 4096, retain_exited: Duration::from_secs(300), max_exited: 1000 }
     }
 }
 
@@ -73,22 +68,14 @@ impl ProcessSeries {
     fn identity_and(&self, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
         let l = &self.labels;
         let container = l.container_id.clone().unwrap_or_default();
-        [
-            ("pid", l.pid.to_string()),
-            ("comm", l.comm.clone()),
-            ("container", container),
-        ]
-        .into_iter()
-        .chain(extra.iter().map(|(k, v)| (*k, (*v).to_owned())))
-        .collect()
+        [("pid", l.pid.to_string()), ("comm", l.comm.clone()), ("container", container)]
+            .into_iter()
+            .chain(extra.iter().map(|(k, v)| (*k, (*v).to_owned())))
+            .collect()
     }
 
     fn top_methods(&self, n: usize) -> Vec<(&str, f64)> {
-        let mut methods: Vec<(&str, f64)> = self
-            .methods_j
-            .iter()
-            .map(|(m, j)| (m.as_str(), *j))
-            .collect();
+        let mut methods: Vec<(&str, f64)> = self.methods_j.iter().map(|(m, j)| (m.as_str(), *j)).collect();
         methods.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
         methods.truncate(n);
         methods
@@ -171,46 +158,26 @@ impl MetricsRegistry {
         }
         let tracked_methods = self.config.tracked_methods;
         for m in &report.methods {
-            let comm = report
-                .threads
-                .iter()
-                .find(|t| t.pid == m.pid)
-                .map_or("", |t| t.comm.as_str());
-            self.series_for(m.pid, comm, table, now_ns).add_method(
-                &m.method,
-                joules(m.energy_uj),
-                tracked_methods,
-            );
+            let comm = report.threads.iter().find(|t| t.pid == m.pid).map_or("", |t| t.comm.as_str());
+            self.series_for(m.pid, comm, table, now_ns).add_method(&m.method, joules(m.energy_uj), tracked_methods);
         }
         self.age_out(now_ns);
     }
 
     fn notice_exits(&mut self, table: &dyn ProcessTable, now_ns: u64) {
-        for series in self
-            .processes
-            .values_mut()
-            .filter(|s| s.exited_at_ns.is_none())
-        {
+        for series in self.processes.values_mut().filter(|s| s.exited_at_ns.is_none()) {
             if table.start_ticks(series.labels.pid) != Some(series.labels.start_ticks) {
                 series.exited_at_ns = Some(now_ns);
             }
         }
     }
 
-    fn series_for(
-        &mut self,
-        pid: u32,
-        comm: &str,
-        table: &dyn ProcessTable,
-        now_ns: u64,
-    ) -> &mut ProcessSeries {
+    fn series_for(&mut self, pid: u32, comm: &str, table: &dyn ProcessTable, now_ns: u64) -> &mut ProcessSeries {
         if let Some(old) = self.processes.get(&pid) {
             // An exited process's pid that a new process holds now: the old series is done. Otherwise
             // this is the exited process's own last energy, or a live one.
             let reused = old.exited_at_ns.is_some()
-                && table
-                    .start_ticks(pid)
-                    .is_some_and(|start| start != old.labels.start_ticks);
+                && table.start_ticks(pid).is_some_and(|start| start != old.labels.start_ticks);
             if reused {
                 self.exited_energy_j += old.energy_j;
                 self.processes.remove(&pid);
@@ -220,32 +187,16 @@ impl MetricsRegistry {
             // A process that exited before we looked keeps its energy under the comm the report gives.
             let (labels, exited_at_ns) = match table.labels(pid) {
                 Some(labels) => (labels, None),
-                None => (
-                    ProcessLabels {
-                        pid,
-                        comm: comm.to_owned(),
-                        ..ProcessLabels::default()
-                    },
-                    Some(now_ns),
-                ),
+                None => (ProcessLabels { pid, comm: comm.to_owned(), ..ProcessLabels::default() }, Some(now_ns)),
             };
-            ProcessSeries {
-                labels,
-                energy_j: 0.0,
-                power_w: 0.0,
-                exited_at_ns,
-                methods_j: HashMap::new(),
-            }
+            ProcessSeries { labels, energy_j: 0.0, power_w: 0.0, exited_at_ns, methods_j: HashMap::new() }
         })
     }
 
     fn age_out(&mut self, now_ns: u64) {
         let retain_ns = u64::try_from(self.config.retain_exited.as_nanos()).unwrap_or(u64::MAX);
-        let mut exited: Vec<(u64, u32)> = self
-            .processes
-            .iter()
-            .filter_map(|(pid, s)| s.exited_at_ns.map(|at| (at, *pid)))
-            .collect();
+        let mut exited: Vec<(u64, u32)> =
+            self.processes.iter().filter_map(|(pid, s)| s.exited_at_ns.map(|at| (at, *pid))).collect();
         exited.sort_unstable();
         let over_cap = exited.len().saturating_sub(self.config.max_exited);
         for (i, (exited_at_ns, pid)) in exited.into_iter().enumerate() {
@@ -262,11 +213,7 @@ impl MetricsRegistry {
         let estimated = if self.estimated { "true" } else { "false" };
         let mut e = Exposition::default();
 
-        e.family(
-            "joular_cycles_total",
-            "Monitoring cycles accounted.",
-            MetricKind::Counter,
-        );
+        e.family("joular_cycles_total", "Monitoring cycles accounted.", MetricKind::Counter);
         e.sample("joular_cycles_total", &[], self.cycles as f64);
 
         self.render_host(&mut e, estimated);
@@ -277,11 +224,7 @@ impl MetricsRegistry {
             "Energy of processes that exited and whose own series were aged out.",
             MetricKind::Counter,
         );
-        e.sample(
-            "joular_exited_process_energy_joules_total",
-            &[("estimated", estimated)],
-            self.exited_energy_j,
-        );
+        e.sample("joular_exited_process_energy_joules_total", &[("estimated", estimated)], self.exited_energy_j);
 
         e.family(
             "joular_method_energy_joules_total",
@@ -291,11 +234,7 @@ impl MetricsRegistry {
         for (pid, series) in &self.processes {
             let pid = pid.to_string();
             for (method, energy_j) in series.top_methods(self.config.top_methods) {
-                let labels = [
-                    ("pid", pid.as_str()),
-                    ("method", method),
-                    ("estimated", estimated),
-                ];
+                let labels = [("pid", pid.as_str()), ("method", method), ("estimated", estimated)];
                 e.sample("joular_method_energy_joules_total", &labels, energy_j);
             }
         }
@@ -306,11 +245,7 @@ impl MetricsRegistry {
             MetricKind::Counter,
         );
         for (cause, lost) in &self.drops {
-            e.sample(
-                "joular_samples_dropped_total",
-                &[("cause", cause)],
-                *lost as f64,
-            );
+            e.sample("joular_samples_dropped_total", &[("cause", cause)], *lost as f64);
         }
         e.finish()
     }
@@ -323,33 +258,17 @@ impl MetricsRegistry {
         );
         for (socket, s) in &self.sockets {
             let socket = socket.to_string();
-            let labels = [
-                ("socket", socket.as_str()),
-                ("domain", "package"),
-                ("estimated", estimated),
-            ];
+            let labels = [("socket", socket.as_str()), ("domain", "package"), ("estimated", estimated)];
             e.sample("joular_host_energy_joules_total", &labels, s.package_j);
             if let Some(dram_j) = s.dram_j {
-                let labels = [
-                    ("socket", socket.as_str()),
-                    ("domain", "dram"),
-                    ("estimated", estimated),
-                ];
+                let labels = [("socket", socket.as_str()), ("domain", "dram"), ("estimated", estimated)];
                 e.sample("joular_host_energy_joules_total", &labels, dram_j);
             }
         }
-        e.family(
-            "joular_host_power_watts",
-            "Package power of each socket in the last cycle.",
-            MetricKind::Gauge,
-        );
+        e.family("joular_host_power_watts", "Package power of each socket in the last cycle.", MetricKind::Gauge);
         for (socket, s) in &self.sockets {
             let socket = socket.to_string();
-            e.sample(
-                "joular_host_power_watts",
-                &[("socket", socket.as_str()), ("estimated", estimated)],
-                s.power_w,
-            );
+            e.sample("joular_host_power_watts", &[("socket", socket.as_str()), ("estimated", estimated)], s.power_w);
         }
         e.family(
             "joular_unattributed_energy_joules_total",
@@ -376,11 +295,7 @@ impl MetricsRegistry {
             let labels = s.identity_and(&[("estimated", estimated)]);
             sample(e, "joular_process_energy_joules_total", &labels, s.energy_j);
         }
-        e.family(
-            "joular_process_power_watts",
-            "Power of each process in the last cycle.",
-            MetricKind::Gauge,
-        );
+        e.family("joular_process_power_watts", "Power of each process in the last cycle.", MetricKind::Gauge);
         for s in self.processes.values() {
             let labels = s.identity_and(&[("estimated", estimated)]);
             sample(e, "joular_process_power_watts", &labels, s.power_w);
@@ -443,12 +358,7 @@ mod tests {
     const SECOND_NS: u64 = 1_000_000_000;
 
     /// One cycle on one socket: each process takes its energy, the rest of `host_uj` is unattributed.
-    fn cycle(
-        n: u64,
-        host_uj: f64,
-        processes: &[(u32, f64)],
-        methods: &[(u32, &str, f64)],
-    ) -> CycleReport {
+    fn cycle(n: u64, host_uj: f64, processes: &[(u32, f64)], methods: &[(u32, &str, f64)]) -> CycleReport {
         let taken: f64 = processes.iter().map(|p| p.1).sum();
         CycleReport {
             cycle: n,
@@ -501,11 +411,7 @@ mod tests {
     }
 
     fn sum(series: &BTreeMap<String, f64>, name: &str, with: &str) -> f64 {
-        series
-            .iter()
-            .filter(|(k, _)| k.split('{').next() == Some(name) && k.contains(with))
-            .map(|(_, v)| v)
-            .sum()
+        series.iter().filter(|(k, _)| k.split('{').next() == Some(name) && k.contains(with)).map(|(_, v)| v).sum()
     }
 
     fn value(series: &BTreeMap<String, f64>, name: &str, with: &str) -> Option<f64> {
@@ -528,19 +434,12 @@ mod tests {
     }
 
     fn assert_balanced(series: &BTreeMap<String, f64>) {
-        let host = sum(
-            series,
-            "joular_host_energy_joules_total",
-            "domain=\"package\"",
-        );
+        let host = sum(series, "joular_host_energy_joules_total", "domain=\"package\"");
         let parts = sum(series, "joular_process_energy_joules_total", "")
             + sum(series, "joular_exited_process_energy_joules_total", "")
             + sum(series, "joular_unattributed_energy_joules_total", "");
         assert!(host > 0.0);
-        assert!(
-            (parts - host).abs() < 1e-9 * host,
-            "parts {parts} host {host}"
-        );
+        assert!((parts - host).abs() < 1e-9 * host, "parts {parts} host {host}");
     }
 
     #[test]
@@ -553,16 +452,8 @@ mod tests {
             table.spawn(100, "java", 1, None);
             table.spawn(200 + n, "worker", u64::from(n), Some(&"c".repeat(64)));
             table.kill(200 + n - 2);
-            let report = cycle(
-                u64::from(n),
-                50e6,
-                &[
-                    (100, 20e6 + f64::from(n)),
-                    (200 + n, 5e6),
-                    (200 + n - 1, 4e6),
-                ],
-                &[],
-            );
+            let report =
+                cycle(u64::from(n), 50e6, &[(100, 20e6 + f64::from(n)), (200 + n, 5e6), (200 + n - 1, 4e6)], &[]);
             registry.on_cycle(&report, &table);
             let now = scrape(&registry);
             assert_balanced(&now);
@@ -576,18 +467,11 @@ mod tests {
             previous = now;
         }
         assert_eq!(value(&previous, "joular_cycles_total", ""), Some(12.0));
-        let java = value(
-            &previous,
-            "joular_process_energy_joules_total",
-            "pid=\"100\"",
-        )
-        .unwrap();
+        let java = value(&previous, "joular_process_energy_joules_total", "pid=\"100\"").unwrap();
         assert!((java - (12.0 * 20.0 + 78e-6)).abs() < 1e-9, "{java}");
         // Exited workers linger two cycles then move into the exited counter: a bounded set of series.
-        let workers = previous
-            .keys()
-            .filter(|k| k.starts_with("joular_process_energy") && k.contains("worker"))
-            .count();
+        let workers =
+            previous.keys().filter(|k| k.starts_with("joular_process_energy") && k.contains("worker")).count();
         assert!(workers <= 4, "{workers} worker series");
         assert!(value(&previous, "joular_exited_process_energy_joules_total", "").unwrap() > 0.0);
     }
@@ -604,30 +488,15 @@ mod tests {
         for n in 3..=4 {
             registry.on_cycle(&cycle(n, 10e6, &[], &[]), &table);
             let s = scrape(&registry);
-            assert_eq!(
-                value(&s, "joular_process_energy_joules_total", "pid=\"7\""),
-                Some(8.0)
-            );
-            assert_eq!(
-                value(&s, "joular_process_power_watts", "pid=\"7\""),
-                Some(0.0)
-            );
-            assert_eq!(
-                value(&s, "joular_exited_process_energy_joules_total", ""),
-                Some(0.0)
-            );
+            assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"7\""), Some(8.0));
+            assert_eq!(value(&s, "joular_process_power_watts", "pid=\"7\""), Some(0.0));
+            assert_eq!(value(&s, "joular_exited_process_energy_joules_total", ""), Some(0.0));
         }
         registry.on_cycle(&cycle(5, 10e6, &[], &[]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_process_energy_joules_total", "pid=\"7\""),
-            None
-        );
+        assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"7\""), None);
         assert_eq!(value(&s, "joular_process_info", "pid=\"7\""), None);
-        assert_eq!(
-            value(&s, "joular_exited_process_energy_joules_total", ""),
-            Some(8.0)
-        );
+        assert_eq!(value(&s, "joular_exited_process_energy_joules_total", ""), Some(8.0));
         assert_balanced(&s);
     }
 
@@ -637,20 +506,11 @@ mod tests {
         let mut registry = MetricsRegistry::new(config(1));
         registry.on_cycle(&cycle(1, 10e6, &[(55, 3e6)], &[]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_process_energy_joules_total", "comm=\"gone-55\""),
-            Some(3.0)
-        );
+        assert_eq!(value(&s, "joular_process_energy_joules_total", "comm=\"gone-55\""), Some(3.0));
         registry.on_cycle(&cycle(2, 10e6, &[], &[]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_process_energy_joules_total", "pid=\"55\""),
-            None
-        );
-        assert_eq!(
-            value(&s, "joular_exited_process_energy_joules_total", ""),
-            Some(3.0)
-        );
+        assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"55\""), None);
+        assert_eq!(value(&s, "joular_exited_process_energy_joules_total", ""), Some(3.0));
     }
 
     #[test]
@@ -662,44 +522,24 @@ mod tests {
         table.spawn(9, "new", 11, None);
         registry.on_cycle(&cycle(2, 10e6, &[(9, 1e6)], &[]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_process_energy_joules_total", "comm=\"old\""),
-            None
-        );
-        assert_eq!(
-            value(&s, "joular_process_energy_joules_total", "comm=\"new\""),
-            Some(1.0)
-        );
-        assert_eq!(
-            value(&s, "joular_exited_process_energy_joules_total", ""),
-            Some(4.0)
-        );
+        assert_eq!(value(&s, "joular_process_energy_joules_total", "comm=\"old\""), None);
+        assert_eq!(value(&s, "joular_process_energy_joules_total", "comm=\"new\""), Some(1.0));
+        assert_eq!(value(&s, "joular_exited_process_energy_joules_total", ""), Some(4.0));
         assert_balanced(&s);
     }
 
     #[test]
     fn exited_processes_beyond_the_cap_retire_oldest_first() {
         let table = FakeTable::default();
-        let mut registry = MetricsRegistry::new(RegistryConfig {
-            max_exited: 2,
-            ..config(1000)
-        });
+        let mut registry = MetricsRegistry::new(RegistryConfig { max_exited: 2, ..config(1000) });
         for n in 1..=5u64 {
             registry.on_cycle(&cycle(n, 10e6, &[(n as u32, 1e6)], &[]), &table);
         }
         let s = scrape(&registry);
-        let pids: Vec<&String> = s
-            .keys()
-            .filter(|k| k.starts_with("joular_process_energy"))
-            .collect();
+        let pids: Vec<&String> = s.keys().filter(|k| k.starts_with("joular_process_energy")).collect();
         assert_eq!(pids.len(), 2, "{pids:?}");
-        assert!(pids
-            .iter()
-            .all(|k| k.contains("pid=\"4\"") || k.contains("pid=\"5\"")));
-        assert_eq!(
-            value(&s, "joular_exited_process_energy_joules_total", ""),
-            Some(3.0)
-        );
+        assert!(pids.iter().all(|k| k.contains("pid=\"4\"") || k.contains("pid=\"5\"")));
+        assert_eq!(value(&s, "joular_exited_process_energy_joules_total", ""), Some(3.0));
     }
 
     #[test]
@@ -707,56 +547,24 @@ mod tests {
         let table = FakeTable::default();
         table.spawn(1, "java", 1, None);
         let mut registry = MetricsRegistry::new(config(10));
-        registry.on_cycle(
-            &cycle(
-                1,
-                10e6,
-                &[(1, 6e6)],
-                &[(1, "a", 3e6), (1, "b", 2e6), (1, "c", 1e6)],
-            ),
-            &table,
-        );
+        registry.on_cycle(&cycle(1, 10e6, &[(1, 6e6)], &[(1, "a", 3e6), (1, "b", 2e6), (1, "c", 1e6)]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", "method=\"a\""),
-            Some(3.0)
-        );
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", "method=\"b\""),
-            Some(2.0)
-        );
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", "method=\"c\""),
-            None
-        );
+        assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"a\""), Some(3.0));
+        assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"b\""), Some(2.0));
+        assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"c\""), None);
         registry.on_cycle(&cycle(2, 10e6, &[(1, 4e6)], &[(1, "c", 4e6)]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", "method=\"c\""),
-            Some(5.0)
-        );
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", "method=\"b\""),
-            None
-        );
+        assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"c\""), Some(5.0));
+        assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"b\""), None);
         registry.on_cycle(&cycle(3, 10e6, &[(1, 4e6)], &[(1, "b", 4e6)]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", "method=\"b\""),
-            Some(6.0)
-        );
+        assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"b\""), Some(6.0));
         // A fourth distinct method is beyond tracked_methods (3): it counts as untracked.
         registry.on_cycle(&cycle(4, 10e6, &[(1, 9e6)], &[(1, "d", 9e6)]), &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", "method=\"d\""),
-            None
-        );
+        assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"d\""), None);
         let untracked = format!("method=\"{UNTRACKED_METHOD}\"");
-        assert_eq!(
-            value(&s, "joular_method_energy_joules_total", &untracked),
-            Some(9.0)
-        );
+        assert_eq!(value(&s, "joular_method_energy_joules_total", &untracked), Some(9.0));
     }
 
     #[test]
@@ -773,37 +581,12 @@ mod tests {
             registry.on_cycle(&report, &table);
         }
         let s = scrape(&registry);
-        let process = format!(
-            "{{pid=\"3\",comm=\"nginx \\\"edge\\\"\",container=\"{id}\",estimated=\"true\"}}"
-        );
-        assert_eq!(
-            s.get(&format!("joular_process_energy_joules_total{process}")),
-            Some(&2.0)
-        );
-        assert_eq!(
-            value(&s, "joular_host_energy_joules_total", "domain=\"dram\""),
-            Some(4.0)
-        );
-        assert_eq!(
-            value(
-                &s,
-                "joular_host_energy_joules_total",
-                "domain=\"package\",estimated=\"true\""
-            ),
-            Some(20.0)
-        );
-        assert_eq!(
-            value(&s, "joular_samples_dropped_total", "cause=\"samples\""),
-            Some(10.0)
-        );
-        assert_eq!(
-            value(
-                &s,
-                "joular_process_info",
-                "exe=\"/usr/bin/nginx \\\"edge\\\"\""
-            ),
-            Some(1.0)
-        );
+        let process = format!("{{pid=\"3\",comm=\"nginx \\\"edge\\\"\",container=\"{id}\",estimated=\"true\"}}");
+        assert_eq!(s.get(&format!("joular_process_energy_joules_total{process}")), Some(&2.0));
+        assert_eq!(value(&s, "joular_host_energy_joules_total", "domain=\"dram\""), Some(4.0));
+        assert_eq!(value(&s, "joular_host_energy_joules_total", "domain=\"package\",estimated=\"true\""), Some(20.0));
+        assert_eq!(value(&s, "joular_samples_dropped_total", "cause=\"samples\""), Some(10.0));
+        assert_eq!(value(&s, "joular_process_info", "exe=\"/usr/bin/nginx \\\"edge\\\"\""), Some(1.0));
     }
 
     #[test]
@@ -816,32 +599,17 @@ mod tests {
         report.sockets[0].unattributed_uj = f64::NEG_INFINITY;
         registry.on_cycle(&report, &table);
         let s = scrape(&registry);
-        assert_eq!(
-            value(&s, "joular_process_energy_joules_total", "pid=\"2\""),
-            Some(5.0)
-        );
-        assert_eq!(
-            value(&s, "joular_host_energy_joules_total", "package"),
-            Some(10.0)
-        );
-        assert_eq!(
-            value(&s, "joular_unattributed_energy_joules_total", ""),
-            Some(5.0)
-        );
+        assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"2\""), Some(5.0));
+        assert_eq!(value(&s, "joular_host_energy_joules_total", "package"), Some(10.0));
+        assert_eq!(value(&s, "joular_unattributed_energy_joules_total", ""), Some(5.0));
         assert_eq!(value(&s, "joular_host_power_watts", ""), Some(0.0));
     }
 
     #[test]
     fn every_family_has_help_and_type() {
         let text = MetricsRegistry::new(RegistryConfig::default()).render();
-        let families: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("# TYPE "))
-            .collect();
-        assert_eq!(
-            families.len(),
-            text.lines().filter(|l| l.starts_with("# HELP ")).count()
-        );
+        let families: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        assert_eq!(families.len(), text.lines().filter(|l| l.starts_with("# HELP ")).count());
         for name in [
             "joular_cycles_total counter",
             "joular_host_energy_joules_total counter",

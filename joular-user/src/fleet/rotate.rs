@@ -58,35 +58,13 @@ struct ProfileFile {
 impl ProfileRotator {
     /// Creates `dir` if needed. `host` is made file-name safe (anything but `[A-Za-z0-9._]` becomes `_`,
     /// so the `-` after the time stays the only separator).
-    pub fn new(
-        dir: impl Into<PathBuf>,
-        host: &str,
-        retention: Retention,
-        modes: Modes,
-    ) -> Result<Self, FleetError> {
+    pub fn new(dir: impl Into<PathBuf>, host: &str, retention: Retention, modes: Modes) -> Result<Self, FleetError> {
         let path = dir.into();
-        let dir = OutDir::create_all(&path, modes)
-            .map_err(|source| FleetError::ProfileDir { path, source })?;
-        let host: String = host
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let host = if host.is_empty() {
-            "unknown".to_owned()
-        } else {
-            host
-        };
-        Ok(Self {
-            dir,
-            host,
-            retention,
-        })
+        let dir = OutDir::create_all(&path, modes).map_err(|source| FleetError::ProfileDir { path, source })?;
+        let host: String =
+            host.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '_' }).collect();
+        let host = if host.is_empty() { "unknown".to_owned() } else { host };
+        Ok(Self { dir, host, retention })
     }
 
     fn name_for(&self, end_epoch_ms: u64, format: ProfileFormat) -> String {
@@ -120,43 +98,28 @@ impl ProfileRotator {
     }
 
     fn prune(&self, just_written: &str) -> Result<(), FleetError> {
-        let dir_error = |source| FleetError::ProfileDir {
-            path: self.dir.path().to_owned(),
-            source,
-        };
+        let dir_error = |source| FleetError::ProfileDir { path: self.dir.path().to_owned(), source };
         let mut files = Vec::new();
         for entry in self.dir.entries().map_err(dir_error)? {
             let Some((epoch_ms, format)) = self.parse_name(&entry.name.to_string_lossy()) else {
                 continue;
             };
             if entry.is_file {
-                files.push(ProfileFile {
-                    name: entry.name,
-                    epoch_ms,
-                    format,
-                    bytes: entry.size_bytes,
-                });
+                files.push(ProfileFile { name: entry.name, epoch_ms, format, bytes: entry.size_bytes });
             }
         }
-        files.sort_by(|a, b| {
-            b.epoch_ms
-                .cmp(&a.epoch_ms)
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        files.sort_by(|a, b| b.epoch_ms.cmp(&a.epoch_ms).then_with(|| a.name.cmp(&b.name)));
 
         let mut kept_bytes = 0u64;
         let mut kept_per_format = [0usize; 2];
         let mut over_budget = false;
         for file in files {
-            let slot = ProfileFormat::ALL
-                .iter()
-                .position(|f| *f == file.format)
-                .unwrap_or(0);
+            let slot = ProfileFormat::ALL.iter().position(|f| *f == file.format).unwrap_or(0);
             let fits = kept_bytes.saturating_add(file.bytes) <= self.retention.max_bytes;
             // Once one file exceeds the byte budget every older one goes too: oldest first.
             over_budget |= !fits;
-            let keep = file.name == just_written
-                || (!over_budget && kept_per_format[slot] < self.retention.keep_intervals);
+            let keep =
+                file.name == just_written || (!over_budget && kept_per_format[slot] < self.retention.keep_intervals);
             if keep {
                 kept_bytes = kept_bytes.saturating_add(file.bytes);
                 kept_per_format[slot] += 1;
@@ -195,16 +158,8 @@ mod tests {
     use std::io;
 
     fn rotator(dir: &Path, keep_intervals: usize, max_bytes: u64) -> ProfileRotator {
-        ProfileRotator::new(
-            dir,
-            "node-1.example",
-            Retention {
-                keep_intervals,
-                max_bytes,
-            },
-            Modes::for_caller(),
-        )
-        .unwrap()
+        ProfileRotator::new(dir, "node-1.example", Retention { keep_intervals, max_bytes }, Modes::for_caller())
+            .unwrap()
     }
 
     fn write_all(dir: &OutDir, name: &str, bytes: &[u8]) -> io::Result<()> {
@@ -213,21 +168,13 @@ mod tests {
         file.commit()
     }
 
-    fn write_bytes(
-        r: &ProfileRotator,
-        epoch_ms: u64,
-        format: ProfileFormat,
-        bytes: usize,
-    ) -> PathBuf {
-        r.write(epoch_ms, format, |d: &OutDir, name: &str| write_all(d, name, &vec![b'x'; bytes]))
-            .unwrap()
+    fn write_bytes(r: &ProfileRotator, epoch_ms: u64, format: ProfileFormat, bytes: usize) -> PathBuf {
+        r.write(epoch_ms, format, |d: &OutDir, name: &str| write_all(d, name, &vec![b'x'; bytes])).unwrap()
     }
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut names: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         names
     }
@@ -237,45 +184,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let r = rotator(&dir.path().join("profiles"), 5, 1 << 20);
         let pprof = write_bytes(&r, 1_700_000_000_123, ProfileFormat::Pprof, 3);
-        assert_eq!(
-            pprof,
-            dir.path()
-                .join("profiles/1700000000123-node_1.example.pprof.gz")
-        );
+        assert_eq!(pprof, dir.path().join("profiles/1700000000123-node_1.example.pprof.gz"));
         assert_eq!(fs::read(&pprof).unwrap(), b"xxx");
         let folded = r.path_for(42, ProfileFormat::Folded);
         assert_eq!(folded.file_name().unwrap(), "42-node_1.example.folded");
         let odd = ProfileRotator::new(
             dir.path(),
             "a/b c",
-            Retention {
-                keep_intervals: 1,
-                max_bytes: 1,
-            },
+            Retention { keep_intervals: 1, max_bytes: 1 },
             Modes::for_caller(),
         )
         .unwrap();
-        assert_eq!(
-            odd.path_for(1, ProfileFormat::Pprof).file_name().unwrap(),
-            "1-a_b_c.pprof.gz"
-        );
-        let empty = ProfileRotator::new(
-            dir.path(),
-            "",
-            Retention {
-                keep_intervals: 1,
-                max_bytes: 1,
-            },
-            Modes::for_caller(),
-        )
-        .unwrap();
-        assert_eq!(
-            empty
-                .path_for(1, ProfileFormat::Folded)
-                .file_name()
-                .unwrap(),
-            "1-unknown.folded"
-        );
+        assert_eq!(odd.path_for(1, ProfileFormat::Pprof).file_name().unwrap(), "1-a_b_c.pprof.gz");
+        let empty =
+            ProfileRotator::new(dir.path(), "", Retention { keep_intervals: 1, max_bytes: 1 }, Modes::for_caller())
+                .unwrap();
+        assert_eq!(empty.path_for(1, ProfileFormat::Folded).file_name().unwrap(), "1-unknown.folded");
     }
 
     #[test]
@@ -304,10 +228,7 @@ mod tests {
         for t in 1..=4 {
             write_bytes(&r, t * 1000, ProfileFormat::Folded, 100);
         }
-        assert_eq!(
-            names(dir.path()),
-            ["3000-node_1.example.folded", "4000-node_1.example.folded"]
-        );
+        assert_eq!(names(dir.path()), ["3000-node_1.example.folded", "4000-node_1.example.folded"]);
         write_bytes(&r, 5000, ProfileFormat::Pprof, 400);
         assert_eq!(names(dir.path()), ["5000-node_1.example.pprof.gz"]);
     }
@@ -315,12 +236,7 @@ mod tests {
     #[test]
     fn files_of_other_hosts_and_other_names_are_never_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let foreign = [
-            "1-other.pprof.gz",
-            "1-node_1.example.pprof",
-            "x-node_1.example.folded",
-            "notes.txt",
-        ];
+        let foreign = ["1-other.pprof.gz", "1-node_1.example.pprof", "x-node_1.example.folded", "notes.txt"];
         for name in foreign {
             fs::write(dir.path().join(name), b"keep").unwrap();
         }

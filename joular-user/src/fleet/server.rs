@@ -39,8 +39,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 const ACCEPT_ERROR_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 /// Sent, without waiting, to a connection refused because every open one is being answered.
-const BUSY_RESPONSE: &[u8] =
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 
 const INDEX_HTML: &str = "<html><head><title>joular-ebpf</title></head>\
 <body><h1>joular-ebpf</h1><p><a href=\"/metrics\">Metrics</a></p></body></html>\n";
@@ -57,10 +56,7 @@ pub struct MetricsServer {
 
 impl MetricsServer {
     pub async fn bind(listen: SocketAddr) -> Result<Self, FleetError> {
-        let bind_error = |source| FleetError::Bind {
-            addr: listen,
-            source,
-        };
+        let bind_error = |source| FleetError::Bind { addr: listen, source };
         let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
         Ok(Self { listener, addr })
@@ -73,11 +69,7 @@ impl MetricsServer {
     /// Serves scrapes until `shutdown` completes. Each scrape renders under the registry's lock, so it
     /// sees whole cycles only. At most [`MAX_OPEN_CONNECTIONS`] are open at once, each for at most
     /// [`HEAD_TIMEOUT`] plus the time to take its response.
-    pub async fn run(
-        self,
-        registry: Arc<Mutex<MetricsRegistry>>,
-        shutdown: impl Future<Output = ()>,
-    ) {
+    pub async fn run(self, registry: Arc<Mutex<MetricsRegistry>>, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let limiter: Arc<Limiter> = Arc::new(Mutex::new(ConnectionLimiter::new(MAX_OPEN_CONNECTIONS)));
         let mut accept_errors = LogEvery::new(ACCEPT_ERROR_LOG_PERIOD);
@@ -127,10 +119,7 @@ pub async fn serve(
     registry: Arc<Mutex<MetricsRegistry>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), FleetError> {
-    MetricsServer::bind(listen)
-        .await?
-        .run(registry, shutdown)
-        .await;
+    MetricsServer::bind(listen).await?.run(registry, shutdown).await;
     Ok(())
 }
 
@@ -167,10 +156,7 @@ async fn handle(
     }
     let response = respond(&head, || {
         // A panic elsewhere while holding the lock leaves whole counters behind: still worth serving.
-        registry
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .render()
+        registry.lock().unwrap_or_else(PoisonError::into_inner).render()
     });
     timeout(WRITE_TIMEOUT, async {
         stream.write_all(&response).await?;
@@ -199,41 +185,17 @@ fn respond(head: &[u8], render: impl FnOnce() -> String) -> Vec<u8> {
     let request_line = String::from_utf8_lossy(request_line);
     let mut parts = request_line.trim_end().split(' ');
     let (method, target) = match (parts.next(), parts.next(), parts.next()) {
-        (Some(method), Some(target), Some(version)) if version.starts_with("HTTP/1.") => {
-            (method, target)
-        }
-        _ => {
-            return response(
-                "400 Bad Request",
-                "text/plain",
-                "bad request\n".to_owned(),
-                true,
-            )
-        }
+        (Some(method), Some(target), Some(version)) if version.starts_with("HTTP/1.") => (method, target),
+        _ => return response("400 Bad Request", "text/plain", "bad request\n".to_owned(), true),
     };
     let with_body = method == "GET";
     if !with_body && method != "HEAD" {
-        return response(
-            "405 Method Not Allowed",
-            "text/plain",
-            "GET or HEAD\n".to_owned(),
-            true,
-        );
+        return response("405 Method Not Allowed", "text/plain", "GET or HEAD\n".to_owned(), true);
     }
     match target.split('?').next().unwrap_or_default() {
         "/metrics" => response("200 OK", CONTENT_TYPE, render(), with_body),
-        "/" => response(
-            "200 OK",
-            "text/html; charset=utf-8",
-            INDEX_HTML.to_owned(),
-            with_body,
-        ),
-        _ => response(
-            "404 Not Found",
-            "text/plain",
-            "not found; try /metrics\n".to_owned(),
-            with_body,
-        ),
+        "/" => response("200 OK", "text/html; charset=utf-8", INDEX_HTML.to_owned(), with_body),
+        _ => response("404 Not Found", "text/plain", "not found; try /metrics\n".to_owned(), with_body),
     }
 }
 
@@ -262,10 +224,7 @@ mod tests {
     fn metrics_are_served_as_text_format_0_0_4() {
         let r = text("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
-        assert!(
-            r.contains("\r\nContent-Type: text/plain; version=0.0.4"),
-            "{r}"
-        );
+        assert!(r.contains("\r\nContent-Type: text/plain; version=0.0.4"), "{r}");
         assert!(r.contains("\r\nContent-Length: 10\r\n"), "{r}");
         assert!(r.ends_with("\r\n\r\nx_total 1\n"), "{r}");
         assert!(text("GET /metrics?name[]=x HTTP/1.0\r\n\r\n").ends_with("x_total 1\n"));
@@ -274,19 +233,13 @@ mod tests {
     #[test]
     fn head_has_the_length_but_no_body() {
         let r = text("HEAD /metrics HTTP/1.1\r\n\r\n");
-        assert!(
-            r.contains("Content-Length: 10\r\n") && r.ends_with("\r\n\r\n"),
-            "{r}"
-        );
+        assert!(r.contains("Content-Length: 10\r\n") && r.ends_with("\r\n\r\n"), "{r}");
     }
 
     #[test]
     fn root_links_to_metrics_and_the_rest_is_refused() {
         let root = text("GET / HTTP/1.1\r\n\r\n");
-        assert!(
-            root.starts_with("HTTP/1.1 200 OK") && root.contains("href=\"/metrics\""),
-            "{root}"
-        );
+        assert!(root.starts_with("HTTP/1.1 200 OK") && root.contains("href=\"/metrics\""), "{root}");
         assert!(!root.contains("x_total"));
         assert!(text("GET /metricsx HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404 "));
         assert!(text("POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405 "));
@@ -339,9 +292,7 @@ mod tests {
     #[tokio::test]
     async fn serves_the_registry_over_loopback_until_shutdown() {
         let registry = Arc::new(Mutex::new(MetricsRegistry::new(RegistryConfig::default())));
-        let server = MetricsServer::bind("127.0.0.1:0".parse().unwrap())
-            .await
-            .unwrap();
+        let server = MetricsServer::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = server.local_addr();
         assert_ne!(addr.port(), 0);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -350,15 +301,9 @@ mod tests {
         }));
 
         let mut client = TcpStream::connect(addr).await.unwrap();
-        client
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
+        client.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
         let mut reply = String::new();
-        timeout(WRITE_TIMEOUT, client.read_to_string(&mut reply))
-            .await
-            .unwrap()
-            .unwrap();
+        timeout(WRITE_TIMEOUT, client.read_to_string(&mut reply)).await.unwrap().unwrap();
         assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
         assert!(reply.contains("\njoular_cycles_total 0\n"), "{reply}");
 
@@ -367,9 +312,6 @@ mod tests {
 
         stop.send(()).unwrap();
         timeout(WRITE_TIMEOUT, running).await.unwrap().unwrap();
-        assert!(
-            TcpStream::connect(addr).await.is_err(),
-            "still listening after shutdown"
-        );
+        assert!(TcpStream::connect(addr).await.is_err(), "still listening after shutdown");
     }
 }

@@ -93,12 +93,7 @@ pub fn path_groups<'a>(
             samples: s.samples,
         })
         .collect();
-    paths.sort_unstable_by(|a, b| {
-        a.frames
-            .iter()
-            .map(|f| &*f.short)
-            .cmp(b.frames.iter().map(|f| &*f.short))
-    });
+    paths.sort_unstable_by(|a, b| a.frames.iter().map(|f| &*f.short).cmp(b.frames.iter().map(|f| &*f.short)));
     let mut groups: Vec<PathGroup<'a>> = Vec::with_capacity(paths.len());
     for path in paths {
         match groups.last_mut() {
@@ -122,21 +117,11 @@ pub fn by_energy<'a, 'g>(groups: &'g [PathGroup<'a>]) -> Vec<&'g PathGroup<'a>> 
 /// The JoularJX call trees of `stacks` (`a;b;c`, root first) with their energies, highest first.
 /// Only stacks whose method is a real method count: buckets and unnamed frames are
 /// `unattributed` in summary.json, never a tree.
-pub fn method_call_trees(
-    stacks: &[StackTotal],
-    scope: Scope,
-    rules: StackRules,
-) -> Vec<(String, f64)> {
-    let attributed: Vec<StackTotal> = stacks
-        .iter()
-        .filter(|s| methods::is_method_name(&scope.method(&s.stack, s.thread, rules)))
-        .cloned()
-        .collect();
+pub fn method_call_trees(stacks: &[StackTotal], scope: Scope, rules: StackRules) -> Vec<(String, f64)> {
+    let attributed: Vec<StackTotal> =
+        stacks.iter().filter(|s| methods::is_method_name(&scope.method(&s.stack, s.thread, rules))).cloned().collect();
     let groups = path_groups(&attributed, scope, rules, PathStyle::CallTree);
-    by_energy(&groups)
-        .into_iter()
-        .map(|g| (g.tree(false), g.energy_uj))
-        .collect()
+    by_energy(&groups).into_iter().map(|g| (g.tree(false), g.energy_uj)).collect()
 }
 
 /// One method's (or call tree's) share of a run or a cycle.
@@ -148,9 +133,7 @@ pub struct NamedTotal {
 }
 
 /// Sums by key, then sorts by energy (highest first), ties by name for stable files.
-fn sum_by<K: Into<Arc<str>> + std::hash::Hash + Eq>(
-    items: impl Iterator<Item = (K, f64, u64)>,
-) -> Vec<NamedTotal> {
+fn sum_by<K: Into<Arc<str>> + std::hash::Hash + Eq>(items: impl Iterator<Item = (K, f64, u64)>) -> Vec<NamedTotal> {
     let mut sums: HashMap<K, (f64, u64)> = HashMap::new();
     for (key, energy_uj, samples) in items {
         let sum = sums.entry(key).or_default();
@@ -159,32 +142,18 @@ fn sum_by<K: Into<Arc<str>> + std::hash::Hash + Eq>(
     }
     let mut totals: Vec<NamedTotal> = sums
         .into_iter()
-        .map(|(name, (energy_uj, samples))| NamedTotal {
-            name: name.into(),
-            energy_uj,
-            samples,
-        })
+        .map(|(name, (energy_uj, samples))| NamedTotal { name: name.into(), energy_uj, samples })
         .collect();
     sort_totals(&mut totals);
     totals
 }
 
 pub fn sort_totals(totals: &mut [NamedTotal]) {
-    totals.sort_by(|a, b| {
-        b.energy_uj
-            .total_cmp(&a.energy_uj)
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    totals.sort_by(|a, b| b.energy_uj.total_cmp(&a.energy_uj).then_with(|| a.name.cmp(&b.name)));
 }
 
 pub fn method_totals(stacks: &[StackTotal], scope: Scope, rules: StackRules) -> Vec<NamedTotal> {
-    sum_by(stacks.iter().map(|s| {
-        (
-            scope.method(&s.stack, s.thread, rules),
-            s.energy_uj,
-            s.samples,
-        )
-    }))
+    sum_by(stacks.iter().map(|s| (scope.method(&s.stack, s.thread, rules), s.energy_uj, s.samples)))
 }
 
 fn address(stack: &Stack) -> usize {
@@ -222,24 +191,14 @@ impl StackTable {
 
     /// Id of `stack` sampled in a thread of kind `thread`, adding it on first sight; an empty
     /// stack becomes the `(no stack)` bucket.
-    pub fn intern(
-        &mut self,
-        stack: &Stack,
-        thread: ThreadKind,
-        filter: &MethodFilter,
-        rules: StackRules,
-    ) -> usize {
+    pub fn intern(&mut self, stack: &Stack, thread: ThreadKind, filter: &MethodFilter, rules: StackRules) -> usize {
         if let Some(&id) = self.by_address.get(&(address(stack), thread)) {
             return id;
         }
         if let Some(&id) = self.index.get(&(stack.clone(), thread)) {
             return id;
         }
-        let stack = if stack.is_empty() {
-            methods::bucket_stack(NO_STACK)
-        } else {
-            stack.clone()
-        };
+        let stack = if stack.is_empty() { methods::bucket_stack(NO_STACK) } else { stack.clone() };
         if let Some(&id) = self.index.get(&(stack.clone(), thread)) {
             return id;
         }
@@ -249,12 +208,7 @@ impl StackTable {
             app_method: Arc::from(""),
             app_tree: Arc::from(""),
             shows_jvm: methods::shows_jvm(&stack),
-            total: StackTotal {
-                stack: stack.clone(),
-                thread,
-                energy_uj: 0.0,
-                samples: 0,
-            },
+            total: StackTotal { stack: stack.clone(), thread, energy_uj: 0.0, samples: 0 },
         };
         self.label(&mut entry, filter, rules);
         self.entries.push(entry);
@@ -267,12 +221,8 @@ impl StackTable {
         let (stack, thread) = (&entry.total.stack, entry.total.thread);
         entry.all_method = methods::all_method(stack, thread, rules);
         entry.app_method = methods::app_method(stack, thread, rules, filter);
-        let tree = methods::join_frames(
-            Scope::App(filter)
-                .path(stack, thread, rules, PathStyle::CallTree)
-                .into_iter(),
-            false,
-        );
+        let tree =
+            methods::join_frames(Scope::App(filter).path(stack, thread, rules, PathStyle::CallTree).into_iter(), false);
         entry.app_tree = match self.app_trees.get(&tree) {
             Some(tree) => tree.clone(),
             None => {
@@ -314,28 +264,15 @@ mod tests {
     use crate::model::FrameKind;
     use crate::output::methods::tests::{frame, java};
 
-    const JVM: StackRules = StackRules {
-        jvm: true,
-        native_frames: false,
-    };
+    const JVM: StackRules = StackRules { jvm: true, native_frames: false };
     const APP: ThreadKind = ThreadKind::Application;
 
     fn stack(frames: Vec<crate::model::Frame>) -> Stack {
         Arc::from(frames)
     }
 
-    fn total(
-        frames: Vec<crate::model::Frame>,
-        thread: ThreadKind,
-        energy_uj: f64,
-        samples: u64,
-    ) -> StackTotal {
-        StackTotal {
-            stack: stack(frames),
-            thread,
-            energy_uj,
-            samples,
-        }
+    fn total(frames: Vec<crate::model::Frame>, thread: ThreadKind, energy_uj: f64, samples: u64) -> StackTotal {
+        StackTotal { stack: stack(frames), thread, energy_uj, samples }
     }
 
     #[test]
@@ -364,10 +301,7 @@ mod tests {
     fn relabel_applies_the_jvm_rules_to_stacks_seen_before() {
         let filter = MethodFilter::parse("com.acme");
         let mut table = StackTable::default();
-        let native = stack(vec![
-            frame("main", FrameKind::Native),
-            frame("os::init", FrameKind::Native),
-        ]);
+        let native = stack(vec![frame("main", FrameKind::Native), frame("os::init", FrameKind::Native)]);
         let id = table.intern(&native, APP, &filter, StackRules::default());
         assert_eq!(&*table.entry(id).all_method, "os::init");
         table.relabel(&filter, JVM);
@@ -380,31 +314,10 @@ mod tests {
     fn totals_by_method_keep_every_joule_and_sort_by_energy() {
         let filter = MethodFilter::parse("com.acme");
         let stacks = vec![
-            total(
-                vec![
-                    java("com.acme.App.compute"),
-                    java("java.math.BigInteger.multiply"),
-                ],
-                APP,
-                70.0,
-                7,
-            ),
-            total(
-                vec![
-                    java("com.acme.App.compute"),
-                    frame("memcpy", FrameKind::Native),
-                ],
-                APP,
-                20.0,
-                2,
-            ),
+            total(vec![java("com.acme.App.compute"), java("java.math.BigInteger.multiply")], APP, 70.0, 7),
+            total(vec![java("com.acme.App.compute"), frame("memcpy", FrameKind::Native)], APP, 20.0, 2),
             total(vec![java("java.lang.Thread.run")], APP, 10.0, 1),
-            total(
-                vec![frame("G1ParTask::work", FrameKind::Native)],
-                ThreadKind::Gc,
-                5.0,
-                1,
-            ),
+            total(vec![frame("G1ParTask::work", FrameKind::Native)], ThreadKind::Gc, 5.0, 1),
         ];
         let all = method_totals(&stacks, Scope::All, JVM);
         let names: Vec<(&str, f64)> = all.iter().map(|m| (&*m.name, m.energy_uj)).collect();
@@ -428,38 +341,16 @@ mod tests {
             assert_eq!(sum, 105.0);
         }
         let app_paths = path_groups(&stacks, Scope::App(&filter), JVM, PathStyle::CallTree);
-        let trees: Vec<(String, f64)> = app_paths
-            .iter()
-            .map(|g| (g.tree(false), g.energy_uj))
-            .collect();
+        let trees: Vec<(String, f64)> = app_paths.iter().map(|g| (g.tree(false), g.energy_uj)).collect();
         assert_eq!(
             trees,
-            [
-                ("(no app frame)".to_owned(), 10.0),
-                ("[GC]".to_owned(), 5.0),
-                ("com.acme.App.compute".to_owned(), 90.0)
-            ]
+            [("(no app frame)".to_owned(), 10.0), ("[GC]".to_owned(), 5.0), ("com.acme.App.compute".to_owned(), 90.0)]
         );
         let all_trees = path_groups(&stacks, Scope::All, JVM, PathStyle::CallTree);
-        let trees: Vec<&str> = by_energy(&all_trees)
-            .iter()
-            .map(|g| g.frames.last().unwrap().short.as_ref())
-            .collect();
-        assert_eq!(
-            trees,
-            [
-                "java.math.BigInteger.multiply",
-                "com.acme.App.compute",
-                "java.lang.Thread.run",
-                "[GC]"
-            ]
-        );
+        let trees: Vec<&str> = by_energy(&all_trees).iter().map(|g| g.frames.last().unwrap().short.as_ref()).collect();
+        assert_eq!(trees, ["java.math.BigInteger.multiply", "com.acme.App.compute", "java.lang.Thread.run", "[GC]"]);
         let graphs = path_groups(&stacks, Scope::All, JVM, PathStyle::Graph);
         assert_eq!(graphs.len(), 4);
-        assert_eq!(
-            by_energy(&graphs)[1].tree(false),
-            "com.acme.App.compute;memcpy",
-            "graphs keep the native leaf"
-        );
+        assert_eq!(by_energy(&graphs)[1].tree(false), "com.acme.App.compute;memcpy", "graphs keep the native leaf");
     }
 }

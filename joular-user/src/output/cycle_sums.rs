@@ -23,18 +23,9 @@ pub(super) fn add(sum: &mut (f64, u64), energy_uj: f64, samples: u64) {
     sum.1 += samples;
 }
 
-pub(super) fn named<K>(
-    sums: HashMap<K, (f64, u64)>,
-    name: impl Fn(K) -> Arc<str>,
-) -> Vec<NamedTotal> {
-    let mut totals: Vec<NamedTotal> = sums
-        .into_iter()
-        .map(|(k, (energy_uj, samples))| NamedTotal {
-            name: name(k),
-            energy_uj,
-            samples,
-        })
-        .collect();
+pub(super) fn named<K>(sums: HashMap<K, (f64, u64)>, name: impl Fn(K) -> Arc<str>) -> Vec<NamedTotal> {
+    let mut totals: Vec<NamedTotal> =
+        sums.into_iter().map(|(k, (energy_uj, samples))| NamedTotal { name: name(k), energy_uj, samples }).collect();
     sort_totals(&mut totals);
     totals
 }
@@ -59,41 +50,14 @@ pub(super) fn add_energy(
 ) {
     table.add(id, energy_uj, samples);
     let entry = table.entry(id);
-    add(
-        cycle
-            .all_methods
-            .entry(entry.all_method.clone())
-            .or_default(),
-        energy_uj,
-        samples,
-    );
-    add(
-        cycle
-            .app_methods
-            .entry(entry.app_method.clone())
-            .or_default(),
-        energy_uj,
-        samples,
-    );
+    add(cycle.all_methods.entry(entry.all_method.clone()).or_default(), energy_uj, samples);
+    add(cycle.app_methods.entry(entry.app_method.clone()).or_default(), energy_uj, samples);
     add(cycle.all_trees.entry(id).or_default(), energy_uj, samples);
-    add(
-        cycle.app_trees.entry(entry.app_tree.clone()).or_default(),
-        energy_uj,
-        samples,
-    );
-    add(
-        thread_methods.entry(entry.all_method.clone()).or_default(),
-        energy_uj,
-        samples,
-    );
+    add(cycle.app_trees.entry(entry.app_tree.clone()).or_default(), energy_uj, samples);
+    add(thread_methods.entry(entry.all_method.clone()).or_default(), energy_uj, samples);
 }
 
-pub(super) fn push_methods(
-    out: &mut Vec<MethodReport>,
-    pid: u32,
-    tid: u32,
-    methods: HashMap<Arc<str>, (f64, u64)>,
-) {
+pub(super) fn push_methods(out: &mut Vec<MethodReport>, pid: u32, tid: u32, methods: HashMap<Arc<str>, (f64, u64)>) {
     for total in named(methods, |m| m) {
         out.push(MethodReport {
             pid,

@@ -89,10 +89,7 @@ fn visible_lines(groups: &[PathGroup]) -> Vec<String> {
         .zip(&keep)
         .map(|(group, &depth)| {
             let frames = &group.frames[..depth.max(1)];
-            (
-                super::methods::join_frames(frames.iter().copied(), true),
-                group.energy_uj,
-            )
+            (super::methods::join_frames(frames.iter().copied(), true), group.energy_uj)
         })
         .collect();
     cut.sort_by(|a, b| a.0.cmp(&b.0));
@@ -115,11 +112,7 @@ fn visible_lines(groups: &[PathGroup]) -> Vec<String> {
 }
 
 fn common_prefix(a: &PathGroup, b: &PathGroup) -> usize {
-    a.frames
-        .iter()
-        .zip(&b.frames)
-        .take_while(|(x, y)| x.short == y.short)
-        .count()
+    a.frames.iter().zip(&b.frames).take_while(|(x, y)| x.short == y.short).count()
 }
 
 #[cfg(test)]
@@ -131,10 +124,7 @@ mod tests {
     use crate::output::paths::PathStyle;
     use crate::output::thread_kind::ThreadKind;
 
-    const JVM: StackRules = StackRules {
-        jvm: true,
-        native_frames: false,
-    };
+    const JVM: StackRules = StackRules { jvm: true, native_frames: false };
     use crate::output::methods::tests::{frame, java};
     use crate::output::profile::StackTotal;
     use crate::safe_write::test_dir;
@@ -151,21 +141,13 @@ mod tests {
     }
 
     fn total(frames: &[Frame], energy_uj: f64) -> StackTotal {
-        StackTotal {
-            thread: ThreadKind::Application,
-            stack: Arc::from(frames.to_vec()),
-            energy_uj,
-            samples: 1,
-        }
+        StackTotal { thread: ThreadKind::Application, stack: Arc::from(frames.to_vec()), energy_uj, samples: 1 }
     }
 
     #[test]
     fn frames_too_narrow_to_draw_are_cut_into_their_parent() {
         let stacks = vec![
-            total(
-                &[run(), compute(), java("java.math.BigInteger.multiply")],
-                1_000_000.0,
-            ),
+            total(&[run(), compute(), java("java.math.BigInteger.multiply")], 1_000_000.0),
             // Two tiny leaves under compute: cut at compute and merged there.
             total(&[run(), compute(), java("java.util.A.tiny")], 10.0),
             total(&[run(), compute(), java("java.util.B.tiny")], 15.0),
@@ -203,35 +185,18 @@ mod tests {
     fn svg_is_valid_xml_naming_the_hot_method() {
         let tmp = tempfile::tempdir().unwrap();
         let stacks = vec![
+            total(&[run(), compute(), java("java.math.BigInteger.multiply")], 9000.0),
             total(
-                &[run(), compute(), java("java.math.BigInteger.multiply")],
-                9000.0,
-            ),
-            total(
-                &[
-                    run(),
-                    compute(),
-                    frame("write", FrameKind::Native),
-                    frame("ksys_write", FrameKind::Kernel),
-                ],
+                &[run(), compute(), frame("write", FrameKind::Native), frame("ksys_write", FrameKind::Kernel)],
                 1000.0,
             ),
         ];
-        let svg = render_svg(
-            "Energy",
-            &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph),
-        );
+        let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph));
         write_bytes(&test_dir(tmp.path()), "f.svg", &svg.unwrap()).unwrap();
         let texts = svg_texts(&tmp.path().join("f.svg"));
-        let hot = texts
-            .iter()
-            .find(|t| t.starts_with("java.math.BigInteger.multiply"))
-            .expect("hot frame title");
+        let hot = texts.iter().find(|t| t.starts_with("java.math.BigInteger.multiply")).expect("hot frame title");
         assert!(hot.contains("9,000 µJ"), "{hot}");
-        assert!(
-            texts.iter().any(|t| t.starts_with("ksys_write")),
-            "kernel frame kept"
-        );
+        assert!(texts.iter().any(|t| t.starts_with("ksys_write")), "kernel frame kept");
     }
 
     #[test]
@@ -274,7 +239,11 @@ mod tests {
 
     #[test]
     fn frames_whose_control_characters_sort_elsewhere_once_shown_are_drawn() {
-        let stacks = vec![total(&[frame("08\x1bbar", FrameKind::Native)], 500.0), total(&[frame("08\x1bbar", FrameKind::Native), frame("0", FrameKind::Native)], 500.0), total(&[frame("08a", FrameKind::Native)], 500.0)];
+        let stacks = vec![
+            total(&[frame("08\x1bbar", FrameKind::Native)], 500.0),
+            total(&[frame("08\x1bbar", FrameKind::Native), frame("0", FrameKind::Native)], 500.0),
+            total(&[frame("08a", FrameKind::Native)], 500.0),
+        ];
         let all_frames = StackRules { jvm: true, native_frames: true };
         let svg = render_svg("Energy", &path_groups(&stacks, Scope::All, all_frames, PathStyle::Graph));
         assert!(svg.is_ok(), "{svg:?}");

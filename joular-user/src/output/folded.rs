@@ -16,8 +16,7 @@ pub fn write_folded(dir: &OutDir, name: &str, groups: &[PathGroup]) -> Result<()
     for group in groups {
         let energy_uj = group.energy_uj.round() as u64;
         if energy_uj > 0 {
-            writeln!(out, "{} {energy_uj}", group.tree(false))
-                .map_err(|e| OutputError::io(path, e))?;
+            writeln!(out, "{} {energy_uj}", group.tree(false)).map_err(|e| OutputError::io(path, e))?;
         }
     }
     let file = out.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
@@ -33,34 +32,25 @@ mod tests {
     use crate::output::paths::PathStyle;
     use crate::output::thread_kind::ThreadKind;
 
-    const JVM: StackRules = StackRules {
-        jvm: true,
-        native_frames: false,
-    };
+    const JVM: StackRules = StackRules { jvm: true, native_frames: false };
     use crate::output::methods::tests::{frame, java};
     use crate::output::methods::MethodFilter;
     use crate::output::profile::StackTotal;
-    use std::sync::Arc;
     use crate::safe_write::test_dir;
+    use std::sync::Arc;
 
     #[test]
     fn lines_are_root_first_in_whole_microjoules() {
         let stacks = vec![
             StackTotal {
                 thread: ThreadKind::Application,
-                stack: Arc::from(vec![
-                    java("com.acme.App.main"),
-                    frame("read", FrameKind::Native),
-                ]),
+                stack: Arc::from(vec![java("com.acme.App.main"), frame("read", FrameKind::Native)]),
                 energy_uj: 1234.6,
                 samples: 3,
             },
             StackTotal {
                 thread: ThreadKind::Application,
-                stack: Arc::from(vec![
-                    java("com.acme.App.main"),
-                    java("java.util.HashMap.get"),
-                ]),
+                stack: Arc::from(vec![java("com.acme.App.main"), java("java.util.HashMap.get")]),
                 energy_uj: 0.4,
                 samples: 1,
             },
@@ -69,15 +59,9 @@ mod tests {
         let path = tmp.path().join("x.folded");
         let dir = test_dir(tmp.path());
         write_folded(&dir, "x.folded", &path_groups(&stacks, Scope::All, JVM, PathStyle::Graph)).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "com.acme.App.main;read 1235\n"
-        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "com.acme.App.main;read 1235\n");
         let filter = MethodFilter::parse("com.acme");
         write_folded(&dir, "x.folded", &path_groups(&stacks, Scope::App(&filter), JVM, PathStyle::Graph)).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&path).unwrap(),
-            "com.acme.App.main 1235\n"
-        );
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "com.acme.App.main 1235\n");
     }
 }

@@ -6,9 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufWriter, Write};
 
-use super::methods::{
-    bucket_stack, join_frames, push_frame_name, shows_jvm, StackRules, NO_SAMPLES,
-};
+use super::methods::{bucket_stack, join_frames, push_frame_name, shows_jvm, StackRules, NO_SAMPLES};
 use super::paths::{all_path, PathStyle};
 use super::pprof::{build_labelled, source_comment, write_profile, LabelValue, LabelledStack};
 use super::results::ThreadStacks;
@@ -42,13 +40,7 @@ pub struct IntervalProfile {
 
 impl IntervalProfile {
     /// `native_frames`: keep every frame (`--native-frames`) instead of the Java view of JVMs.
-    pub fn new(
-        energy_source: &str,
-        estimated: bool,
-        host: &str,
-        start_epoch_ms: u64,
-        native_frames: bool,
-    ) -> Self {
+    pub fn new(energy_source: &str, estimated: bool, host: &str, start_epoch_ms: u64, native_frames: bool) -> Self {
         Self {
             native_frames,
             energy_source: energy_source.to_owned(),
@@ -66,11 +58,8 @@ impl IntervalProfile {
     /// sum of the threads' energy.
     pub fn on_cycle(&mut self, report: &CycleReport, stacks: &[ThreadStacks]) {
         self.duration_s += report.end_ns.saturating_sub(report.start_ns) as f64 / 1e9;
-        let threads: HashMap<(u32, u32), (f64, &str)> = report
-            .threads
-            .iter()
-            .map(|t| ((t.pid, t.tid), (t.energy_uj, t.comm.as_str())))
-            .collect();
+        let threads: HashMap<(u32, u32), (f64, &str)> =
+            report.threads.iter().map(|t| ((t.pid, t.tid), (t.energy_uj, t.comm.as_str()))).collect();
         let mut covered = HashSet::new();
         for (pid, tid, thread_stacks) in stacks {
             let total_samples: u64 = thread_stacks.iter().map(|s| s.samples).sum();
@@ -123,11 +112,7 @@ impl IntervalProfile {
 
     /// Energy of every stack of every process so far (µJ).
     pub fn energy_uj(&self) -> f64 {
-        self.processes
-            .values()
-            .flat_map(|p| p.stacks.values())
-            .map(|(e, _)| e)
-            .sum()
+        self.processes.values().flat_map(|p| p.stacks.values()).map(|(e, _)| e).sum()
     }
 
     /// Starts the next interval.
@@ -140,18 +125,14 @@ impl IntervalProfile {
     /// Stacks of each process, highest energy first (ties in stack order), for stable files.
     fn sorted(&self) -> impl Iterator<Item = (u32, &IntervalProcess, SortedStacks<'_>)> {
         self.processes.iter().map(|(&pid, p)| {
-            let mut stacks: SortedStacks =
-                p.stacks.iter().map(|(s, &(e, n))| (s, e, n)).collect();
+            let mut stacks: SortedStacks = p.stacks.iter().map(|(s, &(e, n))| (s, e, n)).collect();
             stacks.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
             (pid, p, stacks)
         })
     }
 
     fn rules(&self, process: &IntervalProcess) -> StackRules {
-        StackRules {
-            jvm: process.jvm,
-            native_frames: self.native_frames,
-        }
+        StackRules { jvm: process.jvm, native_frames: self.native_frames }
     }
 
     /// gzip pprof, sample types `energy/microjoules` (default) and `samples/count`; every sample
@@ -161,25 +142,14 @@ impl IntervalProfile {
         let samples = processes.iter().flat_map(|(pid, p, stacks)| {
             let rules = self.rules(p);
             stacks.iter().map(move |&((stack, kind), energy_uj, samples)| {
-                let mut labels = vec![
-                    ("pid", LabelValue::Num(i64::from(*pid))),
-                    ("comm", LabelValue::Str(&p.comm)),
-                ];
+                let mut labels = vec![("pid", LabelValue::Num(i64::from(*pid))), ("comm", LabelValue::Str(&p.comm))];
                 if let Some(c) = &p.container_id {
                     labels.push(("container_id", LabelValue::Str(c)));
                 }
-                LabelledStack {
-                    stack: all_path(stack, *kind, rules, PathStyle::Graph),
-                    energy_uj,
-                    samples,
-                    labels,
-                }
+                LabelledStack { stack: all_path(stack, *kind, rules, PathStyle::Graph), energy_uj, samples, labels }
             })
         });
-        let comments = [
-            format!("joular-ebpf host {}", self.host),
-            source_comment(&self.energy_source, self.estimated),
-        ];
+        let comments = [format!("joular-ebpf host {}", self.host), source_comment(&self.energy_source, self.estimated)];
         let profile = build_labelled(samples, &comments, self.start_epoch_ms, self.duration_s);
         write_profile(dir, name, &profile)
     }
@@ -219,29 +189,20 @@ impl IntervalProfile {
 mod tests {
     use super::*;
     use crate::model::{Frame, FrameKind, ProcessReport, ThreadReport, ThreadStack};
-    use crate::safe_write::test_dir;
-    use std::fs::File;
     use crate::output::methods::tests::{frame, java};
     use crate::output::pprof::Profile;
+    use crate::safe_write::test_dir;
     use prost::Message;
+    use std::fs::File;
     use std::io::Read;
     use std::sync::Arc;
 
     fn thread(pid: u32, tid: u32, energy_uj: f64) -> ThreadReport {
-        ThreadReport {
-            pid,
-            tid,
-            comm: format!("t{tid}"),
-            energy_uj,
-            ..ThreadReport::default()
-        }
+        ThreadReport { pid, tid, comm: format!("t{tid}"), energy_uj, ..ThreadReport::default() }
     }
 
     fn thread_named(pid: u32, tid: u32, comm: &str, energy_uj: f64) -> ThreadReport {
-        ThreadReport {
-            comm: comm.into(),
-            ..thread(pid, tid, energy_uj)
-        }
+        ThreadReport { comm: comm.into(), ..thread(pid, tid, energy_uj) }
     }
 
     /// The JVM's worker (under HotSpot's thread start), its GC thread, and a C program.
@@ -252,9 +213,8 @@ mod tests {
             frame("StubRoutines (1)", FrameKind::Stub),
         ];
         let run = java("java.lang.Thread.run");
-        let java_stack = |leaf: Frame| -> Stack {
-            Arc::from(entry.iter().cloned().chain([run.clone(), leaf]).collect::<Vec<_>>())
-        };
+        let java_stack =
+            |leaf: Frame| -> Stack { Arc::from(entry.iter().cloned().chain([run.clone(), leaf]).collect::<Vec<_>>()) };
         (
             java_stack(java("com.acme.App.compute")),
             java_stack(frame("write", FrameKind::Native)),
@@ -283,11 +243,7 @@ mod tests {
                     thread(20, 20, 100.0),
                 ],
                 processes: vec![
-                    ProcessReport {
-                        pid: 10,
-                        comm: "java".into(),
-                        ..ProcessReport::default()
-                    },
+                    ProcessReport { pid: 10, comm: "java".into(), ..ProcessReport::default() },
                     ProcessReport {
                         pid: 20,
                         comm: "nginx;x".into(),
@@ -297,10 +253,7 @@ mod tests {
                 ],
                 ..CycleReport::default()
             };
-            let ts = |stack: &Stack, samples| ThreadStack {
-                stack: stack.clone(),
-                samples,
-            };
+            let ts = |stack: &Stack, samples| ThreadStack { stack: stack.clone(), samples };
             let thread_stacks: Vec<ThreadStacks> = vec![
                 (10, 11, vec![ts(&compute, 3), ts(&write, 1)]),
                 (10, 13, vec![ts(&gc, 2)]),
@@ -345,31 +298,21 @@ mod tests {
         let path = tmp.path().join("x.pprof.gz");
         p.write_pprof(&test_dir(tmp.path()), "x.pprof.gz").unwrap();
         let mut bytes = Vec::new();
-        flate2::read::GzDecoder::new(File::open(&path).unwrap())
-            .read_to_end(&mut bytes)
-            .unwrap();
+        flate2::read::GzDecoder::new(File::open(&path).unwrap()).read_to_end(&mut bytes).unwrap();
         let profile = Profile::decode(bytes.as_slice()).unwrap();
         let s = |i: i64| profile.string_table[i as usize].as_str();
-        let label = |sample: &crate::output::pprof::Sample, key: &str| {
-            sample.label.iter().find(|l| s(l.key) == key).cloned()
-        };
+        let label =
+            |sample: &crate::output::pprof::Sample, key: &str| sample.label.iter().find(|l| s(l.key) == key).cloned();
         let mut per_pid: BTreeMap<i64, i64> = BTreeMap::new();
         for sample in &profile.sample {
             *per_pid.entry(label(sample, "pid").unwrap().num).or_default() += sample.value[0];
         }
         assert_eq!(per_pid, BTreeMap::from([(10, 960), (20, 200)]));
-        let nginx = profile
-            .sample
-            .iter()
-            .find(|x| label(x, "pid").unwrap().num == 20)
-            .unwrap();
+        let nginx = profile.sample.iter().find(|x| label(x, "pid").unwrap().num == 20).unwrap();
         assert_eq!(s(label(nginx, "container_id").unwrap().str), "abc123");
         assert_eq!(s(label(nginx, "comm").unwrap().str), "nginx;x");
         assert_eq!(profile.duration_nanos, 2_000_000_000);
-        assert!(profile
-            .comment
-            .iter()
-            .any(|&c| s(c) == "energy source: model (estimated)"));
+        assert!(profile.comment.iter().any(|&c| s(c) == "energy source: model (estimated)"));
     }
 
     /// The real consumer: fails (does not skip) when `go` is missing.

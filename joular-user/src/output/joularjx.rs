@@ -12,9 +12,9 @@
 //! Rows are JoularJX's `%s,%.4f`. Runtime files are rewritten each cycle, as JoularJX does
 //! with `overwrite-runtime-data=true`: a per-cycle file would grow the tree without bound.
 
+use std::collections::VecDeque;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::aggregate::{NamedTotal, Scope};
@@ -39,13 +39,7 @@ pub enum Kind {
     CallTrees,
 }
 
-const SUBDIRS: [&str; 5] = [
-    "runtime/methods",
-    "runtime/calltrees",
-    "total/methods",
-    "total/calltrees",
-    "evolution",
-];
+const SUBDIRS: [&str; 5] = ["runtime/methods", "runtime/calltrees", "total/methods", "total/calltrees", "evolution"];
 
 /// Run directories held open between writes: at most this many, the most recently written. A
 /// held directory is written into wherever it is moved (the descriptor follows it, as before
@@ -98,13 +92,25 @@ pub struct RunDirRef {
 
 impl RunDirRef {
     /// Creates `<pid>-<start_epoch_ms>` and its tree in the `joularjx-result` directory.
-    pub fn create(results_root: &Arc<OutDir>, held: &Arc<HeldRunDirs>, pid: u32, start_epoch_ms: u64) -> Result<Self, OutputError> {
+    pub fn create(
+        results_root: &Arc<OutDir>,
+        held: &Arc<HeldRunDirs>,
+        pid: u32,
+        start_epoch_ms: u64,
+    ) -> Result<Self, OutputError> {
         let name = format!("{pid}-{start_epoch_ms}");
         let path = results_root.join(&name);
         let dir = results_root.new_subdir(&name).map_err(|e| OutputError::io(&path, e))?;
         let id = dir.id().map_err(|e| OutputError::io(&path, e))?;
         let run = RunDir::create_at(dir, pid)?;
-        let me = Self { root: Arc::clone(results_root), name, id, pid, held: Arc::new(Mutex::new(Some(run.dir))), lru: Arc::clone(held) };
+        let me = Self {
+            root: Arc::clone(results_root),
+            name,
+            id,
+            pid,
+            held: Arc::new(Mutex::new(Some(run.dir))),
+            lru: Arc::clone(held),
+        };
         me.lru.touch(&me.held);
         Ok(me)
     }
@@ -142,8 +148,7 @@ impl RunDir {
         for scope in ["all", "app"] {
             for sub in SUBDIRS {
                 let rel = format!("{scope}/{sub}");
-                dir.create_subdirs(&rel)
-                    .map_err(|e| OutputError::io(&dir.join(&rel), e))?;
+                dir.create_subdirs(&rel).map_err(|e| OutputError::io(&dir.join(&rel), e))?;
             }
         }
         Ok(Self { dir, pid })
@@ -169,11 +174,7 @@ impl RunDir {
         };
         (
             format!("{}/{period_dir}/{kind_dir}", scope.dir()),
-            format!(
-                "joularJX-{}-{}-{kind_name}-{suffix}.csv",
-                self.pid,
-                scope.file_infix()
-            ),
+            format!("joularJX-{}-{}-{kind_name}-{suffix}.csv", self.pid, scope.file_infix()),
         )
     }
 
@@ -192,9 +193,7 @@ impl RunDir {
     }
 
     fn subdir(&self, rel: &str) -> Result<OutDir, OutputError> {
-        self.dir
-            .open_subdir(rel)
-            .map_err(|e| OutputError::io(&self.path().join(rel), e))
+        self.dir.open_subdir(rel).map_err(|e| OutputError::io(&self.path().join(rel), e))
     }
 
     /// Writes run totals in joules; rows are `(name, µJ)`.
@@ -274,8 +273,7 @@ fn write_rows<N: AsRef<str>>(
     let file = dir.replace(file_name).map_err(|e| OutputError::io(path, e))?;
     let mut out = BufWriter::new(file);
     for (name, energy_uj) in rows {
-        write_row(&mut out, name.as_ref(), energy_uj * scale)
-            .map_err(|e| OutputError::io(path, e))?;
+        write_row(&mut out, name.as_ref(), energy_uj * scale).map_err(|e| OutputError::io(path, e))?;
     }
     let file = out.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
     file.commit().map_err(|e| OutputError::io(path, e))
@@ -284,16 +282,7 @@ fn write_rows<N: AsRef<str>>(
 /// JoularJX's `%s,%.4f`; a comma or newline in a name would break the row.
 fn write_row(out: &mut impl Write, name: &str, value: f64) -> std::io::Result<()> {
     if name.contains([',', '\n', '\r']) {
-        let clean: String = name
-            .chars()
-            .map(|c| {
-                if matches!(c, ',' | '\n' | '\r') {
-                    ' '
-                } else {
-                    c
-                }
-            })
-            .collect();
+        let clean: String = name.chars().map(|c| if matches!(c, ',' | '\n' | '\r') { ' ' } else { c }).collect();
         writeln!(out, "{clean},{value:.4}")
     } else {
         writeln!(out, "{name},{value:.4}")
@@ -306,16 +295,7 @@ fn file_safe(method: &str) -> String {
     while !method.is_char_boundary(end) {
         end -= 1;
     }
-    method[..end]
-        .chars()
-        .map(|c| {
-            if matches!(c, '<' | '>' | '/' | '\0') {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect()
+    method[..end].chars().map(|c| if matches!(c, '<' | '>' | '/' | '\0') { '_' } else { c }).collect()
 }
 
 #[cfg(test)]
@@ -330,25 +310,16 @@ mod tests {
     }
 
     fn total(name: &str, energy_uj: f64) -> NamedTotal {
-        NamedTotal {
-            name: Arc::from(name),
-            energy_uj,
-            samples: 1,
-        }
+        NamedTotal { name: Arc::from(name), energy_uj, samples: 1 }
     }
 
     #[test]
     fn file_names_follow_joularjx() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = RunDirRef::create(&root(tmp.path()), &HeldRunDirs::new(1), 42, 1700000000000).unwrap().open().unwrap();
+        let dir =
+            RunDirRef::create(&root(tmp.path()), &HeldRunDirs::new(1), 42, 1700000000000).unwrap().open().unwrap();
         let filter = MethodFilter::parse("com.acme");
-        let rel = |p: PathBuf| {
-            p.strip_prefix(tmp.path())
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_owned()
-        };
+        let rel = |p: PathBuf| p.strip_prefix(tmp.path()).unwrap().to_str().unwrap().to_owned();
         assert_eq!(
             rel(dir.file(Scope::All, Period::Total, Kind::Methods)),
             "42-1700000000000/all/total/methods/joularJX-42-all-methods-energy.csv"
@@ -369,27 +340,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = RunDirRef::create(&root(tmp.path()), &HeldRunDirs::new(1), 7, 1).unwrap().open().unwrap();
         let rows = [total("com.acme.A.f", 2_500_000.0), total("x,y", 500_000.0)];
-        dir.write_total(
-            Scope::All,
-            Kind::Methods,
-            rows.iter().map(|t| (&*t.name, t.energy_uj)),
-        )
-        .unwrap();
+        dir.write_total(Scope::All, Kind::Methods, rows.iter().map(|t| (&*t.name, t.energy_uj))).unwrap();
         let text = fs::read_to_string(dir.file(Scope::All, Period::Total, Kind::Methods)).unwrap();
         assert_eq!(text, "com.acme.A.f,2.5000\nx y,0.5000\n");
 
-        dir.write_runtime(Scope::All, Kind::Methods, &rows, 0.5)
-            .unwrap();
-        dir.write_runtime(Scope::All, Kind::Methods, &rows[..1], 0.5)
-            .unwrap();
-        let text =
-            fs::read_to_string(dir.file(Scope::All, Period::Runtime, Kind::Methods)).unwrap();
+        dir.write_runtime(Scope::All, Kind::Methods, &rows, 0.5).unwrap();
+        dir.write_runtime(Scope::All, Kind::Methods, &rows[..1], 0.5).unwrap();
+        let text = fs::read_to_string(dir.file(Scope::All, Period::Runtime, Kind::Methods)).unwrap();
         assert_eq!(text, "com.acme.A.f,5.0000\n");
 
-        dir.append_evolution(Scope::All, &rows[..1], 100, 1.0)
-            .unwrap();
-        dir.append_evolution(Scope::All, &rows[..1], 101, 2.0)
-            .unwrap();
+        dir.append_evolution(Scope::All, &rows[..1], 100, 1.0).unwrap();
+        dir.append_evolution(Scope::All, &rows[..1], 101, 2.0).unwrap();
         let text = fs::read_to_string(dir.evolution_file(Scope::All, "com.acme.A.f")).unwrap();
         assert_eq!(text, "100,2.5000\n101,1.2500\n");
     }

@@ -39,14 +39,8 @@ pub const SYNTHETIC: [&str; 7] = [
 ];
 
 /// HotSpot's thread entry points (native frames below every JVM thread's own code).
-const HOTSPOT_ENTRIES: [&str; 6] = [
-    "thread_native_entry(",
-    "JavaMain",
-    "ThreadJavaMain",
-    "JNI_CreateJavaVM",
-    "JavaCalls::",
-    "JavaThread::",
-];
+const HOTSPOT_ENTRIES: [&str; 6] =
+    ["thread_native_entry(", "JavaMain", "ThreadJavaMain", "JNI_CreateJavaVM", "JavaCalls::", "JavaThread::"];
 
 /// How one process's stacks read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -65,12 +59,7 @@ pub fn bucket_stack(name: &str) -> Stack {
 
 fn synthetic_frame(name: &str) -> Frame {
     let name: Arc<str> = Arc::from(name);
-    Frame {
-        name: name.clone(),
-        short: name,
-        kind: FrameKind::Native,
-        line: None,
-    }
+    Frame { name: name.clone(), short: name, kind: FrameKind::Native, line: None }
 }
 
 static SYNTHETIC_FRAMES: LazyLock<Vec<Frame>> =
@@ -78,10 +67,7 @@ static SYNTHETIC_FRAMES: LazyLock<Vec<Frame>> =
 
 /// The shared frame of a synthetic name, for paths that have no frame of their own.
 pub fn bucket_frame(name: &str) -> &'static Frame {
-    SYNTHETIC_FRAMES
-        .iter()
-        .find(|f| &*f.short == name)
-        .unwrap_or_else(|| panic!("{name} is not a synthetic name"))
+    SYNTHETIC_FRAMES.iter().find(|f| &*f.short == name).unwrap_or_else(|| panic!("{name} is not a synthetic name"))
 }
 
 pub fn is_synthetic(name: &str) -> bool {
@@ -110,8 +96,7 @@ pub fn shows_jvm(stack: &[Frame]) -> bool {
     stack.iter().any(|f| {
         f.kind.is_java()
             || f.kind == FrameKind::Stub
-            || (f.kind == FrameKind::Native
-                && HOTSPOT_ENTRIES.iter().any(|e| f.short.starts_with(e)))
+            || (f.kind == FrameKind::Native && HOTSPOT_ENTRIES.iter().any(|e| f.short.starts_with(e)))
     })
 }
 
@@ -128,11 +113,7 @@ impl MethodFilter {
     }
 
     pub fn new(prefixes: impl IntoIterator<Item = String>) -> Self {
-        let prefixes = prefixes
-            .into_iter()
-            .map(|p| p.trim().to_owned())
-            .filter(|p| !p.is_empty())
-            .collect();
+        let prefixes = prefixes.into_iter().map(|p| p.trim().to_owned()).filter(|p| !p.is_empty()).collect();
         Self { prefixes }
     }
 
@@ -147,11 +128,7 @@ impl MethodFilter {
     /// Kernel frames never match: a prefix is a Java package, and a kernel symbol that
     /// happens to share it is not application code.
     pub fn matches(&self, frame: &Frame) -> bool {
-        frame.kind != FrameKind::Kernel
-            && self
-                .prefixes
-                .iter()
-                .any(|p| frame.short.starts_with(p.as_str()))
+        frame.kind != FrameKind::Kernel && self.prefixes.iter().any(|p| frame.short.starts_with(p.as_str()))
     }
 }
 
@@ -186,12 +163,7 @@ pub fn all_method(stack: &[Frame], thread: ThreadKind, rules: StackRules) -> Arc
 
 /// The "app" method of a sample: the filtered frame nearest the top; else the "all" bucket
 /// when the sample has one (no Java frame, no stack, no samples), else `(no app frame)`.
-pub fn app_method(
-    stack: &[Frame],
-    thread: ThreadKind,
-    rules: StackRules,
-    filter: &MethodFilter,
-) -> Arc<str> {
+pub fn app_method(stack: &[Frame], thread: ThreadKind, rules: StackRules, filter: &MethodFilter) -> Arc<str> {
     if let Some(frame) = stack.iter().rev().find(|f| filter.matches(f)) {
         return frame.short.clone();
     }
@@ -249,12 +221,7 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn frame(short: &str, kind: FrameKind) -> Frame {
-        Frame {
-            name: Arc::from(format!("full {short}")),
-            short: Arc::from(short),
-            kind,
-            line: None,
-        }
+        Frame { name: Arc::from(format!("full {short}")), short: Arc::from(short), kind, line: None }
     }
 
     pub(crate) fn java(short: &str) -> Frame {
@@ -274,33 +241,21 @@ pub(crate) mod tests {
         ]
     }
 
-    const JVM: StackRules = StackRules {
-        jvm: true,
-        native_frames: false,
-    };
-    const OTHER: StackRules = StackRules {
-        jvm: false,
-        native_frames: false,
-    };
+    const JVM: StackRules = StackRules { jvm: true, native_frames: false };
+    const OTHER: StackRules = StackRules { jvm: false, native_frames: false };
     const APP: ThreadKind = ThreadKind::Application;
 
     #[test]
     fn in_a_jvm_all_method_is_the_topmost_java_frame() {
         // The syscall and the JDK's native code are the calling Java method's energy.
-        assert_eq!(
-            &*all_method(&bigint_stack(), APP, JVM),
-            "java.math.BigInteger.multiply"
-        );
+        assert_eq!(&*all_method(&bigint_stack(), APP, JVM), "java.math.BigInteger.multiply");
         let intrinsic = vec![
             java("java.lang.Thread.run"),
             frame("java.math.BigInteger.oddModPow", FrameKind::JavaInlined),
             frame("StubRoutines (2)", FrameKind::Stub),
             frame("montgomery_multiply", FrameKind::Native),
         ];
-        assert_eq!(
-            &*all_method(&intrinsic, APP, JVM),
-            "java.math.BigInteger.oddModPow"
-        );
+        assert_eq!(&*all_method(&intrinsic, APP, JVM), "java.math.BigInteger.oddModPow");
         let interpreted = vec![
             frame("JavaCalls::call_helper", FrameKind::Native),
             frame("StubRoutines (1)", FrameKind::Stub),
@@ -323,57 +278,36 @@ pub(crate) mod tests {
             frame("C2Compiler::compile_method", FrameKind::Native),
             frame("clear_page_erms", FrameKind::Kernel),
         ];
-        assert_eq!(
-            &*all_method(&compile, ThreadKind::JitCompiler, JVM),
-            "[JIT compiler]"
-        );
+        assert_eq!(&*all_method(&compile, ThreadKind::JitCompiler, JVM), "[JIT compiler]");
         assert_eq!(&*all_method(&compile, ThreadKind::Gc, JVM), "[GC]");
-        assert_eq!(
-            &*all_method(&compile, ThreadKind::JvmOther, JVM),
-            "[JVM other]"
-        );
+        assert_eq!(&*all_method(&compile, ThreadKind::JvmOther, JVM), "[JVM other]");
         assert_eq!(&*all_method(&compile, APP, JVM), "[native]");
         // Unreadable or sample-less: a JVM thread's bucket, an application thread's own name.
         for synthetic in [bucket_stack(NO_SAMPLES), bucket_stack(NO_STACK)] {
             assert_eq!(&*all_method(&synthetic, ThreadKind::Gc, JVM), "[GC]");
             assert_eq!(&*all_method(&synthetic, APP, JVM), &*synthetic[0].short);
         }
-        assert_eq!(
-            &*all_method(&[], ThreadKind::JitCompiler, JVM),
-            "[JIT compiler]"
-        );
+        assert_eq!(&*all_method(&[], ThreadKind::JitCompiler, JVM), "[JIT compiler]");
         assert_eq!(&*all_method(&[], APP, JVM), NO_STACK);
     }
 
     #[test]
     fn in_other_processes_all_method_is_the_topmost_user_frame() {
         assert_eq!(&*all_method(&bigint_stack(), APP, OTHER), "write");
-        let kernel_only = vec![
-            frame("do_idle", FrameKind::Kernel),
-            frame("schedule", FrameKind::Kernel),
-        ];
+        let kernel_only = vec![frame("do_idle", FrameKind::Kernel), frame("schedule", FrameKind::Kernel)];
         assert_eq!(&*all_method(&kernel_only, APP, OTHER), "schedule");
         assert_eq!(&*all_method(&[], APP, OTHER), NO_STACK);
         // A thread name alone changes nothing outside a JVM.
-        assert_eq!(
-            &*all_method(&bigint_stack(), ThreadKind::Gc, OTHER),
-            "write"
-        );
+        assert_eq!(&*all_method(&bigint_stack(), ThreadKind::Gc, OTHER), "write");
         assert_eq!(&*top_user_frame(&bigint_stack()), "write");
     }
 
     #[test]
     fn hotspot_shows_in_its_frames() {
         assert!(shows_jvm(&bigint_stack()));
-        assert!(shows_jvm(&[frame(
-            "thread_native_entry(Thread*)",
-            FrameKind::Native
-        )]));
+        assert!(shows_jvm(&[frame("thread_native_entry(Thread*)", FrameKind::Native)]));
         assert!(shows_jvm(&[frame("StubRoutines (1)", FrameKind::Stub)]));
-        assert!(!shows_jvm(&[
-            frame("main", FrameKind::Native),
-            frame("write", FrameKind::Native)
-        ]));
+        assert!(!shows_jvm(&[frame("main", FrameKind::Native), frame("write", FrameKind::Native)]));
         // A kernel symbol with a HotSpot-like name is not HotSpot.
         assert!(!shows_jvm(&[frame("JavaMain", FrameKind::Kernel)]));
     }
@@ -382,16 +316,10 @@ pub(crate) mod tests {
     fn app_method_charges_jdk_work_to_the_calling_app_method() {
         let filter = MethodFilter::parse("com.acme, org.foo,");
         assert_eq!(filter.prefixes(), ["com.acme", "org.foo"]);
-        assert_eq!(
-            &*app_method(&bigint_stack(), APP, JVM, &filter),
-            "com.acme.App.compute"
-        );
+        assert_eq!(&*app_method(&bigint_stack(), APP, JVM, &filter), "com.acme.App.compute");
         let jdk_only = vec![java("java.lang.Thread.run"), java("java.util.HashMap.get")];
         assert_eq!(&*app_method(&jdk_only, APP, JVM, &filter), NO_APP_FRAME);
-        assert_eq!(
-            &*app_method(&bucket_stack(NO_SAMPLES), APP, JVM, &filter),
-            NO_SAMPLES
-        );
+        assert_eq!(&*app_method(&bucket_stack(NO_SAMPLES), APP, JVM, &filter), NO_SAMPLES);
         assert_eq!(&*app_method(&[], APP, JVM, &filter), NO_STACK);
         let gc = vec![frame("G1ParTask::work", FrameKind::Native)];
         assert_eq!(&*app_method(&gc, ThreadKind::Gc, JVM, &filter), "[GC]");
@@ -401,30 +329,16 @@ pub(crate) mod tests {
     #[test]
     fn kernel_frames_never_match_a_filter() {
         let filter = MethodFilter::parse("do_");
-        let stack = vec![
-            frame("do_work", FrameKind::Native),
-            frame("do_syscall_64", FrameKind::Kernel),
-        ];
+        let stack = vec![frame("do_work", FrameKind::Native), frame("do_syscall_64", FrameKind::Kernel)];
         assert_eq!(&*app_method(&stack, APP, OTHER, &filter), "do_work");
     }
 
     #[test]
     fn placeholders_and_buckets_are_not_method_names() {
-        for name in [
-            "[GC]",
-            "(no samples)",
-            INTERPRETER,
-            "[unknown JIT code]",
-            "[unknown]",
-        ] {
+        for name in ["[GC]", "(no samples)", INTERPRETER, "[unknown JIT code]", "[unknown]"] {
             assert!(!is_method_name(name), "{name}");
         }
-        for name in [
-            "com.acme.App.main",
-            "write",
-            "std::vector<int>::push_back",
-            "a[b]c",
-        ] {
+        for name in ["com.acme.App.main", "write", "std::vector<int>::push_back", "a[b]c"] {
             assert!(is_method_name(name), "{name}");
         }
     }
@@ -442,10 +356,7 @@ pub(crate) mod tests {
     fn annotated_trees_carry_the_java_palette_suffixes() {
         let filter = MethodFilter::parse("com.acme");
         let annotated = join_frames(bigint_stack().iter(), true);
-        assert!(
-            annotated.starts_with("start_thread;java.lang.Thread.run_[j];"),
-            "{annotated}"
-        );
+        assert!(annotated.starts_with("start_thread;java.lang.Thread.run_[j];"), "{annotated}");
         assert!(annotated.ends_with(";write;ksys_write_[k]"), "{annotated}");
         let app = join_frames(bigint_stack().iter().filter(|f| filter.matches(f)), true);
         assert_eq!(app, "com.acme.App.main_[j];com.acme.App.compute_[j]");
@@ -454,10 +365,7 @@ pub(crate) mod tests {
     #[test]
     fn separators_inside_names_are_replaced() {
         let stack = [frame("std::map<int, int>::find;x", FrameKind::Native)];
-        assert_eq!(
-            join_frames(stack.iter(), false),
-            "std::map<int  int>::find:x"
-        );
+        assert_eq!(join_frames(stack.iter(), false), "std::map<int  int>::find:x");
     }
 
     #[test]

@@ -35,21 +35,18 @@ pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use methods::MethodFilter;
 pub use profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal, Unattributed};
-pub use timeline::{ThreadSeries, Timeline};
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};
+pub use timeline::{ThreadSeries, Timeline};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: {source}")]
-    Json {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Json { path: PathBuf, source: serde_json::Error },
     #[error("{path}: {reason}")]
     Format { path: PathBuf, reason: String },
     #[error("no raw profile ({RAW_PROFILE_FILE}) in {0} or its subdirectories")]
@@ -58,10 +55,7 @@ pub enum OutputError {
 
 impl OutputError {
     fn io(path: &Path, source: io::Error) -> Self {
-        Self::Io {
-            path: path.to_owned(),
-            source,
-        }
+        Self::Io { path: path.to_owned(), source }
     }
 
     /// This error as a failed output of `flag`: the file, and the cause without the file.
@@ -75,9 +69,6 @@ impl OutputError {
     }
 
     fn json(path: &Path, source: serde_json::Error) -> Self {
-        Self::Json {
-            path: path.to_owned(),
-            source,
-        }
+        Self::Json { path: path.to_owned(), source }
     }
 }

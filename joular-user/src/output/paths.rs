@@ -13,8 +13,7 @@
 //! other processes always show every frame.
 
 use super::methods::{
-    all_method, app_method, bucket_frame, is_bucket, is_java_like, is_method_name, MethodFilter,
-    StackRules,
+    all_method, app_method, bucket_frame, is_bucket, is_java_like, is_method_name, MethodFilter, StackRules,
 };
 use super::thread_kind::ThreadKind;
 use crate::model::Frame;
@@ -44,12 +43,7 @@ const THREAD_START: [&str; 11] = [
 ];
 
 /// The "all" view of `stack`.
-pub fn all_path(
-    stack: &[Frame],
-    thread: ThreadKind,
-    rules: StackRules,
-    style: PathStyle,
-) -> Vec<&Frame> {
+pub fn all_path(stack: &[Frame], thread: ThreadKind, rules: StackRules, style: PathStyle) -> Vec<&Frame> {
     if stack.is_empty() || is_bucket(stack) {
         return vec![bucket_frame(&all_method(stack, thread, rules))];
     }
@@ -59,10 +53,8 @@ pub fn all_path(
     match (stack.iter().position(is_java_like), style) {
         (Some(first), PathStyle::CallTree) => {
             // Frames nobody could name are not methods: a JoularJX tree leaves them out.
-            let named: Vec<&Frame> = stack[first..]
-                .iter()
-                .filter(|f| f.kind.is_java() && is_method_name(&f.short))
-                .collect();
+            let named: Vec<&Frame> =
+                stack[first..].iter().filter(|f| f.kind.is_java() && is_method_name(&f.short)).collect();
             if named.is_empty() {
                 stack[first..].iter().filter(|f| is_java_like(f)).collect()
             } else {
@@ -72,14 +64,8 @@ pub fn all_path(
         (Some(first), PathStyle::Graph) => stack[first..].iter().collect(),
         (None, PathStyle::CallTree) => vec![bucket_frame(thread.bucket())],
         (None, PathStyle::Graph) => {
-            let start = stack
-                .iter()
-                .take(stack.len() - 1)
-                .take_while(|f| THREAD_START.contains(&&*f.short))
-                .count();
-            std::iter::once(bucket_frame(thread.bucket()))
-                .chain(&stack[start..])
-                .collect()
+            let start = stack.iter().take(stack.len() - 1).take_while(|f| THREAD_START.contains(&&*f.short)).count();
+            std::iter::once(bucket_frame(thread.bucket())).chain(&stack[start..]).collect()
         }
     }
 }
@@ -107,10 +93,7 @@ mod tests {
     use crate::output::methods::tests::{frame, java};
     use crate::output::methods::{join_frames, NO_APP_FRAME, NO_SAMPLES};
 
-    const JVM: StackRules = StackRules {
-        jvm: true,
-        native_frames: false,
-    };
+    const JVM: StackRules = StackRules { jvm: true, native_frames: false };
 
     fn native(name: &str) -> Frame {
         frame(name, FrameKind::Native)
@@ -143,24 +126,15 @@ mod tests {
     fn java_stacks_are_java_call_trees_and_graphs_start_at_the_first_java_frame() {
         let stack = worker_stack();
         let tree = all_path(&stack, ThreadKind::Application, JVM, PathStyle::CallTree);
-        assert_eq!(
-            joined(tree),
-            "java.lang.Thread.run;com.acme.Worker.loop;com.acme.Worker.hash"
-        );
+        assert_eq!(joined(tree), "java.lang.Thread.run;com.acme.Worker.loop;com.acme.Worker.hash");
         let graph = all_path(&stack, ThreadKind::Application, JVM, PathStyle::Graph);
         assert_eq!(
             joined(graph),
             "java.lang.Thread.run;com.acme.Worker.loop;com.acme.Worker.hash;StubRoutines (2);writev;ksys_writev"
         );
-        let everything = StackRules {
-            native_frames: true,
-            ..JVM
-        };
+        let everything = StackRules { native_frames: true, ..JVM };
         for style in [PathStyle::CallTree, PathStyle::Graph] {
-            assert_eq!(
-                all_path(&stack, ThreadKind::Application, everything, style).len(),
-                stack.len()
-            );
+            assert_eq!(all_path(&stack, ThreadKind::Application, everything, style).len(), stack.len());
         }
     }
 
@@ -175,10 +149,7 @@ mod tests {
             java("EnergyDemo.countPrimes"),
         ];
         let graph = all_path(&stack, ThreadKind::Application, JVM, PathStyle::Graph);
-        assert_eq!(
-            joined(graph),
-            "Interpreter;Interpreter;EnergyDemo.countPrimes"
-        );
+        assert_eq!(joined(graph), "Interpreter;Interpreter;EnergyDemo.countPrimes");
     }
 
     #[test]
@@ -196,31 +167,14 @@ mod tests {
             joined(all_path(&compiler, kind, JVM, PathStyle::Graph)),
             "[JIT compiler];CompileBroker::compiler_thread_loop();C2Compiler::compile_method(...)"
         );
-        assert_eq!(
-            joined(all_path(&compiler, kind, JVM, PathStyle::CallTree)),
-            "[JIT compiler]"
-        );
+        assert_eq!(joined(all_path(&compiler, kind, JVM, PathStyle::CallTree)), "[JIT compiler]");
         // A stack that is all thread start keeps its last frame.
         let idle = vec![native("[unknown]"), native("start_thread")];
-        assert_eq!(
-            joined(all_path(&idle, ThreadKind::Gc, JVM, PathStyle::Graph)),
-            "[GC];start_thread"
-        );
+        assert_eq!(joined(all_path(&idle, ThreadKind::Gc, JVM, PathStyle::Graph)), "[GC];start_thread");
         // The sample-less energy of a GC thread is GC energy.
         let no_samples = bucket_stack(NO_SAMPLES);
-        assert_eq!(
-            joined(all_path(&no_samples, ThreadKind::Gc, JVM, PathStyle::Graph)),
-            "[GC]"
-        );
-        assert_eq!(
-            joined(all_path(
-                &no_samples,
-                ThreadKind::Application,
-                JVM,
-                PathStyle::Graph
-            )),
-            NO_SAMPLES
-        );
+        assert_eq!(joined(all_path(&no_samples, ThreadKind::Gc, JVM, PathStyle::Graph)), "[GC]");
+        assert_eq!(joined(all_path(&no_samples, ThreadKind::Application, JVM, PathStyle::Graph)), NO_SAMPLES);
     }
 
     #[test]
@@ -228,10 +182,7 @@ mod tests {
         let stack = worker_stack();
         let c_program = StackRules::default();
         for style in [PathStyle::CallTree, PathStyle::Graph] {
-            assert_eq!(
-                all_path(&stack, ThreadKind::Application, c_program, style).len(),
-                stack.len()
-            );
+            assert_eq!(all_path(&stack, ThreadKind::Application, c_program, style).len(), stack.len());
         }
     }
 
@@ -244,10 +195,7 @@ mod tests {
             "com.acme.Worker.loop;com.acme.Worker.hash"
         );
         let jdk = vec![java("java.lang.Thread.run"), java("java.util.HashMap.get")];
-        assert_eq!(
-            joined(app_path(&jdk, ThreadKind::Application, JVM, &filter)),
-            NO_APP_FRAME
-        );
+        assert_eq!(joined(app_path(&jdk, ThreadKind::Application, JVM, &filter)), NO_APP_FRAME);
         let gc = vec![native("G1ParTask::work(unsigned int)")];
         assert_eq!(joined(app_path(&gc, ThreadKind::Gc, JVM, &filter)), "[GC]");
     }

@@ -14,9 +14,9 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-pub use super::pprof_proto::*;
 use super::methods::StackRules;
 use super::paths::{all_path, PathStyle};
+pub use super::pprof_proto::*;
 use super::profile::{RunSummary, StackTotal};
 use super::OutputError;
 use crate::model::{Frame, FrameKind};
@@ -87,12 +87,7 @@ impl<'a> Builder<'a> {
                     Some(file) => self.owned_string(file),
                     None => 0,
                 };
-                self.profile.function.push(Function {
-                    id,
-                    name,
-                    system_name,
-                    filename,
-                });
+                self.profile.function.push(Function { id, name, system_name, filename });
                 self.functions.insert((&frame.short, &frame.name), id);
                 id
             }
@@ -105,10 +100,7 @@ impl<'a> Builder<'a> {
             id,
             mapping_id,
             address: mapping_id * MAPPING_SPAN + *slot,
-            line: vec![Line {
-                function_id,
-                line: frame.line.map_or(0, i64::from),
-            }],
+            line: vec![Line { function_id, line: frame.line.map_or(0, i64::from) }],
         });
         self.locations.insert(frame, id);
         id
@@ -124,28 +116,14 @@ impl<'a> Builder<'a> {
         let microjoules = b.string("microjoules");
         let samples = b.string("samples");
         let count = b.string("count");
-        b.profile.sample_type = vec![
-            ValueType {
-                r#type: energy,
-                unit: microjoules,
-            },
-            ValueType {
-                r#type: samples,
-                unit: count,
-            },
-        ];
+        b.profile.sample_type =
+            vec![ValueType { r#type: energy, unit: microjoules }, ValueType { r#type: samples, unit: count }];
         b.profile.default_sample_type = energy;
         b
     }
 
     /// One sample (frames root first); skipped when it carries neither energy nor samples.
-    fn sample(
-        &mut self,
-        stack: &[&'a Frame],
-        energy_uj: f64,
-        samples: u64,
-        labels: &[(&'a str, LabelValue<'a>)],
-    ) {
+    fn sample(&mut self, stack: &[&'a Frame], energy_uj: f64, samples: u64, labels: &[(&'a str, LabelValue<'a>)]) {
         let energy_uj = energy_uj.round() as i64;
         if energy_uj == 0 && samples == 0 {
             return;
@@ -156,20 +134,12 @@ impl<'a> Builder<'a> {
             .map(|&(key, value)| {
                 let key = self.string(key);
                 match value {
-                    LabelValue::Str(v) => Label {
-                        key,
-                        str: self.string(v),
-                        num: 0,
-                    },
+                    LabelValue::Str(v) => Label { key, str: self.string(v), num: 0 },
                     LabelValue::Num(num) => Label { key, str: 0, num },
                 }
             })
             .collect();
-        self.profile.sample.push(Sample {
-            location_id,
-            value: vec![energy_uj, samples as i64],
-            label,
-        });
+        self.profile.sample.push(Sample { location_id, value: vec![energy_uj, samples as i64], label });
     }
 
     fn finish(mut self, comments: &[String], start_epoch_ms: u64, duration_s: f64) -> Profile {
@@ -291,16 +261,10 @@ mod tests {
     use std::process::Command;
     use std::sync::Arc;
 
-    const JVM: StackRules = StackRules {
-        jvm: true,
-        native_frames: false,
-    };
+    const JVM: StackRules = StackRules { jvm: true, native_frames: false };
 
     fn at(frame: Frame, line: u32) -> Frame {
-        Frame {
-            line: Some(line),
-            ..frame
-        }
+        Frame { line: Some(line), ..frame }
     }
 
     /// A JVM: `App.compute` (two hot lines, one calling an inlined JDK method, one a
@@ -362,9 +326,7 @@ mod tests {
 
     fn decode(path: &Path) -> Profile {
         let mut bytes = Vec::new();
-        flate2::read::GzDecoder::new(File::open(path).unwrap())
-            .read_to_end(&mut bytes)
-            .unwrap();
+        flate2::read::GzDecoder::new(File::open(path).unwrap()).read_to_end(&mut bytes).unwrap();
         Profile::decode(bytes.as_slice()).unwrap()
     }
 
@@ -377,11 +339,7 @@ mod tests {
         let p = decode(&path);
         let s = |i: i64| p.string_table[i as usize].as_str();
         assert_eq!(s(0), "");
-        let types: Vec<(&str, &str)> = p
-            .sample_type
-            .iter()
-            .map(|t| (s(t.r#type), s(t.unit)))
-            .collect();
+        let types: Vec<(&str, &str)> = p.sample_type.iter().map(|t| (s(t.r#type), s(t.unit))).collect();
         assert_eq!(types, [("energy", "microjoules"), ("samples", "count")]);
         assert_eq!(s(p.default_sample_type), "energy");
         let function = |loc: &Location| &p.function[loc.line[0].function_id as usize - 1];
@@ -417,18 +375,12 @@ mod tests {
             let m = &p.mapping[loc.mapping_id as usize - 1];
             assert!(m.memory_start <= loc.address && loc.address < m.memory_limit);
         }
-        let kernel = p
-            .location
-            .iter()
-            .find(|l| s(function(l).name) == "ksys_write")
-            .unwrap();
-        assert_eq!(
-            s(p.mapping[kernel.mapping_id as usize - 1].filename),
-            "[kernel]"
-        );
+        let kernel = p.location.iter().find(|l| s(function(l).name) == "ksys_write").unwrap();
+        assert_eq!(s(p.mapping[kernel.mapping_id as usize - 1].filename), "[kernel]");
         // --native-frames keeps HotSpot's entry frames.
         let everything = build(&summary, &stacks, StackRules { native_frames: true, ..JVM });
-        let names: Vec<&str> = everything.function.iter().map(|f| everything.string_table[f.name as usize].as_str()).collect();
+        let names: Vec<&str> =
+            everything.function.iter().map(|f| everything.string_table[f.name as usize].as_str()).collect();
         assert!(names.contains(&"thread_native_entry(Thread*)") && !names.contains(&"[GC]"), "{names:?}");
     }
 
@@ -450,11 +402,7 @@ mod tests {
             .env("HOME", home)
             .output()
             .expect("`go` must be installed (apt-get install golang-go) for this test");
-        assert!(
-            out.status.success(),
-            "go tool pprof {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "go tool pprof {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -466,19 +414,10 @@ mod tests {
         let path = tmp.path().join("p.pb.gz");
         write_pprof(&test_dir(tmp.path()), "p.pb.gz", &summary, &stacks, JVM).unwrap();
         let raw = go_pprof(&["-raw"], &path, tmp.path());
-        assert!(
-            raw.contains("energy/microjoules") && raw.contains("samples/count"),
-            "{raw}"
-        );
-        assert!(
-            raw.contains("900000") && raw.contains("com.acme.App.compute"),
-            "{raw}"
-        );
+        assert!(raw.contains("energy/microjoules") && raw.contains("samples/count"), "{raw}");
+        assert!(raw.contains("900000") && raw.contains("com.acme.App.compute"), "{raw}");
         let top = go_pprof(&["-top"], &path, tmp.path());
-        let hot = top
-            .lines()
-            .find(|l| l.contains("java.math.BigInteger.multiply"))
-            .expect(&top);
+        let hot = top.lines().find(|l| l.contains("java.math.BigInteger.multiply")).expect(&top);
         assert!(hot.contains("85.71%"), "{top}");
     }
 
@@ -500,11 +439,8 @@ mod tests {
             });
         }
         std::fs::write(sources.join("com/acme/App.java"), app).unwrap();
-        let listing = go_pprof(
-            &["-list", "com.acme.App.compute", "-source_path", sources.to_str().unwrap()],
-            &path,
-            tmp.path(),
-        );
+        let listing =
+            go_pprof(&["-list", "com.acme.App.compute", "-source_path", sources.to_str().unwrap()], &path, tmp.path());
         let line = |marker: &str| {
             listing
                 .lines()

@@ -77,11 +77,7 @@ pub struct FailedOutput {
 
 impl FailedOutput {
     pub fn new(flag: &str, path: &std::path::Path, error: impl std::fmt::Display) -> Self {
-        Self {
-            flag: flag.to_owned(),
-            path: path.display().to_string(),
-            error: error.to_string(),
-        }
+        Self { flag: flag.to_owned(), path: path.display().to_string(), error: error.to_string() }
     }
 }
 
@@ -123,11 +119,7 @@ impl Share {
     fn of(total: &NamedTotal, process_uj: f64) -> Self {
         Share {
             energy_uj: total.energy_uj,
-            percent: if process_uj > 0.0 {
-                100.0 * total.energy_uj / process_uj
-            } else {
-                0.0
-            },
+            percent: if process_uj > 0.0 { 100.0 * total.energy_uj / process_uj } else { 0.0 },
             samples: total.samples,
         }
     }
@@ -135,21 +127,14 @@ impl Share {
 
 /// The totals that are not methods, by name.
 fn unattributed(totals: &[NamedTotal], process_uj: f64) -> BTreeMap<String, Share> {
-    totals
-        .iter()
-        .filter(|t| !is_method_name(&t.name))
-        .map(|t| (t.name.to_string(), Share::of(t, process_uj)))
-        .collect()
+    totals.iter().filter(|t| !is_method_name(&t.name)).map(|t| (t.name.to_string(), Share::of(t, process_uj))).collect()
 }
 
 impl JvmShares {
     /// From the "all" view's method totals of a process whose energy is `process_uj`.
     pub fn from_totals(totals: &[NamedTotal], process_uj: f64) -> Self {
         let share = |name: &str| {
-            totals
-                .iter()
-                .find(|t| &*t.name == name)
-                .map_or_else(Share::default, |t| Share::of(t, process_uj))
+            totals.iter().find(|t| &*t.name == name).map_or_else(Share::default, |t| Share::of(t, process_uj))
         };
         Self {
             jit_compiler: share(thread_kind::JIT_COMPILER),
@@ -202,10 +187,7 @@ impl ProcessProfile {
     pub fn rules(&self) -> StackRules {
         StackRules {
             jvm: self.summary.jvm.is_some()
-                || self
-                    .stacks
-                    .iter()
-                    .any(|s| s.thread.is_jvm_internal() || shows_jvm(&s.stack)),
+                || self.stacks.iter().any(|s| s.thread.is_jvm_internal() || shows_jvm(&s.stack)),
             native_frames: self.summary.native_frames,
         }
     }

@@ -125,47 +125,29 @@ const MAX_RAW_PROFILE_BYTES: u64 = 1 << 30;
 pub fn read_raw_profile(dir: &OutDir, name: &str) -> Result<ProcessProfile, OutputError> {
     let path = &dir.join(name);
     let bytes = dir.read(name, MAX_RAW_PROFILE_BYTES).map_err(|e| OutputError::io(path, e))?;
-    let text = String::from_utf8(bytes).map_err(|e| OutputError::Format {
-        path: path.clone(),
-        reason: format!("not UTF-8 ({e})"),
-    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| OutputError::Format { path: path.clone(), reason: format!("not UTF-8 ({e})") })?;
     parse_raw_profile(&text, path)
 }
 
 /// Parses and checks a raw profile's text; `path` only names it in errors.
 pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, OutputError> {
-    let raw: RawProfileIn =
-        serde_json::from_str(text).map_err(|e| json_error(path, text, e))?;
+    let raw: RawProfileIn = serde_json::from_str(text).map_err(|e| json_error(path, text, e))?;
     if raw.format != FORMAT || raw.version != VERSION {
         return Err(OutputError::Format {
             path: path.to_owned(),
-            reason: format!(
-                "expected {FORMAT} version {VERSION}, found {} version {}",
-                raw.format, raw.version
-            ),
+            reason: format!("expected {FORMAT} version {VERSION}, found {} version {}", raw.format, raw.version),
         });
     }
-    validate(&raw).map_err(|reason| OutputError::Format {
-        path: path.to_owned(),
-        reason,
-    })?;
+    validate(&raw).map_err(|reason| OutputError::Format { path: path.to_owned(), reason })?;
     let frames: Vec<Frame> = raw
         .frames
         .into_iter()
-        .map(|f| Frame {
-            name: Arc::from(f.name),
-            short: Arc::from(f.short),
-            kind: f.kind,
-            line: f.line,
-        })
+        .map(|f| Frame { name: Arc::from(f.name), short: Arc::from(f.short), kind: f.kind, line: f.line })
         .collect();
     let mut stacks = Vec::with_capacity(raw.stacks.len());
     for raw_stack in raw.stacks {
-        let stack: Option<Vec<Frame>> = raw_stack
-            .frames
-            .iter()
-            .map(|&i| frames.get(i as usize).cloned())
-            .collect();
+        let stack: Option<Vec<Frame>> = raw_stack.frames.iter().map(|&i| frames.get(i as usize).cloned()).collect();
         let stack: Stack = Arc::from(stack.ok_or_else(|| OutputError::Format {
             path: path.to_owned(),
             reason: format!("frame index out of range (only {} frames)", frames.len()),
@@ -177,11 +159,7 @@ pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, Outp
             samples: raw_stack.samples,
         });
     }
-    Ok(ProcessProfile {
-        summary: raw.summary,
-        stacks,
-        timeline: raw.timeline,
-    })
+    Ok(ProcessProfile { summary: raw.summary, stacks, timeline: raw.timeline })
 }
 
 /// Above this a value is corrupt, not measured: a 1 kW socket takes 30 years to reach 1e18 µJ.
@@ -218,9 +196,7 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
 fn validate_timeline(t: &Timeline) -> Result<(), String> {
     let buckets = t.covered_s.len();
     if buckets > MAX_BUCKETS {
-        return Err(format!(
-            "timeline has {buckets} buckets: expected at most {MAX_BUCKETS}"
-        ));
+        return Err(format!("timeline has {buckets} buckets: expected at most {MAX_BUCKETS}"));
     }
     let lengths = [t.cycles.len(), t.end_epoch_s.len(), t.energy_uj.len()];
     if lengths.iter().any(|&l| l != buckets)
@@ -229,16 +205,11 @@ fn validate_timeline(t: &Timeline) -> Result<(), String> {
         return Err("timeline series differ in length".to_owned());
     }
     if !(t.bucket_s.is_finite() && t.bucket_s >= 0.0) {
-        return Err(format!(
-            "timeline.bucket_s is {}: expected a finite, non-negative number of seconds",
-            t.bucket_s
-        ));
+        return Err(format!("timeline.bucket_s is {}: expected a finite, non-negative number of seconds", t.bucket_s));
     }
     for (i, &s) in t.covered_s.iter().enumerate() {
         if !(s.is_finite() && s >= 0.0) {
-            return Err(format!(
-                "timeline.covered_s[{i}] is {s}: expected a finite, non-negative number of seconds"
-            ));
+            return Err(format!("timeline.covered_s[{i}] is {s}: expected a finite, non-negative number of seconds"));
         }
     }
     for (i, &e) in t.energy_uj.iter().enumerate() {
@@ -267,9 +238,7 @@ fn count(field: &str, value: u64) -> Result<(), String> {
     if value <= MAX_COUNT {
         Ok(())
     } else {
-        Err(format!(
-            "{field} is {value}: expected a count of at most 2^53"
-        ))
+        Err(format!("{field} is {value}: expected a count of at most 2^53"))
     }
 }
 
@@ -279,10 +248,7 @@ fn json_error(path: &Path, text: &str, e: serde_json::Error) -> OutputError {
     // Out-of-range numbers (`1e999`) are syntax errors to serde_json.
     if e.is_data() || e.is_syntax() {
         if let Some(key) = key_before(text, e.line(), e.column()) {
-            return OutputError::Format {
-                path: path.to_owned(),
-                reason: format!("field `{key}`: {e}"),
-            };
+            return OutputError::Format { path: path.to_owned(), reason: format!("field `{key}`: {e}") };
         }
     }
     OutputError::json(path, e)
@@ -310,13 +276,7 @@ mod tests {
             comm: "java".into(),
             filters: vec!["com.acme".into()],
             drops: [("samples".to_owned(), 3)].into(),
-            threads: vec![ThreadTotal {
-                tid: 10,
-                comm: "worker".into(),
-                energy_uj: 5.0,
-                on_cpu_ns: 7,
-                samples: 2,
-            }],
+            threads: vec![ThreadTotal { tid: 10, comm: "worker".into(), energy_uj: 5.0, on_cpu_ns: 7, samples: 2 }],
             native_frames: true,
             jvm: Some(crate::output::profile::JvmShares::default()),
             ..RunSummary::default()
@@ -336,10 +296,7 @@ mod tests {
                 samples: 1,
             },
             StackTotal {
-                stack: Arc::from(vec![Frame {
-                    line: Some(42),
-                    ..shared
-                }]),
+                stack: Arc::from(vec![Frame { line: Some(42), ..shared }]),
                 thread: ThreadKind::Gc,
                 energy_uj: 0.5,
                 samples: 1,
@@ -349,18 +306,10 @@ mod tests {
         let path = tmp.path().join(RAW_PROFILE_FILE);
         let mut timeline = Timeline::default();
         timeline.add_cycle(0.0, 1.0, 1_700_000_001, [(10, "worker", 5.0)]);
-        let profile = ProcessProfile {
-            summary: summary.clone(),
-            stacks: stacks.clone(),
-            timeline,
-        };
+        let profile = ProcessProfile { summary: summary.clone(), stacks: stacks.clone(), timeline };
         write_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE, &profile).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(
-            text.matches("com.acme.App.main").count(),
-            4,
-            "frame stored once per line (name + short)"
-        );
+        assert_eq!(text.matches("com.acme.App.main").count(), 4, "frame stored once per line (name + short)");
         assert_eq!(text.matches(r#""thread":"gc""#).count(), 1, "{text}");
         let back = read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE).unwrap();
         assert_eq!(back, profile);
@@ -372,10 +321,7 @@ mod tests {
         let path = tmp.path().join(RAW_PROFILE_FILE);
         let summary = serde_json::to_string(&RunSummary::default()).unwrap();
         std::fs::write(&path, format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[{{"frames":[0],"energy_uj":1,"samples":1}}]}}"#)).unwrap();
-        assert!(matches!(
-            read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE),
-            Err(OutputError::Format { .. })
-        ));
+        assert!(matches!(read_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE), Err(OutputError::Format { .. })));
     }
 
     fn profile_with(summary: &str, stacks: &str) -> Result<ProcessProfile, OutputError> {
@@ -394,44 +340,21 @@ mod tests {
     fn bad_numbers_are_refused_with_their_file_and_field() {
         assert!(profile_with("{}", r#"[{"frames":[0],"energy_uj":2.5,"samples":3}]"#).is_ok());
         for (summary, stacks, field) in [
-            (
-                "{}",
-                r#"[{"frames":[0],"energy_uj":-1,"samples":3}]"#,
-                "stacks[0].energy_uj is -1",
-            ),
-            (
-                "{}",
-                r#"[{"frames":[0],"energy_uj":1e308,"samples":3}]"#,
-                "stacks[0].energy_uj is 1",
-            ),
+            ("{}", r#"[{"frames":[0],"energy_uj":-1,"samples":3}]"#, "stacks[0].energy_uj is -1"),
+            ("{}", r#"[{"frames":[0],"energy_uj":1e308,"samples":3}]"#, "stacks[0].energy_uj is 1"),
             (r#"{"energy_uj":-5}"#, "[]", "summary.energy_uj is -5"),
-            (
-                r#"{"socket_energy_uj":1e300}"#,
-                "[]",
-                "summary.socket_energy_uj",
-            ),
+            (r#"{"socket_energy_uj":1e300}"#, "[]", "summary.socket_energy_uj"),
             (r#"{"duration_s":-2}"#, "[]", "summary.duration_s is -2"),
             (
                 r#"{"threads":[{"tid":1,"comm":"a","energy_uj":-0.5,"on_cpu_ns":1,"samples":1}]}"#,
                 "[]",
                 "summary.threads[0].energy_uj",
             ),
-            (
-                "{}",
-                r#"[{"frames":[0],"energy_uj":1,"samples":-3}]"#,
-                "field `samples`",
-            ),
-            (
-                "{}",
-                r#"[{"frames":[0],"energy_uj":1e999,"samples":3}]"#,
-                "field `energy_uj`",
-            ),
+            ("{}", r#"[{"frames":[0],"energy_uj":1,"samples":-3}]"#, "field `samples`"),
+            ("{}", r#"[{"frames":[0],"energy_uj":1e999,"samples":3}]"#, "field `energy_uj`"),
         ] {
             let err = profile_with(summary, stacks).unwrap_err().to_string();
-            assert!(
-                err.contains(RAW_PROFILE_FILE) && err.contains(field),
-                "{stacks} {summary}: {err}"
-            );
+            assert!(err.contains(RAW_PROFILE_FILE) && err.contains(field), "{stacks} {summary}: {err}");
             assert!(!err.contains('\n'), "one line: {err}");
         }
     }
@@ -440,24 +363,17 @@ mod tests {
     fn a_bad_timeline_is_refused_naming_its_field() {
         let summary = serde_json::to_string(&RunSummary::default()).unwrap();
         let with = |timeline: &str| {
-            let text = format!(r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[],"timeline":{timeline}}}"#);
+            let text = format!(
+                r#"{{"format":"{FORMAT}","version":1,"summary":{summary},"frames":[],"stacks":[],"timeline":{timeline}}}"#
+            );
             parse_raw_profile(&text, Path::new(RAW_PROFILE_FILE)).map(|p| p.timeline)
         };
         let good = r#"{"bucket_s":1,"covered_s":[1],"cycles":[1],"end_epoch_s":[9],"energy_uj":[3],"threads":[{"tid":1,"comm":"a","energy_uj":[3]}]}"#;
         assert_eq!(with(good).unwrap().threads[0].total_uj(), 3.0);
         for (timeline, want) in [
-            (
-                good.replace("\"energy_uj\":[3],", "\"energy_uj\":[-3],"),
-                "timeline.energy_uj[0] is -3",
-            ),
-            (
-                good.replace("\"covered_s\":[1]", "\"covered_s\":[1,1]"),
-                "differ in length",
-            ),
-            (
-                good.replace("\"bucket_s\":1", "\"bucket_s\":-1"),
-                "timeline.bucket_s is -1",
-            ),
+            (good.replace("\"energy_uj\":[3],", "\"energy_uj\":[-3],"), "timeline.energy_uj[0] is -3"),
+            (good.replace("\"covered_s\":[1]", "\"covered_s\":[1,1]"), "differ in length"),
+            (good.replace("\"bucket_s\":1", "\"bucket_s\":-1"), "timeline.bucket_s is -1"),
         ] {
             let err = with(&timeline).unwrap_err().to_string();
             assert!(err.contains(want), "{timeline}: {err}");

@@ -36,14 +36,7 @@ pub struct RenderSet {
 
 impl RenderSet {
     /// Every file but the HTML report (`--html`).
-    pub const ALL: Self = Self {
-        csv: true,
-        folded: true,
-        svg: true,
-        pprof: true,
-        summary: true,
-        html: false,
-    };
+    pub const ALL: Self = Self { csv: true, folded: true, svg: true, pprof: true, summary: true, html: false };
 }
 
 /// The files written for one process.
@@ -81,10 +74,7 @@ pub fn render_process(
     filter: &MethodFilter,
     set: RenderSet,
 ) -> OutputFiles {
-    let mut written = OutputFiles {
-        dir: dir.path().to_owned(),
-        ..OutputFiles::default()
-    };
+    let mut written = OutputFiles { dir: dir.path().to_owned(), ..OutputFiles::default() };
     let stacks = &profile.stacks;
     let rules = profile.rules();
     let tree = if set.csv {
@@ -108,7 +98,8 @@ pub fn render_process(
             // frame are `unattributed` in summary.json, in both files.
             let methods = method_totals(stacks, scope, rules);
             let methods = methods.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.energy_uj));
-            written.keep(tree.file(scope, Period::Total, Kind::Methods), tree.write_total(scope, Kind::Methods, methods));
+            written
+                .keep(tree.file(scope, Period::Total, Kind::Methods), tree.write_total(scope, Kind::Methods, methods));
             let trees = tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules));
             written.keep(tree.file(scope, Period::Total, Kind::CallTrees), trees);
         }
@@ -127,17 +118,11 @@ pub fn render_process(
                     "Energy of pid {} ({}), {}",
                     profile.summary.pid,
                     profile.summary.comm,
-                    if rules.jvm && !rules.native_frames {
-                        "from the first Java frame"
-                    } else {
-                        "all frames"
-                    }
+                    if rules.jvm && !rules.native_frames { "from the first Java frame" } else { "all frames" }
                 ),
-                Scope::App(f) => format!(
-                    "Energy of pid {}, app methods ({})",
-                    profile.summary.pid,
-                    f.prefixes().join(",")
-                ),
+                Scope::App(f) => {
+                    format!("Energy of pid {}, app methods ({})", profile.summary.pid, f.prefixes().join(","))
+                }
             };
             let name = format!("flamegraph-{view}.svg");
             let svg = match render_svg(&title, &groups) {
@@ -152,16 +137,9 @@ pub fn render_process(
             }
             if html_graph {
                 let path = dir.join(HTML_FILE);
-                let page = html::render(&HtmlInput {
-                    profile,
-                    filter,
-                    flamegraph_svg: &svg,
-                    evolution_dir: Some(source_dir),
-                })
-                .map_err(|reason| OutputError::Format {
-                    path: path.clone(),
-                    reason,
-                });
+                let page =
+                    html::render(&HtmlInput { profile, filter, flamegraph_svg: &svg, evolution_dir: Some(source_dir) })
+                        .map_err(|reason| OutputError::Format { path: path.clone(), reason });
                 written.keep(path, page.and_then(|page| write_bytes(dir, HTML_FILE, page.as_bytes())));
             }
         }
@@ -211,11 +189,15 @@ mod tests {
         let out = results.finish().unwrap().outputs.remove(0);
         assert_eq!(out.failed.len(), 1, "{:?}", out.failed);
         let failed = &out.failed[0];
-        assert_eq!((failed.flag.as_str(), failed.path.as_str()), ("--output", dir.join("flamegraph-all.svg").to_str().unwrap()));
+        assert_eq!(
+            (failed.flag.as_str(), failed.path.as_str()),
+            ("--output", dir.join("flamegraph-all.svg").to_str().unwrap())
+        );
         for name in ["summary.json", "profile.json", "profile.pb.gz", "stacks-all.folded", "flamegraph-app.svg"] {
             assert!(out.files.contains(&dir.join(name)), "{name} written: {:?}", out.files);
         }
-        let summary: serde_json::Value = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["outputs_failed"][0]["path"], failed.path.as_str());
         assert_eq!(summary["outputs_failed"][0]["error"], failed.error.as_str());
     }

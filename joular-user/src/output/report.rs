@@ -20,12 +20,7 @@ pub struct ReportArgs {
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// What to render, comma-separated.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "table,svg,pprof"
-    )]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "table,svg,pprof")]
     pub format: Vec<ReportFormat>,
     /// Rows of the table.
     #[arg(long, default_value_t = 20)]
@@ -96,11 +91,14 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<Vec<OutputFil
     render_report(args, load_report(args)?, out)
 }
 
-fn render_report(args: &ReportArgs, loaded: LoadedReport, out: &mut dyn Write) -> Result<Vec<OutputFiles>, OutputError> {
+fn render_report(
+    args: &ReportArgs,
+    loaded: LoadedReport,
+    out: &mut dyn Write,
+) -> Result<Vec<OutputFiles>, OutputError> {
     let modes = Modes::from_flag(args.output_mode);
     let override_filter = args.filter.as_deref().map(MethodFilter::parse);
-    let has =
-        |f: ReportFormat| args.format.contains(&f) || args.format.contains(&ReportFormat::All);
+    let has = |f: ReportFormat| args.format.contains(&f) || args.format.contains(&ReportFormat::All);
     let set = RenderSet {
         csv: has(ReportFormat::Csv),
         folded: has(ReportFormat::Folded),
@@ -111,9 +109,7 @@ fn render_report(args: &ReportArgs, loaded: LoadedReport, out: &mut dyn Write) -
     };
     let renders = set.csv || set.folded || set.svg || set.pprof || set.summary || set.html;
     let output = match &args.output {
-        Some(output) if renders => {
-            Some(OutDir::create_all(output, modes).map_err(|e| OutputError::io(output, e))?)
-        }
+        Some(output) if renders => Some(OutDir::create_all(output, modes).map_err(|e| OutputError::io(output, e))?),
         _ => None,
     };
     let several = loaded.profiles.len() > 1;
@@ -142,8 +138,7 @@ fn render_report(args: &ReportArgs, loaded: LoadedReport, out: &mut dyn Write) -
     }
     if has(ReportFormat::Table) {
         let table = top_methods_table(&profiles, override_filter.as_ref(), args.top);
-        out.write_all(table.as_bytes())
-            .map_err(|e| OutputError::io(Path::new("<stdout>"), e))?;
+        out.write_all(table.as_bytes()).map_err(|e| OutputError::io(Path::new("<stdout>"), e))?;
     }
     Ok(outputs)
 }

@@ -8,9 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::aggregate::{Scope, StackTable};
 use super::cycle_sums::{add, add_energy, methods_only, named, push_methods, Charge, CycleSums};
 use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
-use super::methods::{
-    bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
-};
+use super::methods::{bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES};
 use super::paths::{all_path, PathStyle};
 use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::render::{render_process, OutputFiles, RenderSet};
@@ -78,18 +76,12 @@ struct Process {
 
 impl Process {
     fn rules(&self, native_frames: bool) -> StackRules {
-        StackRules {
-            jvm: self.jvm,
-            native_frames,
-        }
+        StackRules { jvm: self.jvm, native_frames }
     }
 
     /// A thread's name: this cycle's, else the last one seen.
     fn comm<'a>(&'a self, tid: u32, reported: Option<&'a str>) -> &'a str {
-        reported
-            .filter(|c| !c.is_empty())
-            .or_else(|| self.threads.get(&tid).map(|t| t.comm.as_str()))
-            .unwrap_or("")
+        reported.filter(|c| !c.is_empty()).or_else(|| self.threads.get(&tid).map(|t| t.comm.as_str())).unwrap_or("")
     }
 }
 
@@ -154,7 +146,12 @@ impl Results {
     fn process(&mut self, pid: u32) -> Result<&mut Process, OutputError> {
         if !self.processes.contains_key(&pid) {
             let dir = match &self.root {
-                Some(root) => Some(RunDirRef::create(root, &self.held_dirs, pid, unused_epoch_ms(root, pid, self.config.start_epoch_ms))?),
+                Some(root) => Some(RunDirRef::create(
+                    root,
+                    &self.held_dirs,
+                    pid,
+                    unused_epoch_ms(root, pid, self.config.start_epoch_ms),
+                )?),
                 None => None,
             };
             self.processes.insert(
@@ -177,20 +174,12 @@ impl Results {
     /// but no sample goes to `(no samples)`, or to its bucket for the JVM's own threads),
     /// fills `report.methods` ("all" rule) and, if configured, `report.threads[].stacks`, and
     /// writes the runtime and evolution files.
-    pub fn on_cycle(
-        &mut self,
-        report: &mut CycleReport,
-        stacks: &[ThreadStacks],
-    ) -> Result<(), OutputError> {
+    pub fn on_cycle(&mut self, report: &mut CycleReport, stacks: &[ThreadStacks]) -> Result<(), OutputError> {
         let duration_s = report.end_ns.saturating_sub(report.start_ns) as f64 / 1e9;
         let offset_s = self.duration_s;
         self.cycles += 1;
         self.duration_s += duration_s;
-        let end_epoch_ms = if report.end_epoch_ms > 0 {
-            report.end_epoch_ms
-        } else {
-            now_epoch_ms()
-        };
+        let end_epoch_ms = if report.end_epoch_ms > 0 { report.end_epoch_ms } else { now_epoch_ms() };
         self.end_epoch_ms = self.end_epoch_ms.max(end_epoch_ms);
         for socket in &report.sockets {
             self.socket_energy_uj += socket.energy_uj;
@@ -233,14 +222,7 @@ impl Results {
                 } else {
                     charge.energy_uj
                 };
-                add_energy(
-                    &mut process.table,
-                    cycle,
-                    &mut thread_methods,
-                    id,
-                    stack_energy_uj,
-                    samples,
-                );
+                add_energy(&mut process.table, cycle, &mut thread_methods, id, stack_energy_uj, samples);
                 if self.config.report_stacks && charge.slot.is_some() && total_samples > 0 {
                     stack_reports.push(StackReport {
                         frames: process
@@ -249,11 +231,7 @@ impl Results {
                             .total
                             .stack
                             .iter()
-                            .map(|f| FrameReport {
-                                name: f.name.to_string(),
-                                kind: f.kind,
-                                line: f.line,
-                            })
+                            .map(|f| FrameReport { name: f.name.to_string(), kind: f.kind, line: f.line })
                             .collect(),
                         samples,
                         energy_uj: stack_energy_uj,
@@ -264,10 +242,7 @@ impl Results {
                 process
                     .threads
                     .entry(charge.tid)
-                    .or_insert_with(|| ThreadTotal {
-                        tid: charge.tid,
-                        ..ThreadTotal::default()
-                    })
+                    .or_insert_with(|| ThreadTotal { tid: charge.tid, ..ThreadTotal::default() })
                     .samples += total_samples;
                 if let Some(i) = charge.slot {
                     report.threads[i].stacks = stack_reports;
@@ -281,10 +256,7 @@ impl Results {
                 let total = process
                     .threads
                     .entry(thread.tid)
-                    .or_insert_with(|| ThreadTotal {
-                        tid: thread.tid,
-                        ..ThreadTotal::default()
-                    });
+                    .or_insert_with(|| ThreadTotal { tid: thread.tid, ..ThreadTotal::default() });
                 total.energy_uj += thread.energy_uj;
                 total.on_cpu_ns += thread.on_cpu_ns;
                 if !thread.comm.is_empty() {
@@ -299,16 +271,11 @@ impl Results {
         }
         let mut threads_of: HashMap<u32, Vec<(u32, &str, f64)>> = HashMap::new();
         for t in &report.threads {
-            threads_of
-                .entry(t.pid)
-                .or_default()
-                .push((t.tid, &t.comm, t.energy_uj));
+            threads_of.entry(t.pid).or_default().push((t.tid, &t.comm, t.energy_uj));
         }
         for (pid, process) in &mut self.processes {
             let threads = threads_of.remove(pid).unwrap_or_default();
-            process
-                .timeline
-                .add_cycle(offset_s, duration_s, end_epoch_ms / 1000, threads);
+            process.timeline.add_cycle(offset_s, duration_s, end_epoch_ms / 1000, threads);
         }
         report.methods = method_reports;
         self.write_cycle_files(sums, duration_s, end_epoch_ms)
@@ -323,12 +290,8 @@ impl Results {
         report: &CycleReport,
         stacks: &[ThreadStacks],
     ) -> Result<(Vec<Charge>, Vec<u32>), OutputError> {
-        let index: HashMap<(u32, u32), usize> = report
-            .threads
-            .iter()
-            .enumerate()
-            .map(|(i, t)| ((t.pid, t.tid), i))
-            .collect();
+        let index: HashMap<(u32, u32), usize> =
+            report.threads.iter().enumerate().map(|(i, t)| ((t.pid, t.tid), i)).collect();
         let mut covered = vec![false; report.threads.len()];
         let mut charges = Vec::with_capacity(stacks.len());
         let mut flipped = Vec::new();
@@ -473,9 +436,7 @@ impl Results {
 
     /// The run so far, one profile per process (ended ones too).
     pub fn profiles(&self) -> Vec<ProcessProfile> {
-        self.all_processes()
-            .map(|(pid, process)| self.profile(pid, process))
-            .collect()
+        self.all_processes().map(|(pid, process)| self.profile(pid, process)).collect()
     }
 
     fn all_processes(&self) -> impl Iterator<Item = (u32, &Process)> {
@@ -542,20 +503,11 @@ impl Results {
         };
         let dir = dir.open()?;
         let profile = self.profile(pid, &process);
-        Ok(Some(render_process(
-            dir.out_dir(),
-            dir.out_dir(),
-            &profile,
-            &self.config.filter,
-            self.render_set(),
-        )))
+        Ok(Some(render_process(dir.out_dir(), dir.out_dir(), &profile, &self.config.filter, self.render_set())))
     }
 
     fn render_set(&self) -> RenderSet {
-        RenderSet {
-            html: self.config.html,
-            ..RenderSet::ALL
-        }
+        RenderSet { html: self.config.html, ..RenderSet::ALL }
     }
 
     /// Pids this sink holds state for.
@@ -586,10 +538,7 @@ impl Results {
                 ));
             }
         }
-        Ok(FinishSummary {
-            outputs,
-            table: top_methods_table(&profiles, None, self.config.top_n),
-        })
+        Ok(FinishSummary { outputs, table: top_methods_table(&profiles, None, self.config.top_n) })
     }
 }
 
@@ -609,9 +558,7 @@ fn unused_epoch_ms(root: &OutDir, pid: u32, start_epoch_ms: u64) -> u64 {
 }
 
 fn now_epoch_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -15,14 +15,7 @@ fn stack(frames: &[Frame]) -> Stack {
 }
 
 fn thread(tid: u32, comm: &str, energy_uj: f64) -> ThreadReport {
-    ThreadReport {
-        pid: PID,
-        tid,
-        comm: comm.into(),
-        on_cpu_ns: 1000,
-        energy_uj,
-        ..ThreadReport::default()
-    }
+    ThreadReport { pid: PID, tid, comm: comm.into(), on_cpu_ns: 1000, energy_uj, ..ThreadReport::default() }
 }
 
 fn cycle(n: u64, start_s: u64, end_s: u64, threads: Vec<ThreadReport>) -> CycleReport {
@@ -33,21 +26,13 @@ fn cycle(n: u64, start_s: u64, end_s: u64, threads: Vec<ThreadReport>) -> CycleR
         end_epoch_ms: START_MS + end_s * 1000,
         threads,
         drops: [("samples".to_owned(), n)].into(),
-        sockets: vec![SocketReport {
-            socket: 0,
-            energy_uj: 10e6,
-            unattributed_uj: 2e6,
-            ..SocketReport::default()
-        }],
+        sockets: vec![SocketReport { socket: 0, energy_uj: 10e6, unattributed_uj: 2e6, ..SocketReport::default() }],
         ..CycleReport::default()
     }
 }
 
 fn at(frame: Frame, line: u32) -> Frame {
-    Frame {
-        line: Some(line),
-        ..frame
-    }
+    Frame { line: Some(line), ..frame }
 }
 
 /// Two cycles (1 s, then 2 s) of a JVM: JDK work above an app method, a syscall, a thread
@@ -60,24 +45,13 @@ pub(crate) fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
         native("thread_native_entry(Thread*)"),
         native("JavaCalls::call_helper(...)"),
         frame("StubRoutines (1)", FrameKind::Stub),
-        at(
-            frame("java.lang.Thread.run", FrameKind::JavaInterpreted),
-            840,
-        ),
+        at(frame("java.lang.Thread.run", FrameKind::JavaInterpreted), 840),
     ];
-    let java_stack = |tail: Vec<Frame>| -> Stack {
-        Arc::from(entry.iter().cloned().chain(tail).collect::<Vec<_>>())
-    };
+    let java_stack = |tail: Vec<Frame>| -> Stack { Arc::from(entry.iter().cloned().chain(tail).collect::<Vec<_>>()) };
     let compute = java("com.acme.App.compute");
-    let multiply = java_stack(vec![
-        at(compute.clone(), 12),
-        frame("java.math.BigInteger.multiply", FrameKind::JavaInlined),
-    ]);
-    let write = java_stack(vec![
-        at(compute, 17),
-        native("write"),
-        frame("ksys_write", FrameKind::Kernel),
-    ]);
+    let multiply =
+        java_stack(vec![at(compute.clone(), 12), frame("java.math.BigInteger.multiply", FrameKind::JavaInlined)]);
+    let write = java_stack(vec![at(compute, 17), native("write"), frame("ksys_write", FrameKind::Kernel)]);
     let jdk = java_stack(vec![java("java.util.HashMap.get")]);
     let compiler = stack(&[
         native("[unknown]"),
@@ -87,10 +61,7 @@ pub(crate) fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
         native("CompileBroker::compiler_thread_loop()"),
         native("C2Compiler::compile_method(...)"),
     ]);
-    let ts = |stack: &Stack, samples| ThreadStack {
-        stack: stack.clone(),
-        samples,
-    };
+    let ts = |stack: &Stack, samples| ThreadStack { stack: stack.clone(), samples };
     vec![
         (
             cycle(
@@ -115,16 +86,9 @@ pub(crate) fn fixture() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
                 2,
                 1,
                 3,
-                vec![
-                    thread(101, "worker", 2e6),
-                    thread(104, "jdk", 0.5e6),
-                    thread(106, "GC Thread#0", 0.3e6),
-                ],
+                vec![thread(101, "worker", 2e6), thread(104, "jdk", 0.5e6), thread(106, "GC Thread#0", 0.3e6)],
             ),
-            vec![
-                (PID, 101, vec![ts(&multiply, 1)]),
-                (PID, 104, vec![ts(&jdk, 1)]),
-            ],
+            vec![(PID, 101, vec![ts(&multiply, 1)]), (PID, 104, vec![ts(&jdk, 1)])],
         ),
     ]
 }
@@ -168,18 +132,8 @@ fn methods_of_each_thread_sum_to_the_thread_and_nothing_is_lost() {
     let mut cycles_uj = 0.0;
     for report in &reports {
         for t in &report.threads {
-            let methods: f64 = report
-                .methods
-                .iter()
-                .filter(|m| m.tid == t.tid)
-                .map(|m| m.energy_uj)
-                .sum();
-            assert!(
-                close(methods, t.energy_uj),
-                "tid {} methods {methods} thread {}",
-                t.tid,
-                t.energy_uj
-            );
+            let methods: f64 = report.methods.iter().filter(|m| m.tid == t.tid).map(|m| m.energy_uj).sum();
+            assert!(close(methods, t.energy_uj), "tid {} methods {methods} thread {}", t.tid, t.energy_uj);
             cycles_uj += t.energy_uj;
             if !t.stacks.is_empty() {
                 let stacks: f64 = t.stacks.iter().map(|s| s.energy_uj).sum();
@@ -188,12 +142,7 @@ fn methods_of_each_thread_sum_to_the_thread_and_nothing_is_lost() {
         }
     }
     let method_of = |cycle: usize, tid: u32| -> Vec<(&str, u64)> {
-        reports[cycle]
-            .methods
-            .iter()
-            .filter(|m| m.tid == tid)
-            .map(|m| (m.method.as_str(), m.samples))
-            .collect()
+        reports[cycle].methods.iter().filter(|m| m.tid == tid).map(|m| (m.method.as_str(), m.samples)).collect()
     };
     // An application thread named "gc" is not the collector: its sample-less energy stays
     // unexplained; the real GC thread's is GC energy, the compiler's is the JIT's.
@@ -201,22 +150,13 @@ fn methods_of_each_thread_sum_to_the_thread_and_nothing_is_lost() {
     assert_eq!(method_of(1, 106), [("[GC]", 0)]);
     assert_eq!(method_of(0, 105), [("[JIT compiler]", 2)]);
     // The syscall under compute is compute's energy.
-    assert_eq!(
-        method_of(0, 101),
-        [
-            ("java.math.BigInteger.multiply", 2),
-            ("com.acme.App.compute", 1)
-        ]
-    );
+    assert_eq!(method_of(0, 101), [("java.math.BigInteger.multiply", 2), ("com.acme.App.compute", 1)]);
     let worker = &reports[0].threads[0];
     assert_eq!(worker.stacks.len(), 2);
     let frames = &worker.stacks[0].frames;
     assert_eq!(frames[0].name, "full [unknown]", "root first, every frame");
-    let lines: Vec<(&str, Option<u32>)> = frames
-        .iter()
-        .filter(|f| f.kind.is_java())
-        .map(|f| (f.name.as_str(), f.line))
-        .collect();
+    let lines: Vec<(&str, Option<u32>)> =
+        frames.iter().filter(|f| f.kind.is_java()).map(|f| (f.name.as_str(), f.line)).collect();
     assert_eq!(
         lines,
         [
@@ -226,35 +166,16 @@ fn methods_of_each_thread_sum_to_the_thread_and_nothing_is_lost() {
         ]
     );
     let json = serde_json::to_string(&reports[0]).unwrap();
-    assert!(
-        json.contains(r#""kind":"java_interpreted","line":840"#),
-        "{json}"
-    );
+    assert!(json.contains(r#""kind":"java_interpreted","line":840"#), "{json}");
 
     let profiles = results.profiles();
     let summary = &profiles[0].summary;
-    assert!(
-        close(summary.energy_uj, cycles_uj),
-        "{} vs {cycles_uj}",
-        summary.energy_uj
-    );
-    assert!(close(
-        profiles[0].stacks.iter().map(|s| s.energy_uj).sum(),
-        cycles_uj
-    ));
-    assert_eq!(
-        (summary.cycles, summary.duration_s, summary.samples),
-        (2, 3.0, 7)
-    );
-    assert_eq!(
-        (summary.socket_energy_uj, summary.unattributed_uj),
-        (20e6, 4e6)
-    );
+    assert!(close(summary.energy_uj, cycles_uj), "{} vs {cycles_uj}", summary.energy_uj);
+    assert!(close(profiles[0].stacks.iter().map(|s| s.energy_uj).sum(), cycles_uj));
+    assert_eq!((summary.cycles, summary.duration_s, summary.samples), (2, 3.0, 7));
+    assert_eq!((summary.socket_energy_uj, summary.unattributed_uj), (20e6, 4e6));
     assert_eq!(summary.drops["samples"], 3);
-    assert_eq!(
-        summary.comm, "worker",
-        "no tid == pid thread: first thread's comm"
-    );
+    assert_eq!(summary.comm, "worker", "no tid == pid thread: first thread's comm");
     let threads_uj: f64 = summary.threads.iter().map(|t| t.energy_uj).sum();
     assert!(close(threads_uj, cycles_uj));
 }
@@ -265,18 +186,11 @@ fn without_files_the_cycle_reports_are_the_same_and_nothing_is_written() {
     let without = tempfile::tempdir().unwrap();
     let root = without.path().join("never-created");
     let (_, expected) = run(with.path());
-    let mut results = Results::new(ResultsConfig {
-        write_files: false,
-        ..config(&root)
-    })
-    .unwrap();
+    let mut results = Results::new(ResultsConfig { write_files: false, ..config(&root) }).unwrap();
     for ((mut report, stacks), want) in fixture().into_iter().zip(&expected) {
         results.on_cycle(&mut report, &stacks).unwrap();
         let methods = |r: &CycleReport| -> Vec<(u32, String, u64)> {
-            r.methods
-                .iter()
-                .map(|m| (m.tid, m.method.clone(), m.samples))
-                .collect()
+            r.methods.iter().map(|m| (m.tid, m.method.clone(), m.samples)).collect()
         };
         assert_eq!(methods(&report), methods(want));
     }
@@ -337,16 +251,8 @@ fn finish_writes_every_output_and_report_rerenders_them() {
     let tmp = tempfile::tempdir().unwrap();
     let (results, _) = run(tmp.path());
     let finished = results.finish().unwrap();
-    assert!(
-        finished.table.contains("java.math.BigInteger.multiply"),
-        "{}",
-        finished.table
-    );
-    assert!(
-        finished.table.contains("(app: com.acme)"),
-        "{}",
-        finished.table
-    );
+    assert!(finished.table.contains("java.math.BigInteger.multiply"), "{}", finished.table);
+    assert!(finished.table.contains("(app: com.acme)"), "{}", finished.table);
     let dir = &finished.outputs[0].dir;
     for name in [
         "stacks-all.folded",
@@ -377,31 +283,15 @@ fn finish_writes_every_output_and_report_rerenders_them() {
          java.lang.Thread.run;com.acme.App.compute;write;ksys_write 1000000\n\
          java.lang.Thread.run;java.util.HashMap.get 500000\n"
     );
-    let summary: RunSummary =
-        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(
-        (summary.energy_source.as_str(), summary.estimated),
-        ("model", true)
-    );
+    let summary: RunSummary = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!((summary.energy_source.as_str(), summary.estimated), ("model", true));
     let jvm = summary.jvm.expect("a JVM");
-    assert_eq!(
-        (jvm.jit_compiler.energy_uj, jvm.jit_compiler.samples),
-        (0.4e6, 2)
-    );
-    assert!(
-        close(jvm.jit_compiler.percent, 100.0 * 0.4 / 7.2),
-        "{jvm:?}"
-    );
+    assert_eq!((jvm.jit_compiler.energy_uj, jvm.jit_compiler.samples), (0.4e6, 2));
+    assert!(close(jvm.jit_compiler.percent, 100.0 * 0.4 / 7.2), "{jvm:?}");
     assert_eq!((jvm.gc.energy_uj, jvm.gc.samples), (0.3e6, 0));
     assert!(close(jvm.gc.percent, 100.0 * 0.3 / 7.2), "{jvm:?}");
     assert_eq!((jvm.jvm_other.energy_uj, jvm.native.energy_uj), (0.0, 0.0));
-    assert!(
-        finished
-            .table
-            .contains("JIT compiler 0.400 J (5.6%), GC 0.300 J (4.2%)"),
-        "{}",
-        finished.table
-    );
+    assert!(finished.table.contains("JIT compiler 0.400 J (5.6%), GC 0.300 J (4.2%)"), "{}", finished.table);
 
     let out = tmp.path().join("rerendered");
     let args = ReportArgs {
@@ -417,15 +307,8 @@ fn finish_writes_every_output_and_report_rerenders_them() {
     let outputs = report_to(&args, &mut table).unwrap();
     let table = String::from_utf8(table).unwrap();
     assert!(table.contains("(app: java.math)"), "{table}");
-    let app_first = table
-        .lines()
-        .skip_while(|l| !l.contains("(app:"))
-        .nth(2)
-        .unwrap();
-    assert!(
-        app_first.contains("java.math.BigInteger.multiply"),
-        "{table}"
-    );
+    let app_first = table.lines().skip_while(|l| !l.contains("(app:")).nth(2).unwrap();
+    assert!(app_first.contains("java.math.BigInteger.multiply"), "{table}");
     assert_eq!(outputs[0].dir, out);
     assert!(out.join("flamegraph-app.svg").is_file() && out.join("profile.pb.gz").is_file());
     assert!(!out.join("profile.json").exists(), "only the asked formats");
@@ -462,11 +345,9 @@ pub(crate) fn csv_rows(path: &Path) -> Vec<(String, f64)> {
 fn is_java_method(name: &str) -> bool {
     let parts: Vec<&str> = name.split('.').collect();
     parts.len() >= 2
-        && parts.iter().all(|p| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '<' | '>'))
-        })
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '<' | '>')))
 }
 
 /// Per cycle, both views' methods plus what is not a method sum to the process's threads;
@@ -481,25 +362,16 @@ fn joularjx_files_hold_methods_only_and_add_up_with_the_unattributed_energy() {
     // What the fixture's app view has no method for, per cycle: thread 102's sample-less
     // energy and the compiler thread, then HashMap.get (no app frame) and the GC thread.
     let app_unattributed_j = [1.0 + 0.4, 0.5 + 0.3];
-    for ((mut report, stacks), app_unattributed_j) in fixture().into_iter().zip(app_unattributed_j)
-    {
+    for ((mut report, stacks), app_unattributed_j) in fixture().into_iter().zip(app_unattributed_j) {
         results.on_cycle(&mut report, &stacks).unwrap();
         let duration_s = (report.end_ns - report.start_ns) as f64 / 1e9;
         let threads_j: f64 = report.threads.iter().map(|t| t.energy_uj).sum::<f64>() / 1e6;
-        let all_unattributed_j: f64 = report
-            .methods
-            .iter()
-            .filter(|m| !is_java_method(&m.method))
-            .map(|m| m.energy_uj)
-            .sum::<f64>()
-            / 1e6;
-        for (view, infix, unattributed_j) in [
-            ("all", "all", all_unattributed_j),
-            ("app", "filtered", app_unattributed_j),
-        ] {
-            let file = run_dir.join(format!(
-                "{view}/runtime/methods/joularJX-{PID}-{infix}-methods-power.csv"
-            ));
+        let all_unattributed_j: f64 =
+            report.methods.iter().filter(|m| !is_java_method(&m.method)).map(|m| m.energy_uj).sum::<f64>() / 1e6;
+        for (view, infix, unattributed_j) in
+            [("all", "all", all_unattributed_j), ("app", "filtered", app_unattributed_j)]
+        {
+            let file = run_dir.join(format!("{view}/runtime/methods/joularJX-{PID}-{infix}-methods-power.csv"));
             let rows = csv_rows(&file);
             assert!(rows.iter().all(|r| is_java_method(&r.0)), "{rows:?}");
             let methods_j: f64 = rows.iter().map(|r| r.1).sum::<f64>() * duration_s;
@@ -515,68 +387,44 @@ fn joularjx_files_hold_methods_only_and_add_up_with_the_unattributed_energy() {
         }
     }
     let finished = results.finish().unwrap();
-    let summary: RunSummary = serde_json::from_str(
-        &fs::read_to_string(finished.outputs[0].dir.join("summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary: RunSummary =
+        serde_json::from_str(&fs::read_to_string(finished.outputs[0].dir.join("summary.json")).unwrap()).unwrap();
     let total = |view: &str, infix: &str, kind: &str, suffix: &str| -> Vec<(String, f64)> {
-        csv_rows(&run_dir.join(format!(
-            "{view}/total/{kind}/joularJX-{PID}-{infix}-{suffix}-energy.csv"
-        )))
+        csv_rows(&run_dir.join(format!("{view}/total/{kind}/joularJX-{PID}-{infix}-{suffix}-energy.csv")))
     };
-    for (view, infix, unattributed) in [
-        ("all", "all", &summary.unattributed.all),
-        ("app", "filtered", &summary.unattributed.app),
-    ] {
+    for (view, infix, unattributed) in
+        [("all", "all", &summary.unattributed.all), ("app", "filtered", &summary.unattributed.app)]
+    {
         let unattributed_j: f64 = unattributed.values().map(|s| s.energy_uj).sum::<f64>() / 1e6;
         assert!(unattributed_j > 0.0, "{view}: {unattributed:?}");
         for (kind, suffix) in [("methods", "methods"), ("calltrees", "call-trees")] {
             let rows = total(view, infix, kind, suffix);
             for (name, _) in &rows {
-                assert!(
-                    name.split(';').all(is_java_method),
-                    "{view} {kind}: {name:?} is not a method"
-                );
+                assert!(name.split(';').all(is_java_method), "{view} {kind}: {name:?} is not a method");
             }
             let rows_j: f64 = rows.iter().map(|r| r.1).sum();
             assert!(
-                (rows_j + unattributed_j - summary.energy_uj / 1e6).abs()
-                    <= 5e-5 * rows.len() as f64,
+                (rows_j + unattributed_j - summary.energy_uj / 1e6).abs() <= 5e-5 * rows.len() as f64,
                 "{view} {kind}: {rows_j} J + unattributed {unattributed_j} J != {} J",
                 summary.energy_uj / 1e6
             );
         }
     }
-    assert_eq!(
-        summary.unattributed.all.keys().collect::<Vec<_>>(),
-        ["(no samples)", "[GC]", "[JIT compiler]"]
-    );
+    assert_eq!(summary.unattributed.all.keys().collect::<Vec<_>>(), ["(no samples)", "[GC]", "[JIT compiler]"]);
     assert_eq!(
         summary.unattributed.app.keys().collect::<Vec<_>>(),
         ["(no app frame)", "(no samples)", "[GC]", "[JIT compiler]"]
     );
-    let csv: BTreeMap<String, f64> = total("all", "all", "methods", "methods")
-        .into_iter()
-        .collect();
-    assert_eq!(
-        csv.keys().collect::<Vec<_>>(),
-        json_uj.keys().collect::<Vec<_>>()
-    );
+    let csv: BTreeMap<String, f64> = total("all", "all", "methods", "methods").into_iter().collect();
+    assert_eq!(csv.keys().collect::<Vec<_>>(), json_uj.keys().collect::<Vec<_>>());
     for (method, uj) in &json_uj {
-        assert!(
-            (csv[method] - uj / 1e6).abs() <= 5e-5,
-            "{method}: CSV {} J, JSON {} J",
-            csv[method],
-            uj / 1e6
-        );
+        assert!((csv[method] - uj / 1e6).abs() <= 5e-5, "{method}: CSV {} J, JSON {} J", csv[method], uj / 1e6);
     }
     for view in ["all", "app"] {
         for entry in fs::read_dir(run_dir.join(view).join("evolution")).unwrap() {
             let name = entry.unwrap().file_name().into_string().unwrap();
-            let method = name
-                .strip_prefix(&format!("joularJX-{PID}-"))
-                .and_then(|n| n.strip_suffix("-evolution.csv"))
-                .unwrap();
+            let method =
+                name.strip_prefix(&format!("joularJX-{PID}-")).and_then(|n| n.strip_suffix("-evolution.csv")).unwrap();
             assert!(is_java_method(method), "{view}/evolution/{name}");
         }
     }
@@ -585,41 +433,22 @@ fn joularjx_files_hold_methods_only_and_add_up_with_the_unattributed_energy() {
 #[test]
 fn native_frames_keep_every_frame_and_report_honours_the_flag() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut results = Results::new(ResultsConfig {
-        native_frames: true,
-        ..config(tmp.path())
-    })
-    .unwrap();
+    let mut results = Results::new(ResultsConfig { native_frames: true, ..config(tmp.path()) }).unwrap();
     for (mut report, stacks) in fixture() {
         results.on_cycle(&mut report, &stacks).unwrap();
     }
     let finished = results.finish().unwrap();
     let dir = &finished.outputs[0].dir;
-    let entry = "[unknown];thread_native_entry(Thread*);JavaCalls::call_helper(...);StubRoutines (1);java.lang.Thread.run";
+    let entry =
+        "[unknown];thread_native_entry(Thread*);JavaCalls::call_helper(...);StubRoutines (1);java.lang.Thread.run";
     let folded = fs::read_to_string(dir.join("stacks-all.folded")).unwrap();
-    assert!(
-        folded.contains(&format!(
-            "{entry};com.acme.App.compute;write;ksys_write 1000000\n"
-        )),
-        "{folded}"
-    );
+    assert!(folded.contains(&format!("{entry};com.acme.App.compute;write;ksys_write 1000000\n")), "{folded}");
     assert!(!folded.contains("[JIT compiler]"), "{folded}");
-    let trees = fs::read_to_string(dir.join(format!(
-        "all/total/calltrees/joularJX-{PID}-all-call-trees-energy.csv"
-    )))
-    .unwrap();
-    assert!(
-        trees.contains(&format!(
-            "{entry};com.acme.App.compute;write;ksys_write,1.0000\n"
-        )),
-        "{trees}"
-    );
+    let trees =
+        fs::read_to_string(dir.join(format!("all/total/calltrees/joularJX-{PID}-all-call-trees-energy.csv"))).unwrap();
+    assert!(trees.contains(&format!("{entry};com.acme.App.compute;write;ksys_write,1.0000\n")), "{trees}");
     // The method rules do not change.
-    assert!(
-        finished.table.contains("[JIT compiler]"),
-        "{}",
-        finished.table
-    );
+    assert!(finished.table.contains("[JIT compiler]"), "{}", finished.table);
 
     // A default run keeps the full stacks in its raw profile: `report --native-frames`
     // re-renders them.
@@ -639,10 +468,7 @@ fn native_frames_keep_every_frame_and_report_honours_the_flag() {
         &mut Vec::new(),
     )
     .unwrap();
-    assert_eq!(
-        fs::read_to_string(out.join("stacks-all.folded")).unwrap(),
-        folded
-    );
+    assert_eq!(fs::read_to_string(out.join("stacks-all.folded")).unwrap(), folded);
 }
 
 /// A process's directory moved away and replaced between cycles (possible where others may write
@@ -681,10 +507,15 @@ fn a_reused_pid_gets_its_own_tree_beside_the_ended_process_set_aside() {
     let mut dirs: Vec<_> = finished.outputs.iter().map(|o| o.dir.clone()).collect();
     dirs.sort();
     assert_eq!(dirs.len(), 2, "{dirs:?}");
-    assert_eq!(dirs[0].file_name().unwrap().to_string_lossy(), format!("{PID}-{START_MS}"), "the first process keeps the run's name");
+    assert_eq!(
+        dirs[0].file_name().unwrap().to_string_lossy(),
+        format!("{PID}-{START_MS}"),
+        "the first process keeps the run's name"
+    );
     assert_ne!(dirs[0], dirs[1]);
     for dir in &dirs {
-        let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
         assert_eq!(summary["pid"], PID);
         assert!(dir.file_name().unwrap().to_string_lossy().starts_with(&format!("{PID}-")));
     }

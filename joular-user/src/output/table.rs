@@ -19,38 +19,22 @@ struct Row {
 
 /// One table for "all" and, where a process has filters (or `filter` overrides them), one
 /// for "app". Several processes get a pid column and one ranking across them.
-pub fn top_methods_table(
-    profiles: &[ProcessProfile],
-    filter: Option<&MethodFilter>,
-    top_n: usize,
-) -> String {
+pub fn top_methods_table(profiles: &[ProcessProfile], filter: Option<&MethodFilter>, top_n: usize) -> String {
     let mut out = String::new();
     let filters: Vec<MethodFilter> = profiles
         .iter()
-        .map(|p| {
-            filter
-                .cloned()
-                .unwrap_or_else(|| MethodFilter::new(p.summary.filters.iter().cloned()))
-        })
+        .map(|p| filter.cloned().unwrap_or_else(|| MethodFilter::new(p.summary.filters.iter().cloned())))
         .collect();
     render(&mut out, "all", profiles, top_n, |_| Some(Scope::All));
     jvm_shares(&mut out, profiles);
     if filters.iter().any(|f| !f.is_empty()) {
-        let mut prefixes: Vec<&str> = filters
-            .iter()
-            .flat_map(|f| f.prefixes())
-            .map(String::as_str)
-            .collect();
+        let mut prefixes: Vec<&str> = filters.iter().flat_map(|f| f.prefixes()).map(String::as_str).collect();
         prefixes.sort_unstable();
         prefixes.dedup();
         out.push('\n');
-        render(
-            &mut out,
-            &format!("app: {}", prefixes.join(",")),
-            profiles,
-            top_n,
-            |i| (!filters[i].is_empty()).then(|| Scope::App(&filters[i])),
-        );
+        render(&mut out, &format!("app: {}", prefixes.join(",")), profiles, top_n, |i| {
+            (!filters[i].is_empty()).then(|| Scope::App(&filters[i]))
+        });
     }
     out
 }
@@ -67,57 +51,25 @@ fn render<'a>(
     for (i, profile) in profiles.iter().enumerate() {
         let Some(scope) = scope_of(i) else { continue };
         total_j += profile.summary.energy_uj / 1e6;
-        rows.extend(
-            method_totals(&profile.stacks, scope, profile.rules())
-                .into_iter()
-                .map(|m| Row {
-                    pid: profile.summary.pid,
-                    name: shorten(&m.name),
-                    energy_j: m.energy_uj / 1e6,
-                    power_w: profile.summary.power_w(m.energy_uj),
-                    samples: m.samples,
-                }),
-        );
+        rows.extend(method_totals(&profile.stacks, scope, profile.rules()).into_iter().map(|m| Row {
+            pid: profile.summary.pid,
+            name: shorten(&m.name),
+            energy_j: m.energy_uj / 1e6,
+            power_w: profile.summary.power_w(m.energy_uj),
+            samples: m.samples,
+        }));
     }
-    rows.sort_by(|a, b| {
-        b.energy_j
-            .total_cmp(&a.energy_j)
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    rows.sort_by(|a, b| b.energy_j.total_cmp(&a.energy_j).then_with(|| a.name.cmp(&b.name)));
     let shown = rows.len().min(top_n);
     let show_pid = profiles.len() > 1;
-    let _ = writeln!(
-        out,
-        "Top {shown} of {} methods by energy ({view}), {total_j:.3} J in total",
-        rows.len()
-    );
-    let width = rows[..shown]
-        .iter()
-        .map(|r| r.name.chars().count())
-        .max()
-        .unwrap_or(6)
-        .max(6);
-    let pid_head = if show_pid {
-        format!("{:>8} ", "pid")
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        out,
-        "{:>4} {pid_head}{:<width$} {:>12} {:>10} {:>7} {:>9}",
-        "#", "method", "J", "W", "%", "samples"
-    );
+    let _ = writeln!(out, "Top {shown} of {} methods by energy ({view}), {total_j:.3} J in total", rows.len());
+    let width = rows[..shown].iter().map(|r| r.name.chars().count()).max().unwrap_or(6).max(6);
+    let pid_head = if show_pid { format!("{:>8} ", "pid") } else { String::new() };
+    let _ =
+        writeln!(out, "{:>4} {pid_head}{:<width$} {:>12} {:>10} {:>7} {:>9}", "#", "method", "J", "W", "%", "samples");
     for (rank, row) in rows[..shown].iter().enumerate() {
-        let pid = if show_pid {
-            format!("{:>8} ", row.pid)
-        } else {
-            String::new()
-        };
-        let percent = if total_j > 0.0 {
-            100.0 * row.energy_j / total_j
-        } else {
-            0.0
-        };
+        let pid = if show_pid { format!("{:>8} ", row.pid) } else { String::new() };
+        let percent = if total_j > 0.0 { 100.0 * row.energy_j / total_j } else { 0.0 };
         let _ = writeln!(
             out,
             "{:>4} {pid}{:<width$} {:>12.3} {:>10.3} {:>6.1}% {:>9}",
@@ -137,14 +89,8 @@ fn jvm_shares(out: &mut String, profiles: &[ProcessProfile]) {
         let Some(jvm) = &profile.summary.jvm else {
             continue;
         };
-        let pid = if profiles.len() > 1 {
-            format!("pid {}: ", profile.summary.pid)
-        } else {
-            String::new()
-        };
-        let share = |name: &str, s: &Share| {
-            format!("{name} {:.3} J ({:.1}%)", s.energy_uj / 1e6, s.percent)
-        };
+        let pid = if profiles.len() > 1 { format!("pid {}: ", profile.summary.pid) } else { String::new() };
+        let share = |name: &str, s: &Share| format!("{name} {:.3} J ({:.1}%)", s.energy_uj / 1e6, s.percent);
         let _ = writeln!(
             out,
             "{pid}JVM outside Java code: {}, {}, {}, {}",
@@ -196,38 +142,20 @@ mod tests {
 
     #[test]
     fn table_ranks_methods_with_joules_watts_and_percent() {
-        let p = profile(
-            1,
-            &["com.acme"],
-            &[
-                ("java.util.HashMap.get", 1_000_000.0),
-                ("com.acme.A.f", 3_000_000.0),
-            ],
-        );
+        let p = profile(1, &["com.acme"], &[("java.util.HashMap.get", 1_000_000.0), ("com.acme.A.f", 3_000_000.0)]);
         let table = top_methods_table(std::slice::from_ref(&p), None, 1);
         let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].starts_with("Top 1 of 2 methods by energy (all), 4.000 J"), "{table}");
         assert!(
-            lines[0].starts_with("Top 1 of 2 methods by energy (all), 4.000 J"),
-            "{table}"
-        );
-        assert!(
-            lines[2].contains("com.acme.A.f")
-                && lines[2].contains("3.000")
-                && lines[2].contains("1.500"),
+            lines[2].contains("com.acme.A.f") && lines[2].contains("3.000") && lines[2].contains("1.500"),
             "{table}"
         );
         assert!(lines[2].contains("75.0%"), "{table}");
-        let app_head = lines
-            .iter()
-            .position(|l| l.contains("(app: com.acme)"))
-            .expect(&table);
+        let app_head = lines.iter().position(|l| l.contains("(app: com.acme)")).expect(&table);
         assert!(lines[app_head + 2].contains("com.acme.A.f"), "{table}");
         // In the app view, the JDK's HashMap.get is charged to the app method that called it.
         let app = top_methods_table(std::slice::from_ref(&p), None, 2);
-        let caller = app
-            .lines()
-            .skip_while(|l| !l.contains("(app:"))
-            .find(|l| l.contains("com.acme.Main.main"));
+        let caller = app.lines().skip_while(|l| !l.contains("(app:")).find(|l| l.contains("com.acme.Main.main"));
         assert!(caller.expect(&app).contains("25.0%"), "{app}");
         assert!(!table.contains("pid"), "single process has no pid column");
     }

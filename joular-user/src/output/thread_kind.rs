@@ -25,9 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Frame;
 
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ThreadKind {
     /// A thread that runs the application's code (Java or native).
@@ -115,9 +113,10 @@ impl ThreadKind {
 pub const BUCKETS: [&str; 4] = [JIT_COMPILER, GC, JVM_OTHER, NATIVE];
 
 fn is_gc_operation(frame: &Frame) -> bool {
-    frame.short.strip_prefix("VM_").is_some_and(|op| {
-        GC_VM_OPERATIONS.iter().any(|p| op.starts_with(p)) || op.contains("Collect")
-    })
+    frame
+        .short
+        .strip_prefix("VM_")
+        .is_some_and(|op| GC_VM_OPERATIONS.iter().any(|p| op.starts_with(p)) || op.contains("Collect"))
 }
 
 #[cfg(test)]
@@ -171,38 +170,18 @@ mod tests {
         let serial_gc = [
             frame("VMThread::run()", FrameKind::Native),
             frame("VM_GenCollectForAllocation::doit()", FrameKind::Native),
-            frame(
-                "DefNewGeneration::collect(bool  bool  unsigned long  bool)",
-                FrameKind::Native,
-            ),
+            frame("DefNewGeneration::collect(bool  bool  unsigned long  bool)", FrameKind::Native),
         ];
-        assert_eq!(
-            ThreadKind::classify("VM Thread", &serial_gc),
-            ThreadKind::Gc
-        );
-        let deopt = [
-            frame("VMThread::run()", FrameKind::Native),
-            frame("VM_Deoptimize::doit()", FrameKind::Native),
-        ];
-        assert_eq!(
-            ThreadKind::classify("VM Thread", &deopt),
-            ThreadKind::JvmOther
-        );
+        assert_eq!(ThreadKind::classify("VM Thread", &serial_gc), ThreadKind::Gc);
+        let deopt = [frame("VMThread::run()", FrameKind::Native), frame("VM_Deoptimize::doit()", FrameKind::Native)];
+        assert_eq!(ThreadKind::classify("VM Thread", &deopt), ThreadKind::JvmOther);
         // Only the VM Thread: an application frame named like an operation changes nothing.
-        assert_eq!(
-            ThreadKind::classify("worker", &serial_gc),
-            ThreadKind::Application
-        );
+        assert_eq!(ThreadKind::classify("worker", &serial_gc), ThreadKind::Application);
     }
 
     #[test]
     fn buckets_are_distinct_names() {
-        let kinds = [
-            ThreadKind::Application,
-            ThreadKind::JitCompiler,
-            ThreadKind::Gc,
-            ThreadKind::JvmOther,
-        ];
+        let kinds = [ThreadKind::Application, ThreadKind::JitCompiler, ThreadKind::Gc, ThreadKind::JvmOther];
         let names: Vec<&str> = kinds.iter().map(|k| k.bucket()).collect();
         assert_eq!(names, [NATIVE, JIT_COMPILER, GC, JVM_OTHER]);
         assert!(kinds.iter().filter(|k| k.is_jvm_internal()).count() == 3);

@@ -101,11 +101,7 @@ impl Timeline {
             let next = self.threads.len();
             let i = *self.index.entry(tid).or_insert(next);
             if i == next {
-                self.threads.push(ThreadSeries {
-                    tid,
-                    comm: String::new(),
-                    energy_uj: vec![0.0; len],
-                });
+                self.threads.push(ThreadSeries { tid, comm: String::new(), energy_uj: vec![0.0; len] });
             }
             let series = &mut self.threads[i];
             if !comm.is_empty() {
@@ -116,19 +112,14 @@ impl Timeline {
     }
 
     fn rebuild_index(&mut self) {
-        self.index = self
-            .threads
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.tid, i))
-            .collect();
+        self.index = self.threads.iter().enumerate().map(|(i, t)| (t.tid, i)).collect();
     }
 
     /// Moves the thread with the least energy so far (the oldest of equals) into
     /// `other_threads`.
     fn fold_least_energy_thread(&mut self) {
-        let Some(least) = (0..self.threads.len())
-            .min_by(|&a, &b| self.threads[a].total_uj().total_cmp(&self.threads[b].total_uj()))
+        let Some(least) =
+            (0..self.threads.len()).min_by(|&a, &b| self.threads[a].total_uj().total_cmp(&self.threads[b].total_uj()))
         else {
             return;
         };
@@ -164,9 +155,7 @@ impl Timeline {
 
     fn merge_pairs(&mut self) {
         fn pairs<T: Copy>(v: &[T], join: impl Fn(T, T) -> T) -> Vec<T> {
-            v.chunks(2)
-                .map(|c| if c.len() == 2 { join(c[0], c[1]) } else { c[0] })
-                .collect()
+            v.chunks(2).map(|c| if c.len() == 2 { join(c[0], c[1]) } else { c[0] }).collect()
         }
         self.bucket_s *= 2.0;
         self.covered_s = pairs(&self.covered_s, |a, b| a + b);
@@ -185,27 +174,18 @@ impl Timeline {
     /// by their order.
     pub fn bucket_of_epoch(&self, epoch_s: u64, occurrence: usize) -> Option<usize> {
         let first = self.end_epoch_s.iter().position(|&end| end >= epoch_s)?;
-        let same_second = self.end_epoch_s[first..]
-            .iter()
-            .take_while(|&&end| end == epoch_s)
-            .count();
+        let same_second = self.end_epoch_s[first..].iter().take_while(|&&end| end == epoch_s).count();
         Some(first + occurrence.min(same_second.saturating_sub(1)))
     }
 
     /// Average power of `energy_uj` over each bucket (0 for an empty bucket).
     pub fn power_w(&self, energy_uj: &[f64]) -> Vec<f64> {
-        energy_uj
-            .iter()
-            .zip(&self.covered_s)
-            .map(|(e, s)| if *s > 0.0 { e / 1e6 / s } else { 0.0 })
-            .collect()
+        energy_uj.iter().zip(&self.covered_s).map(|(e, s)| if *s > 0.0 { e / 1e6 / s } else { 0.0 }).collect()
     }
 
     /// Seconds from the run's start to the middle of each bucket.
     pub fn midpoints_s(&self) -> Vec<f64> {
-        (0..self.covered_s.len())
-            .map(|i| (i as f64 + 0.5) * self.bucket_s)
-            .collect()
+        (0..self.covered_s.len()).map(|i| (i as f64 + 0.5) * self.bucket_s).collect()
     }
 }
 
@@ -272,14 +252,9 @@ mod tests {
         assert_eq!(threads, total);
         assert_eq!(t.cycles.iter().sum::<u32>() as u64, cycles);
         assert_eq!(t.threads.len(), 3);
-        assert!(t
-            .threads
-            .iter()
-            .all(|s| s.energy_uj.len() == t.covered_s.len()));
+        assert!(t.threads.iter().all(|s| s.energy_uj.len() == t.covered_s.len()));
         // 3 µJ per 1 s cycle.
-        assert!(t.power_w(&t.energy_uj)[..10]
-            .iter()
-            .all(|w| (w - 3e-6).abs() < 1e-12));
+        assert!(t.power_w(&t.energy_uj)[..10].iter().all(|w| (w - 3e-6).abs() < 1e-12));
         // The cycle that ended at second 9 is in bucket 2 (cycles 8..12).
         assert_eq!(t.bucket_of_epoch(1_700_000_009, 0), Some(2));
         assert_eq!(t.bucket_of_epoch(1_800_000_000, 0), None);

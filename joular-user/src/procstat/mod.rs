@@ -24,7 +24,11 @@ pub enum ProcStatError {
     #[error("procfs root {0} does not exist: pass --proc-root pointing at a mounted procfs (default /proc)")]
     MissingRoot(PathBuf),
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, #[source] source: io::Error },
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("{path}: no per-CPU `cpuN` line (is this a procfs stat file?)")]
     NoCpuLines { path: PathBuf },
 }

@@ -47,12 +47,7 @@ pub fn parse_task_stat(line: &str) -> Option<TaskStat> {
     let comm = line.get(open + 1..close)?.to_owned();
     let rest: Vec<&str> = line[close + 1..].split_whitespace().collect();
     let field = |i: usize| rest.get(i)?.parse::<u64>().ok();
-    Some(TaskStat {
-        tid,
-        comm,
-        cpu_jiffies: field(11)? + field(12)?,
-        processor: u32::try_from(field(36)?).ok()?,
-    })
+    Some(TaskStat { tid, comm, cpu_jiffies: field(11)? + field(12)?, processor: u32::try_from(field(36)?).ok()? })
 }
 
 #[cfg(test)]

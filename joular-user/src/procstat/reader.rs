@@ -115,7 +115,8 @@ fn read(path: &Path) -> Result<String, ProcStatError> {
 
 /// Numeric directory names (pids or tids).
 fn numeric_entries(dir: &Path) -> Result<Vec<u32>, ProcStatError> {
-    let entries = fs::read_dir(dir).map_err(|source: io::Error| ProcStatError::Read { path: dir.to_owned(), source })?;
+    let entries =
+        fs::read_dir(dir).map_err(|source: io::Error| ProcStatError::Read { path: dir.to_owned(), source })?;
     Ok(entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
 }
 
@@ -160,16 +161,22 @@ mod tests {
         let after = reader.snapshot(Some(&[7])).unwrap();
         let cycle = reader.diff(&before, &after);
         let ms = 1_000_000;
-        assert_eq!(cycle.cpus, vec![
-            CpuTime { cpu: 0, busy_ns: 600 * ms, idle_ns: 400 * ms },
-            CpuTime { cpu: 1, busy_ns: 300 * ms, idle_ns: 700 * ms },
-        ]);
+        assert_eq!(
+            cycle.cpus,
+            vec![
+                CpuTime { cpu: 0, busy_ns: 600 * ms, idle_ns: 400 * ms },
+                CpuTime { cpu: 1, busy_ns: 300 * ms, idle_ns: 700 * ms },
+            ]
+        );
         // Thread 7 ran 40 jiffies and is charged to the CPU it last ran on; 8 did not run;
         // 11 was born in the window; pid 9 was not asked for.
-        assert_eq!(cycle.threads, vec![
-            ThreadCpuTime { pid: 7, tid: 7, cpu: 1, on_cpu_ns: 400 * ms },
-            ThreadCpuTime { pid: 7, tid: 11, cpu: 0, on_cpu_ns: 30 * ms },
-        ]);
+        assert_eq!(
+            cycle.threads,
+            vec![
+                ThreadCpuTime { pid: 7, tid: 7, cpu: 1, on_cpu_ns: 400 * ms },
+                ThreadCpuTime { pid: 7, tid: 11, cpu: 0, on_cpu_ns: 30 * ms },
+            ]
+        );
         assert_eq!(cycle.comms[&11], "new thread");
         let all = reader.snapshot(None).unwrap();
         assert_eq!(reader.diff(&before, &all).threads.iter().filter(|t| t.pid == 9).count(), 1);

@@ -235,7 +235,10 @@ impl OutDir {
                 Err(e) => Err(e.into()),
             };
         }
-        Err(io::Error::other(format!("{}: another process kept taking the directories made for {name}", self.path.display())))
+        Err(io::Error::other(format!(
+            "{}: another process kept taking the directories made for {name}",
+            self.path.display()
+        )))
     }
 
     /// [`OutDir::subdir`] for each component of `rel` in turn (`all/runtime/methods`).
@@ -260,7 +263,10 @@ impl OutDir {
             }
             so_far.push_str(name);
             let parent = fd.as_ref().unwrap_or(&self.fd);
-            fd = Some(open_path(parent, OsStr::new(name), OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).map_err(|e| self.refusal(&so_far, e))?);
+            fd = Some(
+                open_path(parent, OsStr::new(name), OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW)
+                    .map_err(|e| self.refusal(&so_far, e))?,
+            );
         }
         let fd = fd.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty directory name"))?;
         Ok(OutDir { fd, path: self.path.join(rel), modes: self.modes })
@@ -346,9 +352,10 @@ impl OutDir {
                 self.set_exact_mode(&file)?;
                 return Ok(file);
             }
-            Err(nix::errno::Errno::EEXIST) => {
-                owned_file(openat(Some(self.fd.as_raw_fd()), name, flags, Mode::empty()).map_err(|e| self.refusal(name, e.into()))?)
-            }
+            Err(nix::errno::Errno::EEXIST) => owned_file(
+                openat(Some(self.fd.as_raw_fd()), name, flags, Mode::empty())
+                    .map_err(|e| self.refusal(name, e.into()))?,
+            ),
             Err(e) => return Err(e.into()),
         };
         let meta = file.metadata()?;
@@ -371,7 +378,9 @@ impl OutDir {
     pub fn read(&self, name: &str, max_bytes: u64) -> io::Result<Vec<u8>> {
         check_name(name)?;
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-        let file = owned_file(openat(Some(self.fd.as_raw_fd()), name, flags, Mode::empty()).map_err(|e| self.refusal(name, e.into()))?);
+        let file = owned_file(
+            openat(Some(self.fd.as_raw_fd()), name, flags, Mode::empty()).map_err(|e| self.refusal(name, e.into()))?,
+        );
         let meta = file.metadata()?;
         let refuse = |reason: String| io::Error::from(PathError::Refused { component: self.path.join(name), reason });
         if !meta.file_type().is_file() {
@@ -467,11 +476,16 @@ impl OutDir {
         let component = self.path.join(name);
         let last = Path::new(name).file_name().unwrap_or_default();
         let parent = Path::new(name).parent().and_then(|p| self.open_subdir(p.to_str()?).ok());
-        let is_symlink = fstatat(Some(parent.as_ref().unwrap_or(self).fd.as_raw_fd()), last, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| file_type(&st) == SFlag::S_IFLNK);
+        let is_symlink = fstatat(
+            Some(parent.as_ref().unwrap_or(self).fd.as_raw_fd()),
+            last,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .is_ok_and(|st| file_type(&st) == SFlag::S_IFLNK);
         match e.raw_os_error() {
             Some(libc::ELOOP | libc::ENOTDIR) if is_symlink => {
-                PathError::Refused { component, reason: "is a symlink (none is followed inside the results)".into() }.into()
+                PathError::Refused { component, reason: "is a symlink (none is followed inside the results)".into() }
+                    .into()
             }
             Some(libc::ENOTDIR) => PathError::NotADirectory { component }.into(),
             _ => PathError::Io { component, source: e }.into(),

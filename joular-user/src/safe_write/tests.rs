@@ -8,7 +8,10 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 const NOBODY: u32 = 65534;
 
 fn assert_root() {
-    assert!(nix::unistd::geteuid().is_root(), "these tests chown files to another user: run them as root (`cargo xtask test`)");
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests chown files to another user: run them as root (`cargo xtask test`)"
+    );
 }
 
 fn mode_of(path: &Path) -> u32 {
@@ -59,7 +62,8 @@ fn write_whole(dir: &OutDir, name: &str, text: &str) {
 }
 
 fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
 }
@@ -99,7 +103,10 @@ fn as_root_results_are_private_and_an_exact_mode_beats_the_umask() {
     drop((sub, stream));
     let w = tmp.path().join("wide");
     assert_eq!((mode_of(&w), mode_of(&w.join("x")), mode_of(&w.join("x/s"))), (0o755, 0o755, 0o755));
-    assert_eq!((mode_of(&w.join("x/f.csv")), mode_of(&w.join("x/e.csv")), mode_of(&w.join("c.jsonl"))), (0o644, 0o644, 0o644));
+    assert_eq!(
+        (mode_of(&w.join("x/f.csv")), mode_of(&w.join("x/e.csv")), mode_of(&w.join("c.jsonl"))),
+        (0o644, 0o644, 0o644)
+    );
 }
 
 #[test]
@@ -143,7 +150,10 @@ fn in_a_sticky_world_writable_directory_only_our_own_components_are_used() {
     fs::create_dir(&planted).unwrap();
     std::os::unix::fs::chown(&planted, Some(NOBODY), Some(NOBODY)).unwrap();
     let msg = check_dir("--output", &planted.join("7-8")).unwrap_err();
-    assert!(msg.starts_with(&format!("--output {}/7-8: {} is owned by uid 65534", planted.display(), planted.display())), "{msg}");
+    assert!(
+        msg.starts_with(&format!("--output {}/7-8: {} is owned by uid 65534", planted.display(), planted.display())),
+        "{msg}"
+    );
     assert!(msg.contains(&format!("sticky world-writable directory {}", tmp.path().display())), "{msg}");
     assert!(OutDir::create_all(&planted.join("7-8"), Modes::for_caller()).is_err());
     assert_eq!(names(&planted), Vec::<String>::new(), "nothing written into the planted directory");
@@ -178,12 +188,22 @@ fn a_regular_file_on_the_path_is_not_a_directory() {
     let file = tmp.path().join("f");
     fs::write(&file, "").unwrap();
     let below = file.join("results");
-    assert_eq!(check_dir("--output", &below).unwrap_err(), format!("--output {}: {} is not a directory", below.display(), file.display()));
-    assert_eq!(check_dir("--output", &file).unwrap_err(), format!("--output {}: {} is not a directory", file.display(), file.display()));
+    assert_eq!(
+        check_dir("--output", &below).unwrap_err(),
+        format!("--output {}: {} is not a directory", below.display(), file.display())
+    );
+    assert_eq!(
+        check_dir("--output", &file).unwrap_err(),
+        format!("--output {}: {} is not a directory", file.display(), file.display())
+    );
     let missing = tmp.path().join("nope/c.jsonl");
     assert_eq!(
         check_file("--json", &missing).unwrap_err(),
-        format!("--json {}: directory {} does not exist: create it first", missing.display(), tmp.path().join("nope").display())
+        format!(
+            "--json {}: directory {} does not exist: create it first",
+            missing.display(),
+            tmp.path().join("nope").display()
+        )
     );
     assert!(check_file("--json", tmp.path()).unwrap_err().contains("is a directory"));
     assert!(check_file("--json", &tmp.path().join("c.jsonl")).is_ok());

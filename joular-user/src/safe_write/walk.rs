@@ -117,7 +117,10 @@ pub(crate) fn walk(path: &Path, last: Last, create: Option<Modes>, purpose: Purp
                 (Last::Dir, Some(modes)) => {
                     attempts += 1;
                     if attempts > MAX_CREATE_ATTEMPTS {
-                        return Err(PathError::Refused { component: here, reason: "keeps vanishing while it is created".into() });
+                        return Err(PathError::Refused {
+                            component: here,
+                            reason: "keeps vanishing while it is created".into(),
+                        });
                     }
                     make_dir(&cur, &name, modes).map_err(io_at(&here))?;
                     // Opened, and checked like any other component, on the next turn.
@@ -150,10 +153,16 @@ pub(crate) fn walk(path: &Path, last: Last, create: Option<Modes>, purpose: Purp
             SFlag::S_IFLNK => {
                 symlinks += 1;
                 if symlinks > MAX_SYMLINKS {
-                    return Err(PathError::Refused { component: here, reason: "has too many levels of symlinks".into() });
+                    return Err(PathError::Refused {
+                        component: here,
+                        reason: "has too many levels of symlinks".into(),
+                    });
                 }
                 // Read through the descriptor that was checked: the link cannot be swapped now.
-                let target = PathBuf::from(readlinkat(Some(fd.as_raw_fd()), "").map_err(|e| PathError::Io { component: here, source: e.into() })?);
+                let target = PathBuf::from(
+                    readlinkat(Some(fd.as_raw_fd()), "")
+                        .map_err(|e| PathError::Io { component: here, source: e.into() })?,
+                );
                 if target.is_absolute() {
                     cur = open_root()?;
                     shown = PathBuf::from("/");
@@ -242,9 +251,16 @@ pub(crate) fn make_dir(dir: &OwnedFd, name: &OsStr, modes: Modes) -> io::Result<
 
 /// A single path component (no `/`, not `.` or `..`), as names inside our own tree must be.
 pub(crate) fn check_name(name: &str) -> io::Result<()> {
-    let bad = name.is_empty() || name == "." || name == ".." || name.as_bytes().contains(&b'/') || name.as_bytes().contains(&0);
+    let bad = name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.as_bytes().contains(&b'/')
+        || name.as_bytes().contains(&0);
     if bad {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{:?} is not a file name", OsStr::from_bytes(name.as_bytes()))));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{:?} is not a file name", OsStr::from_bytes(name.as_bytes())),
+        ));
     }
     Ok(())
 }

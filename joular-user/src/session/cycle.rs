@@ -35,11 +35,7 @@ pub fn base_report(cycle_no: u64, raw: &RawCycle, proc_root: &Path) -> CycleRepo
         end_ns: raw.end_ns,
         end_epoch_ms: epoch_ms(),
         threads,
-        cpus: raw
-            .cpus
-            .iter()
-            .map(|c| CpuReport { cpu: c.cpu, busy_ns: c.busy_ns, idle_ns: c.idle_ns })
-            .collect(),
+        cpus: raw.cpus.iter().map(|c| CpuReport { cpu: c.cpu, busy_ns: c.busy_ns, idle_ns: c.idle_ns }).collect(),
         drops: raw.drops.clone(),
         ..Default::default()
     }
@@ -57,10 +53,7 @@ fn thread_name(raw: &RawCycle, pid: u32, tid: u32, proc_root: &Path) -> String {
 }
 
 pub fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 #[cfg(test)]

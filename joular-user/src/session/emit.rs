@@ -84,8 +84,10 @@ impl Sinks {
     /// Writes the cycle the reply is for (with the ones before it, if the worker skipped
     /// them, which it does only for cycles already written).
     pub fn on_reply(&mut self, reply: SymbolReply, totals: &mut Totals) -> anyhow::Result<()> {
-        self.unreported_not_indexed +=
-            reply.stats.perf_map_entries_not_indexed_total.saturating_sub(self.symbol_stats.perf_map_entries_not_indexed_total);
+        self.unreported_not_indexed += reply
+            .stats
+            .perf_map_entries_not_indexed_total
+            .saturating_sub(self.symbol_stats.perf_map_entries_not_indexed_total);
         self.symbol_stats = reply.stats;
         for (pid, unwinder) in &self.symbol_stats.unwinders {
             self.results.set_java_unwinder(*pid, unwinder);

@@ -22,7 +22,14 @@ impl EnergyStage {
         let topology = Topology::read(&opts.sysfs_root, &opts.proc_root)?;
         let (source, why) = open_source(opts, &topology)?;
         errln!("joular-ebpf: {why}");
-        Ok(Self { topology, source, idle: IdleBaseline::new(opts.idle_power_w), totals: Totals::default(), pending: Vec::new(), failed_reads: 0 })
+        Ok(Self {
+            topology,
+            source,
+            idle: IdleBaseline::new(opts.idle_power_w),
+            totals: Totals::default(),
+            pending: Vec::new(),
+            failed_reads: 0,
+        })
     }
 
     pub fn source_label(&self) -> &'static str {
@@ -50,7 +57,10 @@ impl EnergyStage {
             self.pending.clear();
             self.failed_reads += 1;
             if self.failed_reads == 1 || self.failed_reads.is_power_of_two() {
-                errln!("joular-ebpf: warning: energy not read this cycle ({} cycles so far), counted as 0: {e:#}", self.failed_reads);
+                errln!(
+                    "joular-ebpf: warning: energy not read this cycle ({} cycles so far), counted as 0: {e:#}",
+                    self.failed_reads
+                );
             }
         }
     }

@@ -20,7 +20,8 @@ pub struct JsonLines {
 
 impl JsonLines {
     pub fn create(path: &Path, modes: Modes) -> anyhow::Result<Self> {
-        let f = safe_write::create_stream(path, modes).with_context(|| format!("cannot create --json file {}", path.display()))?;
+        let f = safe_write::create_stream(path, modes)
+            .with_context(|| format!("cannot create --json file {}", path.display()))?;
         Ok(Self { out: WholeLines::new(f), path: path.to_owned() })
     }
 
@@ -70,7 +71,9 @@ impl<W: Write + Truncate> WholeLines<W> {
             }
             Err(e) => match self.out.truncate_to(self.len_bytes) {
                 Ok(()) => Err(e),
-                Err(cut) => Err(io::Error::new(e.kind(), format!("{e}; cutting the partial line off failed too: {cut}"))),
+                Err(cut) => {
+                    Err(io::Error::new(e.kind(), format!("{e}; cutting the partial line off failed too: {cut}")))
+                }
             },
         }
     }

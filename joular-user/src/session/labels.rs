@@ -61,7 +61,10 @@ mod tests {
     }
 
     fn report(pid: u32, comm: &str) -> CycleReport {
-        CycleReport { processes: vec![ProcessReport { pid, comm: comm.into(), ..Default::default() }], ..Default::default() }
+        CycleReport {
+            processes: vec![ProcessReport { pid, comm: comm.into(), ..Default::default() }],
+            ..Default::default()
+        }
     }
 
     #[test]

@@ -144,7 +144,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         modes: common.modes(),
     })
     .with_context(|| format!("--output {}", common.output.display()))?;
-    let mut labeler = matches!(target, Target::All).then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
+    let mut labeler = matches!(target, Target::All)
+        .then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
     let profiles = match serve.and_then(|f| f.profiles.as_ref()) {
         Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
         None => None,
@@ -271,7 +272,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = sinks.results.finish();
     out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
-    let finished = finished.with_context(|| format!("writing the results under --output {}", common.output.display()))?;
+    let finished =
+        finished.with_context(|| format!("writing the results under --output {}", common.output.display()))?;
     sinks.print_failed(&finished);
     outln!("\n{}", finished.table);
     for out in &finished.outputs {
@@ -356,7 +358,11 @@ fn print_symbol_line(sinks: &Sinks) {
     for (pid, u) in &st.unwinders {
         errln!("joular-ebpf: {}", symbolize::unwinder_line(*pid, u));
     }
-    if st.perf_map_bad_lines > 0 || st.perf_map_dump_failures > 0 || st.jit_misses > 0 || st.perf_map_entries_not_indexed_total > 0 {
+    if st.perf_map_bad_lines > 0
+        || st.perf_map_dump_failures > 0
+        || st.jit_misses > 0
+        || st.perf_map_entries_not_indexed_total > 0
+    {
         errln!(
             "joular-ebpf: symbols: {} JVM(s), {} perf-map entries, {} malformed perf-map lines skipped, {} dumps ({} failed), {} JIT addresses missing from the map",
             st.jvms, st.perf_map_entries, st.perf_map_bad_lines, st.perf_map_dumps, st.perf_map_dump_failures, st.jit_misses
@@ -422,7 +428,12 @@ fn print_cycle_line(r: &joular_user::model::CycleReport, estimated: bool, verbos
             let proc = t.proc_on_cpu_ns.map(|p| format!("  /proc {:>8.3} ms", p as f64 / 1e6)).unwrap_or_default();
             errln!(
                 "    {:>7} {:>7} {:<16} on-CPU {:>8.3} ms{proc}  samples {:>4}  {:>8.3} J",
-                t.pid, t.tid, t.comm, t.on_cpu_ns as f64 / 1e6, t.samples, t.energy_uj / 1e6
+                t.pid,
+                t.tid,
+                t.comm,
+                t.on_cpu_ns as f64 / 1e6,
+                t.samples,
+                t.energy_uj / 1e6
             );
         }
     }

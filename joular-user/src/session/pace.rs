@@ -57,7 +57,13 @@ pub struct ReplyPacer {
 
 impl ReplyPacer {
     /// Writes the reply now if that ends before `boundary`, else keeps it for [`Self::write_deferred`].
-    pub fn on_reply(&mut self, reply: SymbolReply, boundary: Instant, sinks: &mut Sinks, totals: &mut Totals) -> anyhow::Result<()> {
+    pub fn on_reply(
+        &mut self,
+        reply: SymbolReply,
+        boundary: Instant,
+        sinks: &mut Sinks,
+        totals: &mut Totals,
+    ) -> anyhow::Result<()> {
         match self.admit(reply, Instant::now(), boundary) {
             Some(reply) => self.write(reply, sinks, totals),
             None => Ok(()),
@@ -108,9 +114,16 @@ mod tests {
         let mut pacer = ReplyPacer::default();
         let now = Instant::now();
         let boundary = now + Duration::from_millis(500);
-        assert_eq!(pacer.admit(reply(0), now, boundary).map(|r| r.cycle), Some(0), "nothing known yet: written at once");
+        assert_eq!(
+            pacer.admit(reply(0), now, boundary).map(|r| r.cycle),
+            Some(0),
+            "nothing known yet: written at once"
+        );
         pacer.wrote(Duration::from_millis(400));
-        assert!(pacer.admit(reply(1), now + Duration::from_millis(200), boundary).is_none(), "400 ms of writing 300 ms before the boundary");
+        assert!(
+            pacer.admit(reply(1), now + Duration::from_millis(200), boundary).is_none(),
+            "400 ms of writing 300 ms before the boundary"
+        );
         assert!(pacer.admit(reply(2), now, boundary).is_none(), "never written before an earlier reply");
         let kept: Vec<u64> = std::mem::take(&mut pacer.deferred).iter().map(|r| r.cycle).collect();
         assert_eq!(kept, [1, 2]);

@@ -87,7 +87,10 @@ impl Stopper {
             if self.killed {
                 let by = *reap_by.get_or_insert_with(|| Instant::now() + REAP_AFTER_KILL);
                 if Instant::now() >= by {
-                    errln!("joular-ebpf: warning: the command (PID {}) did not end after SIGKILL; not waiting for it", child.pid());
+                    errln!(
+                        "joular-ebpf: warning: the command (PID {}) did not end after SIGKILL; not waiting for it",
+                        child.pid()
+                    );
                     return 128 + Signal::SIGKILL as i32;
                 }
             } else if self.kill_at.is_some_and(|t| Instant::now() >= t) {

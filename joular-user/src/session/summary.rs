@@ -86,7 +86,11 @@ impl Summary {
         let tids: Vec<u32> = self.threads.keys().filter(|(p, _)| *p == pid).map(|&(_, tid)| tid).collect();
         for tid in tids {
             let total = self.threads.remove(&(pid, tid)).expect("listed above");
-            let stacks = self.stacks.extract_if(|(p, t, _), _| (*p, *t) == (pid, tid)).map(|((_, _, stack), n)| (stack, n)).collect();
+            let stacks = self
+                .stacks
+                .extract_if(|(p, t, _), _| (*p, *t) == (pid, tid))
+                .map(|((_, _, stack), n)| (stack, n))
+                .collect();
             let energy = totals.threads.get(&(pid, tid)).copied().unwrap_or_default();
             self.ended.push(EndedThread { pid, tid, total, energy, stacks });
         }
@@ -107,20 +111,38 @@ impl Summary {
                 totals.socket_power_w(*socket),
                 s.unattributed_uj / 1e6,
                 s.dynamic_energy_uj / 1e6,
-                if s.flagged_cycles > 0 { format!(", {} cycles flagged (counter went backwards)", s.flagged_cycles) } else { String::new() }
+                if s.flagged_cycles > 0 {
+                    format!(", {} cycles flagged (counter went backwards)", s.flagged_cycles)
+                } else {
+                    String::new()
+                }
             );
         }
         // An ended process (`(ended)`) and a later one with its PID are two lines.
         let ended = totals.ended.iter().map(|(pid, p, _)| (pid, p, " (ended)"));
         for (pid, p, note) in totals.processes.iter().map(|(pid, p)| (pid, p, "")).chain(ended) {
-            let _ = writeln!(out, "process {pid}{note}: {:.3} J ({:.2} W), on-CPU {:.3} s", p.energy_j(), p.power_w(run_ns), p.on_cpu_ns as f64 / 1e9);
+            let _ = writeln!(
+                out,
+                "process {pid}{note}: {:.3} J ({:.2} W), on-CPU {:.3} s",
+                p.energy_j(),
+                p.power_w(run_ns),
+                p.on_cpu_ns as f64 / 1e9
+            );
         }
         // (pid, tid, total, energy, stacks) of every thread, live or set aside.
         let live = self.threads.iter().map(|(&(pid, tid), t)| {
-            let stacks: Vec<(&Stack, u64)> = self.stacks.iter().filter(|((p, s, _), _)| (*p, *s) == (pid, tid)).map(|((_, _, st), n)| (st, *n)).collect();
+            let stacks: Vec<(&Stack, u64)> = self
+                .stacks
+                .iter()
+                .filter(|((p, s, _), _)| (*p, *s) == (pid, tid))
+                .map(|((_, _, st), n)| (st, *n))
+                .collect();
             (pid, tid, t, totals.threads.get(&(pid, tid)).copied().unwrap_or_default(), stacks)
         });
-        let ended = self.ended.iter().map(|e| (e.pid, e.tid, &e.total, e.energy, e.stacks.iter().map(|(s, n)| (s, *n)).collect()));
+        let ended = self
+            .ended
+            .iter()
+            .map(|e| (e.pid, e.tid, &e.total, e.energy, e.stacks.iter().map(|(s, n)| (s, *n)).collect()));
         let mut threads: Vec<ThreadRow> = live.chain(ended).collect();
         threads.sort_by(|a, b| b.2.on_cpu_ns.cmp(&a.2.on_cpu_ns).then((a.0, a.1).cmp(&(b.0, b.1))));
         let total_samples: u64 = threads.iter().map(|t| t.2.samples).sum();
@@ -169,7 +191,11 @@ impl Summary {
         if drops > 0 {
             let mut d: Vec<_> = self.drops.iter().collect();
             d.sort();
-            let _ = writeln!(out, "\nDropped or degraded: {}", d.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", "));
+            let _ = writeln!(
+                out,
+                "\nDropped or degraded: {}",
+                d.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+            );
         }
         out
     }
@@ -190,7 +216,14 @@ mod tests {
 
     fn cycle(pid: u32, comm: &str, frame: &str) -> (CycleReport, Vec<ThreadStacks>) {
         let report = CycleReport {
-            threads: vec![ThreadReport { pid, tid: pid, comm: comm.into(), on_cpu_ns: 1_000_000_000, samples: 100, ..Default::default() }],
+            threads: vec![ThreadReport {
+                pid,
+                tid: pid,
+                comm: comm.into(),
+                on_cpu_ns: 1_000_000_000,
+                samples: 100,
+                ..Default::default()
+            }],
             ..Default::default()
         };
         let name: Arc<str> = Arc::from(frame);

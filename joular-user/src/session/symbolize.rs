@@ -69,7 +69,11 @@ impl SymbolWorker {
     /// kernel needs to walk their JVMs' stacks is returned, within `WATCH_WAIT`, so they are
     /// walked from the first cycle on. A JVM that takes longer is walked once a reply says so.
     /// (The symbolizer is built on the worker's thread: blazesym's caches stay on one thread.)
-    pub fn start(opts: SymbolizerOptions, settle_within: Duration, targets: Vec<u32>) -> anyhow::Result<(Self, Vec<KernelUpdate>)> {
+    pub fn start(
+        opts: SymbolizerOptions,
+        settle_within: Duration,
+        targets: Vec<u32>,
+    ) -> anyhow::Result<(Self, Vec<KernelUpdate>)> {
         let (cycles_tx, cycles_rx) = mpsc::channel::<CycleSamples>();
         let (replies_tx, replies) = unbounded_channel();
         let (watched_tx, watched_rx) = mpsc::channel();
@@ -83,7 +87,11 @@ impl SymbolWorker {
             for pid in targets {
                 guard.contain(|| symbolizer.watch(pid), "looking at a target");
             }
-            let _ = watched_tx.send(guard.contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list").unwrap_or_default());
+            let _ = watched_tx.send(
+                guard
+                    .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
+                    .unwrap_or_default(),
+            );
             run(symbolizer, guard, settle_within, &cycles_rx, &replies_tx, &q, &a)
         })?;
         let updates = watched_rx.recv_timeout(WATCH_WAIT).unwrap_or_default();
@@ -141,7 +149,9 @@ fn run(
             let mut stats = guard.contain(|| symbolizer.stats(), "reading its counters").unwrap_or_default();
             stats.worker_panics = guard.panics;
             stats.samples_unsymbolized = guard.samples_unsymbolized;
-            let kernel_updates = guard.contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list").unwrap_or_default();
+            let kernel_updates = guard
+                .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
+                .unwrap_or_default();
             let reply = SymbolReply { cycle: cycle.cycle, stacks, stats, kernel_updates };
             if replies.send(reply).is_err() {
                 return;
@@ -211,7 +221,12 @@ fn install_quiet_panic_hook() {
 }
 
 /// Look ahead, wait for what is missing (until `deadline`), then symbolize every sample.
-pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadline: Instant, guard: &mut PanicGuard) -> Vec<ThreadStacks> {
+pub fn symbolize_cycle(
+    symbolizer: &mut Symbolizer,
+    samples: &[RawSample],
+    deadline: Instant,
+    guard: &mut PanicGuard,
+) -> Vec<ThreadStacks> {
     // A panic while looking ahead costs the wait, not the names.
     guard.contain(
         || {
@@ -224,7 +239,12 @@ pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadl
         },
         "looking ahead at a cycle",
     );
-    let failed: Stack = Arc::from([Frame { name: SYMBOLS_FAILED.into(), short: SYMBOLS_FAILED.into(), kind: FrameKind::Native, line: None }]);
+    let failed: Stack = Arc::from([Frame {
+        name: SYMBOLS_FAILED.into(),
+        short: SYMBOLS_FAILED.into(),
+        kind: FrameKind::Native,
+        line: None,
+    }]);
     // Interned stacks share one Arc, so the pointer identifies the stack.
     type ByStack = HashMap<*const [Frame], (Stack, u64)>;
     let mut by_thread: HashMap<(u32, u32), ByStack> = HashMap::new();
@@ -250,7 +270,8 @@ pub fn symbolize_cycle(symbolizer: &mut Symbolizer, samples: &[RawSample], deadl
     let mut out: Vec<ThreadStacks> = by_thread
         .into_iter()
         .map(|((pid, tid), stacks)| {
-            let mut stacks: Vec<ThreadStack> = stacks.into_values().map(|(stack, samples)| ThreadStack { stack, samples }).collect();
+            let mut stacks: Vec<ThreadStack> =
+                stacks.into_values().map(|(stack, samples)| ThreadStack { stack, samples }).collect();
             stacks.sort_by_key(|s| std::cmp::Reverse(s.samples));
             (pid, tid, stacks)
         })
@@ -351,7 +372,10 @@ pub fn degraded_line(st: &SymbolStats) -> Option<String> {
 
 /// `summary.json` `degraded` counts for what [`degraded_line`] says.
 pub fn degraded_counts(st: &SymbolStats) -> Vec<(String, u64)> {
-    let mut counts = vec![("symbol_worker_panics".to_owned(), st.worker_panics), ("samples_unsymbolized".to_owned(), st.samples_unsymbolized)];
+    let mut counts = vec![
+        ("symbol_worker_panics".to_owned(), st.worker_panics),
+        ("samples_unsymbolized".to_owned(), st.samples_unsymbolized),
+    ];
     counts.extend(st.native.files_bad.iter().map(|(kind, &n)| (format!("native_files_{kind}"), n)));
     counts
 }
@@ -367,7 +391,15 @@ mod tests {
 
     fn sample(tid: u32, count: u64) -> RawSample {
         let ip = marker_function_for_the_worker as *const () as u64 + 1;
-        RawSample { pid: std::process::id(), tid, cpu: 0, user: Arc::from([ip]), kernel: Arc::from([]), count, walked: None }
+        RawSample {
+            pid: std::process::id(),
+            tid,
+            cpu: 0,
+            user: Arc::from([ip]),
+            kernel: Arc::from([]),
+            count,
+            walked: None,
+        }
     }
 
     fn options() -> SymbolizerOptions {
@@ -378,12 +410,21 @@ mod tests {
     async fn replies_come_in_cycle_order_and_skip_abandoned_cycles() {
         let (mut worker, updates) = SymbolWorker::start(options(), Duration::from_millis(100), vec![]).unwrap();
         assert!(updates.is_empty());
-        worker.submit(CycleSamples { cycle: 0, samples: vec![sample(1, 3), sample(2, 1), sample(1, 2)], ended: vec![] });
+        worker.submit(CycleSamples {
+            cycle: 0,
+            samples: vec![sample(1, 3), sample(2, 1), sample(1, 2)],
+            ended: vec![],
+        });
         let reply = worker.recv().await.unwrap();
         assert_eq!(reply.cycle, 0);
-        let threads: Vec<(u32, u64)> = reply.stacks.iter().map(|(_, tid, s)| (*tid, s.iter().map(|s| s.samples).sum())).collect();
+        let threads: Vec<(u32, u64)> =
+            reply.stacks.iter().map(|(_, tid, s)| (*tid, s.iter().map(|s| s.samples).sum())).collect();
         assert_eq!(threads, [(1, 5), (2, 1)]);
-        assert!(reply.stacks[0].2[0].stack[0].name.contains("marker_function_for_the_worker"), "{:?}", reply.stacks[0].2[0].stack);
+        assert!(
+            reply.stacks[0].2[0].stack[0].name.contains("marker_function_for_the_worker"),
+            "{:?}",
+            reply.stacks[0].2[0].stack
+        );
         // Two equal stacks of one thread are one interned stack.
         assert_eq!(reply.stacks[0].2.len(), 1);
 
@@ -419,7 +460,8 @@ mod tests {
     #[test]
     fn late_stacks_keep_every_threads_samples() {
         let stacks = late_stacks(&[(7, 9, 4), (7, 8, 0), (6, 1, 2)]);
-        let got: Vec<(u32, u32, u64, &str)> = stacks.iter().map(|(p, t, s)| (*p, *t, s[0].samples, &*s[0].stack[0].name)).collect();
+        let got: Vec<(u32, u32, u64, &str)> =
+            stacks.iter().map(|(p, t, s)| (*p, *t, s[0].samples, &*s[0].stack[0].name)).collect();
         assert_eq!(got, [(6, 1, 2, SYMBOLS_LATE), (7, 9, 4, SYMBOLS_LATE)]);
     }
 

@@ -19,7 +19,11 @@ use crate::cli::errors::UsageError;
 pub enum Target {
     /// `starts[i]`: the start tick of the process `pids[i]` named when it was resolved (0:
     /// unknown): the run follows that process, not its number.
-    Pids { pids: Vec<u32>, starts: Vec<u32>, follow_children: bool },
+    Pids {
+        pids: Vec<u32>,
+        starts: Vec<u32>,
+        follow_children: bool,
+    },
     All,
     Command(GatedChild),
 }
@@ -47,7 +51,9 @@ impl Target {
     /// now names another process.
     pub fn ended(&mut self, proc_root: &Path) -> bool {
         match self {
-            Target::Pids { pids, starts, .. } => pids.iter().zip(starts.iter()).all(|(&pid, &start)| !process_alive(proc_root, pid, start)),
+            Target::Pids { pids, starts, .. } => {
+                pids.iter().zip(starts.iter()).all(|(&pid, &start)| !process_alive(proc_root, pid, start))
+            }
             Target::All => false,
             Target::Command(c) => c.try_wait().is_some(),
         }
@@ -96,11 +102,16 @@ pub fn resolve_pids(pids: &[u32], proc_root: &Path) -> Result<ResolvedPids, Usag
         }
         let tgid = std::fs::read_to_string(dir.join("status")).ok().and_then(|s| status_tgid(&s)).unwrap_or(pid);
         if tgid != pid {
-            resolved.notes.push(format!("--pid {pid} is a thread of process {tgid}: profiling process {tgid} (all its threads)"));
+            resolved
+                .notes
+                .push(format!("--pid {pid} is a thread of process {tgid}: profiling process {tgid} (all its threads)"));
         }
         if !resolved.pids.contains(&tgid) {
             resolved.pids.push(tgid);
-            resolved.starts.push(if tgid == pid { joular_user::collect::parse_start_ticks(&stat) } else { start_ticks(proc_root, tgid) }.unwrap_or(0));
+            resolved.starts.push(
+                if tgid == pid { joular_user::collect::parse_start_ticks(&stat) } else { start_ticks(proc_root, tgid) }
+                    .unwrap_or(0),
+            );
         }
     }
     Ok(resolved)
@@ -135,13 +146,21 @@ pub struct LeaderNames {
 impl LeaderNames {
     /// `starts`: the start tick of the process each PID's rows are of (`RawCycle::starts`): a
     /// /proc entry of another start is another process (the PID was reused) and names nothing.
-    pub fn fill(&mut self, report: &mut CycleReport, proc_root: &Path, starts: &HashMap<u32, u32>, exits: &[ThreadExit]) {
+    pub fn fill(
+        &mut self,
+        report: &mut CycleReport,
+        proc_root: &Path,
+        starts: &HashMap<u32, u32>,
+        exits: &[ThreadExit],
+    ) {
         for p in &mut report.processes {
             let start = starts.get(&p.pid).copied().unwrap_or(0);
             let same = || start == 0 || start_ticks(proc_root, p.pid) == Some(start);
             if same() {
                 // Checked again after the read: the PID may change hands between the two.
-                if let Ok(comm) = std::fs::read_to_string(proc_root.join(format!("{}/comm", p.pid))).map(|c| c.trim_end().to_string()) {
+                if let Ok(comm) =
+                    std::fs::read_to_string(proc_root.join(format!("{}/comm", p.pid))).map(|c| c.trim_end().to_string())
+                {
                     if same() {
                         self.last.insert(p.pid, comm);
                     }
@@ -172,8 +191,11 @@ pub struct GatedChild {
 impl GatedChild {
     pub fn spawn(argv: &[String]) -> anyhow::Result<Self> {
         let program = argv.first().context("record needs a command after `--`")?;
-        let c_argv: Vec<CString> =
-            argv.iter().map(|a| CString::new(a.as_bytes())).collect::<Result<_, _>>().context("NUL byte in the command")?;
+        let c_argv: Vec<CString> = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .context("NUL byte in the command")?;
         let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         // SAFETY: the process is single-threaded here (see the type's docs).
         match unsafe { nix::unistd::fork() }? {
@@ -269,8 +291,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let proc = |pid: u32, comm: &str, flags: u64, tgid: u32| {
             std::fs::create_dir_all(dir.path().join(pid.to_string())).unwrap();
-            std::fs::write(dir.path().join(format!("{pid}/stat")), format!("{pid} ({comm}) S 0 0 0 0 -1 {flags} 0 0\n")).unwrap();
-            std::fs::write(dir.path().join(format!("{pid}/status")), format!("Name:\t{comm}\nTgid:\t{tgid}\nPid:\t{pid}\n")).unwrap();
+            std::fs::write(
+                dir.path().join(format!("{pid}/stat")),
+                format!("{pid} ({comm}) S 0 0 0 0 -1 {flags} 0 0\n"),
+            )
+            .unwrap();
+            std::fs::write(
+                dir.path().join(format!("{pid}/status")),
+                format!("Name:\t{comm}\nTgid:\t{tgid}\nPid:\t{pid}\n"),
+            )
+            .unwrap();
         };
         proc(2, "kthreadd", 0x0020_8040, 2);
         proc(100, "java", 0x0040_0100, 100);
@@ -280,7 +310,10 @@ mod tests {
         let r = resolve_pids(&[105, 100], dir.path()).unwrap();
         assert_eq!(r.pids, vec![100]);
         assert_eq!(r.starts, vec![0], "this fake stat has no start field");
-        assert_eq!(r.notes, vec!["--pid 105 is a thread of process 100: profiling process 100 (all its threads)".to_string()]);
+        assert_eq!(
+            r.notes,
+            vec!["--pid 105 is a thread of process 100: profiling process 100 (all its threads)".to_string()]
+        );
     }
 
     #[test]
@@ -289,7 +322,11 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("100")).unwrap();
         std::fs::write(dir.path().join("100/comm"), "java\n").unwrap();
         let mut report = CycleReport::default();
-        report.processes.push(joular_user::model::ProcessReport { pid: 100, comm: "G1 Service".into(), ..Default::default() });
+        report.processes.push(joular_user::model::ProcessReport {
+            pid: 100,
+            comm: "G1 Service".into(),
+            ..Default::default()
+        });
         let mut names = LeaderNames::default();
         let none = HashMap::new();
         names.fill(&mut report, dir.path(), &none, &[]);

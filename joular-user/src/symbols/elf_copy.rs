@@ -30,7 +30,9 @@ const SHT_DYNSYM: u32 = 11;
 pub enum CopyError {
     #[error("not a 64-bit little-endian ELF file ({0})")]
     NotElf(&'static str),
-    #[error("its symbol tables need {needed_bytes} bytes, over the {limit_bytes} bytes left for copies (--max-symbol-mb)")]
+    #[error(
+        "its symbol tables need {needed_bytes} bytes, over the {limit_bytes} bytes left for copies (--max-symbol-mb)"
+    )]
     OverBudget { needed_bytes: u64, limit_bytes: u64 },
     #[error("{0}")]
     Io(#[from] io::Error),
@@ -155,7 +157,10 @@ fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::
     // A symbol table of 24-byte entries whose strings are a string table; anything else (a
     // rewritten file's garbage) would only cost a parse that names nothing.
     let valid = |s: &Section| {
-        s.size > 0 && s.entsize == ELF64_SYM_BYTES && s.size.is_multiple_of(ELF64_SYM_BYTES) && sections.get(s.link as usize).is_some_and(|l| l.sh_type == SHT_STRTAB)
+        s.size > 0
+            && s.entsize == ELF64_SYM_BYTES
+            && s.size.is_multiple_of(ELF64_SYM_BYTES)
+            && sections.get(s.link as usize).is_some_and(|l| l.sh_type == SHT_STRTAB)
     };
     let symbols = match sections.iter().any(|s| s.sh_type == SHT_SYMTAB && valid(s)) {
         true => SHT_SYMTAB,

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::{
-    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, Overrun, ProcessMemory,
-    ReadBudget, Reads,
+    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, Overrun,
+    ProcessMemory, ReadBudget, Reads,
 };
 
 use super::intern::{FrameId, Interner};
@@ -105,7 +105,9 @@ impl<R: MemoryReader> HotspotProcess<R> {
         // The version is set while the VM starts; before that the stream encoding (which
         // depends on it) would be guessed wrong.
         if jvm.layout().version.major == 0 {
-            return Err(HotspotError::MissingField { what: "Abstract_VM_Version::_vm_major_version (JVM still starting)".into() });
+            return Err(HotspotError::MissingField {
+                what: "Abstract_VM_Version::_vm_major_version (JVM still starting)".into(),
+            });
         }
         Ok(Self {
             jvm,
@@ -430,7 +432,10 @@ mod tests {
             }
             assert!(inlined_chains > 0, "JDK {jdk}: mix never inlined into outer");
 
-            let stub = |h: &mut HotspotProcess<&SegmentsMemory>, interner: &mut Interner, pc: u64| match h.code(interner, pc, true).0 {
+            let stub = |h: &mut HotspotProcess<&SegmentsMemory>, interner: &mut Interner, pc: u64| match h
+                .code(interner, pc, true)
+                .0
+            {
                 Code::Frames(ids) => frames(interner, &ids),
                 other => panic!("JDK {jdk}: {pc:#x} is {other:?}"),
             };
@@ -501,10 +506,12 @@ mod tests {
     #[test]
     fn a_code_cache_miss_is_read_again_and_named_in_the_same_cycle() {
         let (mem, manifest) = fixture(17);
-        let heaps_static = HotspotJvm::new(&mem, &manifest.symbols).unwrap().layout().code.as_ref().unwrap().code_cache_heaps;
+        let heaps_static =
+            HotspotJvm::new(&mem, &manifest.symbols).unwrap().layout().code.as_ref().unwrap().code_cache_heaps;
         let pc = manifest.pcs[0];
         let nmethod = manifest.nmethods.iter().copied().filter(|&n| n <= pc).max().unwrap();
-        let reader = Appearing { mem: &mem, hidden: (nmethod - 64, nmethod + 0x400), heaps_static, heap_reads: Cell::new(0) };
+        let reader =
+            Appearing { mem: &mem, hidden: (nmethod - 64, nmethod + 0x400), heaps_static, heap_reads: Cell::new(0) };
         let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
         let mut interner = Interner::default();
         let (code, outcome) = h.code(&mut interner, pc, true);
@@ -586,7 +593,8 @@ mod tests {
     fn a_panic_in_the_reader_is_caught_and_the_jvm_read_no_more() {
         let (mem, manifest) = fixture(17);
         let armed = Cell::new(false);
-        let mut h = HotspotProcess::new(HotspotJvm::new(Bomb { mem: &mem, armed: &armed }, &manifest.symbols).unwrap()).unwrap();
+        let mut h = HotspotProcess::new(HotspotJvm::new(Bomb { mem: &mem, armed: &armed }, &manifest.symbols).unwrap())
+            .unwrap();
         let mut interner = Interner::default();
         armed.set(true);
         let (code, _) = h.code(&mut interner, manifest.pcs[0], true);

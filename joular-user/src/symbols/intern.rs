@@ -58,14 +58,12 @@ impl Interner {
             return id;
         }
         let short = if *short == *name { name.clone() } else { Arc::from(short) };
-        self.frame_bytes += std::mem::size_of::<Frame>() + name.len() + if Arc::ptr_eq(&short, &name) { 0 } else { short.len() } + ENTRY_OVERHEAD_BYTES;
+        self.frame_bytes += std::mem::size_of::<Frame>()
+            + name.len()
+            + if Arc::ptr_eq(&short, &name) { 0 } else { short.len() }
+            + ENTRY_OVERHEAD_BYTES;
         let id = self.frames.len() as FrameId;
-        self.frames.push(Frame {
-            name: name.clone(),
-            short,
-            kind,
-            line,
-        });
+        self.frames.push(Frame { name: name.clone(), short, kind, line });
         self.by_name.insert((kind, name, line), id);
         id
     }
@@ -83,7 +81,8 @@ impl Interner {
             self.stack_bytes = 0;
         }
         // The ids as key, and the frames (two `Arc`s each) of the stack itself.
-        self.stack_bytes += ids.len() * (std::mem::size_of::<FrameId>() + std::mem::size_of::<Frame>()) + ENTRY_OVERHEAD_BYTES;
+        self.stack_bytes +=
+            ids.len() * (std::mem::size_of::<FrameId>() + std::mem::size_of::<Frame>()) + ENTRY_OVERHEAD_BYTES;
         let stack: Stack = ids.iter().map(|&id| self.frames[id as usize].clone()).collect();
         self.stacks.insert(ids.into(), stack.clone());
         stack
@@ -119,7 +118,8 @@ mod tests {
     #[test]
     fn the_stack_table_starts_over_at_its_byte_bound() {
         let mut interner = Interner::with_max_stack_bytes(10_000);
-        let ids: Vec<FrameId> = (0..10).map(|i| interner.frame(FrameKind::Native, &format!("f{i}"), &format!("f{i}"))).collect();
+        let ids: Vec<FrameId> =
+            (0..10).map(|i| interner.frame(FrameKind::Native, &format!("f{i}"), &format!("f{i}"))).collect();
         let frames_only = interner.bytes();
         assert!(frames_only > 10 * 2, "{frames_only}");
         let first = interner.stack(&ids);

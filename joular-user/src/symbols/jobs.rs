@@ -37,13 +37,16 @@ impl Symbolizer {
         self.cycle_started = Instant::now();
         self.budget.report(Consumer::Interner, self.interner.bytes());
         let known: Vec<u32> = self.processes.keys().copied().collect();
-        let hotspot_jvms = self.processes.values().filter(|p| matches!(p.hotspot, super::Hotspot::Ready(_))).count().max(1);
+        let hotspot_jvms =
+            self.processes.values().filter(|p| matches!(p.hotspot, super::Hotspot::Ready(_))).count().max(1);
         let (read_budget, max_cached_bytes) = hotspot_shares(self.opts.max_symbol_bytes, hotspot_jvms);
         for pid in known {
             self.retry_discovery(pid);
             if let Some(h) = self.processes.get_mut(&pid).and_then(ProcessState::hotspot) {
                 if let Some(message) = h.take_panic() {
-                    log::warn!("JVM {pid}: its HotSpot reader panicked ({message}); its Java frames are no longer named");
+                    log::warn!(
+                        "JVM {pid}: its HotSpot reader panicked ({message}); its Java frames are no longer named"
+                    );
                 }
                 if let CycleStart::BackedOff { overrun, cycles } = h.begin_cycle(read_budget, max_cached_bytes) {
                     self.stats.jvms_backed_off += 1;

@@ -206,9 +206,9 @@ impl JvmState {
         let known = if plan.reread { None } else { self.map.fingerprint() };
         let spawned = std::thread::Builder::new().name(format!("jvm-{}", info.pid)).spawn(move || {
             let timeout = settings.attach_timeout.unwrap_or_default();
-            let flags = plan
-                .flags
-                .then(|| attach::jcmd(&info, "VM.flags", timeout).map(|out| flag_from_vm_flags(&out, "PreserveFramePointer")));
+            let flags = plan.flags.then(|| {
+                attach::jcmd(&info, "VM.flags", timeout).map(|out| flag_from_vm_flags(&out, "PreserveFramePointer"))
+            });
             let dump = plan.dump.then(|| dump_perf_map(&info, timeout));
             let code_cache = matches!(dump, Some(Ok(()))).then(|| read_code_cache(&info.proc_dir));
             let reservation = Reservation::new(settings.pool, plan.cap_bytes);
@@ -249,7 +249,8 @@ impl JvmState {
                 report.dump_failed = true;
                 self.dump_impossible = matches!(e, Error::AttachDisabled { .. } | Error::SigquitNotCaught { .. });
                 if matches!(e, Error::Timeout { .. } | Error::ListenerTimeout { .. }) {
-                    self.dump_backoff = (self.dump_backoff * 2).clamp(min_dump_interval.max(Duration::from_secs(1)), MAX_DUMP_BACKOFF);
+                    self.dump_backoff =
+                        (self.dump_backoff * 2).clamp(min_dump_interval.max(Duration::from_secs(1)), MAX_DUMP_BACKOFF);
                 }
                 if !std::mem::replace(&mut self.dump_error_logged, true) {
                     log::warn!("{e}");
@@ -281,7 +282,12 @@ impl JvmState {
             }
             Ok(None) => {}
             // A planted or oversized map is worth saying, once per JVM; a missing one is not.
-            Err(e @ (Error::Refused { .. } | Error::TooLarge { .. } | Error::AsTarget { .. } | Error::ReadTimeout { .. })) => {
+            Err(
+                e @ (Error::Refused { .. }
+                | Error::TooLarge { .. }
+                | Error::AsTarget { .. }
+                | Error::ReadTimeout { .. }),
+            ) => {
                 if !std::mem::replace(&mut self.map_refusal_logged, true) {
                     log::warn!("JVM {}: not reading its perf map: {e}", self.info.pid);
                 }
@@ -322,7 +328,12 @@ mod tests {
     }
 
     fn settings(pool: Arc<MemoryPool>) -> JobSettings {
-        JobSettings { attach_timeout: None, min_dump_interval: Duration::from_secs(1), load_timeout: Duration::from_secs(10), pool }
+        JobSettings {
+            attach_timeout: None,
+            min_dump_interval: Duration::from_secs(1),
+            load_timeout: Duration::from_secs(10),
+            pool,
+        }
     }
 
     fn wait(jvm: &mut JvmState) -> Refresh {
@@ -369,7 +380,11 @@ mod tests {
         let r = wait(&mut jvm);
         assert!(r.reloaded && r.not_indexed > 0, "{r:?}");
         let partial = jvm.map.index().len();
-        assert!(jvm.map.index().bytes() <= 100_000 && partial > 1000, "{} bytes, {partial} entries", jvm.map.index().bytes());
+        assert!(
+            jvm.map.index().bytes() <= 100_000 && partial > 1000,
+            "{} bytes, {partial} entries",
+            jvm.map.index().bytes()
+        );
         assert_eq!(pool.used_bytes(), jvm.map.index().bytes());
         let file_bytes = map_of(20_000).len() as u64;
         assert_eq!(jvm.map_demand_bytes(), Some(2 * file_bytes + MIN_MAP_DEMAND_BYTES));
@@ -380,7 +395,11 @@ mod tests {
         assert!(!jvm.fit_map(&s, demand));
         jvm.start(&s, demand);
         let r = wait(&mut jvm);
-        assert_eq!((r.reloaded, r.not_indexed, jvm.map.index().len()), (true, 0, 20_000), "its demand is enough to read it whole");
+        assert_eq!(
+            (r.reloaded, r.not_indexed, jvm.map.index().len()),
+            (true, 0, 20_000),
+            "its demand is enough to read it whole"
+        );
     }
 
     #[test]

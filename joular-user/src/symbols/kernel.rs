@@ -118,7 +118,9 @@ impl KernelResolver {
 
     fn source(&self) -> Source<'static> {
         Source::Kernel(Kernel {
-            kallsyms: MaybeDefault::Some(self.snapshot.as_ref().map_or_else(|| self.kallsyms.clone(), |s| s.path.clone())),
+            kallsyms: MaybeDefault::Some(
+                self.snapshot.as_ref().map_or_else(|| self.kallsyms.clone(), |s| s.path.clone()),
+            ),
             // kallsyms is always there and covers modules; a vmlinux search costs disk reads.
             vmlinux: MaybeDefault::None,
             debug_syms: false,
@@ -159,7 +161,8 @@ impl Snapshot {
         use std::io::{Read, Write};
         use std::os::fd::{AsRawFd, FromRawFd};
         // SAFETY: a valid NUL-terminated name and flags; the fd is owned by the File below.
-        let fd = unsafe { libc::memfd_create(c"joular-kallsyms".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        let fd =
+            unsafe { libc::memfd_create(c"joular-kallsyms".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -181,10 +184,7 @@ impl Snapshot {
 }
 
 fn symbolizer() -> Symbolizer {
-    Symbolizer::builder()
-        .enable_code_info(false)
-        .enable_inlined_fns(false)
-        .build()
+    Symbolizer::builder().enable_code_info(false).enable_inlined_fns(false).build()
 }
 
 fn fingerprint(modules: &std::path::Path) -> Option<u64> {
@@ -222,7 +222,10 @@ mod tests {
         // The module appears: new text in kallsyms and a new line in the modules list.
         std::fs::write(proc.path().join("kallsyms"), format!("{CORE}ffffffffc0000000 t mod_fn\t[mymod]\n")).unwrap();
         std::fs::write(proc.path().join("modules"), "mymod 16384 0 - Live 0xffffffffc0000000\n").unwrap();
-        assert_eq!(k.resolve(&[module_fn, 0xffff_ffff_8100_0210]), vec![Some("mod_fn".to_string()), Some("do_more".to_string())]);
+        assert_eq!(
+            k.resolve(&[module_fn, 0xffff_ffff_8100_0210]),
+            vec![Some("mod_fn".to_string()), Some("do_more".to_string())]
+        );
         assert_eq!(k.reloads(), 1);
     }
 
@@ -246,7 +249,8 @@ mod tests {
         assert_eq!(k.resolve(&[0xffff_ffff_8100_0110]), vec![Some("do_work".to_string())]);
         // kallsyms changes under us (as /proc's inode and times can) but no module was loaded:
         // the parsed copy is kept, and so is the name.
-        std::fs::write(proc.path().join("kallsyms"), "ffffffff81000000 T _stext\nffffffff81000100 T renamed\n").unwrap();
+        std::fs::write(proc.path().join("kallsyms"), "ffffffff81000000 T _stext\nffffffff81000100 T renamed\n")
+            .unwrap();
         assert_eq!(k.resolve(&[0xffff_ffff_8100_0110, 0xffff_ffff_8000_0000]), vec![Some("do_work".to_string()), None]);
         assert_eq!(k.reloads(), 0);
     }

@@ -42,15 +42,15 @@ use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::HotspotError;
 use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 
-use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
 use crate::ebpf::kernel_names::KernelNames;
+use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
 use budget::{Consumer, SymbolBudget};
 use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
-use native::{NativeName, NativeResolver};
 pub use native::{names_at_file_offsets, panic_message, NameError, NativeStats};
+use native::{NativeName, NativeResolver};
 
 const UNKNOWN: &str = "[unknown]";
 /// Cycles a process is looked at again to see whether it became a JVM (`record` sees the
@@ -199,7 +199,10 @@ enum Hotspot {
     Ready(Box<HotspotProcess>),
     /// Not readable yet: tried again after `wait_cycles` cycles, a wait that doubles with
     /// each attempt (tables that never become readable are not read every cycle).
-    Pending { attempts_left: u32, wait_cycles: u32 },
+    Pending {
+        attempts_left: u32,
+        wait_cycles: u32,
+    },
     /// Not readable: the perf map names its JIT code.
     Unavailable,
 }
@@ -383,8 +386,12 @@ impl Symbolizer {
                 stats.stale_compiled_frames += h.stale_compiled_frames();
                 if let Some(mode) = h.published_unwind() {
                     let hotspot = mode == JVM_UNWIND_HOTSPOT;
-                    let frame_pointers = process.jvm.as_ref().is_some_and(|j| j.info.preserve_frame_pointer == FlagState::On);
-                    let reason = (!hotspot && !frame_pointers).then(|| h.hotspot_unwind_unavailable()).flatten().map(|u| u.reason().to_owned());
+                    let frame_pointers =
+                        process.jvm.as_ref().is_some_and(|j| j.info.preserve_frame_pointer == FlagState::On);
+                    let reason = (!hotspot && !frame_pointers)
+                        .then(|| h.hotspot_unwind_unavailable())
+                        .flatten()
+                        .map(|u| u.reason().to_owned());
                     stats.unwinders.insert(
                         pid,
                         JavaUnwinder {
@@ -447,11 +454,7 @@ impl Symbolizer {
 
     fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64], started: std::time::Instant) -> Stack {
         self.note_cut_stack(pid, user_ids);
-        let kernel_ids = if self.opts.kernel {
-            self.resolve_kernel(kernel)
-        } else {
-            Vec::new()
-        };
+        let kernel_ids = if self.opts.kernel { self.resolve_kernel(kernel) } else { Vec::new() };
         let root_first: Vec<FrameId> = user_ids.iter().rev().chain(kernel_ids.iter().rev()).copied().collect();
         let stack = self.interner.stack(&root_first);
         self.stats.symbolize_ns += started.elapsed().as_nanos() as u64;
@@ -539,7 +542,9 @@ impl Symbolizer {
                     HotspotError::Bound { .. } | HotspotError::Panicked(_) | HotspotError::TooLarge { .. } => {
                         log::warn!("JVM {pid}: HotSpot tables unreadable ({e}); naming its JIT code from its perf map")
                     }
-                    _ => log::info!("JVM {pid}: HotSpot tables not readable ({e}); naming its JIT code from its perf map"),
+                    _ => log::info!(
+                        "JVM {pid}: HotSpot tables not readable ({e}); naming its JIT code from its perf map"
+                    ),
                 }
                 stats.jvms_unreadable += 1;
                 stats.hotspot_panics += u64::from(matches!(e, HotspotError::Panicked(_)));
@@ -552,7 +557,8 @@ impl Symbolizer {
             Err(e) => {
                 log::debug!("JVM {pid}: HotSpot tables not readable yet ({e})");
                 let tried = DISCOVERY_ATTEMPTS - attempts_left;
-                process.hotspot = Hotspot::Pending { attempts_left: attempts_left - 1, wait_cycles: (1 << tried.min(3)) - 1 };
+                process.hotspot =
+                    Hotspot::Pending { attempts_left: attempts_left - 1, wait_cycles: (1 << tried.min(3)) - 1 };
             }
         }
     }
@@ -700,7 +706,10 @@ impl Symbolizer {
                 }
             }
         }
-        kernel.iter().map(|ip| self.kernel.get(ip).or_else(|| unknown.get(ip)).copied().expect("resolved above")).collect()
+        kernel
+            .iter()
+            .map(|ip| self.kernel.get(ip).or_else(|| unknown.get(ip)).copied().expect("resolved above"))
+            .collect()
     }
 
     /// With frame pointers, a Java thread's stack unwinds down to native thread start;

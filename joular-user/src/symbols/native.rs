@@ -139,7 +139,10 @@ impl NativeResolver {
             }
         }
         for (mapping, wanted) in by_mapping.into_values() {
-            let recently_unavailable = self.unavailable_since.get(&(pid, mapping.start)).is_some_and(|t| t.elapsed() < RETRY_UNAVAILABLE_AFTER);
+            let recently_unavailable = self
+                .unavailable_since
+                .get(&(pid, mapping.start))
+                .is_some_and(|t| t.elapsed() < RETRY_UNAVAILABLE_AFTER);
             let key = match recently_unavailable {
                 true => None,
                 false => self.copy_for(pid, mapping),
@@ -208,7 +211,11 @@ impl NativeResolver {
             (Mapped::File(_), Some(size)) => copy_symbol_sections(&file as &dyn ByteSource, size, left_bytes),
             _ => {
                 let len_bytes = (mapping.end - mapping.start).min(MAX_VDSO_BYTES);
-                copy_symbol_sections(&MemoryImage { mem: &file, start: mapping.start, len_bytes }, len_bytes, left_bytes)
+                copy_symbol_sections(
+                    &MemoryImage { mem: &file, start: mapping.start, len_bytes },
+                    len_bytes,
+                    left_bytes,
+                )
             }
         };
         match copied {
@@ -230,7 +237,8 @@ impl NativeResolver {
     fn open_mapped_file(&self, pid: u32, m: &FileMapping) -> std::io::Result<(FileKey, std::fs::File, Option<u64>)> {
         let link = self.proc_root.join(pid.to_string()).join("map_files").join(format!("{:x}-{:x}", m.start, m.end));
         // O_NONBLOCK: whatever is there, opening it cannot block.
-        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(link)?;
+        let file =
+            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(link)?;
         let meta = file.metadata()?;
         if !meta.file_type().is_file() {
             return Err(std::io::Error::other("not a regular file"));
@@ -265,7 +273,9 @@ impl NativeResolver {
         self.bad.insert(key, kind);
         *self.stats.files_bad.entry(kind.to_owned()).or_default() += 1;
         let example = format!("{}: ", describe(mapping));
-        if self.stats.bad_examples.len() < MAX_BAD_EXAMPLES && !self.stats.bad_examples.iter().any(|e| e.starts_with(&example)) {
+        if self.stats.bad_examples.len() < MAX_BAD_EXAMPLES
+            && !self.stats.bad_examples.iter().any(|e| e.starts_with(&example))
+        {
             self.stats.bad_examples.push(example + reason);
         }
         log::debug!("{}: not named: {reason}", describe(mapping));
@@ -274,7 +284,10 @@ impl NativeResolver {
     /// blazesym panicked on a copy: that file version is bad from now on.
     fn parser_panicked(&mut self, pid: u32, mapping: &FileMapping, key: FileKey, message: &str) {
         if !std::mem::replace(&mut self.panic_logged, true) {
-            log::warn!("process {pid}: naming {} failed (the ELF parser panicked: {message}); its addresses stay unnamed", describe(mapping));
+            log::warn!(
+                "process {pid}: naming {} failed (the ELF parser panicked: {message}); its addresses stay unnamed",
+                describe(mapping)
+            );
         }
         let holders: Vec<(u32, u64)> = self.held_by.iter().filter(|(_, &k)| k == key).map(|(&h, _)| h).collect();
         for h in holders {
@@ -291,7 +304,8 @@ fn names_in_copy(symbolizer: &Symbolizer, copy: &ElfCopy, offsets: &[u64]) -> Re
     // Debug files are found through paths the target's file names: none are read.
     elf.debug_syms = false;
     let source = Source::Elf(elf);
-    catch_unwind(AssertUnwindSafe(|| resolve(symbolizer, &source, Input::FileOffset(offsets)))).map_err(|payload| panic_message(&*payload))
+    catch_unwind(AssertUnwindSafe(|| resolve(symbolizer, &source, Input::FileOffset(offsets))))
+        .map_err(|payload| panic_message(&*payload))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -305,7 +319,12 @@ pub enum NameError {
 /// Names `offsets` of the ELF file `src` (`size_bytes` long) as a mapped file's are named: through
 /// a private copy of at most `max_copy_bytes`, with the parser's panics caught. The whole native
 /// path from a file's bytes to names, for the fuzzers.
-pub fn names_at_file_offsets(src: &File, size_bytes: u64, max_copy_bytes: u64, offsets: &[u64]) -> Result<(Vec<Option<String>>, u64), NameError> {
+pub fn names_at_file_offsets(
+    src: &File,
+    size_bytes: u64,
+    max_copy_bytes: u64,
+    offsets: &[u64],
+) -> Result<(Vec<Option<String>>, u64), NameError> {
     let copy = copy_symbol_sections(src, size_bytes, max_copy_bytes)?;
     let symbolizer = Symbolizer::builder().enable_code_info(false).enable_inlined_fns(false).build();
     let names = names_in_copy(&symbolizer, &copy, offsets).map_err(NameError::Panicked)?;
@@ -420,7 +439,16 @@ mod tests {
             let len = file.metadata().unwrap().len() as usize;
             // SAFETY: a fresh private read-only mapping of a file we own; unmapped on drop,
             // and never read through (only its address range is looked up).
-            let base = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&file), 0) };
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE,
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    0,
+                )
+            };
             assert_ne!(base, libc::MAP_FAILED);
             MappedCopy { _dir: dir, path, base, len, marker: base as u64 + marker_offset }
         }

@@ -14,11 +14,7 @@ fn cycle(symbolizer: &mut Symbolizer, pid: u32, user: &[u64]) -> Stack {
 }
 
 fn options() -> SymbolizerOptions {
-    SymbolizerOptions {
-        kernel: true,
-        attach: false,
-        ..SymbolizerOptions::default()
-    }
+    SymbolizerOptions { kernel: true, attach: false, ..SymbolizerOptions::default() }
 }
 
 #[inline(never)]
@@ -48,7 +44,8 @@ fn kernel_address_from_kallsyms() {
         .find_map(|l| {
             let mut f = l.split_whitespace();
             let (addr, kind, name) = (f.next()?, f.next()?, f.next()?);
-            (matches!(kind, "T" | "t") && name == "vfs_read" && f.next().is_none()).then(|| u64::from_str_radix(addr, 16).unwrap())
+            (matches!(kind, "T" | "t") && name == "vfs_read" && f.next().is_none())
+                .then(|| u64::from_str_radix(addr, 16).unwrap())
         })
         .expect("vfs_read in /proc/kallsyms");
     assert_ne!(addr, 0, "/proc/kallsyms shows zero addresses: run this test as root (kptr_restrict)");
@@ -107,10 +104,7 @@ fn jit_frames_from_the_perf_map() {
          0x00007f0000002000 0x0000000000000100 Interpreter\n\
          garbage\n",
     );
-    let mut symbolizer = Symbolizer::new(SymbolizerOptions {
-        proc_root: dir.path().to_owned(),
-        ..options()
-    });
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions { proc_root: dir.path().to_owned(), ..options() });
     let (bar, interp, missed, native) = (0x7f0000001010, 0x7f0000002010, 0x7f0000050000, 0x1234);
     // The map is read by the JVM's job; the first cycle waits for it.
     let stack = cycle(&mut symbolizer, pid, &[bar, interp, missed, native]);
@@ -257,7 +251,8 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
 
     let (java, pid) = hot_loop_jvm();
 
-    let mut symbolizer = Symbolizer::new(SymbolizerOptions { attach: true, min_dump_interval: Duration::ZERO, ..options() });
+    let mut symbolizer =
+        Symbolizer::new(SymbolizerOptions { attach: true, min_dump_interval: Duration::ZERO, ..options() });
     symbolizer.watch(pid);
     let updates = symbolizer.take_kernel_updates();
     let [KernelUpdate::WalkJvm { pid: walked_pid, config }] = updates.as_slice() else {
@@ -287,7 +282,10 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
         .expect("churn is compiled");
     let walked = WalkedStack { frames: vec![WalkedFrame::Code(pc)], ..WalkedStack::default() };
     let stack = symbolizer.symbolize_walked(pid, &walked, &[]);
-    assert_eq!((&*stack[0].name, &*stack[0].short, stack[0].kind), ("long HotLoop.churn(int)", "HotLoop.churn", FrameKind::JavaJit));
+    assert_eq!(
+        (&*stack[0].name, &*stack[0].short, stack[0].kind),
+        ("long HotLoop.churn(int)", "HotLoop.churn", FrameKind::JavaJit)
+    );
 
     symbolizer.begin_cycle();
     let stats = symbolizer.stats();

@@ -42,7 +42,13 @@ pub fn heaps(heaps: &[CodeHeap]) -> Result<([CodeHeapConfig; MAX_CODE_HEAPS], u3
         if h.low >= h.high || h.segmap == 0 || !(4..=16).contains(&h.log2_segment_size) {
             return Err(Unavailable::Heaps);
         }
-        *slot = CodeHeapConfig { low: h.low, high: h.high, segmap: h.segmap, log2_segment_bytes: h.log2_segment_size, _pad: 0 };
+        *slot = CodeHeapConfig {
+            low: h.low,
+            high: h.high,
+            segmap: h.segmap,
+            log2_segment_bytes: h.log2_segment_size,
+            _pad: 0,
+        };
     }
     Ok((out, heaps.len() as u32))
 }
@@ -122,7 +128,10 @@ mod tests {
                 let frame_words = get(l.frame_size, 4);
                 assert!((2..4096).contains(&frame_words), "JDK {jdk}: nmethod frame of {frame_words} words");
                 assert!(get(l.frame_complete, 4) < blob.size_bytes, "JDK {jdk}");
-                assert!(hs[..n as usize].iter().any(|h| (h.low..h.high).contains(&nm)), "JDK {jdk}: {nm:#x} in no heap");
+                assert!(
+                    hs[..n as usize].iter().any(|h| (h.low..h.high).contains(&nm)),
+                    "JDK {jdk}: {nm:#x} in no heap"
+                );
                 checked += 1;
             }
             assert!(checked > 0, "JDK {jdk}: no nmethod checked");

@@ -55,9 +55,7 @@ impl Browser {
                 Ok(())
             });
         }
-        let child = command
-            .spawn()
-            .expect("`chromium` must be installed (apt-get install chromium) for this test");
+        let child = command.spawn().expect("`chromium` must be installed (apt-get install chromium) for this test");
         drop((to_r, from_w));
         let (tx, rx) = mpsc::channel();
         let reader: OwnedFd = from_r;
@@ -97,9 +95,7 @@ impl Browser {
         self.to_browser.write_all(&bytes).unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let value = self
-                .receive(deadline)
-                .unwrap_or_else(|| panic!("no reply to {method}"));
+            let value = self.receive(deadline).unwrap_or_else(|| panic!("no reply to {method}"));
             if value["id"] == json!(id) {
                 assert!(value.get("error").is_none(), "{method}: {value}");
                 return value["result"].clone();

@@ -26,15 +26,9 @@ pub struct ReadBudget {
 
 impl ReadBudget {
     /// Reading the four tables: a real JVM's take ~150 KB and a few ms.
-    pub const TABLES: ReadBudget = ReadBudget {
-        max_bytes: 16 << 20,
-        max_time: Duration::from_millis(500),
-    };
+    pub const TABLES: ReadBudget = ReadBudget { max_bytes: 16 << 20, max_time: Duration::from_millis(500) };
     /// No bound but the per-object cap (fixtures and tools).
-    pub const UNLIMITED: ReadBudget = ReadBudget {
-        max_bytes: u64::MAX,
-        max_time: Duration::MAX,
-    };
+    pub const UNLIMITED: ReadBudget = ReadBudget { max_bytes: u64::MAX, max_time: Duration::MAX };
 }
 
 /// Why a JVM's reads were stopped.
@@ -118,10 +112,7 @@ impl<R: MemoryReader> BoundedReader<R> {
 impl<R: MemoryReader> MemoryReader for BoundedReader<R> {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         if buf.len() > MAX_OBJECT_BYTES || !self.admit(buf.len()) {
-            return Err(ReadError {
-                addr,
-                len: buf.len(),
-            });
+            return Err(ReadError { addr, len: buf.len() });
         }
         let started = Instant::now();
         let result = self.inner.read(addr, buf);
@@ -145,28 +136,16 @@ mod tests {
     fn objects_over_the_cap_are_refused_before_allocating() {
         let mem = memory();
         assert!(mem.read_vec(0x1000, MAX_OBJECT_BYTES + 1).is_err());
-        assert!(
-            mem.read_vec(0x1000, usize::MAX).is_err(),
-            "a target's 2^64 is refused, not allocated"
-        );
+        assert!(mem.read_vec(0x1000, usize::MAX).is_err(), "a target's 2^64 is refused, not allocated");
         assert_eq!(mem.read_vec(0x1000, 16).unwrap(), vec![7; 16]);
     }
 
     #[test]
     fn a_spent_byte_budget_fails_every_later_read_until_restarted() {
-        let reader = BoundedReader::new(
-            memory(),
-            ReadBudget {
-                max_bytes: 100,
-                max_time: Duration::MAX,
-            },
-        );
+        let reader = BoundedReader::new(memory(), ReadBudget { max_bytes: 100, max_time: Duration::MAX });
         assert!(reader.read_vec(0x1000, 64).is_ok());
         assert!(reader.read_vec(0x1000, 64).is_err());
-        assert!(
-            reader.read_u8(0x1000).is_err(),
-            "stopped, even for a small read"
-        );
+        assert!(reader.read_u8(0x1000).is_err(), "stopped, even for a small read");
         assert_eq!(reader.overrun(), Some(Overrun::Bytes(100)));
         reader.start(ReadBudget::UNLIMITED);
         assert_eq!(reader.overrun(), None);
@@ -186,24 +165,13 @@ mod tests {
 
     #[test]
     fn time_spent_in_reads_is_bounded_and_time_between_them_is_not() {
-        let budget = ReadBudget {
-            max_bytes: u64::MAX,
-            max_time: Duration::from_millis(150),
-        };
+        let budget = ReadBudget { max_bytes: u64::MAX, max_time: Duration::from_millis(150) };
         let reader = BoundedReader::new(Slow(memory()), budget);
         assert!(reader.read_u8(0x1000).is_ok());
         std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            reader.read_u8(0x1000).is_ok(),
-            "the time between reads is not counted"
-        );
-        let more = (0..10)
-            .take_while(|_| reader.read_u8(0x1000).is_ok())
-            .count();
+        assert!(reader.read_u8(0x1000).is_ok(), "the time between reads is not counted");
+        let more = (0..10).take_while(|_| reader.read_u8(0x1000).is_ok()).count();
         assert!(more < 7, "{more} more reads of 20 ms within 150 ms");
-        assert_eq!(
-            reader.overrun(),
-            Some(Overrun::Time(Duration::from_millis(150)))
-        );
+        assert_eq!(reader.overrun(), Some(Overrun::Time(Duration::from_millis(150))));
     }
 }

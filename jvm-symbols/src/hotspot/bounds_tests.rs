@@ -31,16 +31,9 @@ fn a_table_longer_than_hotspot_makes_is_refused() {
     let names: Vec<String> = (0..=MAX_ENTRIES).map(|i| format!("C{i}")).collect();
     let longs: Vec<(&str, i64)> = names.iter().map(|n| (n.as_str(), 1)).collect();
     let (mem, syms) = TableBuilder::new().build(0x40_0000, &[], &[], &[], &longs);
-    assert_bound(
-        VmStructs::read(&mem, &syms),
-        "gHotSpotVMLongConstants entries",
-    );
-    let (mem, syms) =
-        TableBuilder::new().build(0x40_0000, &[], &[], &[], &longs[..MAX_ENTRIES as usize]);
-    assert_eq!(
-        VmStructs::read(&mem, &syms).unwrap().long_constants.len(),
-        MAX_ENTRIES as usize
-    );
+    assert_bound(VmStructs::read(&mem, &syms), "gHotSpotVMLongConstants entries");
+    let (mem, syms) = TableBuilder::new().build(0x40_0000, &[], &[], &[], &longs[..MAX_ENTRIES as usize]);
+    assert_eq!(VmStructs::read(&mem, &syms).unwrap().long_constants.len(), MAX_ENTRIES as usize);
 }
 
 #[test]
@@ -50,10 +43,7 @@ fn a_name_longer_than_hotspot_makes_is_refused() {
     assert_bound(VmStructs::read(&mem, &syms), "name length");
     let just = "N".repeat(MAX_NAME_BYTES - 1);
     let (mem, syms) = TableBuilder::new().build(0x40_0000, &[(&just, None, 8)], &[], &[], &[]);
-    assert_eq!(
-        VmStructs::read(&mem, &syms).unwrap().type_size(&just),
-        Some(8)
-    );
+    assert_eq!(VmStructs::read(&mem, &syms).unwrap().type_size(&just), Some(8));
 }
 
 /// The attack of issue 22: many entries with distinct long names, each table within its
@@ -61,9 +51,7 @@ fn a_name_longer_than_hotspot_makes_is_refused() {
 #[test]
 fn distinct_long_names_are_bounded_together() {
     let count = (MAX_TABLE_NAME_BYTES / (MAX_NAME_BYTES as u64 - 1)) as usize + 2;
-    let names: Vec<String> = (0..count)
-        .map(|i| format!("{i:0>width$}", width = MAX_NAME_BYTES - 1))
-        .collect();
+    let names: Vec<String> = (0..count).map(|i| format!("{i:0>width$}", width = MAX_NAME_BYTES - 1)).collect();
     assert!((names.len() as u64) < MAX_ENTRIES);
     let longs: Vec<(&str, i64)> = names.iter().map(|n| (n.as_str(), 1)).collect();
     let (mem, syms) = TableBuilder::new().build(0x40_0000, &[], &[], &[], &longs);
@@ -72,13 +60,7 @@ fn distinct_long_names_are_bounded_together() {
 
 #[test]
 fn strides_and_entry_offsets_are_bounded() {
-    let (mem, syms) = TableBuilder::new().build(
-        0x40_0000,
-        &[("int", None, 4)],
-        &[],
-        &[("i", 1)],
-        &[("l", 2)],
-    );
+    let (mem, syms) = TableBuilder::new().build(0x40_0000, &[("int", None, 4)], &[], &[("i", 1)], &[("l", 2)]);
     for (symbol, value) in [
         ("gHotSpotVMStructEntryArrayStride", 1u64 << 40),
         ("gHotSpotVMTypeEntrySizeOffset", 1 << 40),
@@ -89,45 +71,27 @@ fn strides_and_entry_offsets_are_bounded() {
         let mut bad = mem.clone();
         bad.insert(syms.get(symbol).unwrap(), &value.to_le_bytes());
         let result = VmStructs::read(&bad, &syms);
-        assert!(
-            matches!(result, Err(HotspotError::Bound { .. })),
-            "{symbol} = {value}: {result:?}"
-        );
+        assert!(matches!(result, Err(HotspotError::Bound { .. })), "{symbol} = {value}: {result:?}");
     }
 }
 
 fn fixture_17() -> (SegmentsMemory, Manifest) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hotspot-17");
-    let memory =
-        SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
-    let manifest =
-        Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
+    let memory = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
+    let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
     (memory, manifest)
 }
 
 /// Address of the `gHotSpotVMStructs` entry of `type_name::field`, in recorded memory.
-fn struct_entry(
-    mem: &SegmentsMemory,
-    syms: &TableSymbols,
-    type_name: &str,
-    field: &str,
-) -> (u64, u64) {
+fn struct_entry(mem: &SegmentsMemory, syms: &TableSymbols, type_name: &str, field: &str) -> (u64, u64) {
     let word = |sym: &str| mem.read_u64(syms.get(sym).unwrap()).unwrap();
-    let (base, stride) = (
-        word("gHotSpotVMStructs"),
-        word("gHotSpotVMStructEntryArrayStride"),
-    );
-    let (type_off, field_off) = (
-        word("gHotSpotVMStructEntryTypeNameOffset"),
-        word("gHotSpotVMStructEntryFieldNameOffset"),
-    );
+    let (base, stride) = (word("gHotSpotVMStructs"), word("gHotSpotVMStructEntryArrayStride"));
+    let (type_off, field_off) =
+        (word("gHotSpotVMStructEntryTypeNameOffset"), word("gHotSpotVMStructEntryFieldNameOffset"));
     let offset_off = word("gHotSpotVMStructEntryOffsetOffset");
     for i in 0..MAX_ENTRIES {
         let entry = base + i * stride;
-        let name = |off: u64| {
-            mem.read_c_string(mem.read_u64(entry + off).unwrap(), 256)
-                .unwrap()
-        };
+        let name = |off: u64| mem.read_c_string(mem.read_u64(entry + off).unwrap(), 256).unwrap();
         if name(type_off) == type_name.as_bytes() && name(field_off) == field.as_bytes() {
             return (entry, offset_off);
         }
@@ -139,23 +103,15 @@ fn struct_entry(
 #[test]
 fn absurd_field_offsets_make_the_jvm_unreadable() {
     let (mem, manifest) = fixture_17();
-    for (type_name, field, offset) in [
-        ("CodeBlob", "_name", 1u64 << 40),
-        ("Method", "_constMethod", 5000),
-        ("nmethod", "_compile_id", u64::MAX),
-    ] {
+    for (type_name, field, offset) in
+        [("CodeBlob", "_name", 1u64 << 40), ("Method", "_constMethod", 5000), ("nmethod", "_compile_id", u64::MAX)]
+    {
         let mut bad = mem.clone();
         let (entry, offset_off) = struct_entry(&mem, &manifest.symbols, type_name, field);
         bad.insert(entry + offset_off, &offset.to_le_bytes());
-        assert_bound(
-            HotspotJvm::new(&bad, &manifest.symbols).map(|_| ()),
-            &format!("{type_name}::{field}"),
-        );
+        assert_bound(HotspotJvm::new(&bad, &manifest.symbols).map(|_| ()), &format!("{type_name}::{field}"));
     }
-    assert!(
-        HotspotJvm::new(&mem, &manifest.symbols).is_ok(),
-        "the recorded tables themselves are in bounds"
-    );
+    assert!(HotspotJvm::new(&mem, &manifest.symbols).is_ok(), "the recorded tables themselves are in bounds");
 }
 
 #[test]
@@ -165,28 +121,15 @@ fn absurd_object_sizes_make_the_jvm_unreadable() {
     assert!(vm.type_size("ConstMethod").is_some());
     // Find the gHotSpotVMTypes entry of ConstMethod and give it a 2^40-byte size.
     let word = |sym: &str| mem.read_u64(manifest.symbols.get(sym).unwrap()).unwrap();
-    let (base, stride) = (
-        word("gHotSpotVMTypes"),
-        word("gHotSpotVMTypeEntryArrayStride"),
-    );
-    let (name_off, size_off) = (
-        word("gHotSpotVMTypeEntryTypeNameOffset"),
-        word("gHotSpotVMTypeEntrySizeOffset"),
-    );
+    let (base, stride) = (word("gHotSpotVMTypes"), word("gHotSpotVMTypeEntryArrayStride"));
+    let (name_off, size_off) = (word("gHotSpotVMTypeEntryTypeNameOffset"), word("gHotSpotVMTypeEntrySizeOffset"));
     let entry = (0..MAX_ENTRIES)
         .map(|i| base + i * stride)
-        .find(|&e| {
-            mem.read_c_string(mem.read_u64(e + name_off).unwrap(), 256)
-                .unwrap()
-                == b"ConstMethod"
-        })
+        .find(|&e| mem.read_c_string(mem.read_u64(e + name_off).unwrap(), 256).unwrap() == b"ConstMethod")
         .unwrap();
     let mut bad = mem.clone();
     bad.insert(entry + size_off, &(1u64 << 40).to_le_bytes());
-    assert_bound(
-        HotspotJvm::new(&bad, &manifest.symbols).map(|_| ()),
-        "sizeof(ConstMethod)",
-    );
+    assert_bound(HotspotJvm::new(&bad, &manifest.symbols).map(|_| ()), "sizeof(ConstMethod)");
 }
 
 /// Counts reads, to show what one lookup costs.
@@ -219,18 +162,11 @@ fn a_segment_map_of_ones_costs_a_few_reads_per_pc() {
     };
     let mut hostile = SegmentsMemory::new();
     hostile.insert(heap.segmap, &vec![1u8; segments as usize]);
-    let reader = Counting {
-        mem: &hostile,
-        reads: Cell::new(0),
-    };
+    let reader = Counting { mem: &hostile, reads: Cell::new(0) };
     let pc = heap.high - 1;
     assert_eq!(codecache::find_block(&reader, &code, &heap, pc), Ok(None));
     let max_hops = (codecache::MAX_BLOB_BYTES >> log2_segment_size) / 254 + 1;
-    assert!(
-        reader.reads.get() <= max_hops / 4096 + 2,
-        "{} reads for one pc",
-        reader.reads.get()
-    );
+    assert!(reader.reads.get() <= max_hops / 4096 + 2, "{} reads for one pc", reader.reads.get());
 }
 
 /// A heap or an interpreter spanning more than the largest code cache HotSpot reserves is
@@ -244,14 +180,9 @@ fn code_spans_over_the_largest_code_cache_are_ignored() {
     assert_eq!(heaps.len(), 3);
     let mut bad = mem.clone();
     let array = mem.read_u64(code.code_cache_heaps).unwrap();
-    let first_heap = mem
-        .read_u64(mem.read_u64(array + code.growable_array_data).unwrap())
-        .unwrap();
+    let first_heap = mem.read_u64(mem.read_u64(array + code.growable_array_data).unwrap()).unwrap();
     let high_at = first_heap + code.code_heap_memory + code.virtual_space_high;
-    bad.insert(
-        high_at,
-        &(heaps[0].low + codecache::MAX_CODE_SPAN_BYTES + 1).to_le_bytes(),
-    );
+    bad.insert(high_at, &(heaps[0].low + codecache::MAX_CODE_SPAN_BYTES + 1).to_le_bytes());
     assert_eq!(
         codecache::read_heaps(&bad, &code).unwrap(),
         heaps[1..].to_vec(),
@@ -261,9 +192,6 @@ fn code_spans_over_the_largest_code_cache_are_ignored() {
     assert!(codecache::interpreter_bounds(&mem, &code).is_ok());
     let queue = mem.read_u64(code.interpreter_code).unwrap();
     let mut bad = mem.clone();
-    bad.insert(
-        queue + code.stub_queue_limit.offset,
-        &u32::MAX.to_le_bytes()[..code.stub_queue_limit.size_bytes],
-    );
+    bad.insert(queue + code.stub_queue_limit.offset, &u32::MAX.to_le_bytes()[..code.stub_queue_limit.size_bytes]);
     assert!(codecache::interpreter_bounds(&bad, &code).is_err());
 }

@@ -149,27 +149,12 @@ fn header_len(l: &CodeLayout) -> u64 {
 
 /// Reads the blob at `address` (right after its `HeapBlock` header): its header in one read
 /// (nmethod-sized, so it may run past a small stub into the next block, which is mapped).
-pub fn read_blob(
-    reader: &impl MemoryReader,
-    l: &CodeLayout,
-    address: u64,
-) -> Result<CodeBlob, ReadError> {
+pub fn read_blob(reader: &impl MemoryReader, l: &CodeLayout, address: u64) -> Result<CodeBlob, ReadError> {
     // The layout bounds every offset (`layout::MAX_FIELD_OFFSET_BYTES`): a few KB at most.
     let header = reader.read_vec(address, header_len(l) as usize)?;
-    let err = ReadError {
-        addr: address,
-        len: header.len(),
-    };
-    let ptr = |off: u64| {
-        Field {
-            offset: off,
-            size_bytes: 8,
-        }
-        .get(&header)
-        .ok_or(err)
-    };
-    let name = String::from_utf8_lossy(&reader.read_c_string(ptr(l.blob_name)?, MAX_NAME_BYTES)?)
-        .into_owned();
+    let err = ReadError { addr: address, len: header.len() };
+    let ptr = |off: u64| Field { offset: off, size_bytes: 8 }.get(&header).ok_or(err);
+    let name = String::from_utf8_lossy(&reader.read_c_string(ptr(l.blob_name)?, MAX_NAME_BYTES)?).into_owned();
     let size_bytes = l.blob_size.get(&header).ok_or(err)?;
     let code_begin = match l.blob_code_start {
         CodeStart::Pointer(off) => ptr(off)?,
@@ -185,13 +170,7 @@ pub fn read_blob(
     } else {
         BlobKind::Other
     };
-    Ok(CodeBlob {
-        address,
-        size_bytes,
-        code_begin,
-        name,
-        kind,
-    })
+    Ok(CodeBlob { address, size_bytes, code_begin, name, kind })
 }
 
 /// The blob containing `pc`, if any heap holds it.
@@ -213,12 +192,7 @@ pub fn find_blob(
 
 /// Every used block of a heap, in address order (for fixtures and diagnostics; a live JVM
 /// changes the heap while this runs, so a concurrent free ends the walk early).
-pub fn blocks(
-    reader: &impl MemoryReader,
-    l: &CodeLayout,
-    heap: &CodeHeap,
-    max_blocks: usize,
-) -> Vec<u64> {
+pub fn blocks(reader: &impl MemoryReader, l: &CodeLayout, heap: &CodeHeap, max_blocks: usize) -> Vec<u64> {
     let mut out = Vec::new();
     let mut block = heap.low;
     while block < heap.high && out.len() < max_blocks {
@@ -231,10 +205,7 @@ pub fn blocks(
         if l.heap_block_used.read(reader, block).is_ok_and(|u| u != 0) {
             out.push(block);
         }
-        match len_segments
-            .checked_shl(heap.log2_segment_size)
-            .and_then(|len| block.checked_add(len))
-        {
+        match len_segments.checked_shl(heap.log2_segment_size).and_then(|len| block.checked_add(len)) {
             Some(next) if next > block => block = next,
             _ => break,
         }
@@ -244,11 +215,7 @@ pub fn blocks(
 
 /// `[start, end)` of the whole code cache as reserved (`CodeCache::_low_bound`,
 /// `_high_bound`), or the span of the heaps when those are not exported or readable.
-pub fn code_cache_bounds(
-    reader: &impl MemoryReader,
-    l: &CodeLayout,
-    heaps: &[CodeHeap],
-) -> Option<(u64, u64)> {
+pub fn code_cache_bounds(reader: &impl MemoryReader, l: &CodeLayout, heaps: &[CodeHeap]) -> Option<(u64, u64)> {
     let reserved = l.code_cache_bounds.and_then(|(lo, hi)| {
         let (lo, hi) = (reader.read_u64(lo).ok()?, reader.read_u64(hi).ok()?);
         (lo < hi).then_some((lo, hi))
@@ -262,19 +229,13 @@ pub fn code_cache_bounds(
 
 /// `[start, end)` of the template interpreter's code (`AbstractInterpreter::_code`, a
 /// `StubQueue`): a pc there is an interpreted Java frame.
-pub fn interpreter_bounds(
-    reader: &impl MemoryReader,
-    l: &CodeLayout,
-) -> Result<(u64, u64), ReadError> {
+pub fn interpreter_bounds(reader: &impl MemoryReader, l: &CodeLayout) -> Result<(u64, u64), ReadError> {
     let queue = reader.read_u64(l.interpreter_code)?;
     let start = reader.read_u64(queue + l.stub_queue_buffer)?;
     let limit = l.stub_queue_limit.read(reader, queue)?;
     match start.checked_add(limit) {
         Some(end) if limit <= MAX_CODE_SPAN_BYTES => Ok((start, end)),
-        _ => Err(ReadError {
-            addr: queue,
-            len: 0,
-        }),
+        _ => Err(ReadError { addr: queue, len: 0 }),
     }
 }
 
@@ -283,13 +244,7 @@ pub fn interpreter_bounds(
 pub fn stub_entries(reader: &impl MemoryReader, fields: &[(String, u64)]) -> Vec<(u64, String)> {
     let mut entries: Vec<(u64, String)> = fields
         .iter()
-        .filter_map(|(name, field)| {
-            reader
-                .read_u64(*field)
-                .ok()
-                .filter(|&e| e != 0)
-                .map(|e| (e, name.clone()))
-        })
+        .filter_map(|(name, field)| reader.read_u64(*field).ok().filter(|&e| e != 0).map(|e| (e, name.clone())))
         .collect();
     entries.sort();
     entries
@@ -323,18 +278,9 @@ mod tests {
             name: "StubRoutines (1)".into(),
             kind: BlobKind::Other,
         };
-        assert_eq!(
-            stub_name(&entries, &blob, 0x1010),
-            Some("StubRoutines::call_stub")
-        );
-        assert_eq!(
-            stub_name(&entries, &blob, 0x11ff),
-            Some("StubRoutines::call_stub")
-        );
-        assert_eq!(
-            stub_name(&entries, &blob, 0x1300),
-            Some("StubRoutines::jbyte_arraycopy")
-        );
+        assert_eq!(stub_name(&entries, &blob, 0x1010), Some("StubRoutines::call_stub"));
+        assert_eq!(stub_name(&entries, &blob, 0x11ff), Some("StubRoutines::call_stub"));
+        assert_eq!(stub_name(&entries, &blob, 0x1300), Some("StubRoutines::jbyte_arraycopy"));
         // Before the blob's first entry: the nearest entry is outside the blob.
         assert_eq!(stub_name(&entries, &blob, 0x1008), None);
         assert_eq!(stub_name(&[], &blob, 0x1008), None);

@@ -22,14 +22,8 @@ pub enum HotspotError {
     #[error("{path}: not a readable ELF file: {reason}")]
     Elf { path: PathBuf, reason: String },
     #[error("{path}: {size_bytes} bytes is over the limit of {limit_bytes} bytes")]
-    TooLarge {
-        path: PathBuf,
-        size_bytes: u64,
-        limit_bytes: u64,
-    },
-    #[error(
-        "libjvm.so does not export {symbol}: no introspection tables (not HotSpot, or too old)"
-    )]
+    TooLarge { path: PathBuf, size_bytes: u64, limit_bytes: u64 },
+    #[error("libjvm.so does not export {symbol}: no introspection tables (not HotSpot, or too old)")]
     MissingSymbol { symbol: String },
     #[error("HotSpot introspection table {table}: {reason}")]
     BadTable { table: &'static str, reason: String },
@@ -37,14 +31,8 @@ pub enum HotspotError {
     MissingField { what: String },
     /// A size, count or offset in the tables beyond what HotSpot produces: a hostile or
     /// corrupt table, never read further.
-    #[error(
-        "HotSpot introspection tables out of bounds: {what} = {value}, over the limit of {limit}"
-    )]
-    Bound {
-        what: String,
-        value: u64,
-        limit: u64,
-    },
+    #[error("HotSpot introspection tables out of bounds: {what} = {value}, over the limit of {limit}")]
+    Bound { what: String, value: u64, limit: u64 },
     /// Reading the tables spent the budget of bytes or time ([`ReadBudget::TABLES`]).
     #[error("reading the HotSpot introspection tables stopped: {0}")]
     Overrun(Overrun),
@@ -57,11 +45,7 @@ pub enum HotspotError {
 
 /// A value read from the target over `limit`, as a [`HotspotError::Bound`].
 pub(crate) fn bound(what: impl Into<String>, value: u64, limit: u64) -> HotspotError {
-    HotspotError::Bound {
-        what: what.into(),
-        value,
-        limit,
-    }
+    HotspotError::Bound { what: what.into(), value, limit }
 }
 
 impl HotspotError {

@@ -64,9 +64,7 @@ impl Manifest {
             match f.as_slice() {
                 ["version", v] => m.version = (*v).to_owned(),
                 ["symbol", name, addr] => {
-                    m.symbols
-                        .addrs
-                        .insert((*name).to_owned(), hex(addr).ok_or_else(bad)?);
+                    m.symbols.addrs.insert((*name).to_owned(), hex(addr).ok_or_else(bad)?);
                 }
                 ["nmethod", a] => m.nmethods.push(hex(a).ok_or_else(bad)?),
                 ["pc", a] => m.pcs.push(hex(a).ok_or_else(bad)?),
@@ -101,27 +99,19 @@ pub fn record<R: MemoryReader>(
         symbols: symbols.clone(),
         ..Manifest::default()
     };
-    let code = layout
-        .code
-        .clone()
-        .ok_or_else(|| HotspotError::MissingField {
-            what: "code cache fields".into(),
-        })?;
+    let code = layout.code.clone().ok_or_else(|| HotspotError::MissingField { what: "code cache fields".into() })?;
     let heaps = jvm.code_heaps().to_vec();
     // Enumerate with a plain reader's view of the same memory, so the walk itself (every
     // block header in the cache) is not recorded.
     let mut found = Vec::new();
     for heap in &heaps {
         for block in codecache::blocks(rec.inner(), &code, heap, MAX_BLOCKS) {
-            let Ok(blob) = codecache::read_blob(rec.inner(), &code, block + code.heap_block_size)
-            else {
+            let Ok(blob) = codecache::read_blob(rec.inner(), &code, block + code.heap_block_size) else {
                 continue;
             };
             match blob.kind {
                 BlobKind::Nmethod { method, .. } => found.push((blob, method)),
-                BlobKind::Other
-                    if blob.name == "I2C/C2I adapters" && manifest.adapter_pc.is_none() =>
-                {
+                BlobKind::Other if blob.name == "I2C/C2I adapters" && manifest.adapter_pc.is_none() => {
                     manifest.adapter_pc = Some(blob.code_begin);
                 }
                 BlobKind::Other => {}
@@ -129,9 +119,8 @@ pub fn record<R: MemoryReader>(
         }
     }
     for (blob, method) in found {
-        let is_workload =
-            super::method::read_method(rec.inner(), &layout.methods, layout.encoding, method)
-                .is_ok_and(|m| m.class == class);
+        let is_workload = super::method::read_method(rec.inner(), &layout.methods, layout.encoding, method)
+            .is_ok_and(|m| m.class == class);
         if !is_workload {
             continue;
         }
@@ -139,20 +128,13 @@ pub fn record<R: MemoryReader>(
         let Some(scopes) = &layout.scopes else {
             continue;
         };
-        let Ok(Some(info)) = NmethodDebugInfo::read(
-            rec.inner(),
-            scopes,
-            layout.encoding,
-            blob.address,
-            method,
-            blob.code_begin,
-        ) else {
+        let Ok(Some(info)) =
+            NmethodDebugInfo::read(rec.inner(), scopes, layout.encoding, blob.address, method, blob.code_begin)
+        else {
             continue;
         };
         manifest.pcs.extend(info.described_pcs());
-        manifest
-            .pcs
-            .push(blob.code_begin + (blob.address + blob.size_bytes - blob.code_begin) / 2);
+        manifest.pcs.push(blob.code_begin + (blob.address + blob.size_bytes - blob.code_begin) / 2);
     }
     manifest.interpreter_pc = jvm.interpreter_bounds().map(|(lo, hi)| lo + (hi - lo) / 2);
     manifest.stub_pc = layout
@@ -161,11 +143,7 @@ pub fn record<R: MemoryReader>(
         .find(|(name, _)| name == "StubRoutines::call_stub")
         .and_then(|(_, field)| rec.inner().read_u64(*field).ok());
     // The replayed queries, in the order the tests make them.
-    let singles = [
-        manifest.interpreter_pc,
-        manifest.stub_pc,
-        manifest.adapter_pc,
-    ];
+    let singles = [manifest.interpreter_pc, manifest.stub_pc, manifest.adapter_pc];
     for pc in manifest.pcs.iter().chain(singles.iter().flatten()) {
         jvm.code_at(*pc);
         jvm.blob_at(*pc);
@@ -191,10 +169,7 @@ mod tests {
         };
         m.symbols.addrs.insert("gHotSpotVMStructs".into(), 0x1234);
         assert_eq!(Manifest::parse(&m.to_text()), Ok(m));
-        assert!(
-            Manifest::parse("pc 12").is_err(),
-            "addresses are 0x-prefixed"
-        );
+        assert!(Manifest::parse("pc 12").is_err(), "addresses are 0x-prefixed");
         assert!(Manifest::parse("what 0x1").is_err());
     }
 }

@@ -200,10 +200,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
     /// Java) returns into the call stub. HotSpot's own `frame::sender` knows entry frames by
     /// it. `None` before the stubs are generated.
     pub fn call_stub_return_address(&self) -> Option<u64> {
-        self.stubs
-            .iter()
-            .find(|(_, name)| name == layout::CALL_STUB_NAME)
-            .map(|(address, _)| *address)
+        self.stubs.iter().find(|(_, name)| name == layout::CALL_STUB_NAME).map(|(address, _)| *address)
     }
 
     /// `[start, end)` of the code cache (see [`codecache::code_cache_bounds`]).
@@ -215,9 +212,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
     /// may live outside the heaps' committed parts the reader knows).
     pub fn in_code_cache(&self, pc: u64) -> bool {
         let within = |b: Option<(u64, u64)>| b.is_some_and(|(lo, hi)| (lo..hi).contains(&pc));
-        within(self.code_bounds)
-            || within(self.interpreter)
-            || self.heaps.iter().any(|h| h.contains(pc))
+        within(self.code_bounds) || within(self.interpreter) || self.heaps.iter().any(|h| h.contains(pc))
     }
 
     /// Re-reads the code heaps' bounds (they grow as code is committed) and the
@@ -291,13 +286,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
         let method = self.method(m)?;
         let bci = method.bci_of_bcp(bcp);
         let line = bci.and_then(|b| method.line_for_bci(b));
-        Some(JavaFrame {
-            method_ptr: m,
-            method,
-            bci,
-            line,
-            kind: FrameKind::Interpreted,
-        })
+        Some(JavaFrame { method_ptr: m, method, bci, line, kind: FrameKind::Interpreted })
     }
 
     /// The blob holding `pc`, read fresh.
@@ -312,12 +301,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
         }
     }
 
-    fn debug_info(
-        &mut self,
-        blob: &CodeBlob,
-        method: u64,
-        compile_id: u32,
-    ) -> Option<Arc<NmethodDebugInfo>> {
+    fn debug_info(&mut self, blob: &CodeBlob, method: u64, compile_id: u32) -> Option<Arc<NmethodDebugInfo>> {
         if let Some((id, info)) = self.nmethods.get(&blob.address) {
             if *id == compile_id && info.method == method {
                 return Some(info.clone());
@@ -339,16 +323,11 @@ impl<R: MemoryReader> HotspotJvm<R> {
             }
         };
         self.reads.nmethods += 1;
-        if self.nmethods.len() >= MAX_CACHED_NMETHODS
-            || self.cached_bytes + info.heap_bytes() > self.max_cached_bytes
-        {
+        if self.nmethods.len() >= MAX_CACHED_NMETHODS || self.cached_bytes + info.heap_bytes() > self.max_cached_bytes {
             self.reset_caches();
         }
         self.cached_bytes += info.heap_bytes();
-        if let Some((_, old)) = self
-            .nmethods
-            .insert(blob.address, (compile_id, info.clone()))
-        {
+        if let Some((_, old)) = self.nmethods.insert(blob.address, (compile_id, info.clone())) {
             self.cached_bytes = self.cached_bytes.saturating_sub(old.heap_bytes());
         }
         Some(info)
@@ -356,10 +335,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
 
     /// What runs at `pc`: Java frames (inlined ones included) for compiled code.
     pub fn code_at(&mut self, pc: u64) -> CodeAt {
-        if self
-            .interpreter
-            .is_some_and(|(lo, hi)| (lo..hi).contains(&pc))
-        {
+        if self.interpreter.is_some_and(|(lo, hi)| (lo..hi).contains(&pc)) {
             return CodeAt::Interpreter;
         }
         let Some(blob) = self.blob_at(pc) else {
@@ -382,11 +358,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
         for (i, s) in scopes.iter().enumerate() {
             let Some(m) = self.method(s.method) else {
                 // A chain with a hole would misname callers: keep what is certain.
-                return if frames.is_empty() {
-                    CodeAt::Blob(blob.name)
-                } else {
-                    CodeAt::Java(frames)
-                };
+                return if frames.is_empty() { CodeAt::Blob(blob.name) } else { CodeAt::Java(frames) };
             };
             let line = s.bci.and_then(|b| m.line_for_bci(b));
             frames.push(JavaFrame {
@@ -394,11 +366,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
                 method: m,
                 bci: s.bci,
                 line,
-                kind: if i == last {
-                    FrameKind::Jit
-                } else {
-                    FrameKind::Inlined
-                },
+                kind: if i == last { FrameKind::Jit } else { FrameKind::Inlined },
             });
         }
         CodeAt::Java(frames)

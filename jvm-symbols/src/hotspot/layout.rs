@@ -190,16 +190,11 @@ impl Lookup<'_> {
         let known = match type_string {
             "u1" | "bool" | "jbyte" | "char" | "signed char" | "volatile signed char" => Some(1),
             "u2" | "jushort" | "jshort" | "uint16_t" => Some(2),
-            "u4" | "int" | "jint" | "juint" | "uint" | "unsigned int" | "uint32_t"
-            | "CompLevel" => Some(4),
+            "u4" | "int" | "jint" | "juint" | "uint" | "unsigned int" | "uint32_t" | "CompLevel" => Some(4),
             "u8" | "address" | "size_t" | "intx" | "uintx" | "uint64_t" | "long" => Some(8),
             _ => None,
         };
-        known.or_else(|| {
-            self.0
-                .type_size(type_string)
-                .and_then(|s| usize::try_from(s).ok())
-        })
+        known.or_else(|| self.0.type_size(type_string).and_then(|s| usize::try_from(s).ok()))
     }
 
     /// Records (the first) bound broken, and returns it.
@@ -213,11 +208,7 @@ impl Lookup<'_> {
 
     /// The first of `names` that `type_name` (or a superclass) has: its name, offset and
     /// type.
-    fn entry<'n>(
-        &self,
-        type_name: &str,
-        names: &[&'n str],
-    ) -> Result<(&'n str, u64, &str), HotspotError> {
+    fn entry<'n>(&self, type_name: &str, names: &[&'n str]) -> Result<(&'n str, u64, &str), HotspotError> {
         for name in names {
             if let Some(f) = self.0.field(type_name, name).filter(|f| !f.is_static) {
                 if f.offset > MAX_FIELD_OFFSET_BYTES {
@@ -238,11 +229,7 @@ impl Lookup<'_> {
         let (name, offset, type_string) = self.entry(type_name, names)?;
         let size_bytes = self.size_of_type(type_string).unwrap_or(8);
         if ![1, 2, 4, 8].contains(&size_bytes) {
-            return Err(self.broken(
-                format!("size of {type_name}::{name} ({type_string})"),
-                size_bytes as u64,
-                8,
-            ));
+            return Err(self.broken(format!("size of {type_name}::{name} ({type_string})"), size_bytes as u64, 8));
         }
         Ok(Field { offset, size_bytes })
     }
@@ -260,10 +247,7 @@ impl Lookup<'_> {
     }
 
     fn size(&self, type_name: &str) -> Result<u64, HotspotError> {
-        let size = self
-            .0
-            .type_size(type_name)
-            .ok_or_else(|| missing(format!("sizeof({type_name})")))?;
+        let size = self.0.type_size(type_name).ok_or_else(|| missing(format!("sizeof({type_name})")))?;
         if size > MAX_OBJECT_SIZE_BYTES {
             return Err(self.broken(format!("sizeof({type_name})"), size, MAX_OBJECT_SIZE_BYTES));
         }
@@ -276,11 +260,7 @@ impl Layout {
         let l = Lookup(vm, RefCell::new(None));
         // Every field is looked up before any error is returned: a bound broken anywhere
         // is the error, whatever else is missing.
-        let (methods, code, scopes) = (
-            method_layout(&l),
-            code_layout(&l).ok(),
-            scopes_layout(&l).ok(),
-        );
+        let (methods, code, scopes) = (method_layout(&l), code_layout(&l).ok(), scopes_layout(&l).ok());
         if let Some(broken) = l.1.take() {
             return Err(broken);
         }
@@ -299,39 +279,26 @@ impl Layout {
 
 fn read_version(l: &Lookup, reader: &impl MemoryReader) -> Result<JvmVersion, HotspotError> {
     let mut v = [0u32; 4];
-    for (slot, name) in v.iter_mut().zip([
-        "_vm_major_version",
-        "_vm_minor_version",
-        "_vm_security_version",
-        "_vm_build_number",
-    ]) {
+    for (slot, name) in
+        v.iter_mut().zip(["_vm_major_version", "_vm_minor_version", "_vm_security_version", "_vm_build_number"])
+    {
         *slot = reader.read_u32(l.static_address("Abstract_VM_Version", name)?)?;
     }
-    Ok(JvmVersion {
-        major: v[0],
-        minor: v[1],
-        security: v[2],
-        build: v[3],
-    })
+    Ok(JvmVersion { major: v[0], minor: v[1], security: v[2], build: v[3] })
 }
 
 fn method_layout(l: &Lookup) -> Result<MethodLayout, HotspotError> {
-    let has_linenumber_table_flag = [
-        "ConstMethodFlags::_misc_has_linenumber_table",
-        "ConstMethod::_has_linenumber_table",
-    ]
-    .iter()
-    .find_map(|n| l.0.int_constant(n))
-    .unwrap_or(1) as u64;
+    let has_linenumber_table_flag =
+        ["ConstMethodFlags::_misc_has_linenumber_table", "ConstMethod::_has_linenumber_table"]
+            .iter()
+            .find_map(|n| l.0.int_constant(n))
+            .unwrap_or(1) as u64;
     let symbol_length = match l.field("Symbol", &["_length"]) {
         Ok(f) => f,
         // JDK 12 to 15 packed the length into the upper half of `_length_and_refcount`.
         Err(_) => {
             let packed = l.field("Symbol", &["_length_and_refcount"])?;
-            Field {
-                offset: packed.offset + 2,
-                size_bytes: 2,
-            }
+            Field { offset: packed.offset + 2, size_bytes: 2 }
         }
     };
     Ok(MethodLayout {
@@ -368,12 +335,7 @@ fn code_layout(l: &Lookup) -> Result<CodeLayout, HotspotError> {
         Err(_) => CodeStart::Offset(l.field("CodeBlob", &["_code_offset"])?),
     };
     let header = l.offset("HeapBlock", &["_header"])?;
-    let block_field = |name| {
-        l.field("HeapBlock::Header", &[name]).map(|f| Field {
-            offset: header + f.offset,
-            ..f
-        })
-    };
+    let block_field = |name| l.field("HeapBlock::Header", &[name]).map(|f| Field { offset: header + f.offset, ..f });
     Ok(CodeLayout {
         code_cache_heaps: l.static_address("CodeCache", "_heaps")?,
         code_cache_bounds: l
@@ -424,14 +386,10 @@ fn stub_entry_fields(vm: &VmStructs) -> Vec<(String, u64)> {
     let mut fields: Vec<(String, u64)> = vm
         .fields
         .iter()
-        .filter(|((ty, _), f)| {
-            ty == "StubRoutines" && f.is_static && f.type_string == "address" && f.address != 0
-        })
+        .filter(|((ty, _), f)| ty == "StubRoutines" && f.is_static && f.type_string == "address" && f.address != 0)
         .map(|((_, name), f)| {
             // The call stub is known by its return address, the pc a sample sees.
-            let name = name
-                .trim_start_matches('_')
-                .trim_end_matches("_return_address");
+            let name = name.trim_start_matches('_').trim_end_matches("_return_address");
             (format!("StubRoutines::{name}"), f.address)
         })
         .collect();
@@ -444,21 +402,9 @@ fn stub_entry_fields(vm: &VmStructs) -> Vec<(String, u64)> {
 /// (JDK 17 and 21 export `frame::interpreter_frame_last_sp_offset = -2`), so the method
 /// slot is derived from it and the bcp slot is five words further down.
 fn interpreter_frame(vm: &VmStructs) -> InterpreterFrame {
-    let last_sp = vm
-        .int_constant("frame::interpreter_frame_last_sp_offset")
-        .unwrap_or(-2) as i64;
-    let method_slot = vm
-        .int_constant("frame::interpreter_frame_method_offset")
-        .map_or(last_sp - 1, i64::from);
-    let bcp_slot = vm
-        .int_constant("frame::interpreter_frame_bcp_offset")
-        .map_or(method_slot - 5, i64::from);
-    let sender_sp_slot = vm
-        .int_constant("frame::interpreter_frame_sender_sp_offset")
-        .unwrap_or(-1) as i64;
-    InterpreterFrame {
-        sender_sp_slot,
-        method_slot,
-        bcp_slot,
-    }
+    let last_sp = vm.int_constant("frame::interpreter_frame_last_sp_offset").unwrap_or(-2) as i64;
+    let method_slot = vm.int_constant("frame::interpreter_frame_method_offset").map_or(last_sp - 1, i64::from);
+    let bcp_slot = vm.int_constant("frame::interpreter_frame_bcp_offset").map_or(method_slot - 5, i64::from);
+    let sender_sp_slot = vm.int_constant("frame::interpreter_frame_sender_sp_offset").unwrap_or(-1) as i64;
+    InterpreterFrame { sender_sp_slot, method_slot, bcp_slot }
 }

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Read as _;
 use std::io::BufReader;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use object::read::elf::{ElfFile64, ProgramHeader, SectionHeader};
@@ -57,12 +57,7 @@ pub struct TableSymbols {
 
 impl TableSymbols {
     pub fn get(&self, name: &str) -> Result<u64, HotspotError> {
-        self.addrs
-            .get(name)
-            .copied()
-            .ok_or_else(|| HotspotError::MissingSymbol {
-                symbol: name.to_owned(),
-            })
+        self.addrs.get(name).copied().ok_or_else(|| HotspotError::MissingSymbol { symbol: name.to_owned() })
     }
 }
 
@@ -84,14 +79,11 @@ fn is_libjvm(path: &str) -> bool {
 
 /// The lowest mapping of libjvm.so in a parsed maps file.
 pub fn find_libjvm(maps: &[Mapping]) -> Option<LibjvmMapping> {
-    maps.iter()
-        .filter(|m| m.path.as_deref().is_some_and(is_libjvm))
-        .min_by_key(|m| m.start)
-        .map(|m| LibjvmMapping {
-            path: m.path.clone().unwrap_or_default(),
-            start: m.start,
-            end: m.end,
-        })
+    maps.iter().filter(|m| m.path.as_deref().is_some_and(is_libjvm)).min_by_key(|m| m.start).map(|m| LibjvmMapping {
+        path: m.path.clone().unwrap_or_default(),
+        start: m.start,
+        end: m.end,
+    })
 }
 
 /// Resolves the table symbols of a libjvm.so image mapped with its lowest `PT_LOAD` at
@@ -101,10 +93,7 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
     mapped_start: u64,
     path: &Path,
 ) -> Result<TableSymbols, HotspotError> {
-    let elf_err = |reason: String| HotspotError::Elf {
-        path: path.to_owned(),
-        reason,
-    };
+    let elf_err = |reason: String| HotspotError::Elf { path: path.to_owned(), reason };
     let elf = ElfFile64::<Endianness, R>::parse(data).map_err(|e| elf_err(e.to_string()))?;
     let endian = elf.endian();
     let first_load_vaddr = elf
@@ -119,7 +108,11 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
         let strings = sections.section(object::SectionIndex(dynsym.sh_link(endian) as usize)).ok();
         for size_bytes in [Some(dynsym.sh_size(endian)), strings.map(|s| s.sh_size(endian))].into_iter().flatten() {
             if size_bytes > MAX_DYNAMIC_TABLE_BYTES {
-                return Err(HotspotError::TooLarge { path: path.to_owned(), size_bytes, limit_bytes: MAX_DYNAMIC_TABLE_BYTES });
+                return Err(HotspotError::TooLarge {
+                    path: path.to_owned(),
+                    size_bytes,
+                    limit_bytes: MAX_DYNAMIC_TABLE_BYTES,
+                });
             }
         }
     }
@@ -134,9 +127,7 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
     }
     for name in TABLE_SYMBOLS {
         if !addrs.contains_key(*name) {
-            return Err(HotspotError::MissingSymbol {
-                symbol: (*name).to_owned(),
-            });
+            return Err(HotspotError::MissingSymbol { symbol: (*name).to_owned() });
         }
     }
     Ok(TableSymbols { addrs })
@@ -145,18 +136,11 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
 /// Opens libjvm.so for lazy reads: only the ELF headers and the dynamic symbol and string
 /// tables are read, not the whole (about 20 MB) file.
 fn open_bounded(path: &Path) -> Result<ReadCache<File>, HotspotError> {
-    let io = |source| HotspotError::Io {
-        path: path.to_owned(),
-        source,
-    };
+    let io = |source| HotspotError::Io { path: path.to_owned(), source };
     let file = File::open(path).map_err(io)?;
     let size_bytes = file.metadata().map_err(io)?.len();
     if size_bytes > MAX_LIBJVM_BYTES {
-        return Err(HotspotError::TooLarge {
-            path: path.to_owned(),
-            size_bytes,
-            limit_bytes: MAX_LIBJVM_BYTES,
-        });
+        return Err(HotspotError::TooLarge { path: path.to_owned(), size_bytes, limit_bytes: MAX_LIBJVM_BYTES });
     }
     Ok(ReadCache::new(file))
 }
@@ -166,26 +150,17 @@ fn open_bounded(path: &Path) -> Result<ReadCache<File>, HotspotError> {
 /// if replaced or deleted since), reached without resolving any path inside the target's file
 /// system, where a symlink could point anywhere. Opening it needs CAP_CHECKPOINT_RESTORE (or
 /// root), as native symbolization does.
-pub fn locate_tables(
-    proc_root: &Path,
-    pid: u32,
-) -> Result<(LibjvmMapping, TableSymbols), HotspotError> {
+pub fn locate_tables(proc_root: &Path, pid: u32) -> Result<(LibjvmMapping, TableSymbols), HotspotError> {
     let pid_dir = proc_root.join(pid.to_string());
     let maps_path = pid_dir.join("maps");
-    let maps_file = File::open(&maps_path).map_err(|source| HotspotError::Io {
-        path: maps_path.clone(),
-        source,
-    })?;
+    let maps_file = File::open(&maps_path).map_err(|source| HotspotError::Io { path: maps_path.clone(), source })?;
     let maps = parse_maps(BufReader::new(maps_file.take(MAX_MAPS_BYTES)));
     let lib = find_libjvm(&maps).ok_or(HotspotError::NoLibjvm { pid })?;
-    let path: PathBuf = pid_dir
-        .join("map_files")
-        .join(format!("{:x}-{:x}", lib.start, lib.end));
+    let path: PathBuf = pid_dir.join("map_files").join(format!("{:x}-{:x}", lib.start, lib.end));
     let data = open_bounded(&path)?;
     let symbols = table_symbols_from_elf(&data, lib.start, &path)?;
     Ok((lib, symbols))
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -210,8 +185,7 @@ mod tests {
 
     #[test]
     fn a_non_elf_file_is_an_error_not_a_panic() {
-        let err =
-            table_symbols_from_elf(&b"\x7fELF garbage"[..], 0x1000, Path::new("x")).unwrap_err();
+        let err = table_symbols_from_elf(&b"\x7fELF garbage"[..], 0x1000, Path::new("x")).unwrap_err();
         assert!(matches!(err, HotspotError::Elf { .. }), "{err}");
     }
 
@@ -225,11 +199,7 @@ mod tests {
         let at_bias = table_symbols_from_elf(&data, 0x7f00_0000_0000, path).unwrap();
         assert_eq!(at0.addrs.len(), TABLE_SYMBOLS.len());
         for (name, addr) in &at0.addrs {
-            assert_eq!(
-                at_bias.get(name).unwrap(),
-                addr + 0x7f00_0000_0000,
-                "{name}"
-            );
+            assert_eq!(at_bias.get(name).unwrap(), addr + 0x7f00_0000_0000, "{name}");
         }
     }
 }

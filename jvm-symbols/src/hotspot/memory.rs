@@ -64,10 +64,7 @@ pub trait MemoryReader {
             2 => self.read_u16(addr).map(u64::from),
             4 => self.read_u32(addr).map(u64::from),
             8 => self.read_u64(addr),
-            _ => Err(ReadError {
-                addr,
-                len: size_bytes,
-            }),
+            _ => Err(ReadError { addr, len: size_bytes }),
         }
     }
 
@@ -77,9 +74,7 @@ pub trait MemoryReader {
         const CHUNK: usize = 32;
         let mut out = Vec::new();
         while out.len() < max_len {
-            let at = addr
-                .checked_add(out.len() as u64)
-                .ok_or(ReadError { addr, len: max_len })?;
+            let at = addr.checked_add(out.len() as u64).ok_or(ReadError { addr, len: max_len })?;
             // Never cross a 4 KiB page in one read: the next page may be unmapped.
             let to_page_end = (4096 - (at % 4096)) as usize;
             let mut buf = [0u8; CHUNK];
@@ -117,25 +112,15 @@ pub struct ProcessMemory {
 
 impl MemoryReader for ProcessMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
-        let err = ReadError {
-            addr,
-            len: buf.len(),
-        };
+        let err = ReadError { addr, len: buf.len() };
         if buf.is_empty() {
             return Ok(());
         }
-        let local = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let remote = libc::iovec {
-            iov_base: addr as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
+        let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: buf.len() };
         // SAFETY: `local` covers exactly `buf`, which we own mutably; the remote side is
         // only read by the kernel, which checks it against the target's mappings.
-        let n =
-            unsafe { libc::process_vm_readv(self.pid as libc::pid_t, &local, 1, &remote, 1, 0) };
+        let n = unsafe { libc::process_vm_readv(self.pid as libc::pid_t, &local, 1, &remote, 1, 0) };
         if n < 0 || n as usize != buf.len() {
             return Err(err);
         }
@@ -163,12 +148,8 @@ impl SegmentsMemory {
         let mut start = addr;
         let mut merged = bytes.to_vec();
         let end = addr + bytes.len() as u64;
-        let touching: Vec<u64> = self
-            .segments
-            .range(..=end)
-            .filter(|(&s, v)| s + v.len() as u64 >= addr)
-            .map(|(&s, _)| s)
-            .collect();
+        let touching: Vec<u64> =
+            self.segments.range(..=end).filter(|(&s, v)| s + v.len() as u64 >= addr).map(|(&s, _)| s).collect();
         for s in touching {
             let old = self.segments.remove(&s).expect("key just listed");
             let old_end = s + old.len() as u64;
@@ -206,8 +187,7 @@ impl SegmentsMemory {
         let mut mem = Self::new();
         while !rest.is_empty() {
             let addr = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
-            let len =
-                usize::try_from(u64::from_le_bytes(rest.get(8..16)?.try_into().ok()?)).ok()?;
+            let len = usize::try_from(u64::from_le_bytes(rest.get(8..16)?.try_into().ok()?)).ok()?;
             let bytes = rest.get(16..16usize.checked_add(len)?)?;
             mem.insert(addr, bytes);
             rest = &rest[16 + len..];
@@ -218,15 +198,10 @@ impl SegmentsMemory {
 
 impl MemoryReader for SegmentsMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
-        let err = ReadError {
-            addr,
-            len: buf.len(),
-        };
+        let err = ReadError { addr, len: buf.len() };
         let (&start, bytes) = self.segments.range(..=addr).next_back().ok_or(err)?;
         let off = (addr - start) as usize;
-        let src = bytes
-            .get(off..off.checked_add(buf.len()).ok_or(err)?)
-            .ok_or(err)?;
+        let src = bytes.get(off..off.checked_add(buf.len()).ok_or(err)?).ok_or(err)?;
         buf.copy_from_slice(src);
         Ok(())
     }
@@ -242,10 +217,7 @@ pub struct RecordingReader<R> {
 
 impl<R: MemoryReader> RecordingReader<R> {
     pub fn new(inner: R) -> Self {
-        Self {
-            inner,
-            recorded: Mutex::new(SegmentsMemory::new()),
-        }
+        Self { inner, recorded: Mutex::new(SegmentsMemory::new()) }
     }
 
     /// The wrapped reader (reads through it are not recorded).
@@ -255,20 +227,14 @@ impl<R: MemoryReader> RecordingReader<R> {
 
     /// Everything read so far.
     pub fn recorded(&self) -> SegmentsMemory {
-        self.recorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.recorded.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
 impl<R: MemoryReader> MemoryReader for RecordingReader<R> {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
         self.inner.read(addr, buf)?;
-        self.recorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(addr, buf);
+        self.recorded.lock().unwrap_or_else(|e| e.into_inner()).insert(addr, buf);
         Ok(())
     }
 }
@@ -320,19 +286,14 @@ mod tests {
         // the reader never asks for bytes past the page it is in.
         mem.insert(0x2000 - 5, b"abc\0\0");
         assert_eq!(mem.read_c_string(0x100, 64).unwrap(), b"Method");
-        assert!(
-            mem.read_c_string(0x100, 3).is_err(),
-            "longer than the limit"
-        );
+        assert!(mem.read_c_string(0x100, 3).is_err(), "longer than the limit");
         assert_eq!(mem.read_c_string(0x2000 - 5, 64).unwrap(), b"abc");
     }
 
     #[test]
     fn process_memory_reads_our_own_memory_and_fails_on_unmapped() {
         let value: u64 = 0x1122_3344_5566_7788;
-        let me = ProcessMemory {
-            pid: std::process::id(),
-        };
+        let me = ProcessMemory { pid: std::process::id() };
         assert_eq!(me.read_u64(&value as *const u64 as u64), Ok(value));
         assert!(me.read_u64(8).is_err(), "page zero is never mapped");
     }

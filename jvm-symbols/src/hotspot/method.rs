@@ -50,12 +50,7 @@ impl JavaMethod {
     /// is shown as it is after the name (`com.acme.Foo.bar(I`).
     pub fn full_name(&self) -> String {
         match parse_descriptor(&self.signature) {
-            Some((args, ret)) => format!(
-                "{ret} {}.{}({})",
-                self.external_class(),
-                self.name,
-                args.join(", ")
-            ),
+            Some((args, ret)) => format!("{ret} {}.{}({})", self.external_class(), self.name, args.join(", ")),
             None => format!("{}.{}{}", self.external_class(), self.name, self.signature),
         }
     }
@@ -147,22 +142,14 @@ const MAX_LINE_TABLE_CHUNKS: usize = 64;
 /// Bytes of a symbol's body read together with its header; longer names take a second read.
 const SYMBOL_FIRST_READ: usize = 96;
 
-pub fn read_symbol(
-    reader: &impl MemoryReader,
-    l: &MethodLayout,
-    symbol: u64,
-) -> Result<String, ReadError> {
+pub fn read_symbol(reader: &impl MemoryReader, l: &MethodLayout, symbol: u64) -> Result<String, ReadError> {
     let body = l.symbol_body as usize;
     let mut first = [0u8; SYMBOL_FIRST_READ];
     // One read for header and short bodies, unless it would cross into the next page
     // (which may be unmapped): then header and body separately.
     let room = (4096 - symbol % 4096) as usize;
     let (len, bytes) = if room >= SYMBOL_FIRST_READ && reader.read(symbol, &mut first).is_ok() {
-        let len = l
-            .symbol_length
-            .get(&first)
-            .unwrap_or(0)
-            .min(MAX_SYMBOL_BYTES) as usize;
+        let len = l.symbol_length.get(&first).unwrap_or(0).min(MAX_SYMBOL_BYTES) as usize;
         (len, first.get(body..body + len).map(<[u8]>::to_vec))
     } else {
         let len = l.symbol_length.read(reader, symbol)?.min(MAX_SYMBOL_BYTES) as usize;
@@ -187,10 +174,7 @@ fn pool_symbol(
     if index == 0 || index >= pool_length {
         return Err(MethodMiss::Corrupt(m));
     }
-    let symbol = reader.read_u64(
-        pool.wrapping_add(l.constant_pool_size)
-            .wrapping_add(index.wrapping_mul(8)),
-    )?;
+    let symbol = reader.read_u64(pool.wrapping_add(l.constant_pool_size).wrapping_add(index.wrapping_mul(8)))?;
     Ok(read_symbol(reader, l, symbol)?)
 }
 
@@ -209,9 +193,7 @@ fn holder_lists(
         return Ok(false);
     }
     let all = reader.read_vec(methods.wrapping_add(l.method_array_data), len as usize * 8)?;
-    let mut listed = all
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+    let mut listed = all.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
     Ok(listed.clone().nth(idnum as usize) == Some(m) || listed.any(|x| x == m))
 }
 
@@ -230,11 +212,7 @@ fn is_method_handle_intrinsic(
     Ok(class == "java/lang/invoke/MethodHandle" && reader.read_u64(holder + constants)? != pool)
 }
 
-fn read_line_table(
-    reader: &impl MemoryReader,
-    start: u64,
-    encoding: Encoding,
-) -> Option<Vec<LineEntry>> {
+fn read_line_table(reader: &impl MemoryReader, start: u64, encoding: Encoding) -> Option<Vec<LineEntry>> {
     let mut bytes = Vec::new();
     for _ in 0..MAX_LINE_TABLE_CHUNKS {
         let mut chunk = [0u8; LINE_TABLE_CHUNK];
@@ -273,22 +251,8 @@ pub fn read_method(
         return Err(MethodMiss::Stale(m));
     }
     let class = read_symbol(reader, l, reader.read_u64(holder + l.klass_name)?)?.replace('/', ".");
-    let name = pool_symbol(
-        reader,
-        l,
-        pool,
-        pool_length,
-        cm_field(&l.const_method_name_index)?,
-        m,
-    )?;
-    let signature = pool_symbol(
-        reader,
-        l,
-        pool,
-        pool_length,
-        cm_field(&l.const_method_signature_index)?,
-        m,
-    )?;
+    let name = pool_symbol(reader, l, pool, pool_length, cm_field(&l.const_method_name_index)?, m)?;
+    let signature = pool_symbol(reader, l, pool, pool_length, cm_field(&l.const_method_signature_index)?, m)?;
     let code_size = cm_field(&l.const_method_code_size)? as u32;
     let code_start = cm + l.const_method_size;
     let lines = if cm_field(&l.const_method_flags)? & l.has_linenumber_table_flag != 0 {
@@ -297,32 +261,15 @@ pub fn read_method(
     } else {
         Vec::new()
     };
-    Ok(JavaMethod {
-        class,
-        name,
-        signature,
-        const_method: cm,
-        code_start,
-        code_size,
-        lines,
-    })
+    Ok(JavaMethod { class, name, signature, const_method: cm, code_start, code_size, lines })
 }
 
 fn read_ptr(bytes: &[u8], offset: u64) -> Option<u64> {
-    Field {
-        offset,
-        size_bytes: 8,
-    }
-    .get(bytes)
+    Field { offset, size_bytes: 8 }.get(bytes)
 }
 
 /// Is the cached `method` still what `m` points to? One read: the `ConstMethod*`.
-pub fn still_valid(
-    reader: &impl MemoryReader,
-    l: &MethodLayout,
-    m: u64,
-    method: &JavaMethod,
-) -> bool {
+pub fn still_valid(reader: &impl MemoryReader, l: &MethodLayout, m: u64, method: &JavaMethod) -> bool {
     reader.read_u64(m + l.method_const_method) == Ok(method.const_method)
 }
 
@@ -365,28 +312,14 @@ mod tests {
     fn hidden_classes_read_as_in_java_stack_traces() {
         let m = method("a.B$$Lambda$14+0x0000000800c02a00", "run", "()V");
         assert_eq!(m.short_name(), "a.B$$Lambda$14/0x0000000800c02a00.run");
-        assert_eq!(
-            m.full_name(),
-            "void a.B$$Lambda$14/0x0000000800c02a00.run()"
-        );
+        assert_eq!(m.full_name(), "void a.B$$Lambda$14/0x0000000800c02a00.run()");
         assert_eq!(method("a.C+D", "e", "()V").short_name(), "a.C+D.e");
     }
 
     #[test]
     fn malformed_descriptors_are_shown_raw() {
-        for sig in [
-            "(I",
-            "I)V",
-            "(Q)V",
-            "(I)V;",
-            "([V)V",
-            "(Ljava/lang/String)V",
-        ] {
-            assert_eq!(
-                method("A", "b", sig).full_name(),
-                format!("A.b{sig}"),
-                "{sig}"
-            );
+        for sig in ["(I", "I)V", "(Q)V", "(I)V;", "([V)V", "(Ljava/lang/String)V"] {
+            assert_eq!(method("A", "b", sig).full_name(), format!("A.b{sig}"), "{sig}");
         }
     }
 }

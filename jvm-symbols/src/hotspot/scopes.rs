@@ -62,10 +62,7 @@ impl NmethodDebugInfo {
         if !ordered || deps_off - metadata_off > MAX_DEBUG_INFO_BYTES || l.pc_desc_size == 0 {
             return Ok(None);
         }
-        let region = reader.read_vec(
-            nmethod.wrapping_add(metadata_off),
-            (deps_off - metadata_off) as usize,
-        )?;
+        let region = reader.read_vec(nmethod.wrapping_add(metadata_off), (deps_off - metadata_off) as usize)?;
         let rel = |off: u64| (off - metadata_off) as usize;
         let metadata = region[..rel(scopes_off)]
             .chunks_exact(8)
@@ -80,14 +77,7 @@ impl NmethodDebugInfo {
                 Some((pc, scope as u32))
             })
             .collect();
-        Ok(Some(Self {
-            method,
-            code_begin,
-            metadata,
-            scopes,
-            pcs,
-            encoding,
-        }))
+        Ok(Some(Self { method, code_begin, metadata, scopes, pcs, encoding }))
     }
 
     /// Approximate heap bytes this entry holds (for cache budgets).
@@ -101,14 +91,8 @@ impl NmethodDebugInfo {
     /// The Java frames at `pc`, innermost (the inlined leaf) first, the nmethod's own
     /// method last. Falls back to the nmethod's method alone when no scope describes it.
     pub fn frames_at(&self, pc: u64) -> Vec<ScopeFrame> {
-        let fallback = vec![ScopeFrame {
-            method: self.method,
-            bci: None,
-        }];
-        let Some(offset) = pc
-            .checked_sub(self.code_begin)
-            .and_then(|o| i32::try_from(o).ok())
-        else {
+        let fallback = vec![ScopeFrame { method: self.method, bci: None }];
+        let Some(offset) = pc.checked_sub(self.code_begin).and_then(|o| i32::try_from(o).ok()) else {
             return fallback;
         };
         let idx = self.pcs.partition_point(|&(p, _)| p < offset);
@@ -121,19 +105,12 @@ impl NmethodDebugInfo {
             let Some(h) = decode_scope_header(&self.scopes, at as usize, self.encoding) else {
                 break;
             };
-            let method = h
-                .method_index
-                .checked_sub(1)
-                .and_then(|i| self.metadata.get(i as usize))
-                .copied()
-                .unwrap_or(0);
+            let method =
+                h.method_index.checked_sub(1).and_then(|i| self.metadata.get(i as usize)).copied().unwrap_or(0);
             if method == 0 {
                 break;
             }
-            frames.push(ScopeFrame {
-                method,
-                bci: Some(h.bci),
-            });
+            frames.push(ScopeFrame { method, bci: Some(h.bci) });
             // Senders are always written before their callees: a pointer that does not go
             // back is corrupt, and would loop.
             if h.sender_decode_offset >= at {
@@ -150,10 +127,7 @@ impl NmethodDebugInfo {
 
     /// The pcs the debug info describes (code_begin + each PcDesc offset).
     pub fn described_pcs(&self) -> impl Iterator<Item = u64> + '_ {
-        self.pcs
-            .iter()
-            .filter(|(p, _)| *p >= 0)
-            .map(|(p, _)| self.code_begin + *p as u64)
+        self.pcs.iter().filter(|(p, _)| *p >= 0).map(|(p, _)| self.code_begin + *p as u64)
     }
 }
 
@@ -165,10 +139,7 @@ mod tests {
     use crate::hotspot::stream::tests::encode_uint;
 
     fn f4(offset: u64) -> Field {
-        Field {
-            offset,
-            size_bytes: 4,
-        }
+        Field { offset, size_bytes: 4 }
     }
 
     /// A hand-built nmethod: outer (metadata 1) inlines inner (metadata 2) at pc offset 0x40.
@@ -225,39 +196,17 @@ mod tests {
         for enc in [Encoding::Classic, Encoding::Unsigned5] {
             let (mem, l, nm) = build(enc);
             let code = 0x20_0000;
-            let info = NmethodDebugInfo::read(&mem, &l, enc, nm, 0xAAAA_0000, code)
-                .unwrap()
-                .unwrap();
-            let outer = ScopeFrame {
-                method: 0xAAAA_0000,
-                bci: Some(12),
-            };
-            let inner = ScopeFrame {
-                method: 0xBBBB_0000,
-                bci: Some(3),
-            };
+            let info = NmethodDebugInfo::read(&mem, &l, enc, nm, 0xAAAA_0000, code).unwrap().unwrap();
+            let outer = ScopeFrame { method: 0xAAAA_0000, bci: Some(12) };
+            let inner = ScopeFrame { method: 0xBBBB_0000, bci: Some(3) };
             assert_eq!(info.frames_at(code + 0x20), [outer]);
-            assert_eq!(
-                info.frames_at(code + 0x21),
-                [inner, outer],
-                "next PcDesc describes it"
-            );
+            assert_eq!(info.frames_at(code + 0x21), [inner, outer], "next PcDesc describes it");
             assert_eq!(info.frames_at(code + 0x40), [inner, outer]);
             assert_eq!(info.frames_at(code + 0x10), [outer]);
-            let entry_only = [ScopeFrame {
-                method: 0xAAAA_0000,
-                bci: None,
-            }];
-            assert_eq!(
-                info.frames_at(code + 0x41),
-                entry_only,
-                "past the last PcDesc"
-            );
+            let entry_only = [ScopeFrame { method: 0xAAAA_0000, bci: None }];
+            assert_eq!(info.frames_at(code + 0x41), entry_only, "past the last PcDesc");
             assert_eq!(info.frames_at(code - 1), entry_only);
-            assert_eq!(
-                info.described_pcs().collect::<Vec<_>>(),
-                [code + 0x20, code + 0x40]
-            );
+            assert_eq!(info.described_pcs().collect::<Vec<_>>(), [code + 0x20, code + 0x40]);
         }
     }
 
@@ -265,9 +214,6 @@ mod tests {
     fn an_unordered_layout_is_refused() {
         let (mut mem, l, nm) = build(Encoding::Classic);
         mem.insert(nm + 16, &0x10u32.to_le_bytes()); // pcs before metadata
-        assert_eq!(
-            NmethodDebugInfo::read(&mem, &l, Encoding::Classic, nm, 1, 0),
-            Ok(None)
-        );
+        assert_eq!(NmethodDebugInfo::read(&mem, &l, Encoding::Classic, nm, 1, 0), Ok(None));
     }
 }

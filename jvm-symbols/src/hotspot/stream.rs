@@ -41,11 +41,7 @@ pub struct CompressedStream<'a> {
 
 impl<'a> CompressedStream<'a> {
     pub fn new(data: &'a [u8], pos: usize, encoding: Encoding) -> Self {
-        Self {
-            data,
-            pos,
-            encoding,
-        }
+        Self { data, pos, encoding }
     }
 
     pub fn position(&self) -> usize {
@@ -144,21 +140,13 @@ pub struct ScopeHeader {
 }
 
 /// Decodes the scope header at `offset` of an nmethod's scopes data.
-pub fn decode_scope_header(
-    scopes: &[u8],
-    offset: usize,
-    encoding: Encoding,
-) -> Option<ScopeHeader> {
+pub fn decode_scope_header(scopes: &[u8], offset: usize, encoding: Encoding) -> Option<ScopeHeader> {
     let mut s = CompressedStream::new(scopes, offset, encoding);
     let sender_decode_offset = s.read_uint()?;
     let method_index = s.read_uint()?;
     // `DebugInfoReadStream::read_bci`: stored as bci - InvocationEntryBci.
     let bci = (s.read_uint()? as i32).wrapping_sub(1);
-    Some(ScopeHeader {
-        sender_decode_offset,
-        method_index,
-        bci,
-    })
+    Some(ScopeHeader { sender_decode_offset, method_index, bci })
 }
 
 #[cfg(test)]
@@ -189,19 +177,12 @@ pub(crate) mod tests {
     fn known_byte_vectors_decode_in_both_encodings() {
         // Classic: 5 is one byte; 200 = 192 + (8 | 0 << 6)... written as [200, 0]:
         // 200 + 0 * 64 = 200.
-        let mut s = CompressedStream::new(
-            &[5, 200, 0, 191, 255, 255, 255, 255, 3],
-            0,
-            Encoding::Classic,
-        );
+        let mut s = CompressedStream::new(&[5, 200, 0, 191, 255, 255, 255, 255, 3], 0, Encoding::Classic);
         assert_eq!(s.read_uint(), Some(5));
         assert_eq!(s.read_uint(), Some(200));
         assert_eq!(s.read_uint(), Some(191));
         // Five bytes at most: the fifth ends the number whatever its value.
-        assert_eq!(
-            s.read_uint(),
-            Some(255 + (255 << 6) + (255 << 12) + (255 << 18) + (3 << 24))
-        );
+        assert_eq!(s.read_uint(), Some(255 + (255 << 6) + (255 << 12) + (255 << 18) + (3 << 24)));
         assert_eq!(s.read_uint(), None, "past the end");
         // UNSIGNED5 stores value + 1: [6] is 5, [201, 1] is 200, and a zero byte is invalid.
         let mut s = CompressedStream::new(&[6, 201, 1, 0], 0, Encoding::Unsigned5);
@@ -213,20 +194,7 @@ pub(crate) mod tests {
     #[test]
     fn writer_and_reader_agree_over_the_whole_range() {
         for enc in [Encoding::Classic, Encoding::Unsigned5] {
-            let values = [
-                0u32,
-                1,
-                190,
-                191,
-                192,
-                193,
-                255,
-                256,
-                12_287,
-                12_288,
-                1 << 20,
-                0x7fff_ffff,
-            ];
+            let values = [0u32, 1, 190, 191, 192, 193, 255, 256, 12_287, 12_288, 1 << 20, 0x7fff_ffff];
             let mut bytes = Vec::new();
             for v in values {
                 encode_uint(v, enc, &mut bytes);
@@ -260,21 +228,13 @@ pub(crate) mod tests {
             let t = decode_line_table(&b, enc).unwrap();
             assert_eq!(
                 t,
-                [
-                    LineEntry { bci: 0, line: 5 },
-                    LineEntry { bci: 4, line: 6 },
-                    LineEntry { bci: 300, line: 2 }
-                ]
+                [LineEntry { bci: 0, line: 5 }, LineEntry { bci: 4, line: 6 }, LineEntry { bci: 300, line: 2 }]
             );
             assert_eq!(line_for_bci(&t, 0), Some(5));
             assert_eq!(line_for_bci(&t, 3), Some(5));
             assert_eq!(line_for_bci(&t, 4), Some(6));
             assert_eq!(line_for_bci(&t, 1000), Some(2));
-            assert_eq!(
-                decode_line_table(&b[..b.len() - 1], enc),
-                None,
-                "no terminator"
-            );
+            assert_eq!(decode_line_table(&b[..b.len() - 1], enc), None, "no terminator");
         }
         assert_eq!(line_for_bci(&[], 3), None);
     }
@@ -291,20 +251,12 @@ pub(crate) mod tests {
             }
             assert_eq!(
                 decode_scope_header(&b, 1, enc),
-                Some(ScopeHeader {
-                    sender_decode_offset: 17,
-                    method_index: 3,
-                    bci: -1
-                })
+                Some(ScopeHeader { sender_decode_offset: 17, method_index: 3, bci: -1 })
             );
             let second = 1 + 3;
             assert_eq!(
                 decode_scope_header(&b, second, enc),
-                Some(ScopeHeader {
-                    sender_decode_offset: 0,
-                    method_index: 1,
-                    bci: 1000
-                })
+                Some(ScopeHeader { sender_decode_offset: 0, method_index: 1, bci: 1000 })
             );
             assert_eq!(decode_scope_header(&b, b.len() - 1, enc), None);
         }

@@ -73,11 +73,7 @@ impl Table {
                 reason: format!("base {first_entry:#x}, stride {stride}"),
             });
         }
-        Ok(Self {
-            name,
-            first_entry,
-            stride,
-        })
+        Ok(Self { name, first_entry, stride })
     }
 
     /// Calls `f` with each entry's bytes until the entry whose `name_offset` pointer is null.
@@ -92,16 +88,9 @@ impl Table {
         let mut i = 0u64;
         // Entries 0 to MAX_ENTRIES - 1, then the end marker.
         while i <= MAX_ENTRIES {
-            let at = self
-                .first_entry
-                .checked_add(i * self.stride)
-                .ok_or_else(|| {
-                    bound(
-                        format!("{} address", self.name),
-                        self.first_entry,
-                        u64::MAX - MAX_ENTRIES * self.stride,
-                    )
-                })?;
+            let at = self.first_entry.checked_add(i * self.stride).ok_or_else(|| {
+                bound(format!("{} address", self.name), self.first_entry, u64::MAX - MAX_ENTRIES * self.stride)
+            })?;
             // Many entries per read; near the end of the mapping, one at a time.
             let n = if reader.read(at, &mut chunk).is_ok() {
                 ENTRIES_PER_READ
@@ -114,60 +103,31 @@ impl Table {
                     return Ok(());
                 }
                 if i + k as u64 == MAX_ENTRIES {
-                    return Err(bound(
-                        format!("{} entries", self.name),
-                        MAX_ENTRIES + 1,
-                        MAX_ENTRIES,
-                    ));
+                    return Err(bound(format!("{} entries", self.name), MAX_ENTRIES + 1, MAX_ENTRIES));
                 }
                 f(entry)?;
             }
             i += n as u64;
         }
-        Err(bound(
-            format!("{} entries", self.name),
-            MAX_ENTRIES + 1,
-            MAX_ENTRIES,
-        ))
+        Err(bound(format!("{} entries", self.name), MAX_ENTRIES + 1, MAX_ENTRIES))
     }
 }
 
-fn field_bytes<'a>(
-    entry: &'a [u8],
-    offset: usize,
-    len: usize,
-    table: &'static str,
-) -> Result<&'a [u8], HotspotError> {
-    entry.get(offset..offset + len).ok_or_else(|| {
-        bound(
-            format!("{table} field end"),
-            (offset + len) as u64,
-            entry.len() as u64,
-        )
-    })
+fn field_bytes<'a>(entry: &'a [u8], offset: usize, len: usize, table: &'static str) -> Result<&'a [u8], HotspotError> {
+    entry
+        .get(offset..offset + len)
+        .ok_or_else(|| bound(format!("{table} field end"), (offset + len) as u64, entry.len() as u64))
 }
 
 fn field_u64(entry: &[u8], offset: usize, table: &'static str) -> Result<u64, HotspotError> {
-    Ok(u64::from_le_bytes(
-        field_bytes(entry, offset, 8, table)?
-            .try_into()
-            .expect("8 bytes"),
-    ))
+    Ok(u64::from_le_bytes(field_bytes(entry, offset, 8, table)?.try_into().expect("8 bytes")))
 }
 
 fn field_i32(entry: &[u8], offset: usize, table: &'static str) -> Result<i32, HotspotError> {
-    Ok(i32::from_le_bytes(
-        field_bytes(entry, offset, 4, table)?
-            .try_into()
-            .expect("4 bytes"),
-    ))
+    Ok(i32::from_le_bytes(field_bytes(entry, offset, 4, table)?.try_into().expect("4 bytes")))
 }
 
-fn read_offset(
-    reader: &impl MemoryReader,
-    syms: &TableSymbols,
-    name: &str,
-) -> Result<usize, HotspotError> {
+fn read_offset(reader: &impl MemoryReader, syms: &TableSymbols, name: &str) -> Result<usize, HotspotError> {
     let value = reader.read_u64(syms.get(name)?)?;
     if value >= MAX_STRIDE_BYTES {
         return Err(bound(name, value, MAX_STRIDE_BYTES - 1));
@@ -193,12 +153,7 @@ impl Names {
             Ok(bytes) => bytes,
             // `read_c_string` reports a string with no NUL within the limit as the whole
             // limit at its start (an unreadable chunk has another address or length).
-            Err(e)
-                if e == (ReadError {
-                    addr: ptr,
-                    len: MAX_NAME_BYTES,
-                }) =>
-            {
+            Err(e) if e == (ReadError { addr: ptr, len: MAX_NAME_BYTES }) => {
                 return Err(bound(
                     format!("name length at {ptr:#x}"),
                     MAX_NAME_BYTES as u64 + 1,
@@ -209,11 +164,7 @@ impl Names {
         };
         self.total_bytes += bytes.len() as u64;
         if self.total_bytes > MAX_TABLE_NAME_BYTES {
-            return Err(bound(
-                "bytes of all names",
-                self.total_bytes,
-                MAX_TABLE_NAME_BYTES,
-            ));
+            return Err(bound("bytes of all names", self.total_bytes, MAX_TABLE_NAME_BYTES));
         }
         let name = String::from_utf8_lossy(&bytes).into_owned();
         self.by_ptr.insert(ptr, name.clone());
@@ -239,31 +190,16 @@ impl VmStructs {
         syms: &TableSymbols,
         names: &mut Names,
     ) -> Result<(), HotspotError> {
-        let table = Table::open(
-            reader,
-            syms,
-            "gHotSpotVMTypes",
-            "gHotSpotVMTypeEntryArrayStride",
-        )?;
+        let table = Table::open(reader, syms, "gHotSpotVMTypes", "gHotSpotVMTypeEntryArrayStride")?;
         let name_off = read_offset(reader, syms, "gHotSpotVMTypeEntryTypeNameOffset")?;
         let super_off = read_offset(reader, syms, "gHotSpotVMTypeEntrySuperclassNameOffset")?;
         let size_off = read_offset(reader, syms, "gHotSpotVMTypeEntrySizeOffset")?;
         table.for_each(reader, name_off, |e| {
             let name = names.read(reader, field_u64(e, name_off, table.name)?)?;
             let super_ptr = field_u64(e, super_off, table.name)?;
-            let superclass = if super_ptr == 0 {
-                None
-            } else {
-                Some(names.read(reader, super_ptr)?)
-            };
+            let superclass = if super_ptr == 0 { None } else { Some(names.read(reader, super_ptr)?) };
             let size_bytes = field_u64(e, size_off, table.name)?;
-            self.types.insert(
-                name,
-                TypeEntry {
-                    superclass,
-                    size_bytes,
-                },
-            );
+            self.types.insert(name, TypeEntry { superclass, size_bytes });
             Ok(())
         })
     }
@@ -274,12 +210,7 @@ impl VmStructs {
         syms: &TableSymbols,
         names: &mut Names,
     ) -> Result<(), HotspotError> {
-        let table = Table::open(
-            reader,
-            syms,
-            "gHotSpotVMStructs",
-            "gHotSpotVMStructEntryArrayStride",
-        )?;
+        let table = Table::open(reader, syms, "gHotSpotVMStructs", "gHotSpotVMStructEntryArrayStride")?;
         let type_off = read_offset(reader, syms, "gHotSpotVMStructEntryTypeNameOffset")?;
         let field_off = read_offset(reader, syms, "gHotSpotVMStructEntryFieldNameOffset")?;
         let type_string_off = read_offset(reader, syms, "gHotSpotVMStructEntryTypeStringOffset")?;
@@ -290,11 +221,7 @@ impl VmStructs {
             let type_name = names.read(reader, field_u64(e, type_off, table.name)?)?;
             let field_name = names.read(reader, field_u64(e, field_off, table.name)?)?;
             let type_string_ptr = field_u64(e, type_string_off, table.name)?;
-            let type_string = if type_string_ptr == 0 {
-                String::new()
-            } else {
-                names.read(reader, type_string_ptr)?
-            };
+            let type_string = if type_string_ptr == 0 { String::new() } else { names.read(reader, type_string_ptr)? };
             let entry = FieldEntry {
                 type_string,
                 is_static: field_i32(e, static_off, table.name)? != 0,
@@ -312,18 +239,12 @@ impl VmStructs {
         syms: &TableSymbols,
         names: &mut Names,
     ) -> Result<(), HotspotError> {
-        let table = Table::open(
-            reader,
-            syms,
-            "gHotSpotVMIntConstants",
-            "gHotSpotVMIntConstantEntryArrayStride",
-        )?;
+        let table = Table::open(reader, syms, "gHotSpotVMIntConstants", "gHotSpotVMIntConstantEntryArrayStride")?;
         let name_off = read_offset(reader, syms, "gHotSpotVMIntConstantEntryNameOffset")?;
         let value_off = read_offset(reader, syms, "gHotSpotVMIntConstantEntryValueOffset")?;
         table.for_each(reader, name_off, |e| {
             let name = names.read(reader, field_u64(e, name_off, table.name)?)?;
-            self.int_constants
-                .insert(name, field_i32(e, value_off, table.name)?);
+            self.int_constants.insert(name, field_i32(e, value_off, table.name)?);
             Ok(())
         })
     }
@@ -334,18 +255,12 @@ impl VmStructs {
         syms: &TableSymbols,
         names: &mut Names,
     ) -> Result<(), HotspotError> {
-        let table = Table::open(
-            reader,
-            syms,
-            "gHotSpotVMLongConstants",
-            "gHotSpotVMLongConstantEntryArrayStride",
-        )?;
+        let table = Table::open(reader, syms, "gHotSpotVMLongConstants", "gHotSpotVMLongConstantEntryArrayStride")?;
         let name_off = read_offset(reader, syms, "gHotSpotVMLongConstantEntryNameOffset")?;
         let value_off = read_offset(reader, syms, "gHotSpotVMLongConstantEntryValueOffset")?;
         table.for_each(reader, name_off, |e| {
             let name = names.read(reader, field_u64(e, name_off, table.name)?)?;
-            self.long_constants
-                .insert(name, field_u64(e, value_off, table.name)? as i64);
+            self.long_constants.insert(name, field_u64(e, value_off, table.name)? as i64);
             Ok(())
         })
     }
@@ -396,11 +311,7 @@ pub(crate) mod tests {
 
     impl TableBuilder {
         pub fn new() -> Self {
-            Self {
-                mem: SegmentsMemory::new(),
-                syms: TableSymbols::default(),
-                next_string: STRINGS,
-            }
+            Self { mem: SegmentsMemory::new(), syms: TableSymbols::default(), next_string: STRINGS }
         }
 
         fn string(&mut self, s: &str) -> u64 {
@@ -471,13 +382,7 @@ pub(crate) mod tests {
                 self.symbol(&format!("gHotSpotVMStructEntry{n}"), v);
             }
             for (table, at, entries) in [
-                (
-                    "Int",
-                    base + 0x20000,
-                    ints.iter()
-                        .map(|(n, v)| (*n, *v as i64))
-                        .collect::<Vec<_>>(),
-                ),
+                ("Int", base + 0x20000, ints.iter().map(|(n, v)| (*n, *v as i64)).collect::<Vec<_>>()),
                 ("Long", base + 0x30000, longs.to_vec()),
             ] {
                 let mut c = Vec::new();
@@ -508,40 +413,20 @@ pub(crate) mod tests {
             &[
                 ("CompiledMethod", "_method", "Method*", false, 0x48),
                 ("nmethod", "_compile_id", "int", false, 0x90),
-                (
-                    "CodeCache",
-                    "_heaps",
-                    "GrowableArray<CodeHeap*>*",
-                    true,
-                    0x7f00_1234,
-                ),
+                ("CodeCache", "_heaps", "GrowableArray<CodeHeap*>*", true, 0x7f00_1234),
             ],
             &[("frame::interpreter_frame_method_offset", -3)],
             &[("markWord::hash_mask", 0x7fff_ffff)],
         );
         let vm = VmStructs::read(&mem, &syms).unwrap();
         assert_eq!(vm.type_size("nmethod"), Some(300));
-        assert_eq!(
-            vm.field("nmethod", "_method").unwrap().offset,
-            0x48,
-            "inherited field"
-        );
-        assert_eq!(
-            vm.field("nmethod", "_compile_id").unwrap().type_string,
-            "int"
-        );
-        assert_eq!(
-            vm.field("CodeBlob", "_compile_id"),
-            None,
-            "fields are not inherited downward"
-        );
+        assert_eq!(vm.field("nmethod", "_method").unwrap().offset, 0x48, "inherited field");
+        assert_eq!(vm.field("nmethod", "_compile_id").unwrap().type_string, "int");
+        assert_eq!(vm.field("CodeBlob", "_compile_id"), None, "fields are not inherited downward");
         let heaps = vm.field("CodeCache", "_heaps").unwrap();
         assert!(heaps.is_static);
         assert_eq!(heaps.address, 0x7f00_1234);
-        assert_eq!(
-            vm.int_constant("frame::interpreter_frame_method_offset"),
-            Some(-3)
-        );
+        assert_eq!(vm.int_constant("frame::interpreter_frame_method_offset"), Some(-3));
         assert_eq!(vm.long_constant("markWord::hash_mask"), Some(0x7fff_ffff));
         assert_eq!(vm.int_constant("nope"), None);
     }
@@ -550,25 +435,15 @@ pub(crate) mod tests {
     fn a_missing_symbol_or_an_absurd_stride_is_an_error() {
         let (mem, mut syms) = TableBuilder::new().build(0x40_0000, &[], &[], &[], &[]);
         let mut bad = mem.clone();
-        bad.insert(
-            syms.get("gHotSpotVMTypeEntryArrayStride").unwrap(),
-            &4096u64.to_le_bytes(),
-        );
-        assert!(matches!(
-            VmStructs::read(&bad, &syms),
-            Err(HotspotError::Bound { .. })
-        ));
+        bad.insert(syms.get("gHotSpotVMTypeEntryArrayStride").unwrap(), &4096u64.to_le_bytes());
+        assert!(matches!(VmStructs::read(&bad, &syms), Err(HotspotError::Bound { .. })));
         syms.addrs.remove("gHotSpotVMLongConstants");
-        assert!(matches!(
-            VmStructs::read(&mem, &syms),
-            Err(HotspotError::MissingSymbol { .. })
-        ));
+        assert!(matches!(VmStructs::read(&mem, &syms), Err(HotspotError::MissingSymbol { .. })));
     }
 
     #[test]
     fn a_table_without_end_marker_in_readable_memory_is_a_read_error() {
-        let (mut mem, syms) =
-            TableBuilder::new().build(0x40_0000, &[("int", None, 4)], &[], &[], &[]);
+        let (mut mem, syms) = TableBuilder::new().build(0x40_0000, &[("int", None, 4)], &[], &[], &[]);
         // Overwrite the end marker: the next entry is unrecorded memory.
         mem.insert(0x40_0000 + 24, &[1; 8]);
         assert!(VmStructs::read(&mem, &syms).is_err());

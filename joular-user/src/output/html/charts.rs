@@ -102,44 +102,24 @@ fn power_chart(
     Ok(svg)
 }
 
-type PowerChart<'a, 'b> =
-    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+type PowerChart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// Power (W) over time: `total` (the process) as a thick black line, `methods` under it.
-pub fn power_over_time(
-    timeline: &Timeline,
-    total: &Series,
-    methods: &[Series],
-) -> Result<String, String> {
+pub fn power_over_time(timeline: &Timeline, total: &Series, methods: &[Series]) -> Result<String, String> {
     let x = timeline.midpoints_s();
     let x_max = (x.len() as f64 * timeline.bucket_s).max(1.0);
-    let top = y_max(
-        total
-            .values
-            .iter()
-            .chain(methods.iter().flat_map(|m| &m.values))
-            .copied(),
-        methods.len() + 1,
-    );
+    let top = y_max(total.values.iter().chain(methods.iter().flat_map(|m| &m.values)).copied(), methods.len() + 1);
     power_chart(x_max, top, "power (W)", |chart| {
         for (i, series) in methods.iter().enumerate() {
             let c = color(i);
             chart
-                .draw_series(LineSeries::new(
-                    x.iter().copied().zip(series.values.iter().copied()),
-                    c.stroke_width(2),
-                ))
+                .draw_series(LineSeries::new(x.iter().copied().zip(series.values.iter().copied()), c.stroke_width(2)))
                 .map_err(chart_error)?
                 .label(legend_name(&series.name))
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3))
-                });
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(3)));
         }
         chart
-            .draw_series(LineSeries::new(
-                x.iter().copied().zip(total.values.iter().copied()),
-                BLACK.stroke_width(3),
-            ))
+            .draw_series(LineSeries::new(x.iter().copied().zip(total.values.iter().copied()), BLACK.stroke_width(3)))
             .map_err(chart_error)?
             .label(legend_name(&total.name))
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(3)));
@@ -155,13 +135,7 @@ pub fn stacked_threads(timeline: &Timeline, threads: &[Series]) -> Result<String
     let mut layers: Vec<Vec<f64>> = Vec::with_capacity(threads.len());
     for series in threads {
         let below = layers.last().cloned().unwrap_or_else(|| vec![0.0; x.len()]);
-        layers.push(
-            below
-                .iter()
-                .zip(&series.values)
-                .map(|(b, v)| b + v)
-                .collect(),
-        );
+        layers.push(below.iter().zip(&series.values).map(|(b, v)| b + v).collect());
     }
     let top = y_max(layers.last().into_iter().flatten().copied(), threads.len());
     power_chart(x_max, top, "power (W), stacked", |chart| {
@@ -169,11 +143,7 @@ pub fn stacked_threads(timeline: &Timeline, threads: &[Series]) -> Result<String
         for (i, (series, layer)) in threads.iter().zip(&layers).enumerate().rev() {
             let c = color(i);
             chart
-                .draw_series(AreaSeries::new(
-                    x.iter().copied().zip(layer.iter().copied()),
-                    0.0,
-                    c.mix(0.85),
-                ))
+                .draw_series(AreaSeries::new(x.iter().copied().zip(layer.iter().copied()), 0.0, c.mix(0.85)))
                 .map_err(chart_error)?
                 .label(legend_name(&series.name))
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
@@ -189,12 +159,7 @@ mod tests {
     fn timeline() -> Timeline {
         let mut t = Timeline::default();
         for n in 0..20u64 {
-            t.add_cycle(
-                n as f64,
-                1.0,
-                1_700_000_000 + n,
-                [(1, "main", 1e6), (2, "worker", 2e6)],
-            );
+            t.add_cycle(n as f64, 1.0, 1_700_000_000 + n, [(1, "main", 1e6), (2, "worker", 2e6)]);
         }
         t
     }
@@ -202,50 +167,24 @@ mod tests {
     #[test]
     fn charts_are_svg_with_their_legends() {
         let t = timeline();
-        let total = Series {
-            name: "process".into(),
-            values: t.power_w(&t.energy_uj),
-        };
-        let method = Series {
-            name: format!("com.acme.{}.hot", "Very".repeat(30)),
-            values: vec![1.5; t.covered_s.len()],
-        };
+        let total = Series { name: "process".into(), values: t.power_w(&t.energy_uj) };
+        let method =
+            Series { name: format!("com.acme.{}.hot", "Very".repeat(30)), values: vec![1.5; t.covered_s.len()] };
         let svg = power_over_time(&t, &total, std::slice::from_ref(&method)).unwrap();
-        assert!(
-            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
-            "{svg}"
-        );
-        assert!(
-            svg.contains(">\nprocess\n<") && svg.contains("VeryVery.hot\n<"),
-            "legends: {svg}"
-        );
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        assert!(svg.contains(">\nprocess\n<") && svg.contains("VeryVery.hot\n<"), "legends: {svg}");
         assert!(svg.contains("power (W)"));
-        let threads: Vec<Series> = t
-            .threads
-            .iter()
-            .map(|s| Series {
-                name: s.comm.clone(),
-                values: t.power_w(&s.energy_uj),
-            })
-            .collect();
+        let threads: Vec<Series> =
+            t.threads.iter().map(|s| Series { name: s.comm.clone(), values: t.power_w(&s.energy_uj) }).collect();
         let svg = stacked_threads(&t, &threads).unwrap();
-        assert!(
-            svg.contains(">\nmain\n<") && svg.contains(">\nworker\n<"),
-            "{svg}"
-        );
-        assert!(
-            svg.matches("<polygon").count() >= 2,
-            "one area per thread: {svg}"
-        );
+        assert!(svg.contains(">\nmain\n<") && svg.contains(">\nworker\n<"), "{svg}");
+        assert!(svg.matches("<polygon").count() >= 2, "one area per thread: {svg}");
     }
 
     #[test]
     fn an_empty_timeline_still_draws() {
         let t = Timeline::default();
-        let empty = Series {
-            name: "process".into(),
-            values: vec![],
-        };
+        let empty = Series { name: "process".into(), values: vec![] };
         assert!(power_over_time(&t, &empty, &[]).unwrap().contains("<svg"));
         assert!(stacked_threads(&t, &[]).unwrap().contains("<svg"));
     }

@@ -15,12 +15,7 @@ const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// The series of each of `methods` that has an evolution file in `run_dir`, in their order.
 /// The files are read through the run's directory, as everything it writes (`safe_write`).
-pub fn method_series(
-    run_dir: &OutDir,
-    pid: u32,
-    timeline: &Timeline,
-    methods: &[&str],
-) -> Vec<Series> {
+pub fn method_series(run_dir: &OutDir, pid: u32, timeline: &Timeline, methods: &[&str]) -> Vec<Series> {
     let Ok(evolution) = run_dir.open_subdir(&format!("{}/evolution", Scope::All.dir())) else {
         return Vec::new();
     };
@@ -28,10 +23,7 @@ pub fn method_series(
         .iter()
         .filter_map(|&method| {
             let bytes = evolution.read(&evolution_name(pid, method), MAX_FILE_BYTES).ok()?;
-            Some(Series {
-                name: method.to_owned(),
-                values: bucket_rows(bytes.as_slice(), timeline),
-            })
+            Some(Series { name: method.to_owned(), values: bucket_rows(bytes.as_slice(), timeline) })
         })
         .collect()
 }
@@ -45,8 +37,7 @@ fn bucket_rows(reader: impl BufRead, timeline: &Timeline) -> Vec<f64> {
         let Some((secs, watts)) = line.split_once(',') else {
             continue;
         };
-        let (Ok(secs), Ok(watts)) = (secs.trim().parse::<u64>(), watts.trim().parse::<f64>())
-        else {
+        let (Ok(secs), Ok(watts)) = (secs.trim().parse::<u64>(), watts.trim().parse::<f64>()) else {
             continue;
         };
         if !(watts.is_finite() && watts >= 0.0) {
@@ -58,10 +49,7 @@ fn bucket_rows(reader: impl BufRead, timeline: &Timeline) -> Vec<f64> {
         }
         *occurrence += 1;
     }
-    sums.iter()
-        .zip(&timeline.cycles)
-        .map(|(sum, &n)| if n > 0 { sum / f64::from(n) } else { 0.0 })
-        .collect()
+    sums.iter().zip(&timeline.cycles).map(|(sum, &n)| if n > 0 { sum / f64::from(n) } else { 0.0 }).collect()
 }
 
 #[cfg(test)]
@@ -74,10 +62,7 @@ mod tests {
         for (n, end) in [101u64, 101, 102].into_iter().enumerate() {
             t.add_cycle(n as f64, 1.0, end, [(1, "main", 1.0)]);
         }
-        assert_eq!(
-            bucket_rows("101,1.0\n101,3.0\n102,5.0\n".as_bytes(), &t),
-            [1.0, 3.0, 5.0]
-        );
+        assert_eq!(bucket_rows("101,1.0\n101,3.0\n102,5.0\n".as_bytes(), &t), [1.0, 3.0, 5.0]);
     }
 
     #[test]

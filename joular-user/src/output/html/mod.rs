@@ -57,12 +57,7 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
     let all_methods = method_totals(&profile.stacks, Scope::All, rules);
     for scope in [Scope::All, Scope::App(input.filter)] {
         let (name, label, methods, unattributed) = match scope {
-            Scope::All => (
-                "all",
-                "all methods".to_owned(),
-                all_methods.clone(),
-                &summary.unattributed.all,
-            ),
+            Scope::All => ("all", "all methods".to_owned(), all_methods.clone(), &summary.unattributed.all),
             Scope::App(f) if !f.is_empty() => (
                 "app",
                 format!("app ({})", f.prefixes().join(", ")),
@@ -76,22 +71,16 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
         views.push(View {
             name,
             label,
-            methods: methods
-                .into_iter()
-                .filter(|m| is_method_name(&m.name))
-                .collect(),
+            methods: methods.into_iter().filter(|m| is_method_name(&m.name)).collect(),
             trees,
             unattributed,
         });
     }
     let power_chart = power_chart(input, &all_methods)?;
     let threads_chart = threads_chart(profile)?;
-    let flamegraph =
-        std::str::from_utf8(input.flamegraph_svg).map_err(|e| format!("flame graph: {e}"))?;
+    let flamegraph = std::str::from_utf8(input.flamegraph_svg).map_err(|e| format!("flame graph: {e}"))?;
     // The XML prolog and doctype are not HTML.
-    let flamegraph = flamegraph
-        .find("<svg")
-        .map_or(flamegraph, |at| &flamegraph[at..]);
+    let flamegraph = flamegraph.find("<svg").map_or(flamegraph, |at| &flamegraph[at..]);
     let page = html! {
         (DOCTYPE)
         html lang="en" {
@@ -281,12 +270,7 @@ fn unattributed_table(view: &View) -> Markup {
 
 fn losses(profile: &ProcessProfile) -> Markup {
     let s = &profile.summary;
-    let rows: Vec<(&String, &u64)> = s
-        .drops
-        .iter()
-        .chain(&s.degraded)
-        .filter(|(_, &n)| n > 0)
-        .collect();
+    let rows: Vec<(&String, &u64)> = s.drops.iter().chain(&s.degraded).filter(|(_, &n)| n > 0).collect();
     html! {
         @if !rows.is_empty() {
             h2 #jr-losses { "Drops and degradations" }
@@ -317,24 +301,20 @@ fn power_chart(input: &HtmlInput, all: &[NamedTotal]) -> Result<(String, Option<
         name: format!("{} (process)", input.profile.summary.comm),
         values: timeline.power_w(&timeline.energy_uj),
     };
-    let top: Vec<&str> = all
-        .iter()
-        .filter(|m| is_method_name(&m.name))
-        .take(TOP_SERIES)
-        .map(|m| &*m.name)
-        .collect();
+    let top: Vec<&str> = all.iter().filter(|m| is_method_name(&m.name)).take(TOP_SERIES).map(|m| &*m.name).collect();
     let (methods, note) = match input.evolution_dir {
         Some(dir) => {
             let methods = evolution::method_series(dir, input.profile.summary.pid, timeline, &top);
             let note = (methods.len() < top.len()).then(|| {
-                format!("{} of the top {} methods have no evolution file (--no-evolution, or serve mode).", top.len() - methods.len(), top.len())
+                format!(
+                    "{} of the top {} methods have no evolution file (--no-evolution, or serve mode).",
+                    top.len() - methods.len(),
+                    top.len()
+                )
             });
             (methods, note)
         }
-        None => (
-            Vec::new(),
-            Some("No evolution files next to this profile: only the process is drawn.".to_owned()),
-        ),
+        None => (Vec::new(), Some("No evolution files next to this profile: only the process is drawn.".to_owned())),
     };
     Ok((charts::power_over_time(timeline, &total, &methods)?, note))
 }
@@ -343,18 +323,11 @@ fn power_chart(input: &HtmlInput, all: &[NamedTotal]) -> Result<(String, Option<
 fn threads_chart(profile: &ProcessProfile) -> Result<String, String> {
     let timeline = &profile.timeline;
     let mut threads: Vec<_> = timeline.threads.iter().collect();
-    threads.sort_by(|a, b| {
-        b.total_uj()
-            .total_cmp(&a.total_uj())
-            .then(a.tid.cmp(&b.tid))
-    });
+    threads.sort_by(|a, b| b.total_uj().total_cmp(&a.total_uj()).then(a.tid.cmp(&b.tid)));
     let mut series: Vec<Series> = threads
         .iter()
         .take(TOP_SERIES - 1)
-        .map(|t| Series {
-            name: format!("{} ({})", t.comm, t.tid),
-            values: timeline.power_w(&t.energy_uj),
-        })
+        .map(|t| Series { name: format!("{} ({})", t.comm, t.tid), values: timeline.power_w(&t.energy_uj) })
         .collect();
     // Past the top ones, the rest and the threads the timeline folded away are one area.
     let rest_threads = threads.len().saturating_sub(TOP_SERIES - 1);
@@ -367,16 +340,10 @@ fn threads_chart(profile: &ProcessProfile) -> Result<String, String> {
                 *sum += e;
             }
         }
-        series.push(Series {
-            name: format!("{others} other threads"),
-            values: timeline.power_w(&rest),
-        });
+        series.push(Series { name: format!("{others} other threads"), values: timeline.power_w(&rest) });
     } else if rest_threads == 1 {
         let t = threads[TOP_SERIES - 1];
-        series.push(Series {
-            name: format!("{} ({})", t.comm, t.tid),
-            values: timeline.power_w(&t.energy_uj),
-        });
+        series.push(Series { name: format!("{} ({})", t.comm, t.tid), values: timeline.power_w(&t.energy_uj) });
     }
     charts::stacked_threads(timeline, &series)
 }
@@ -408,12 +375,7 @@ fn utc(epoch_ms: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]

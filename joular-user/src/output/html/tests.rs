@@ -13,11 +13,7 @@ use crate::output::results::ResultsConfig;
 /// The fixture run with `--html`; returns the page and the run directory.
 fn page() -> (tempfile::TempDir, String, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut results = Results::new(ResultsConfig {
-        html: true,
-        ..config(tmp.path())
-    })
-    .unwrap();
+    let mut results = Results::new(ResultsConfig { html: true, ..config(tmp.path()) }).unwrap();
     for (mut report, stacks) in fixture() {
         results.on_cycle(&mut report, &stacks).unwrap();
     }
@@ -41,33 +37,19 @@ fn row_uj(html: &str, table: &str, name: &str) -> Option<f64> {
 fn the_page_holds_every_method_with_its_csv_energy_and_the_buckets_apart() {
     let (_tmp, html, dir) = page();
     for (view, infix) in [("all", "all"), ("app", "filtered")] {
-        let csv = csv_rows(&dir.join(format!(
-            "{view}/total/methods/joularJX-{PID}-{infix}-methods-energy.csv"
-        )));
+        let csv = csv_rows(&dir.join(format!("{view}/total/methods/joularJX-{PID}-{infix}-methods-energy.csv")));
         assert!(!csv.is_empty());
         for (method, joules) in csv {
             let uj = row_uj(&html, &format!("jr-methods-{view}"), &method)
                 .unwrap_or_else(|| panic!("{method} not in the {view} table"));
-            assert!(
-                (uj / 1e6 - joules).abs() <= 1e-4,
-                "{view} {method}: {uj} µJ vs {joules} J"
-            );
+            assert!((uj / 1e6 - joules).abs() <= 1e-4, "{view} {method}: {uj} µJ vs {joules} J");
         }
     }
     // Buckets are not methods: they are in their own table.
     assert!(row_uj(&html, "jr-methods-all", "[GC]").is_none());
-    assert_eq!(
-        row_uj(&html, "jr-unattributed-all", "[GC]"),
-        Some(300_000.0)
-    );
-    assert_eq!(
-        row_uj(&html, "jr-unattributed-app", "(no app frame)"),
-        Some(500_000.0)
-    );
-    assert!(
-        html.contains("id=\"jr-estimated\""),
-        "the fixture's model source is flagged"
-    );
+    assert_eq!(row_uj(&html, "jr-unattributed-all", "[GC]"), Some(300_000.0));
+    assert_eq!(row_uj(&html, "jr-unattributed-app", "(no app frame)"), Some(500_000.0));
+    assert!(html.contains("id=\"jr-estimated\""), "the fixture's model source is flagged");
     assert!(html.contains("JIT compiler 0.4000 J (5.6%)"));
 }
 
@@ -75,39 +57,24 @@ fn the_page_holds_every_method_with_its_csv_energy_and_the_buckets_apart() {
 fn the_flame_graph_is_the_only_inline_svg_and_nothing_is_fetched() {
     let (_tmp, html, _dir) = page();
     let first_svg = html.find("<svg").unwrap();
-    assert!(
-        html[..first_svg].ends_with("id=\"jr-flamegraph\">"),
-        "the flame graph comes first"
-    );
+    assert!(html[..first_svg].ends_with("id=\"jr-flamegraph\">"), "the flame graph comes first");
     let flamegraph = fs::read_to_string(_dir.join("flamegraph-all.svg")).unwrap();
-    assert_eq!(
-        html.matches("<svg").count(),
-        flamegraph.matches("<svg").count(),
-        "charts are images"
-    );
+    assert_eq!(html.matches("<svg").count(), flamegraph.matches("<svg").count(), "charts are images");
     assert!(html[first_svg..].contains("id=\"frames\""));
     assert!(!html.contains("<?xml"), "no XML prolog inside HTML");
     // Self-contained: every src is a data: URL, no stylesheet or script is linked.
     for (at, _) in html.match_indices(" src=\"") {
-        assert!(
-            html[at..].starts_with(" src=\"data:image/svg+xml;base64,"),
-            "{}",
-            &html[at..at + 60]
-        );
+        assert!(html[at..].starts_with(" src=\"data:image/svg+xml;base64,"), "{}", &html[at..at + 60]);
     }
     assert!(!html.contains("<link") && !html.contains("<script src"));
 }
 
 /// The SVG of the chart image `id`.
 fn chart(html: &str, id: &str) -> String {
-    let at = html
-        .find(&format!("data-jr-chart=\"{id}\""))
-        .unwrap_or_else(|| panic!("no {id} chart"));
+    let at = html.find(&format!("data-jr-chart=\"{id}\"")).unwrap_or_else(|| panic!("no {id} chart"));
     let data_at = html[at..].find("base64,").unwrap() + at + "base64,".len();
     let data = html[data_at..].split('"').next().unwrap();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data)
-        .unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
     String::from_utf8(bytes).unwrap()
 }
 
@@ -122,23 +89,13 @@ fn charts_plot_the_process_its_top_methods_and_its_threads() {
     let power = chart(&html, "power");
     assert!(power.starts_with("<svg"), "{power}");
     // The fixture's top methods have evolution files: each is a series.
-    for method in [
-        "java.math.BigInteger.multiply",
-        "com.acme.App.compute",
-        "java.util.HashMap.get",
-    ] {
-        assert!(
-            has_text(&power, method),
-            "{method} missing from the power chart"
-        );
+    for method in ["java.math.BigInteger.multiply", "com.acme.App.compute", "java.util.HashMap.get"] {
+        assert!(has_text(&power, method), "{method} missing from the power chart");
     }
     assert!(has_text(&power, "worker (process)"), "{power}");
     let threads = chart(&html, "threads");
     for thread in ["worker (101)", "C2 CompilerThre (105)", "GC Thread#0 (106)"] {
-        assert!(
-            has_text(&threads, thread),
-            "{thread} missing from the thread chart"
-        );
+        assert!(has_text(&threads, thread), "{thread} missing from the thread chart");
     }
 }
 
@@ -160,15 +117,9 @@ fn report_renders_html_from_the_raw_profile() {
     )
     .unwrap();
     let again = fs::read_to_string(out.join(HTML_FILE)).unwrap();
-    assert_eq!(
-        row_uj(&again, "jr-methods-all", "java.math.BigInteger.multiply"),
-        Some(4e6)
-    );
+    assert_eq!(row_uj(&again, "jr-methods-all", "java.math.BigInteger.multiply"), Some(4e6));
     // The evolution files are read from the profile's own directory.
-    assert!(has_text(
-        &chart(&again, "power"),
-        "java.math.BigInteger.multiply"
-    ));
+    assert!(has_text(&chart(&again, "power"), "java.math.BigInteger.multiply"));
     assert!(!out.join("all").exists(), "only the asked format");
 }
 
@@ -183,11 +134,7 @@ fn dates_are_utc() {
 #[test]
 fn a_retired_process_gets_its_report() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut results = Results::new(ResultsConfig {
-        html: true,
-        ..config(tmp.path())
-    })
-    .unwrap();
+    let mut results = Results::new(ResultsConfig { html: true, ..config(tmp.path()) }).unwrap();
     for (mut report, stacks) in fixture() {
         results.on_cycle(&mut report, &stacks).unwrap();
     }
