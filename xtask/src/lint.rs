@@ -13,6 +13,9 @@ pub fn clippy() -> anyhow::Result<()> {
             .args(["clippy", "--workspace", "--all-targets", "--", "--deny", "warnings"])
             .current_dir(root()),
     )?;
+    if crate::run::output(Command::new("cargo").args(["+nightly", "clippy", "--version"])).is_none() {
+        status(Command::new("rustup").args(["component", "add", "clippy", "--toolchain", "nightly"]))?;
+    }
     // The eBPF crate only exists for the bpf target, which needs nightly and core rebuilt, as
     // aya-build compiles it; its own target dir keeps the host's build cache warm.
     status(
