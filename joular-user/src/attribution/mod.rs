@@ -22,6 +22,7 @@
 mod attribute;
 mod baseline;
 mod report;
+pub mod stacks;
 mod totals;
 
 pub use attribute::attribute;

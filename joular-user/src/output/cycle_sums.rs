@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::aggregate::{sort_totals, NamedTotal, StackTable};
-use super::methods::is_method_name;
+use crate::attribution::stacks::aggregate::{sort_totals, NamedTotal, StackTable};
+use crate::attribution::stacks::methods::is_method_name;
 use crate::model::MethodReport;
 
 /// One cycle's energy and samples of one process, per method and call tree.

@@ -6,8 +6,8 @@ use std::io::Write;
 
 use inferno::flamegraph::{self, color::MultiPalette, Options, Palette};
 
-use super::aggregate::PathGroup;
 use super::OutputError;
+use crate::attribution::stacks::aggregate::PathGroup;
 use crate::printable::printable;
 use crate::safe_write::OutDir;
 
@@ -118,15 +118,15 @@ fn common_prefix(a: &PathGroup, b: &PathGroup) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::aggregate::{path_groups, Scope};
+    use crate::attribution::stacks::methods::StackRules;
+    use crate::attribution::stacks::paths::PathStyle;
+    use crate::attribution::stacks::thread_kind::ThreadKind;
     use crate::model::{Frame, FrameKind};
-    use crate::output::aggregate::{path_groups, Scope};
-    use crate::output::methods::StackRules;
-    use crate::output::paths::PathStyle;
-    use crate::output::thread_kind::ThreadKind;
 
     const JVM: StackRules = StackRules { jvm: true, native_frames: false };
-    use crate::output::methods::tests::{frame, java};
-    use crate::output::profile::StackTotal;
+    use crate::attribution::stacks::aggregate::StackTotal;
+    use crate::attribution::stacks::methods::tests::{frame, java};
     use crate::safe_write::test_dir;
     use quick_xml::events::Event;
     use std::path::Path;

@@ -3,8 +3,8 @@
 
 use std::io::{BufWriter, Write};
 
-use super::aggregate::PathGroup;
 use super::OutputError;
+use crate::attribution::stacks::aggregate::PathGroup;
 use crate::safe_write::OutDir;
 
 /// Streams one line per path group (in path order); paths whose energy rounds to 0 µJ are
@@ -26,16 +26,16 @@ pub fn write_folded(dir: &OutDir, name: &str, groups: &[PathGroup]) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::aggregate::{path_groups, Scope};
+    use crate::attribution::stacks::methods::StackRules;
+    use crate::attribution::stacks::paths::PathStyle;
+    use crate::attribution::stacks::thread_kind::ThreadKind;
     use crate::model::FrameKind;
-    use crate::output::aggregate::{path_groups, Scope};
-    use crate::output::methods::StackRules;
-    use crate::output::paths::PathStyle;
-    use crate::output::thread_kind::ThreadKind;
 
     const JVM: StackRules = StackRules { jvm: true, native_frames: false };
-    use crate::output::methods::tests::{frame, java};
-    use crate::output::methods::MethodFilter;
-    use crate::output::profile::StackTotal;
+    use crate::attribution::stacks::aggregate::StackTotal;
+    use crate::attribution::stacks::methods::tests::{frame, java};
+    use crate::attribution::stacks::methods::MethodFilter;
     use crate::safe_write::test_dir;
     use std::sync::Arc;
 

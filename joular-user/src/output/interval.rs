@@ -6,12 +6,14 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufWriter, Write};
 
-use super::methods::{bucket_stack, join_frames, push_frame_name, shows_jvm, StackRules, NO_SAMPLES};
-use super::paths::{all_path, PathStyle};
 use super::pprof::{build_labelled, source_comment, write_profile, LabelValue, LabelledStack};
 use super::results::ThreadStacks;
-use super::thread_kind::ThreadKind;
 use super::OutputError;
+use crate::attribution::stacks::methods::{
+    bucket_stack, join_frames, push_frame_name, shows_jvm, StackRules, NO_SAMPLES,
+};
+use crate::attribution::stacks::paths::{all_path, PathStyle};
+use crate::attribution::stacks::thread_kind::ThreadKind;
 use crate::model::{CycleReport, Stack};
 use crate::safe_write::OutDir;
 
@@ -188,8 +190,8 @@ impl IntervalProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::methods::tests::{frame, java};
     use crate::model::{Frame, FrameKind, ProcessReport, ThreadReport, ThreadStack};
-    use crate::output::methods::tests::{frame, java};
     use crate::output::pprof::Profile;
     use crate::safe_write::test_dir;
     use prost::Message;

@@ -17,8 +17,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::aggregate::{NamedTotal, Scope};
 use super::OutputError;
+use crate::attribution::stacks::aggregate::{NamedTotal, Scope};
 use crate::safe_write::{DirId, OutDir};
 
 /// Name of the directory that holds one `<pid>-<epochms>` directory per process.
@@ -301,7 +301,7 @@ fn file_safe(method: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::methods::MethodFilter;
+    use crate::attribution::stacks::methods::MethodFilter;
     use crate::safe_write::Modes;
     use std::fs;
 

@@ -8,38 +8,36 @@
 //! - `IntervalProfile`: serve mode's per-interval, host-wide pprof and folded files.
 //! - `report`: re-renders those outputs from a saved raw profile.
 
-mod aggregate;
 mod cycle_sums;
 mod flamegraph;
 mod folded;
 mod html;
 mod interval;
 mod joularjx;
-pub mod methods;
-mod paths;
 mod pprof;
 mod pprof_proto;
-mod profile;
 mod raw_profile;
 mod render;
 mod report;
 mod results;
 mod table;
-pub mod thread_kind;
-mod timeline;
 
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub use crate::attribution::stacks::aggregate::StackTotal;
+pub use crate::attribution::stacks::methods::{self, MethodFilter};
+pub use crate::attribution::stacks::profile::{
+    FailedOutput, JvmShares, ProcessProfile, RunSummary, Share, ThreadTotal, Unattributed,
+};
+pub use crate::attribution::stacks::thread_kind;
+pub use crate::attribution::stacks::timeline::{ThreadSeries, Timeline};
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
-pub use methods::MethodFilter;
-pub use profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, Share, StackTotal, ThreadTotal, Unattributed};
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};
-pub use timeline::{ThreadSeries, Timeline};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {

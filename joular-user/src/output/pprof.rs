@@ -14,11 +14,12 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
-use super::methods::StackRules;
-use super::paths::{all_path, PathStyle};
 pub use super::pprof_proto::*;
-use super::profile::{RunSummary, StackTotal};
 use super::OutputError;
+use crate::attribution::stacks::aggregate::StackTotal;
+use crate::attribution::stacks::methods::StackRules;
+use crate::attribution::stacks::paths::{all_path, PathStyle};
+use crate::attribution::stacks::profile::RunSummary;
 use crate::model::{Frame, FrameKind};
 use crate::safe_write::OutDir;
 
@@ -251,9 +252,9 @@ pub fn write_pprof(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::methods::tests::{frame, java};
+    use crate::attribution::stacks::thread_kind::ThreadKind;
     use crate::model::Stack;
-    use crate::output::methods::tests::{frame, java};
-    use crate::output::thread_kind::ThreadKind;
     use crate::safe_write::test_dir;
     use std::fs::File;
     use std::io::Read;

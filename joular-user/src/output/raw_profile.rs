@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::profile::{ProcessProfile, RunSummary, StackTotal};
-use super::thread_kind::ThreadKind;
-use super::timeline::{Timeline, MAX_BUCKETS};
 use super::OutputError;
+use crate::attribution::stacks::aggregate::StackTotal;
+use crate::attribution::stacks::profile::{ProcessProfile, RunSummary};
+use crate::attribution::stacks::thread_kind::ThreadKind;
+use crate::attribution::stacks::timeline::{Timeline, MAX_BUCKETS};
 use crate::model::{Frame, FrameKind, Stack};
 use crate::safe_write::OutDir;
 
@@ -265,8 +266,8 @@ fn key_before(text: &str, line: usize, column: usize) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::methods::tests::{frame, java};
-    use crate::output::profile::ThreadTotal;
+    use crate::attribution::stacks::methods::tests::{frame, java};
+    use crate::attribution::stacks::profile::ThreadTotal;
     use crate::safe_write::test_dir;
 
     #[test]
@@ -278,7 +279,7 @@ mod tests {
             drops: [("samples".to_owned(), 3)].into(),
             threads: vec![ThreadTotal { tid: 10, comm: "worker".into(), energy_uj: 5.0, on_cpu_ns: 7, samples: 2 }],
             native_frames: true,
-            jvm: Some(crate::output::profile::JvmShares::default()),
+            jvm: Some(crate::attribution::stacks::profile::JvmShares::default()),
             ..RunSummary::default()
         };
         let shared = java("com.acme.App.main");

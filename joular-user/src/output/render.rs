@@ -4,17 +4,17 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use super::aggregate::{method_call_trees, method_totals, path_groups, Scope};
 use super::flamegraph::{render_svg, write_bytes};
 use super::folded::write_folded;
 use super::html::{self, HtmlInput, HTML_FILE};
 use super::joularjx::{Kind, Period, RunDir};
-use super::methods::{is_method_name, MethodFilter};
-use super::paths::PathStyle;
 use super::pprof::write_pprof;
-use super::profile::{FailedOutput, ProcessProfile, RunSummary};
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
+use crate::attribution::stacks::aggregate::{method_call_trees, method_totals, path_groups, Scope};
+use crate::attribution::stacks::methods::{is_method_name, MethodFilter};
+use crate::attribution::stacks::paths::PathStyle;
+use crate::attribution::stacks::profile::{FailedOutput, ProcessProfile, RunSummary};
 use crate::safe_write::OutDir;
 
 pub const SUMMARY_FILE: &str = "summary.json";

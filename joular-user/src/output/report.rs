@@ -3,12 +3,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::methods::MethodFilter;
-use super::profile::ProcessProfile;
 use super::raw_profile::{read_raw_profile, RAW_PROFILE_FILE};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
 use super::OutputError;
+use crate::attribution::stacks::methods::MethodFilter;
+use crate::attribution::stacks::profile::ProcessProfile;
 use crate::safe_write::{parse_output_mode, Modes, OutDir};
 
 /// Arguments of the `report` subcommand.

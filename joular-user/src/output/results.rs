@@ -5,17 +5,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::aggregate::{Scope, StackTable};
 use super::cycle_sums::{add, add_energy, methods_only, named, push_methods, Charge, CycleSums};
 use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
-use super::methods::{bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES};
-use super::paths::{all_path, PathStyle};
-use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
-use super::thread_kind::ThreadKind;
-use super::timeline::Timeline;
 use super::OutputError;
+use crate::attribution::stacks::aggregate::{Scope, StackTable};
+use crate::attribution::stacks::methods::{
+    bucket_stack, is_method_name, join_frames, MethodFilter, StackRules, NO_SAMPLES,
+};
+use crate::attribution::stacks::paths::{all_path, PathStyle};
+use crate::attribution::stacks::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
+use crate::attribution::stacks::thread_kind::ThreadKind;
+use crate::attribution::stacks::timeline::Timeline;
 use crate::model::{CycleReport, FrameReport, Stack, StackReport, ThreadStack};
 use crate::safe_write::{Modes, OutDir};
 

@@ -1,8 +1,8 @@
 //! `Results` on a two-cycle fixture: invariants, golden JoularJX files, re-rendering.
 
 use super::*;
+use crate::attribution::stacks::methods::tests::{frame, java};
 use crate::model::{Frame, FrameKind, SocketReport, ThreadReport};
-use crate::output::methods::tests::{frame, java};
 use crate::output::report::{report_to, ReportArgs, ReportFormat};
 use std::fs;
 use std::path::Path;

@@ -2,9 +2,9 @@
 
 use std::fmt::Write;
 
-use super::aggregate::{method_totals, Scope};
-use super::methods::MethodFilter;
-use super::profile::{ProcessProfile, Share};
+use crate::attribution::stacks::aggregate::{method_totals, Scope};
+use crate::attribution::stacks::methods::MethodFilter;
+use crate::attribution::stacks::profile::{ProcessProfile, Share};
 
 /// Longest method name shown; longer ones keep their end (the method, not the package).
 const MAX_NAME_CHARS: usize = 90;
@@ -114,8 +114,9 @@ fn shorten(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::methods::tests::java;
-    use crate::output::profile::{RunSummary, StackTotal};
+    use crate::attribution::stacks::aggregate::StackTotal;
+    use crate::attribution::stacks::methods::tests::java;
+    use crate::attribution::stacks::profile::RunSummary;
     use std::sync::Arc;
 
     fn profile(pid: u32, filters: &[&str], methods: &[(&str, f64)]) -> ProcessProfile {
@@ -130,7 +131,7 @@ mod tests {
             stacks: methods
                 .iter()
                 .map(|(name, energy_uj)| StackTotal {
-                    thread: crate::output::thread_kind::ThreadKind::Application,
+                    thread: crate::attribution::stacks::thread_kind::ThreadKind::Application,
                     stack: Arc::from(vec![java("com.acme.Main.main"), java(name)]),
                     energy_uj: *energy_uj,
                     samples: 1,

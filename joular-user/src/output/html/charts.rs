@@ -4,7 +4,7 @@
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use crate::output::timeline::Timeline;
+use crate::attribution::stacks::timeline::Timeline;
 
 const WIDTH: u32 = 1100;
 const HEIGHT: u32 = 420;

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::io::BufRead;
 
 use super::charts::Series;
-use crate::output::aggregate::Scope;
+use crate::attribution::stacks::aggregate::Scope;
+use crate::attribution::stacks::timeline::Timeline;
 use crate::output::joularjx::evolution_name;
-use crate::output::timeline::Timeline;
 use crate::safe_write::OutDir;
 
 /// An evolution file holds one short row per cycle: a month of 1 s cycles is ~50 MB.

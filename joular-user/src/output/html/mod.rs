@@ -17,9 +17,9 @@ use crate::safe_write::OutDir;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use self::charts::{Series, TOP_SERIES};
-use super::aggregate::{method_call_trees, method_totals, NamedTotal, Scope};
-use super::methods::{is_method_name, MethodFilter};
-use super::profile::{ProcessProfile, Share};
+use crate::attribution::stacks::aggregate::{method_call_trees, method_totals, NamedTotal, Scope};
+use crate::attribution::stacks::methods::{is_method_name, MethodFilter};
+use crate::attribution::stacks::profile::{ProcessProfile, Share};
 
 pub const HTML_FILE: &str = "report.html";
 /// Rows of the method table per view; the JoularJX CSVs hold them all.

@@ -9,9 +9,17 @@ use std::sync::Arc;
 
 use super::methods::{self, MethodFilter, StackRules, NO_STACK};
 use super::paths::{all_path, app_path, PathStyle};
-use super::profile::StackTotal;
 use super::thread_kind::ThreadKind;
 use crate::model::{Frame, Stack};
+
+/// Energy and samples of one distinct stack, in one kind of thread, over the whole run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackTotal {
+    pub stack: Stack,
+    pub thread: ThreadKind,
+    pub energy_uj: f64,
+    pub samples: u64,
+}
 
 /// "all" or "app" (JoularJX's `all/` and `app/` trees).
 #[derive(Debug, Clone, Copy)]
@@ -189,6 +197,10 @@ impl StackTable {
         self.entries.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Id of `stack` sampled in a thread of kind `thread`, adding it on first sight; an empty
     /// stack becomes the `(no stack)` bucket.
     pub fn intern(&mut self, stack: &Stack, thread: ThreadKind, filter: &MethodFilter, rules: StackRules) -> usize {
@@ -261,8 +273,8 @@ impl StackTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::methods::tests::{frame, java};
     use crate::model::FrameKind;
-    use crate::output::methods::tests::{frame, java};
 
     const JVM: StackRules = StackRules { jvm: true, native_frames: false };
     const APP: ThreadKind = ThreadKind::Application;

@@ -5,11 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::{method_totals, NamedTotal, Scope};
+use super::aggregate::{method_totals, NamedTotal, Scope, StackTotal};
 use super::methods::{is_method_name, shows_jvm, MethodFilter, StackRules};
-use super::thread_kind::{self, ThreadKind};
+use super::thread_kind;
 use super::timeline::Timeline;
-use crate::model::Stack;
 
 /// `summary.json`, also the header of the raw profile.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -161,15 +160,6 @@ pub struct ThreadTotal {
     pub comm: String,
     pub energy_uj: f64,
     pub on_cpu_ns: u64,
-    pub samples: u64,
-}
-
-/// Energy and samples of one distinct stack, in one kind of thread, over the whole run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StackTotal {
-    pub stack: Stack,
-    pub thread: ThreadKind,
-    pub energy_uj: f64,
     pub samples: u64,
 }
 

@@ -122,8 +122,8 @@ fn is_gc_operation(frame: &Frame) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::methods::tests::frame;
     use crate::model::FrameKind;
-    use crate::output::methods::tests::frame;
 
     #[test]
     fn hotspot_thread_names_are_classified() {

@@ -88,10 +88,10 @@ pub fn app_path<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::methods::bucket_stack;
+    use crate::attribution::stacks::methods::tests::{frame, java};
+    use crate::attribution::stacks::methods::{join_frames, NO_APP_FRAME, NO_SAMPLES};
     use crate::model::FrameKind;
-    use crate::output::methods::bucket_stack;
-    use crate::output::methods::tests::{frame, java};
-    use crate::output::methods::{join_frames, NO_APP_FRAME, NO_SAMPLES};
 
     const JVM: StackRules = StackRules { jvm: true, native_frames: false };
 

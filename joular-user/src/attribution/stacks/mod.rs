@@ -1,0 +1,12 @@
+//! Stack attribution (docs/architecture.md, eq. 10): each thread's energy split over its
+//! sampled call paths by sample share, named by JoularJX's method rules (thread kinds, the
+//! nearest Java frame, the `--filter` app view), and summed per stack, method, thread and
+//! process over the run. Pure like the energy stage: stacks and joules in, an
+//! `AttributedCycle` out, no file and no clock.
+
+pub mod aggregate;
+pub mod methods;
+pub mod paths;
+pub mod profile;
+pub mod thread_kind;
+pub mod timeline;
