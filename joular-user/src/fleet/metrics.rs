@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::exposition::{Exposition, MetricKind};
 use super::labels::{ProcessLabels, ProcessTable};
-use crate::model::CycleReport;
+use crate::attribution::stacks::AttributedCycle;
 
 /// Where method energy goes once a process has `tracked_methods` distinct methods, so memory stays
 /// bounded and the methods still sum to what was reported.
@@ -127,7 +127,8 @@ impl MetricsRegistry {
 
     /// Adds one cycle. `table` gives the labels of processes seen for the first time and tells which
     /// tracked processes are gone.
-    pub fn on_cycle(&mut self, report: &CycleReport, table: &dyn ProcessTable) {
+    pub fn on_cycle(&mut self, cycle: &AttributedCycle, table: &dyn ProcessTable) {
+        let report = &cycle.report;
         let now_ns = report.end_ns;
         self.cycles += 1;
         if !report.sockets.is_empty() {
@@ -157,7 +158,7 @@ impl MetricsRegistry {
             series.power_w = finite_or_zero(p.power_w);
         }
         let tracked_methods = self.config.tracked_methods;
-        for m in &report.methods {
+        for m in cycle.methods() {
             let comm = report.threads.iter().find(|t| t.pid == m.pid).map_or("", |t| t.comm.as_str());
             self.series_for(m.pid, comm, table, now_ns).add_method(&m.method, joules(m.energy_uj), tracked_methods);
         }
@@ -322,7 +323,7 @@ fn sample(e: &mut Exposition, name: &str, labels: &[(&'static str, String)], val
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{MethodReport, ProcessReport, SocketReport};
+    use crate::model::{CycleReport, MethodReport, ProcessReport, SocketReport};
     use std::cell::RefCell;
 
     /// Live processes by pid; tests kill and respawn them.
@@ -454,7 +455,7 @@ mod tests {
             table.kill(200 + n - 2);
             let report =
                 cycle(u64::from(n), 50e6, &[(100, 20e6 + f64::from(n)), (200 + n, 5e6), (200 + n - 1, 4e6)], &[]);
-            registry.on_cycle(&report, &table);
+            registry.on_cycle(&AttributedCycle::of_report(report.clone()), &table);
             let now = scrape(&registry);
             assert_balanced(&now);
             for (key, before) in &previous {
@@ -481,18 +482,18 @@ mod tests {
         let table = FakeTable::default();
         table.spawn(7, "batch", 3, None);
         let mut registry = MetricsRegistry::new(config(3));
-        registry.on_cycle(&cycle(1, 10e6, &[(7, 6e6)], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(1, 10e6, &[(7, 6e6)], &[])), &table);
         table.kill(7);
         // Its last cycle's energy arrives in the cycle in which it is found gone.
-        registry.on_cycle(&cycle(2, 10e6, &[(7, 2e6)], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(2, 10e6, &[(7, 2e6)], &[])), &table);
         for n in 3..=4 {
-            registry.on_cycle(&cycle(n, 10e6, &[], &[]), &table);
+            registry.on_cycle(&AttributedCycle::of_report(cycle(n, 10e6, &[], &[])), &table);
             let s = scrape(&registry);
             assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"7\""), Some(8.0));
             assert_eq!(value(&s, "joular_process_power_watts", "pid=\"7\""), Some(0.0));
             assert_eq!(value(&s, "joular_exited_process_energy_joules_total", ""), Some(0.0));
         }
-        registry.on_cycle(&cycle(5, 10e6, &[], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(5, 10e6, &[], &[])), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"7\""), None);
         assert_eq!(value(&s, "joular_process_info", "pid=\"7\""), None);
@@ -504,10 +505,10 @@ mod tests {
     fn a_process_gone_before_it_was_first_seen_keeps_its_energy_under_the_reported_comm() {
         let table = FakeTable::default();
         let mut registry = MetricsRegistry::new(config(1));
-        registry.on_cycle(&cycle(1, 10e6, &[(55, 3e6)], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(1, 10e6, &[(55, 3e6)], &[])), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_process_energy_joules_total", "comm=\"gone-55\""), Some(3.0));
-        registry.on_cycle(&cycle(2, 10e6, &[], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(2, 10e6, &[], &[])), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"55\""), None);
         assert_eq!(value(&s, "joular_exited_process_energy_joules_total", ""), Some(3.0));
@@ -518,9 +519,9 @@ mod tests {
         let table = FakeTable::default();
         table.spawn(9, "old", 10, None);
         let mut registry = MetricsRegistry::new(config(100));
-        registry.on_cycle(&cycle(1, 10e6, &[(9, 4e6)], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(1, 10e6, &[(9, 4e6)], &[])), &table);
         table.spawn(9, "new", 11, None);
-        registry.on_cycle(&cycle(2, 10e6, &[(9, 1e6)], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(2, 10e6, &[(9, 1e6)], &[])), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_process_energy_joules_total", "comm=\"old\""), None);
         assert_eq!(value(&s, "joular_process_energy_joules_total", "comm=\"new\""), Some(1.0));
@@ -533,7 +534,7 @@ mod tests {
         let table = FakeTable::default();
         let mut registry = MetricsRegistry::new(RegistryConfig { max_exited: 2, ..config(1000) });
         for n in 1..=5u64 {
-            registry.on_cycle(&cycle(n, 10e6, &[(n as u32, 1e6)], &[]), &table);
+            registry.on_cycle(&AttributedCycle::of_report(cycle(n, 10e6, &[(n as u32, 1e6)], &[])), &table);
         }
         let s = scrape(&registry);
         let pids: Vec<&String> = s.keys().filter(|k| k.starts_with("joular_process_energy")).collect();
@@ -547,20 +548,23 @@ mod tests {
         let table = FakeTable::default();
         table.spawn(1, "java", 1, None);
         let mut registry = MetricsRegistry::new(config(10));
-        registry.on_cycle(&cycle(1, 10e6, &[(1, 6e6)], &[(1, "a", 3e6), (1, "b", 2e6), (1, "c", 1e6)]), &table);
+        registry.on_cycle(
+            &AttributedCycle::of_report(cycle(1, 10e6, &[(1, 6e6)], &[(1, "a", 3e6), (1, "b", 2e6), (1, "c", 1e6)])),
+            &table,
+        );
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"a\""), Some(3.0));
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"b\""), Some(2.0));
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"c\""), None);
-        registry.on_cycle(&cycle(2, 10e6, &[(1, 4e6)], &[(1, "c", 4e6)]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(2, 10e6, &[(1, 4e6)], &[(1, "c", 4e6)])), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"c\""), Some(5.0));
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"b\""), None);
-        registry.on_cycle(&cycle(3, 10e6, &[(1, 4e6)], &[(1, "b", 4e6)]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(3, 10e6, &[(1, 4e6)], &[(1, "b", 4e6)])), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"b\""), Some(6.0));
         // A fourth distinct method is beyond tracked_methods (3): it counts as untracked.
-        registry.on_cycle(&cycle(4, 10e6, &[(1, 9e6)], &[(1, "d", 9e6)]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(4, 10e6, &[(1, 9e6)], &[(1, "d", 9e6)])), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"d\""), None);
         let untracked = format!("method=\"{UNTRACKED_METHOD}\"");
@@ -578,7 +582,7 @@ mod tests {
             report.sockets[0].estimated = true;
             report.sockets[0].dram_energy_uj = Some(2e6);
             report.drops.insert("samples".to_owned(), 5);
-            registry.on_cycle(&report, &table);
+            registry.on_cycle(&AttributedCycle::of_report(report.clone()), &table);
         }
         let s = scrape(&registry);
         let process = format!("{{pid=\"3\",comm=\"nginx \\\"edge\\\"\",container=\"{id}\",estimated=\"true\"}}");
@@ -594,10 +598,10 @@ mod tests {
         let table = FakeTable::default();
         table.spawn(2, "x", 1, None);
         let mut registry = MetricsRegistry::new(config(10));
-        registry.on_cycle(&cycle(1, 10e6, &[(2, 5e6)], &[]), &table);
+        registry.on_cycle(&AttributedCycle::of_report(cycle(1, 10e6, &[(2, 5e6)], &[])), &table);
         let mut report = cycle(2, f64::NAN, &[(2, -3e6)], &[]);
         report.sockets[0].unattributed_uj = f64::NEG_INFINITY;
-        registry.on_cycle(&report, &table);
+        registry.on_cycle(&AttributedCycle::of_report(report.clone()), &table);
         let s = scrape(&registry);
         assert_eq!(value(&s, "joular_process_energy_joules_total", "pid=\"2\""), Some(5.0));
         assert_eq!(value(&s, "joular_host_energy_joules_total", "package"), Some(10.0));

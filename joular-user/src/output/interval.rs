@@ -3,18 +3,16 @@
 //! backend (Pyroscope, Parca) ingests, then reset. Memory is bounded by the distinct stacks of one
 //! interval, whatever the daemon's uptime.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufWriter, Write};
 
 use super::pprof::{build_labelled, source_comment, write_profile, LabelValue, LabelledStack};
-use super::results::ThreadStacks;
 use super::OutputError;
-use crate::attribution::stacks::methods::{
-    bucket_stack, join_frames, push_frame_name, shows_jvm, StackRules, NO_SAMPLES,
-};
+use crate::attribution::stacks::methods::{join_frames, push_frame_name, StackRules};
 use crate::attribution::stacks::paths::{all_path, PathStyle};
 use crate::attribution::stacks::thread_kind::ThreadKind;
-use crate::model::{CycleReport, Stack};
+use crate::attribution::stacks::AttributedCycle;
+use crate::model::Stack;
 use crate::safe_write::OutDir;
 
 #[derive(Default)]
@@ -36,7 +34,6 @@ pub struct IntervalProfile {
     start_epoch_ms: u64,
     duration_s: f64,
     processes: BTreeMap<u32, IntervalProcess>,
-    no_samples: Stack,
     native_frames: bool,
 }
 
@@ -51,41 +48,22 @@ impl IntervalProfile {
             start_epoch_ms,
             duration_s: 0.0,
             processes: BTreeMap::new(),
-            no_samples: bucket_stack(NO_SAMPLES),
         }
     }
 
-    /// Splits each thread's energy over its stacks by sample share, as the per-process results do;
-    /// a thread with energy but no sample goes to `(no samples)`, so the interval's total is the
+    /// Adds the cycle's stack shares: the stage split each thread's energy over its stacks (a
+    /// thread with energy but no sample is on `(no samples)`), so the interval's total is the
     /// sum of the threads' energy.
-    pub fn on_cycle(&mut self, report: &CycleReport, stacks: &[ThreadStacks]) {
-        self.duration_s += report.end_ns.saturating_sub(report.start_ns) as f64 / 1e9;
-        let threads: HashMap<(u32, u32), (f64, &str)> =
-            report.threads.iter().map(|t| ((t.pid, t.tid), (t.energy_uj, t.comm.as_str()))).collect();
-        let mut covered = HashSet::new();
-        for (pid, tid, thread_stacks) in stacks {
-            let total_samples: u64 = thread_stacks.iter().map(|s| s.samples).sum();
-            if total_samples == 0 {
-                continue;
-            }
-            covered.insert((*pid, *tid));
-            let (energy_uj, comm) = threads.get(&(*pid, *tid)).copied().unwrap_or((0.0, ""));
-            let process = self.processes.entry(*pid).or_default();
-            for s in thread_stacks.iter().filter(|s| s.samples > 0) {
-                let kind = ThreadKind::classify(comm, &s.stack);
-                process.jvm = process.jvm || kind.is_jvm_internal() || shows_jvm(&s.stack);
-                let sum = process.stacks.entry((s.stack.clone(), kind)).or_default();
-                sum.0 += energy_uj * s.samples as f64 / total_samples as f64;
+    pub fn on_cycle(&mut self, cycle: &AttributedCycle) {
+        let report = &cycle.report;
+        self.duration_s += cycle.duration_s;
+        for charge in &cycle.charges {
+            let process = self.processes.entry(charge.pid).or_default();
+            for s in &charge.stacks {
+                process.jvm = process.jvm || s.kind.is_jvm_internal() || s.shows_jvm;
+                let sum = process.stacks.entry((s.stack.clone(), s.kind)).or_default();
+                sum.0 += s.energy.cpu_uj;
                 sum.1 += s.samples;
-            }
-        }
-        for t in &report.threads {
-            if t.energy_uj > 0.0 && !covered.contains(&(t.pid, t.tid)) {
-                let process = self.processes.entry(t.pid).or_default();
-                let kind = ThreadKind::classify(&t.comm, &[]);
-                process.jvm = process.jvm || kind.is_jvm_internal();
-                let key = (self.no_samples.clone(), kind);
-                process.stacks.entry(key).or_default().0 += t.energy_uj;
             }
         }
         for p in &report.processes {
@@ -191,7 +169,8 @@ impl IntervalProfile {
 mod tests {
     use super::*;
     use crate::attribution::stacks::methods::tests::{frame, java};
-    use crate::model::{Frame, FrameKind, ProcessReport, ThreadReport, ThreadStack};
+    use crate::attribution::stacks::{StackConfig, StackStage, ThreadStacks};
+    use crate::model::{CycleReport, Frame, FrameKind, ProcessReport, ThreadReport, ThreadStack};
     use crate::output::pprof::Profile;
     use crate::safe_write::test_dir;
     use prost::Message;
@@ -234,6 +213,7 @@ mod tests {
     fn fixture(native_frames: bool) -> IntervalProfile {
         let (compute, write, gc, nginx) = stacks();
         let mut p = IntervalProfile::new("model", true, "node-1", 1_700_000_000_000, native_frames);
+        let mut stage = StackStage::new(StackConfig::default());
         for cycle in 0..2u64 {
             let report = CycleReport {
                 start_ns: cycle * 1_000_000_000,
@@ -261,7 +241,7 @@ mod tests {
                 (10, 13, vec![ts(&gc, 2)]),
                 (20, 20, vec![ts(&nginx, 5)]),
             ];
-            p.on_cycle(&report, &thread_stacks);
+            p.on_cycle(&stage.on_cycle(report, &thread_stacks));
         }
         p
     }

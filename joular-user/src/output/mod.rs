@@ -19,7 +19,9 @@ mod pprof_proto;
 mod raw_profile;
 mod render;
 mod report;
+mod result_tree;
 mod results;
+mod sink;
 mod table;
 
 use std::io;
@@ -32,12 +34,15 @@ pub use crate::attribution::stacks::profile::{
 };
 pub use crate::attribution::stacks::thread_kind;
 pub use crate::attribution::stacks::timeline::{ThreadSeries, Timeline};
+pub use crate::attribution::stacks::{ThreadStacks, FLAGGED_SOCKET_CYCLES};
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
-pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};
+pub use result_tree::ResultTree;
+pub use results::{table, FinishSummary, Results, ResultsConfig};
+pub use sink::{Sink, SinkError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {

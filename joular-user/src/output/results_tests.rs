@@ -2,10 +2,14 @@
 
 use super::*;
 use crate::attribution::stacks::methods::tests::{frame, java};
-use crate::model::{Frame, FrameKind, SocketReport, ThreadReport};
+use crate::attribution::stacks::methods::NO_SAMPLES;
+use crate::attribution::stacks::profile::RunSummary;
+use crate::model::{Frame, FrameKind, SocketReport, Stack, ThreadReport, ThreadStack};
 use crate::output::report::{report_to, ReportArgs, ReportFormat};
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 pub(crate) const PID: u32 = 100;
 pub(crate) const START_MS: u64 = 1_700_000_000_000;

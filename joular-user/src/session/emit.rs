@@ -6,15 +6,13 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use joular_user::attribution::stacks::{StackStage, ThreadStacks};
 use joular_user::attribution::Totals;
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
-use joular_user::output::{FailedOutput, FinishSummary, Results, ThreadStacks};
+use joular_user::output::{table, FailedOutput, FinishSummary, Sink};
 use joular_user::symbols::SymbolStats;
 
-use super::exporter::Exporter;
-use super::jsonl::JsonLines;
-use super::profiles::ProfileExport;
 use super::retire;
 use super::summary::Summary;
 use super::symbolize::{late_stacks, SymbolReply};
@@ -32,10 +30,11 @@ pub struct PendingCycle {
 }
 
 pub struct Sinks {
-    pub results: Results,
-    pub exporter: Option<Exporter>,
-    pub profiles: Option<ProfileExport>,
-    pub json: Option<JsonLines>,
+    /// Splits each cycle's thread energy over stacks and methods, and keeps the run's totals.
+    pub stage: StackStage,
+    /// Every output, each only reading the attributed cycle (result tree, metrics, periodic
+    /// profiles, JSON): their order changes no output.
+    outputs: Vec<Box<dyn Sink>>,
     pub summary: Summary,
     /// Serve mode: forget ended processes (write their trees now); otherwise they are kept
     /// for the end, set aside from later processes with the same PID.
@@ -51,18 +50,10 @@ pub struct Sinks {
 }
 
 impl Sinks {
-    pub fn new(
-        results: Results,
-        exporter: Option<Exporter>,
-        profiles: Option<ProfileExport>,
-        json: Option<JsonLines>,
-        retire: bool,
-    ) -> Self {
+    pub fn new(stage: StackStage, outputs: Vec<Box<dyn Sink>>, retire: bool) -> Self {
         Sinks {
-            results,
-            exporter,
-            profiles,
-            json,
+            stage,
+            outputs,
             summary: Summary::default(),
             retire,
             pending: VecDeque::new(),
@@ -90,7 +81,7 @@ impl Sinks {
             .saturating_sub(self.symbol_stats.perf_map_entries_not_indexed_total);
         self.symbol_stats = reply.stats;
         for (pid, unwinder) in &self.symbol_stats.unwinders {
-            self.results.set_java_unwinder(*pid, unwinder);
+            self.stage.set_java_unwinder(*pid, unwinder);
         }
         while let Some(front) = self.pending.front() {
             if front.report.cycle > reply.cycle {
@@ -139,52 +130,68 @@ impl Sinks {
     }
 
     fn write(&mut self, mut cycle: PendingCycle, stacks: &[ThreadStacks], totals: &mut Totals) -> anyhow::Result<()> {
-        let report = &mut cycle.report;
         if self.unreported_not_indexed > 0 {
-            *report.drops.entry(OVER_BUDGET.into()).or_default() += std::mem::take(&mut self.unreported_not_indexed);
+            *cycle.report.drops.entry(OVER_BUDGET.into()).or_default() +=
+                std::mem::take(&mut self.unreported_not_indexed);
         }
-        if let Err(e) = self.results.on_cycle(report, stacks) {
-            // A result file that cannot be written this cycle (a full disk) may be next cycle.
-            self.fail(e.failed("--output"), "the run goes on");
+        let attributed = self.stage.on_cycle(cycle.report, stacks);
+        let mut errors = Vec::new();
+        self.outputs.retain_mut(|sink| match sink.on_cycle(&attributed) {
+            Ok(()) => true,
+            Err(e) => {
+                let stopped = e.stopped;
+                errors.push(e);
+                !stopped
+            }
+        });
+        for e in errors {
+            self.fail(e.failed, e.outcome);
         }
-        if let Some(e) = &self.exporter {
-            e.on_cycle(report);
-        }
-        if let Some(p) = self.profiles.as_mut() {
-            p.on_cycle(report, stacks);
-        }
-        if let Some(Err(e)) = self.json.as_mut().map(|j| j.write(report)) {
-            let path = self.json.take().expect("written above").path().to_owned();
-            self.fail(FailedOutput::new("--json", &path, e), "JSON output stopped, the run goes on");
-        }
-        self.summary.add(report, stacks);
+        self.summary.add(&attributed.report, stacks);
         let ended = retire::ended(&cycle.exits);
         if !self.retire {
             // Kept for the end, but apart: a later process with the PID is another process.
             for &pid in &ended.pids {
-                self.results.set_aside(pid);
+                self.stage.set_aside(pid);
                 self.summary.set_aside(pid, totals);
                 totals.set_aside(pid);
             }
             return Ok(());
         }
         for &pid in &ended.pids {
-            // A daemon goes on when one process's files cannot be written (disk full).
-            match self.results.retire(pid) {
-                Ok(Some(files)) => {
-                    log::info!("results of ended process {pid}: {}", files.dir.display());
-                    for failed in files.failed {
-                        self.fail(failed, "the other files were written");
+            let Some(retired) = self.stage.retire(pid) else { continue };
+            let mut failed = Vec::new();
+            for sink in &mut self.outputs {
+                // A daemon goes on when one process's files cannot be written (disk full).
+                match sink.on_retire(&retired) {
+                    Ok(Some(files)) => {
+                        log::info!("results of ended process {pid}: {}", files.dir.display());
+                        failed.extend(files.failed);
                     }
+                    Ok(None) => {}
+                    Err(e) => errln!(
+                        "joular-ebpf: warning: results of ended process {pid} not written: {}: {}",
+                        e.failed.path,
+                        e.failed.error
+                    ),
                 }
-                Ok(None) => {}
-                Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
+            }
+            for f in failed {
+                self.fail(f, "the other files were written");
             }
         }
         self.summary.forget(&ended);
         totals.forget_processes(&ended.pids);
         totals.forget_threads(&ended.threads);
         Ok(())
+    }
+
+    /// The end of the run: every sink's end-of-run files, from the stage's run totals, and the
+    /// top-methods table.
+    pub fn finish(&mut self, top_n: usize) -> FinishSummary {
+        let run = self.stage.run_end();
+        let outputs = self.outputs.iter_mut().flat_map(|sink| sink.finish(&run)).collect();
+        FinishSummary { outputs, table: table(&run, top_n) }
     }
 
     /// Says once that an output failed (a warning naming the flag and the file), and keeps it
@@ -194,7 +201,7 @@ impl Sinks {
             return;
         }
         errln!("joular-ebpf: warning: {failed}; {outcome}");
-        self.results.add_failed_output(failed.clone());
+        self.stage.add_failed_output(failed.clone());
         self.failed.push(failed);
     }
 

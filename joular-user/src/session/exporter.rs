@@ -7,8 +7,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::Context as _;
+use joular_user::attribution::stacks::AttributedCycle;
 use joular_user::fleet::{MetricsRegistry, MetricsServer, ProcFs, RegistryConfig};
-use joular_user::model::CycleReport;
+use joular_user::output::{Sink, SinkError};
 use tokio::sync::oneshot;
 
 use super::FleetOptions;
@@ -58,11 +59,14 @@ impl Exporter {
         errln!("joular-ebpf: serving Prometheus metrics on http://{addr}/metrics");
         Ok(Self { registry, procs: ProcFs::new(proc_root.to_path_buf()), stop: Some(stop), thread: Some(thread) })
     }
+}
 
-    pub fn on_cycle(&self, report: &CycleReport) {
+impl Sink for Exporter {
+    fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError> {
         // A poisoned lock means a scrape panicked mid-render; the counters are still whole.
         let mut registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
-        registry.on_cycle(report, &self.procs);
+        registry.on_cycle(cycle, &self.procs);
+        Ok(())
     }
 }
 

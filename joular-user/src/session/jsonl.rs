@@ -10,7 +10,9 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use joular_user::attribution::stacks::AttributedCycle;
 use joular_user::model::CycleReport;
+use joular_user::output::{FailedOutput, Sink, SinkError};
 use joular_user::safe_write::{self, Modes};
 
 pub struct JsonLines {
@@ -25,15 +27,22 @@ impl JsonLines {
         Ok(Self { out: WholeLines::new(f), path: path.to_owned() })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends the report as one line; on an error the file ends with the previous line.
     pub fn write(&mut self, report: &CycleReport) -> io::Result<()> {
         let mut line = serde_json::to_vec(report)?;
         line.push(b'\n');
         self.out.write_line(&line)
+    }
+}
+
+impl Sink for JsonLines {
+    /// On an error the file is left whole and the output stops.
+    fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError> {
+        self.write(&cycle.report).map_err(|e| SinkError {
+            failed: FailedOutput::new("--json", &self.path, e),
+            outcome: "JSON output stopped, the run goes on",
+            stopped: true,
+        })
     }
 }
 

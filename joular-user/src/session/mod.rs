@@ -19,9 +19,10 @@ pub mod target;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use joular_user::attribution::stacks::StackStage;
 use joular_user::collect::Collector;
 use joular_user::ebpf::{Probe, ProbeOptions, SchedulerHook};
-use joular_user::output::{MethodFilter, Results, ResultsConfig};
+use joular_user::output::{MethodFilter, ResultTree, ResultsConfig, Sink};
 use joular_user::symbols::SymbolizerOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
@@ -126,7 +127,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut leader_names = target::LeaderNames::default();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
     let serve = fleet.as_ref();
-    let results = Results::new(ResultsConfig {
+    let results = ResultsConfig {
         results_root: common.output.clone(),
         // A daemon writes the tree only when asked, process by process as they end.
         write_files: serve.is_none_or(|f| f.results),
@@ -142,15 +143,27 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         native_frames: common.native_frames,
         html: common.html || serve.is_some_and(|f| f.results),
         modes: common.modes(),
-    })
-    .with_context(|| format!("--output {}", common.output.display()))?;
+    };
+    let stage = StackStage::new(results.stack_config());
+    let tree = ResultTree::new(results).with_context(|| format!("--output {}", common.output.display()))?;
     let mut labeler = matches!(target, Target::All)
         .then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
-    let profiles = match serve.and_then(|f| f.profiles.as_ref()) {
-        Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
-        None => None,
-    };
-    let mut sinks = Sinks::new(results, exporter, profiles, json, serve.is_some());
+    let mut outputs: Vec<Box<dyn Sink>> = vec![Box::new(tree)];
+    if let Some(exporter) = exporter {
+        outputs.push(Box::new(exporter));
+    }
+    if let Some(p) = serve.and_then(|f| f.profiles.as_ref()) {
+        outputs.push(Box::new(profiles::ProfileExport::new(
+            p,
+            energy.source_label(),
+            energy.estimated(),
+            cycle::epoch_ms(),
+        )?));
+    }
+    if let Some(json) = json {
+        outputs.push(Box::new(json));
+    }
+    let mut sinks = Sinks::new(stage, outputs, serve.is_some());
     // A daemon logs a cycle line a minute unless --verbose.
     let cycle_line_every = if serve.is_some() && !common.verbose { 60 } else { 1 };
     let mut cycles_drained = 0u64;
@@ -242,12 +255,6 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     if energy.failed_reads > 0 {
         errln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
     }
-    if let Some(p) = sinks.profiles.as_mut() {
-        // The last, partial interval: a daemon stopped for an upgrade loses nothing.
-        p.flush(cycle::epoch_ms());
-        let (written, failed) = p.counts();
-        errln!("joular-ebpf: {written} profile files written, {failed} failed");
-    }
     print_symbol_line(&sinks);
     let st = &sinks.symbol_stats;
     for (cause, count) in [
@@ -264,16 +271,14 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ("jvms_backed_off_for_read_budget", st.jvms_backed_off),
         ("hotspot_reader_panics", st.hotspot_panics),
     ] {
-        sinks.results.add_degraded(cause, count);
+        sinks.stage.add_degraded(cause, count);
     }
     for (cause, count) in symbolize::degraded_counts(&sinks.symbol_stats) {
-        sinks.results.add_degraded(&cause, count);
+        sinks.stage.add_degraded(&cause, count);
     }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
-    let finished = sinks.results.finish();
+    let finished = sinks.finish(common.top);
     out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
-    let finished =
-        finished.with_context(|| format!("writing the results under --output {}", common.output.display()))?;
     sinks.print_failed(&finished);
     outln!("\n{}", finished.table);
     for out in &finished.outputs {

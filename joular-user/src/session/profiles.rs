@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
+use joular_user::attribution::stacks::{AttributedCycle, RunEnd};
 use joular_user::fleet::{ProfileFormat, ProfileRotator, Retention};
-use joular_user::model::CycleReport;
-use joular_user::output::{IntervalProfile, ThreadStacks};
+use joular_user::output::{IntervalProfile, OutputFiles, Sink, SinkError};
 use joular_user::safe_write::Modes;
 
 pub struct ProfileOptions {
@@ -50,18 +50,8 @@ impl ProfileExport {
         })
     }
 
-    /// Adds a cycle; closes the interval once it spans `interval_s` (monotonic cycle time, so a
-    /// wall-clock jump neither shortens nor stretches one).
-    pub fn on_cycle(&mut self, report: &CycleReport, stacks: &[ThreadStacks]) {
-        self.profile.on_cycle(report, stacks);
-        // Half a millisecond of slack: cycle lengths are measured, not exact.
-        if self.profile.duration_s() + 5e-4 >= self.interval_s {
-            self.flush(report.end_epoch_ms);
-        }
-    }
-
     /// Writes the interval so far (if it has any cycle) and starts the next one.
-    pub fn flush(&mut self, end_epoch_ms: u64) {
+    fn flush(&mut self, end_epoch_ms: u64) {
         if self.profile.duration_s() <= 0.0 {
             return;
         }
@@ -86,9 +76,24 @@ impl ProfileExport {
         }
         self.profile.reset(end_epoch_ms);
     }
+}
 
-    /// `(files written, failed writes)`.
-    pub fn counts(&self) -> (u64, u64) {
-        (self.written, self.failed)
+impl Sink for ProfileExport {
+    /// Adds a cycle; closes the interval once it spans `interval_s` (monotonic cycle time, so a
+    /// wall-clock jump neither shortens nor stretches one).
+    fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError> {
+        self.profile.on_cycle(cycle);
+        // Half a millisecond of slack: cycle lengths are measured, not exact.
+        if self.profile.duration_s() + 5e-4 >= self.interval_s {
+            self.flush(cycle.report.end_epoch_ms);
+        }
+        Ok(())
+    }
+
+    /// The last, partial interval: a daemon stopped for an upgrade loses nothing.
+    fn finish(&mut self, _run: &RunEnd) -> Vec<OutputFiles> {
+        self.flush(super::cycle::epoch_ms());
+        errln!("joular-ebpf: {} profile files written, {} failed", self.written, self.failed);
+        Vec::new()
     }
 }

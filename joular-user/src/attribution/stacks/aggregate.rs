@@ -160,6 +160,14 @@ pub fn sort_totals(totals: &mut [NamedTotal]) {
     totals.sort_by(|a, b| b.energy_uj.total_cmp(&a.energy_uj).then_with(|| a.name.cmp(&b.name)));
 }
 
+/// Sums in a map, as totals sorted by energy (highest first), ties by name.
+pub fn named<K>(sums: HashMap<K, (f64, u64)>, name: impl Fn(K) -> Arc<str>) -> Vec<NamedTotal> {
+    let mut totals: Vec<NamedTotal> =
+        sums.into_iter().map(|(k, (energy_uj, samples))| NamedTotal { name: name(k), energy_uj, samples }).collect();
+    sort_totals(&mut totals);
+    totals
+}
+
 pub fn method_totals(stacks: &[StackTotal], scope: Scope, rules: StackRules) -> Vec<NamedTotal> {
     sum_by(stacks.iter().map(|s| (scope.method(&s.stack, s.thread, rules), s.energy_uj, s.samples)))
 }

@@ -5,8 +5,13 @@
 //! `AttributedCycle` out, no file and no clock.
 
 pub mod aggregate;
+mod cycle;
 pub mod methods;
 pub mod paths;
 pub mod profile;
+mod stage;
 pub mod thread_kind;
 pub mod timeline;
+
+pub use cycle::{AttributedCycle, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
+pub use stage::{Retired, RunEnd, StackConfig, StackStage, ThreadStacks, FLAGGED_SOCKET_CYCLES};

@@ -1,0 +1,189 @@
+//! The JoularJX result tree: one `<pid>-<start_epoch_ms>` directory per process, its runtime
+//! and evolution files rewritten each cycle, and every end-of-run file (totals, folded stacks,
+//! flame graphs, pprof, `summary.json`, the raw profile, `report.html`) when the process is
+//! retired or the run ends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::cycle_sums::{add, cycle_sums, methods_only, CycleSums};
+use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
+use super::render::{render_process, OutputFiles, RenderSet};
+use super::results::ResultsConfig;
+use super::sink::{Sink, SinkError};
+use super::OutputError;
+use crate::attribution::stacks::aggregate::{named, Scope};
+use crate::attribution::stacks::methods::{is_method_name, join_frames};
+use crate::attribution::stacks::paths::{all_path, PathStyle};
+use crate::attribution::stacks::{AttributedCycle, ProcessKey, Retired, RunEnd};
+use crate::safe_write::OutDir;
+
+pub struct ResultTree {
+    config: ResultsConfig,
+    /// The results root, held open from the start (`None` when no file is written): the one
+    /// descriptor every process's directory is reopened from.
+    root: Option<Arc<OutDir>>,
+    /// Run directories whose descriptor stays open between writes (the most recent few).
+    held_dirs: Arc<HeldRunDirs>,
+    /// Each process's directory, opened for each write (a descriptor held per process runs out
+    /// on a busy host); `None` once it could not be reopened.
+    dirs: HashMap<ProcessKey, Option<RunDirRef>>,
+}
+
+impl ResultTree {
+    pub fn new(config: ResultsConfig) -> Result<Self, OutputError> {
+        let root = if config.write_files {
+            Some(Arc::new(
+                OutDir::create_all(&config.results_root, config.modes)
+                    .map_err(|e| OutputError::io(&config.results_root, e))?,
+            ))
+        } else {
+            None
+        };
+        Ok(Self { root, held_dirs: HeldRunDirs::new(HELD_RUN_DIRS), config, dirs: HashMap::new() })
+    }
+
+    fn render_set(&self) -> RenderSet {
+        RenderSet { html: self.config.html, ..RenderSet::ALL }
+    }
+
+    /// Creates the directory of each process new in the cycle.
+    fn create_dirs(&mut self, cycle: &AttributedCycle) -> Result<(), OutputError> {
+        let Some(root) = &self.root else { return Ok(()) };
+        for p in &cycle.processes {
+            if !self.dirs.contains_key(&p.key) {
+                let epoch_ms = unused_epoch_ms(root, p.pid, self.config.start_epoch_ms);
+                let dir = RunDirRef::create(root, &self.held_dirs, p.pid, epoch_ms)?;
+                self.dirs.insert(p.key, Some(dir));
+            }
+        }
+        Ok(())
+    }
+
+    /// Rewrites the runtime files and appends the evolution rows of each process in the cycle.
+    pub fn write_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), OutputError> {
+        self.create_dirs(cycle)?;
+        if self.root.is_none() {
+            return Ok(());
+        }
+        let (duration_s, end_epoch_s) = (cycle.duration_s, cycle.end_epoch_ms / 1000);
+        let filter = &self.config.filter;
+        let mut lost = Vec::new();
+        for (pid, sums) in cycle_sums(cycle) {
+            let process = cycle.process(pid).expect("every charged process is listed");
+            let Some(Some(dir)) = self.dirs.get(&process.key) else { continue };
+            let dir = match dir.open() {
+                Ok(dir) => dir,
+                // Moved away and replaced, or removed: that process's files stop, said once; the
+                // run and the other processes' files go on.
+                Err(e) => {
+                    log::warn!("results of process {pid} are no longer written: {e}");
+                    lost.push(process.key);
+                    continue;
+                }
+            };
+            let CycleSums { all_methods, app_methods, all_trees, app_trees } = sums;
+            // JoularJX files hold methods only; the rest is `unattributed` in summary.json.
+            let all_methods = methods_only(named(all_methods, |m| m));
+            let app_methods = methods_only(named(app_methods, |m| m));
+            let app = Scope::App(filter);
+            dir.write_runtime(Scope::All, Kind::Methods, &all_methods, duration_s)?;
+            dir.write_runtime(app, Kind::Methods, &app_methods, duration_s)?;
+            if self.config.runtime_call_trees {
+                // Stacks that differ only in frames the tree leaves out share a row.
+                let mut trees: HashMap<Arc<str>, (f64, u64)> = HashMap::new();
+                for (energy_uj, samples, share) in all_trees.into_values() {
+                    if !is_method_name(&share.all_method) {
+                        continue;
+                    }
+                    let path = all_path(&share.stack, share.kind, process.rules, PathStyle::CallTree);
+                    let tree: Arc<str> = Arc::from(join_frames(path.into_iter(), false));
+                    add(trees.entry(tree).or_default(), energy_uj, samples);
+                }
+                let all_trees = named(trees, |t| t);
+                // A stack whose app method is not a method has that name as its app tree.
+                let app_trees = methods_only(named(app_trees, |t| t));
+                dir.write_runtime(Scope::All, Kind::CallTrees, &all_trees, duration_s)?;
+                dir.write_runtime(app, Kind::CallTrees, &app_trees, duration_s)?;
+            }
+            if self.config.evolution {
+                dir.append_evolution(Scope::All, &all_methods, end_epoch_s, duration_s)?;
+                dir.append_evolution(app, &app_methods, end_epoch_s, duration_s)?;
+            }
+        }
+        for key in lost {
+            self.dirs.insert(key, None);
+        }
+        Ok(())
+    }
+
+    /// Writes a retired process's end-of-run files and forgets its directory.
+    pub fn retire(&mut self, retired: &Retired) -> Result<Option<OutputFiles>, OutputError> {
+        let Some(Some(dir)) = self.dirs.remove(&retired.key) else {
+            return Ok(None);
+        };
+        let dir = dir.open()?;
+        let profile = retired.profile();
+        Ok(Some(render_process(dir.out_dir(), dir.out_dir(), &profile, &self.config.filter, self.render_set())))
+    }
+
+    /// Writes every end-of-run file of the run so far; calling it again rewrites them.
+    pub fn write_end(&self, run: &RunEnd) -> Vec<OutputFiles> {
+        let mut outputs = Vec::with_capacity(run.profiles.len());
+        for (key, profile) in run.keys.iter().zip(&run.profiles) {
+            let Some(Some(dir)) = self.dirs.get(key) else { continue };
+            let dir = match dir.open() {
+                Ok(dir) => dir,
+                Err(e) => {
+                    log::warn!("results of process {}: {e}", profile.summary.pid);
+                    continue;
+                }
+            };
+            outputs.push(render_process(dir.out_dir(), dir.out_dir(), profile, &self.config.filter, self.render_set()));
+        }
+        outputs
+    }
+}
+
+impl Sink for ResultTree {
+    fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError> {
+        // A result file that cannot be written this cycle (a full disk) may be next cycle.
+        self.write_cycle(cycle).map_err(|e| SinkError {
+            failed: e.failed("--output"),
+            outcome: "the run goes on",
+            stopped: false,
+        })
+    }
+
+    fn on_retire(&mut self, retired: &Retired) -> Result<Option<OutputFiles>, SinkError> {
+        self.retire(retired).map_err(|e| SinkError {
+            failed: e.failed("--output"),
+            outcome: "the process's results were not written",
+            stopped: false,
+        })
+    }
+
+    fn finish(&mut self, run: &RunEnd) -> Vec<OutputFiles> {
+        self.write_end(run)
+    }
+}
+
+/// The `<pid>-<epochms>` directory name's time: the run's start, or, when a process with this
+/// PID already has that directory (it ended and the PID was reused), the first free time from
+/// now on: two processes never share a tree.
+fn unused_epoch_ms(root: &OutDir, pid: u32, start_epoch_ms: u64) -> u64 {
+    let taken = |ms: u64| root.path().join(format!("{pid}-{ms}")).symlink_metadata().is_ok();
+    if !taken(start_epoch_ms) {
+        return start_epoch_ms;
+    }
+    let mut ms = now_epoch_ms().max(start_epoch_ms + 1);
+    while taken(ms) {
+        ms += 1;
+    }
+    ms
+}
+
+fn now_epoch_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
