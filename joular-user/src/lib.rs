@@ -14,4 +14,5 @@ pub mod output;
 pub mod printable;
 pub mod procstat;
 pub mod safe_write;
+pub mod stages;
 pub mod symbols;

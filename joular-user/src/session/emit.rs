@@ -11,11 +11,12 @@ use joular_user::attribution::Totals;
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
 use joular_user::output::{table, FailedOutput, FinishSummary, Sink};
+use joular_user::stages::symbolize::late_stacks;
 use joular_user::symbols::SymbolStats;
 
 use super::retire;
 use super::summary::Summary;
-use super::symbolize::{late_stacks, SymbolReply};
+use super::symbolize::SymbolReply;
 
 /// Drop cause: well-formed perf-map lines left out to stay within `--max-symbol-mb`.
 pub const OVER_BUDGET: &str = "perf_map_entries_over_budget";

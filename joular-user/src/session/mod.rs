@@ -2,9 +2,7 @@
 //! duration, Ctrl-C, SIGTERM, or when the target exits.
 
 mod crosscheck;
-mod cycle;
 mod emit;
-mod energy;
 mod exporter;
 mod jsonl;
 mod labels;
@@ -23,6 +21,8 @@ use joular_user::attribution::stacks::StackStage;
 use joular_user::collect::Collector;
 use joular_user::ebpf::{Probe, ProbeOptions, SchedulerHook};
 use joular_user::output::{MethodFilter, ResultTree, ResultsConfig, Sink};
+use joular_user::stages::energy::EnergyStage;
+use joular_user::stages::report::{base_report, epoch_ms};
 use joular_user::symbols::SymbolizerOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
@@ -67,7 +67,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         proc_root: common.proc_root.clone(),
     };
     // Energy first: a bad --sysfs-root or --tdp is reported before anything is loaded.
-    let mut energy = energy::EnergyStage::open(&common.energy_options())?;
+    let (mut energy, why) = EnergyStage::open(&common.energy_options())?;
+    errln!("joular-ebpf: {why}");
     let mut probe = Probe::load(&opts)?;
     for pid in target.pids() {
         probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
@@ -132,7 +133,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         // A daemon writes the tree only when asked, process by process as they end.
         write_files: serve.is_none_or(|f| f.results),
         filter: MethodFilter::parse(&common.filter),
-        start_epoch_ms: cycle::epoch_ms(),
+        start_epoch_ms: epoch_ms(),
         energy_source: energy.source_label().to_string(),
         estimated: energy.estimated(),
         report_stacks: json.is_some(),
@@ -153,12 +154,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         outputs.push(Box::new(exporter));
     }
     if let Some(p) = serve.and_then(|f| f.profiles.as_ref()) {
-        outputs.push(Box::new(profiles::ProfileExport::new(
-            p,
-            energy.source_label(),
-            energy.estimated(),
-            cycle::epoch_ms(),
-        )?));
+        outputs.push(Box::new(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), epoch_ms())?));
     }
     if let Some(json) = json {
         outputs.push(Box::new(json));
@@ -207,14 +203,24 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         }
         next_tick = next_boundary(start, interval, Instant::now());
         let span = collector.flip(&mut probe)?;
-        energy.read_at_flip_or_skip(span.1 - span.0);
+        if let Some(e) = energy.read_at_flip_or_skip(span.1 - span.0) {
+            if energy.failed_reads == 1 || energy.failed_reads.is_power_of_two() {
+                errln!(
+                    "joular-ebpf: warning: energy not read this cycle ({} cycles so far), counted as 0: {e:#}",
+                    energy.failed_reads
+                );
+            }
+        }
         let mut raw = collector.read(&mut probe, span)?;
         if let Some(p) = procfs_time.as_mut() {
             p.replace_cpu_time(&mut raw)?;
         }
-        let mut report = cycle::base_report(cycles_drained, &raw, &common.proc_root);
+        let mut report = base_report(cycles_drained, &raw, &common.proc_root);
         cycles_drained += 1;
-        energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
+        let (_, model_failed) = energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
+        if let Some(e) = model_failed {
+            errln!("joular-ebpf: warning: energy model failed this cycle, counted as 0: {e:#}");
+        }
         if let Some(l) = labeler.as_mut() {
             l.fill(&mut report, &raw.exits, &raw.starts);
         } else {

@@ -92,7 +92,7 @@ impl Sink for ProfileExport {
 
     /// The last, partial interval: a daemon stopped for an upgrade loses nothing.
     fn finish(&mut self, _run: &RunEnd) -> Vec<OutputFiles> {
-        self.flush(super::cycle::epoch_ms());
+        self.flush(joular_user::stages::report::epoch_ms());
         errln!("joular-ebpf: {} profile files written, {} failed", self.written, self.failed);
         Vec::new()
     }

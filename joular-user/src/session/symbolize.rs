@@ -9,19 +9,16 @@
 //! and only then symbolizes: a JIT miss is resolved in the same cycle when its dump comes in
 //! time, and a cycle written without it is counted (`settle_timeouts`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use joular_user::ebpf::Probe;
-use joular_user::model::{Frame, FrameKind, RawSample, Stack, ThreadStack};
+use joular_user::model::RawSample;
 use joular_user::output::ThreadStacks;
+use joular_user::stages::symbolize::{install_quiet_panic_hook, symbolize_cycle, PanicGuard, SYMBOLS_FAILED};
 use joular_user::symbols::{KernelUpdate, SymbolStats, Symbolizer, SymbolizerOptions};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-
-/// The frame of a stack written before the worker symbolized it.
-pub const SYMBOLS_LATE: &str = "[symbols not ready]";
 
 /// One cycle handed to the worker.
 pub struct CycleSamples {
@@ -165,119 +162,8 @@ fn run(
 fn forget(symbolizer: &mut Symbolizer, ended: &[u32], guard: &mut PanicGuard) {
     for &pid in ended {
         guard.contain(|| symbolizer.forget_process(pid), "forgetting an ended process");
-        guard.bad_pids.remove(&pid);
+        guard.forget(pid);
     }
-}
-
-/// The frame of a stack whose symbolization panicked.
-pub const SYMBOLS_FAILED: &str = "[symbols failed]";
-
-/// Panics in the worker are caught where they happen: the stack (and from then on the process)
-/// that raised one is written as `[symbols failed]`, the rest of the cycle and the next cycles
-/// are symbolized as usual. The first panic is printed (with where it happened) and logged;
-/// the next ones are only counted.
-#[derive(Default)]
-pub struct PanicGuard {
-    pub panics: u64,
-    /// Samples written as `[symbols failed]`.
-    pub samples_unsymbolized: u64,
-    /// Processes whose symbolization panicked: not symbolized again.
-    bad_pids: std::collections::HashSet<u32>,
-}
-
-impl PanicGuard {
-    /// Runs `f`; a panic is counted and logged (`what` says what the worker was doing).
-    fn contain<T>(&mut self, f: impl FnOnce() -> T, what: &str) -> Option<T> {
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        if let Err(payload) = &caught {
-            self.panics += 1;
-            if self.panics == 1 {
-                let message = joular_user::symbols::panic_message(&**payload);
-                log::warn!("the symbol worker panicked {what} ({message}); it goes on, and the end of the run counts what this cost");
-                QUIET_PANICS.with(|q| q.set(true));
-            }
-        }
-        caught.ok()
-    }
-}
-
-thread_local! {
-    /// Set on the worker's thread after its first panic was printed: the next ones are counted,
-    /// not printed again.
-    static QUIET_PANICS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Keeps the default panic message for every panic except the worker's after its first.
-fn install_quiet_panic_hook() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !QUIET_PANICS.with(|q| q.get()) {
-                previous(info);
-            }
-        }));
-    });
-}
-
-/// Look ahead, wait for what is missing (until `deadline`), then symbolize every sample.
-pub fn symbolize_cycle(
-    symbolizer: &mut Symbolizer,
-    samples: &[RawSample],
-    deadline: Instant,
-    guard: &mut PanicGuard,
-) -> Vec<ThreadStacks> {
-    // A panic while looking ahead costs the wait, not the names.
-    guard.contain(
-        || {
-            symbolizer.begin_cycle();
-            // Walked stacks are named through HotSpot's tables, which need no job to wait for.
-            for s in samples.iter().filter(|s| s.walked.is_none()) {
-                symbolizer.prepare(s.pid, &s.user);
-            }
-            symbolizer.settle(deadline);
-        },
-        "looking ahead at a cycle",
-    );
-    let failed: Stack = Arc::from([Frame {
-        name: SYMBOLS_FAILED.into(),
-        short: SYMBOLS_FAILED.into(),
-        kind: FrameKind::Native,
-        line: None,
-    }]);
-    // Interned stacks share one Arc, so the pointer identifies the stack.
-    type ByStack = HashMap<*const [Frame], (Stack, u64)>;
-    let mut by_thread: HashMap<(u32, u32), ByStack> = HashMap::new();
-    for s in samples {
-        let symbolized = match guard.bad_pids.contains(&s.pid) {
-            true => None,
-            false => guard.contain(
-                || match &s.walked {
-                    Some(walked) => symbolizer.symbolize_walked(s.pid, walked, &s.kernel),
-                    None => symbolizer.symbolize(s.pid, &s.user, &s.kernel),
-                },
-                "symbolizing a stack",
-            ),
-        };
-        let stack = symbolized.unwrap_or_else(|| {
-            guard.bad_pids.insert(s.pid);
-            guard.samples_unsymbolized += s.count;
-            Arc::clone(&failed)
-        });
-        let e = by_thread.entry((s.pid, s.tid)).or_default().entry(Arc::as_ptr(&stack)).or_insert((stack, 0));
-        e.1 += s.count;
-    }
-    let mut out: Vec<ThreadStacks> = by_thread
-        .into_iter()
-        .map(|((pid, tid), stacks)| {
-            let mut stacks: Vec<ThreadStack> =
-                stacks.into_values().map(|(stack, samples)| ThreadStack { stack, samples }).collect();
-            stacks.sort_by_key(|s| std::cmp::Reverse(s.samples));
-            (pid, tid, stacks)
-        })
-        .collect();
-    out.sort_by_key(|t| (t.0, t.1));
-    out
 }
 
 /// Tells the kernel which processes are JVMs whose stacks it walks.
@@ -294,20 +180,6 @@ pub fn apply_kernel_updates(updates: Vec<KernelUpdate>, probe: &mut Probe) {
             KernelUpdate::ForgetJvm { pid } => probe.remove_jvm(pid),
         }
     }
-}
-
-/// Stacks for a cycle written without waiting for the worker: each thread's samples on one
-/// `[symbols not ready]` frame, so its energy is still split and still adds up.
-pub fn late_stacks(threads: &[(u32, u32, u64)]) -> Vec<ThreadStacks> {
-    let frame = Frame { name: SYMBOLS_LATE.into(), short: SYMBOLS_LATE.into(), kind: FrameKind::Native, line: None };
-    let stack: Stack = Arc::from([frame]);
-    let mut out: Vec<ThreadStacks> = threads
-        .iter()
-        .filter(|t| t.2 > 0)
-        .map(|&(pid, tid, samples)| (pid, tid, vec![ThreadStack { stack: Arc::clone(&stack), samples }]))
-        .collect();
-    out.sort_by_key(|t| (t.0, t.1));
-    out
 }
 
 /// The end-of-run line about how a JVM's stacks were unwound.
@@ -437,32 +309,10 @@ mod tests {
     }
 
     #[test]
-    fn a_panic_is_counted_and_its_process_written_unsymbolized_while_the_rest_is_named() {
-        let mut guard = PanicGuard::default();
-        assert_eq!(guard.contain(|| panic!("a hostile file"), "testing"), None::<()>);
-        assert_eq!(guard.contain(|| 5, "testing"), Some(5), "the next call runs");
-        assert_eq!(guard.panics, 1);
-        // A process whose symbolization panicked is not symbolized again.
-        let mut bad = sample(1, 3);
-        bad.pid = u32::MAX;
-        guard.bad_pids.insert(bad.pid);
-        let mut symbolizer = Symbolizer::new(options());
-        let stacks = symbolize_cycle(&mut symbolizer, &[bad, sample(2, 4)], Instant::now(), &mut guard);
-        let by_pid: HashMap<u32, &str> = stacks.iter().map(|(pid, _, s)| (*pid, &*s[0].stack[0].name)).collect();
-        assert_eq!(by_pid[&u32::MAX], SYMBOLS_FAILED);
-        assert!(by_pid[&std::process::id()].contains("marker_function_for_the_worker"), "{by_pid:?}");
-        assert_eq!((guard.panics, guard.samples_unsymbolized), (1, 3));
+    fn the_degraded_line_counts_the_worker_panics() {
         let st = SymbolStats { worker_panics: 1, samples_unsymbolized: 3, ..Default::default() };
         assert!(degraded_line(&st).unwrap().contains("1 panic(s)"));
         assert_eq!(degraded_line(&SymbolStats::default()), None);
-    }
-
-    #[test]
-    fn late_stacks_keep_every_threads_samples() {
-        let stacks = late_stacks(&[(7, 9, 4), (7, 8, 0), (6, 1, 2)]);
-        let got: Vec<(u32, u32, u64, &str)> =
-            stacks.iter().map(|(p, t, s)| (*p, *t, s[0].samples, &*s[0].stack[0].name)).collect();
-        assert_eq!(got, [(6, 1, 2, SYMBOLS_LATE), (7, 9, 4, SYMBOLS_LATE)]);
     }
 
     #[test]

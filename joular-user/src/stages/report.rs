@@ -1,10 +1,11 @@
-//! Turns one drained `RawCycle` into the per-cycle report's thread and CPU rows.
+//! Turns one drained `RawCycle` into the per-cycle report's thread and CPU rows. Thread names
+//! the kernel did not give are read under `proc_root`, so a test hands it a tree of its own.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use joular_user::collect::RawCycle;
-use joular_user::model::{CpuReport, CycleReport, ThreadReport};
+use crate::collect::RawCycle;
+use crate::model::{CpuReport, CycleReport, ThreadReport};
 
 /// Threads, CPUs and drops of one cycle. Threads are sorted by on-CPU time, busiest first.
 pub fn base_report(cycle_no: u64, raw: &RawCycle, proc_root: &Path) -> CycleReport {
@@ -52,6 +53,7 @@ fn thread_name(raw: &RawCycle, pid: u32, tid: u32, proc_root: &Path) -> String {
     raw.exits.iter().find(|e| e.tid == tid).map(|e| e.comm.clone()).unwrap_or_default()
 }
 
+/// The wall clock, ms since the epoch.
 pub fn epoch_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
@@ -59,7 +61,7 @@ pub fn epoch_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use joular_user::model::{CpuTime, RawSample, ThreadCpuTime};
+    use crate::model::{CpuTime, RawSample, ThreadCpuTime};
     use std::sync::Arc;
 
     fn sample(pid: u32, tid: u32, count: u64) -> RawSample {
