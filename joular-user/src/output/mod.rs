@@ -40,8 +40,8 @@ pub use joularjx::RESULT_DIR_NAME;
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
-pub use result_tree::ResultTree;
-pub use results::{table, FinishSummary, Results, ResultsConfig};
+pub use result_tree::{ResultTree, ResultsConfig};
+pub use results::{table, FinishSummary, Results};
 pub use sink::{Sink, SinkError};
 
 #[derive(Debug, thiserror::Error)]

@@ -4,20 +4,71 @@
 //! retired or the run ends.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::cycle_sums::{add, cycle_sums, methods_only, CycleSums};
 use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
 use super::render::{render_process, OutputFiles, RenderSet};
-use super::results::ResultsConfig;
 use super::sink::{Sink, SinkError};
 use super::OutputError;
 use crate::attribution::stacks::aggregate::{named, Scope};
-use crate::attribution::stacks::methods::{is_method_name, join_frames};
+use crate::attribution::stacks::methods::{is_method_name, join_frames, MethodFilter};
 use crate::attribution::stacks::paths::{all_path, PathStyle};
-use crate::attribution::stacks::{AttributedCycle, ProcessKey, Retired, RunEnd};
-use crate::safe_write::OutDir;
+use crate::attribution::stacks::{AttributedCycle, ProcessKey, Retired, RunEnd, StackConfig};
+use crate::safe_write::{Modes, OutDir};
+
+#[derive(Debug, Clone)]
+pub struct ResultsConfig {
+    /// The `joularjx-result` directory; one `<pid>-<start_epoch_ms>` directory per process
+    /// goes inside it.
+    pub results_root: PathBuf,
+    /// Write that tree. Off, the stage still fills each cycle's `methods` and stacks (JSON,
+    /// metrics) and the end table, but no file is touched (serve mode without `--results`).
+    pub write_files: bool,
+    /// `--filter` prefixes of the "app" view.
+    pub filter: MethodFilter,
+    pub start_epoch_ms: u64,
+    /// Energy source label (`powercap`, `perf`, `msr`, `model`) and whether it is a model.
+    pub energy_source: String,
+    pub estimated: bool,
+    /// Fill `threads[].stacks` of each cycle report: costly with many stacks, so only
+    /// worth it when the report is printed (`--json`).
+    pub report_stacks: bool,
+    /// Append per-method rows to `evolution/` each cycle.
+    pub evolution: bool,
+    /// Rewrite `runtime/calltrees` each cycle (JoularJX `save-call-trees-runtime-data`):
+    /// one row per distinct stack of the cycle, several MB a second on a busy JVM.
+    pub runtime_call_trees: bool,
+    /// Rows of the end-of-run table.
+    pub top_n: usize,
+    /// `--native-frames`: graphs and call trees keep every frame.
+    pub native_frames: bool,
+    /// Also write `report.html` for each process (`--html`, `serve --results`).
+    pub html: bool,
+    /// Permissions of the files and directories written.
+    pub modes: Modes,
+}
+
+/// Without a result tree, a process's run totals only feed the end table; past this many
+/// distinct stacks they start over, so a JVM running for weeks holds bounded memory.
+const MAX_STACKS_WITHOUT_FILES: usize = 1 << 16;
+
+impl ResultsConfig {
+    /// The stack stage's part of the configuration.
+    pub fn stack_config(&self) -> StackConfig {
+        StackConfig {
+            filter: self.filter.clone(),
+            native_frames: self.native_frames,
+            report_stacks: self.report_stacks,
+            start_epoch_ms: self.start_epoch_ms,
+            energy_source: self.energy_source.clone(),
+            estimated: self.estimated,
+            max_stacks: (!self.write_files).then_some(MAX_STACKS_WITHOUT_FILES),
+        }
+    }
+}
 
 pub struct ResultTree {
     config: ResultsConfig,

@@ -2,74 +2,19 @@
 //! recorded cycles) who wants only the JoularJX tree: each cycle goes through the stage, then
 //! the tree. The session wires the same two with its other sinks.
 
-use std::path::PathBuf;
-
 use super::render::OutputFiles;
-use super::result_tree::ResultTree;
+use super::result_tree::{ResultTree, ResultsConfig};
 use super::table::top_methods_table;
 use super::OutputError;
-use crate::attribution::stacks::methods::MethodFilter;
 use crate::attribution::stacks::profile::{FailedOutput, ProcessProfile};
-use crate::attribution::stacks::{RunEnd, StackConfig, StackStage, ThreadStacks};
+use crate::attribution::stacks::{RunEnd, StackStage, ThreadStacks};
 use crate::model::{CycleReport, JavaUnwinder};
-use crate::safe_write::Modes;
-
-#[derive(Debug, Clone)]
-pub struct ResultsConfig {
-    /// The `joularjx-result` directory; one `<pid>-<start_epoch_ms>` directory per process
-    /// goes inside it.
-    pub results_root: PathBuf,
-    /// Write that tree. Off, the stage still fills each cycle's `methods` and stacks (JSON,
-    /// metrics) and the end table, but no file is touched (serve mode without `--results`).
-    pub write_files: bool,
-    /// `--filter` prefixes of the "app" view.
-    pub filter: MethodFilter,
-    pub start_epoch_ms: u64,
-    /// Energy source label (`powercap`, `perf`, `msr`, `model`) and whether it is a model.
-    pub energy_source: String,
-    pub estimated: bool,
-    /// Fill `threads[].stacks` of each cycle report: costly with many stacks, so only
-    /// worth it when the report is printed (`--json`).
-    pub report_stacks: bool,
-    /// Append per-method rows to `evolution/` each cycle.
-    pub evolution: bool,
-    /// Rewrite `runtime/calltrees` each cycle (JoularJX `save-call-trees-runtime-data`):
-    /// one row per distinct stack of the cycle, several MB a second on a busy JVM.
-    pub runtime_call_trees: bool,
-    /// Rows of the end-of-run table.
-    pub top_n: usize,
-    /// `--native-frames`: graphs and call trees keep every frame.
-    pub native_frames: bool,
-    /// Also write `report.html` for each process (`--html`, `serve --results`).
-    pub html: bool,
-    /// Permissions of the files and directories written.
-    pub modes: Modes,
-}
 
 /// What `finish` wrote and the table to print.
 #[derive(Debug, Clone, Default)]
 pub struct FinishSummary {
     pub outputs: Vec<OutputFiles>,
     pub table: String,
-}
-
-/// Without a result tree, a process's run totals only feed the end table; past this many
-/// distinct stacks they start over, so a JVM running for weeks holds bounded memory.
-const MAX_STACKS_WITHOUT_FILES: usize = 1 << 16;
-
-impl ResultsConfig {
-    /// The stack stage's part of the configuration.
-    pub fn stack_config(&self) -> StackConfig {
-        StackConfig {
-            filter: self.filter.clone(),
-            native_frames: self.native_frames,
-            report_stacks: self.report_stacks,
-            start_epoch_ms: self.start_epoch_ms,
-            energy_source: self.energy_source.clone(),
-            estimated: self.estimated,
-            max_stacks: (!self.write_files).then_some(MAX_STACKS_WITHOUT_FILES),
-        }
-    }
 }
 
 pub struct Results {

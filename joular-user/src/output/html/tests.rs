@@ -8,7 +8,7 @@ use base64::Engine;
 use super::*;
 use crate::output::results::tests::{config, csv_rows, fixture, PID};
 use crate::output::results::Results;
-use crate::output::results::ResultsConfig;
+use crate::output::ResultsConfig;
 
 /// The fixture run with `--html`; returns the page and the run directory.
 fn page() -> (tempfile::TempDir, String, std::path::PathBuf) {
