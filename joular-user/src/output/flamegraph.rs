@@ -89,7 +89,7 @@ fn visible_lines(groups: &[PathGroup]) -> Vec<String> {
         .zip(&keep)
         .map(|(group, &depth)| {
             let frames = &group.frames[..depth.max(1)];
-            (super::methods::join_frames(frames.iter().copied(), true), group.energy_uj)
+            (crate::attribution::stacks::methods::join_frames(frames.iter().copied(), true), group.energy_uj)
         })
         .collect();
     cut.sort_by(|a, b| a.0.cmp(&b.0));

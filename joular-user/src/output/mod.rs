@@ -1,10 +1,10 @@
-//! Output sinks. They consume only the attributed, symbolized `model` and never reach back
-//! into the loader or the collectors.
+//! Writers. Each reads what the stack stage (`attribution::stacks`) built, through `Sink`, and
+//! never changes what another reads; none reaches back into the loader or the collectors.
 //!
-//! - `Results`: the session sink. Each cycle it splits thread energy over stacks by sample
-//!   share, fills the cycle's `methods` and `threads[].stacks`, and rewrites the JoularJX
-//!   runtime files and evolution rows; at the end it writes totals, folded stacks, flame
-//!   graphs, pprof, `summary.json` and the raw profile, and returns the top-methods table.
+//! - `ResultTree`: the JoularJX tree. Each cycle it rewrites the runtime files and evolution
+//!   rows; when a process is retired or the run ends it writes totals, folded stacks, flame
+//!   graphs, pprof, `summary.json`, the raw profile and `report.html`.
+//! - `Results`: the stage and the tree together, for library users replaying recorded cycles.
 //! - `IntervalProfile`: serve mode's per-interval, host-wide pprof and folded files.
 //! - `report`: re-renders those outputs from a saved raw profile.
 
@@ -28,13 +28,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use crate::attribution::stacks::aggregate::StackTotal;
-pub use crate::attribution::stacks::methods::{self, MethodFilter};
+pub use crate::attribution::stacks::methods::MethodFilter;
 pub use crate::attribution::stacks::profile::{
     FailedOutput, JvmShares, ProcessProfile, RunSummary, Share, ThreadTotal, Unattributed,
 };
-pub use crate::attribution::stacks::thread_kind;
 pub use crate::attribution::stacks::timeline::{ThreadSeries, Timeline};
-pub use crate::attribution::stacks::{ThreadStacks, FLAGGED_SOCKET_CYCLES};
+pub use crate::attribution::stacks::ThreadStacks;
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};

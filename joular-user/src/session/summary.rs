@@ -4,11 +4,11 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use joular_user::attribution::stacks::methods::top_user_frame;
 use joular_user::attribution::{TotalEnergy, Totals};
 use joular_user::model::{CycleReport, Stack};
-use joular_user::output::methods::top_user_frame;
 
-use joular_user::output::ThreadStacks;
+use joular_user::attribution::stacks::ThreadStacks;
 
 use super::retire::Ended;
 
