@@ -13,7 +13,7 @@
 //!
 //! This is the E-Surgeon model (Noureddine et al., eq. 3, 6 and 10) in scheduler time:
 //! `P_pid = P_cpu · t_pid / t_cpu` (eq. 3), `P_thread = t_thread · P_pid / d` (eq. 6), and
-//! `P_method = samples_method / samples_thread · P_thread` (eq. 10, done by the method stage:
+//! `P_method = samples_method / samples_thread · P_thread` (eq. 10, done by `stacks`, the stack stage:
 //! samples only split a thread's energy, never set it).
 //!
 //! The dynamic view subtracts an idle baseline per socket (`--idle-power`, or the lowest
