@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use crate::name_table::NameTable;
 use crate::parser::parse_line;
-use crate::pool::Reservation;
+use crate::pool::{reserve_within, Reservation};
 
 /// Caps what one file may cost; a line over `max_line_bytes` is skipped and counted bad.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,29 +223,6 @@ impl PerfMapIndex {
 
 fn span_bytes(spans: usize) -> u64 {
     (spans * std::mem::size_of::<Span>()) as u64
-}
-
-/// Grows `v` so `additional` more elements fit, paying `res` first: by half its size, or if
-/// that is refused by a quarter, an eighth... down to just what is needed. False when even
-/// that is refused. Near the cap this takes a few reallocations, not one per element.
-pub(crate) fn reserve_within<T>(v: &mut Vec<T>, additional: usize, res: &mut Reservation) -> bool {
-    if v.capacity() - v.len() >= additional {
-        return true;
-    }
-    let needed = v.len() + additional;
-    let size = std::mem::size_of::<T>();
-    let mut step = (v.capacity() / 2).max(256);
-    loop {
-        let new_capacity = needed.max(v.capacity() + step);
-        if res.grow(((new_capacity - v.capacity()) * size) as u64) {
-            v.reserve_exact(new_capacity - v.len());
-            return true;
-        }
-        if new_capacity == needed {
-            return false;
-        }
-        step /= 2;
-    }
 }
 
 /// The index while its file is read: entries in file order.
