@@ -8,25 +8,6 @@ use joular_tests::*;
 
 const DONTINLINE: &str = "-XX:CompileCommand=dontinline,MethodSplit::*";
 
-fn result_dir(root: &std::path::Path, pid: u32) -> std::path::PathBuf {
-    std::fs::read_dir(root)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
-        .unwrap_or_else(|| panic!("no {pid}-<epochms> directory in {}", root.display()))
-}
-
-/// `name,value` rows of a JoularJX CSV.
-fn csv_rows(path: &std::path::Path) -> HashMap<String, f64> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .filter_map(|l| l.rsplit_once(','))
-        .map(|(k, v)| (k.to_string(), v.trim().parse::<f64>().unwrap()))
-        .collect()
-}
-
 #[test]
 fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
     let rapl = FakePowercap::start(40.0);
