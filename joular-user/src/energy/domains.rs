@@ -1,21 +1,26 @@
 //! The read loop every measured source shares: one package counter per socket, a DRAM counter
 //! beside it when asked for, and one platform (psys) counter for the whole machine. powercap,
 //! the perf PMU and the MSRs differ only in how one counter is opened and read (a sysfs file,
-//! a perf descriptor, a register), so that is all they implement ([`DomainCounter`]).
+//! a perf descriptor, a register), so that is all they implement ([`DomainCounter`]); each
+//! source is [`Domains`] over its counter type. These types are `pub` only because the
+//! sources' names are; `energy` keeps this module private.
 
 use super::error::EnergyError;
 use super::wrap::WrappingCounter;
-use super::SocketEnergy;
+use super::{CycleUtilisation, EnergySource, SocketEnergy, SourceKind};
 
 /// The raw value of one RAPL domain's counter (a socket's package or DRAM, or psys), in the
 /// counter's own unit. A read that fails names what it read.
-pub(crate) trait DomainCounter: Send {
+pub trait DomainCounter: Send {
+    /// The source whose counters these are.
+    const KIND: SourceKind;
+
     fn read_count(&mut self) -> Result<u64, EnergyError>;
 }
 
 /// One domain's counter with its wrap state and the factor turning its counts into µJ.
 #[derive(Debug)]
-pub(crate) struct Domain<C> {
+pub struct Domain<C> {
     counter: C,
     wrap: WrappingCounter,
     uj_per_count: f64,
@@ -43,15 +48,16 @@ impl<C: DomainCounter> Domain<C> {
 
 /// The domains read for one socket; DRAM is absent unless `--dram` asked for it.
 #[derive(Debug)]
-pub(crate) struct SocketDomains<C> {
+pub struct SocketDomains<C> {
     pub(crate) socket: u32,
     pub(crate) package: Domain<C>,
     pub(crate) dram: Option<Domain<C>>,
 }
 
-/// Every domain a source reads, sockets in ascending order.
+/// Every domain a measured source reads, sockets in ascending order: with its counter type,
+/// the source itself (`PowercapSource` is `Domains<ZoneFile>`).
 #[derive(Debug)]
-pub(crate) struct Domains<C> {
+pub struct Domains<C> {
     sockets: Vec<SocketDomains<C>>,
     /// The platform counter covers the whole machine: reported on the lowest socket only.
     psys: Option<Domain<C>>,
@@ -64,7 +70,7 @@ impl<C: DomainCounter> Domains<C> {
 
     /// Energy per socket since the previous read. A read error ends the cycle's read (the
     /// counters already read keep their new baseline, so the next read covers only its cycle).
-    pub(crate) fn read(&mut self) -> Result<Vec<SocketEnergy>, EnergyError> {
+    fn read_sockets(&mut self) -> Result<Vec<SocketEnergy>, EnergyError> {
         let mut out = Vec::with_capacity(self.sockets.len());
         for domains in &mut self.sockets {
             let (package_uj, mut flagged) = domains.package.delta_uj()?;
@@ -83,6 +89,20 @@ impl<C: DomainCounter> Domains<C> {
             first.psys_energy_uj = Some(if flagged { 0.0 } else { uj });
         }
         Ok(out)
+    }
+}
+
+impl<C: DomainCounter> EnergySource for Domains<C> {
+    fn kind(&self) -> SourceKind {
+        C::KIND
+    }
+
+    fn estimated(&self) -> bool {
+        false
+    }
+
+    fn read(&mut self, _util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
+        self.read_sockets()
     }
 }
 
@@ -122,6 +142,8 @@ mod tests {
     }
 
     impl DomainCounter for Fake {
+        const KIND: SourceKind = SourceKind::Powercap;
+
         fn read_count(&mut self) -> Result<u64, EnergyError> {
             let value = *self.0.lock().unwrap();
             value.ok_or_else(|| read_error("fake counter", io::Error::from_raw_os_error(libc::EIO), ""))
@@ -146,7 +168,7 @@ mod tests {
         d0.set(Some(25));
         p1.set(Some(40));
         psys.set(Some(1_000));
-        let read = domains.read().unwrap();
+        let read = domains.read_sockets().unwrap();
         assert_eq!(
             read,
             vec![
@@ -172,7 +194,7 @@ mod tests {
         let mut seen = Vec::new();
         for now in [95, 5, 25] {
             package.set(Some(now));
-            seen.push(domains.read().unwrap()[0].energy_uj);
+            seen.push(domains.read_sockets().unwrap()[0].energy_uj);
         }
         assert_eq!(seen, vec![5.0, 10.0, 20.0]);
     }
@@ -191,7 +213,7 @@ mod tests {
         package.set(Some(300));
         dram.set(Some(100));
         psys.set(Some(10));
-        let read = domains.read().unwrap()[0];
+        let read = domains.read_sockets().unwrap()[0];
         assert_eq!(
             read,
             SocketEnergy {
@@ -206,7 +228,7 @@ mod tests {
         package.set(Some(310));
         dram.set(Some(104));
         psys.set(Some(11));
-        let read = domains.read().unwrap()[0];
+        let read = domains.read_sockets().unwrap()[0];
         assert_eq!((read.energy_uj, read.psys_energy_uj, read.flagged), (14.0, Some(1.0), false));
     }
 
@@ -219,6 +241,6 @@ mod tests {
         let mut domains =
             Domains::new(vec![SocketDomains { socket: 0, package: domain(&package, None, 1.0), dram: None }], None);
         package.set(None);
-        assert!(domains.read().unwrap_err().to_string().contains("fake counter"));
+        assert!(domains.read_sockets().unwrap_err().to_string().contains("fake counter"));
     }
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use super::cpuinfo::CpuInfo;
 use super::domains::{Domain, DomainCounter, Domains, SocketDomains};
 use super::error::{read_error, EnergyError, ROOT_HINT};
-use super::{CycleUtilisation, EnergySource, SocketEnergy, SourceKind, Topology};
+use super::{SourceKind, Topology};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Registers {
@@ -78,12 +78,14 @@ impl MsrFile {
 /// One energy status register of a CPU's device; the devices are shared by the domains of a
 /// socket (and psys reads through the first socket's).
 #[derive(Debug)]
-struct Register {
+pub struct Register {
     msr: Arc<MsrFile>,
     register: u64,
 }
 
 impl DomainCounter for Register {
+    const KIND: SourceKind = SourceKind::Msr;
+
     fn read_count(&mut self) -> Result<u64, EnergyError> {
         Ok(self.msr.read(self.register)? & (ENERGY_RANGE - 1))
     }
@@ -93,10 +95,8 @@ fn open_register(msr: &Arc<MsrFile>, register: u64, uj_per_count: f64) -> Result
     Domain::open(Register { msr: Arc::clone(msr), register }, Some(ENERGY_RANGE), uj_per_count)
 }
 
-#[derive(Debug)]
-pub struct MsrSource {
-    domains: Domains<Register>,
-}
+/// RAPL through the MSR devices: one register per domain, read on the first CPU of a socket.
+pub type MsrSource = Domains<Register>;
 
 impl MsrSource {
     pub fn open(
@@ -129,27 +129,14 @@ impl MsrSource {
             (Some(register), Some((msr, uj_per_count))) => Some(open_register(msr, register, *uj_per_count)?),
             _ => None,
         };
-        Ok(Self { domains: Domains::new(sockets, psys) })
-    }
-}
-
-impl EnergySource for MsrSource {
-    fn kind(&self) -> SourceKind {
-        SourceKind::Msr
-    }
-
-    fn estimated(&self) -> bool {
-        false
-    }
-
-    fn read(&mut self, _util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
-        self.domains.read()
+        Ok(Domains::new(sockets, psys))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::energy::{CycleUtilisation, EnergySource};
     use std::fs::{self, OpenOptions};
 
     /// Writes `value` at offset `register` of a sparse fake `cpu/N/msr` file.

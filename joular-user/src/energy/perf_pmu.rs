@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::domains::{Domain, DomainCounter, Domains, SocketDomains};
 use super::error::{read_error, EnergyError};
 use super::files::{read_parsed, read_trimmed};
-use super::{CycleUtilisation, EnergySource, SocketEnergy, SourceKind, Topology};
+use super::{SourceKind, Topology};
 
 /// One opened perf counter; `read_count` returns the raw accumulated count.
 pub trait PerfCounter: Send {
@@ -137,12 +137,14 @@ fn parse_cpu_list(list: &str) -> Option<Vec<u32>> {
 }
 
 /// An opened event on the CPU it counts on (named when a read fails).
-struct OpenEvent {
+pub struct OpenEvent {
     counter: Box<dyn PerfCounter>,
     cpu: u32,
 }
 
 impl DomainCounter for OpenEvent {
+    const KIND: SourceKind = SourceKind::Perf;
+
     fn read_count(&mut self) -> Result<u64, EnergyError> {
         self.counter.read_count().map_err(|e| read_error(format!("perf power counter on cpu {}", self.cpu), e, ""))
     }
@@ -162,9 +164,8 @@ fn open_event(
     Ok(Domain::from_baseline(OpenEvent { counter, cpu }, first, None, event.uj_per_count))
 }
 
-pub struct PerfPmuSource {
-    domains: Domains<OpenEvent>,
-}
+/// RAPL through the perf power PMU: one event per domain, counted on a CPU of the socket.
+pub type PerfPmuSource = Domains<OpenEvent>;
 
 impl PerfPmuSource {
     pub fn open(
@@ -210,27 +211,14 @@ impl PerfPmuSource {
             (Some(event), Some(cpu)) => Some(open_event(opener, pmu_type, event, cpu)?),
             _ => None,
         };
-        Ok(Self { domains: Domains::new(sockets, psys) })
-    }
-}
-
-impl EnergySource for PerfPmuSource {
-    fn kind(&self) -> SourceKind {
-        SourceKind::Perf
-    }
-
-    fn estimated(&self) -> bool {
-        false
-    }
-
-    fn read(&mut self, _util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
-        self.domains.read()
+        Ok(Domains::new(sockets, psys))
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::energy::{CycleUtilisation, EnergySource};
     use std::collections::HashMap;
     use std::fs;
     use std::sync::{Arc, Mutex};

@@ -9,15 +9,17 @@ use std::path::{Path, PathBuf};
 use super::domains::{Domain, DomainCounter, Domains, SocketDomains};
 use super::error::{EnergyError, ROOT_HINT};
 use super::files::{read_parsed, read_trimmed};
-use super::{CycleUtilisation, EnergySource, SocketEnergy, SourceKind, Topology};
+use super::{SourceKind, Topology};
 
 /// One zone's `energy_uj`, in µJ.
 #[derive(Debug)]
-struct ZoneFile {
+pub struct ZoneFile {
     energy_path: PathBuf,
 }
 
 impl DomainCounter for ZoneFile {
+    const KIND: SourceKind = SourceKind::Powercap;
+
     fn read_count(&mut self) -> Result<u64, EnergyError> {
         read_parsed(&self.energy_path, ROOT_HINT, "µJ")
     }
@@ -29,10 +31,8 @@ fn open_zone(dir: &Path) -> Result<Domain<ZoneFile>, EnergyError> {
     Domain::open(ZoneFile { energy_path: dir.join("energy_uj") }, Some(range_uj), 1.0)
 }
 
-#[derive(Debug)]
-pub struct PowercapSource {
-    domains: Domains<ZoneFile>,
-}
+/// RAPL through powercap: one zone file per domain.
+pub type PowercapSource = Domains<ZoneFile>;
 
 /// Zone directories by `name` content: `package-N` → socket N, `dram` → its parent's socket.
 #[derive(Debug, Default)]
@@ -97,27 +97,14 @@ impl PowercapSource {
             (true, None) => return Err(EnergyError::MissingZone { zone: "psys", socket: 0, path: class_dir }),
             (false, _) => None,
         };
-        Ok(Self { domains: Domains::new(sockets, psys) })
-    }
-}
-
-impl EnergySource for PowercapSource {
-    fn kind(&self) -> SourceKind {
-        SourceKind::Powercap
-    }
-
-    fn estimated(&self) -> bool {
-        false
-    }
-
-    fn read(&mut self, _util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
-        self.domains.read()
+        Ok(Domains::new(sockets, psys))
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::energy::{CycleUtilisation, EnergySource};
 
     /// Writes a zone directory `class/powercap/<zone>` with `name`, `energy_uj` and range.
     pub(crate) fn write_zone(sysfs: &Path, zone: &str, name: &str, energy_uj: u64, range_uj: u64) -> PathBuf {
