@@ -66,6 +66,10 @@ pub fn java_cmd_bare_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&st
     v
 }
 
+/// MethodSplit's flags for a split by method: no inlining, so each method keeps its frames,
+/// and no echo of the compile command on stdout.
+pub const METHOD_SPLIT_FLAGS: [&str; 2] = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"];
+
 /// A running fixture JVM; killed on drop.
 pub struct Jvm {
     pub child: KillOnDrop,
@@ -75,6 +79,11 @@ impl Jvm {
     /// Starts a fixture and waits for its `ready` line.
     pub fn start(class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
         Self::start_on("java", class, args, jvm_flags)
+    }
+
+    /// The MethodSplit fixture for 60 s, its methods kept apart ([`METHOD_SPLIT_FLAGS`]).
+    pub fn method_split() -> Self {
+        Self::start("MethodSplit", &["60"], &METHOD_SPLIT_FLAGS)
     }
 
     /// [`Jvm::start`] with another JDK's launcher.
@@ -173,7 +182,7 @@ pub fn wait_bounded(mut child: Child, timeout: Duration) -> Output {
 }
 
 /// Reads `pipe` to its end on a thread of its own.
-fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+pub fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
         if let Some(mut pipe) = pipe {

@@ -10,31 +10,10 @@ const DONTINLINE: &str = "-XX:CompileCommand=dontinline,MethodSplit::*";
 
 #[test]
 fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
-    let rapl = FakePowercap::start(40.0);
     let jvm = Jvm::start("MethodSplit", &["30"], &[DONTINLINE]);
     std::thread::sleep(Duration::from_secs(2));
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("m.jsonl");
-    let out_dir = dir.path().join("results");
-    let pid = jvm.pid().to_string();
-    let root = rapl.sysfs_root();
-    let out = profile(
-        &[
-            "--pid",
-            &pid,
-            "--duration",
-            "5",
-            "--json",
-            json.to_str().unwrap(),
-            "--sysfs-root",
-            &root,
-            "--output",
-            out_dir.to_str().unwrap(),
-        ],
-        Duration::from_secs(90),
-    );
-    assert_success(&out);
-    let cycles = read_jsonl(&json);
+    // `_dir` holds the result tree until the end of the test.
+    let ProfiledRun { cycles, results: run, dir: _dir, .. } = profile_outputs(jvm.pid(), &["--duration", "5"]);
     let splitter = jvm.tid_of("splitter") as u64;
 
     let mut energy: HashMap<String, f64> = HashMap::new();
@@ -76,7 +55,6 @@ fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
     }
 
     // The JoularJX tree holds the same totals (joules), and the end-of-run outputs exist.
-    let run = result_dir(&out_dir, jvm.pid());
     let totals = csv_rows(&run.join(format!("all/total/methods/joularJX-{}-all-methods-energy.csv", jvm.pid())));
     let alpha_j = totals.get("MethodSplit.alpha").copied().expect("alpha in the total CSV");
     assert!(

@@ -4,7 +4,7 @@
 //! result (Java method names) is still produced, or a clear error given. Attacks that involve
 //! symlinks run under `fs.protected_symlinks=0` and `=1`. Run as root by `cargo xtask test`.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -86,12 +86,7 @@ fn profile_pid_with(pid: u32, seconds: u32, extra: &[&str]) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr_pipe = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stderr_pipe.read_to_end(&mut bytes);
-        bytes
-    });
+    let reader = drain(child.stderr.take());
     let (status, max_rss_kb) = wait_with_rusage(&mut child, Duration::from_secs(seconds as u64 + 60));
     let stderr_bytes = reader.join().unwrap();
     assert!(
