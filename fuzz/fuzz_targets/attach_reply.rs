@@ -3,8 +3,7 @@
 #![no_main]
 
 use jvm_symbols::attach::decode_reply;
-use jvm_symbols::text::printable_bytes;
-use jvm_symbols::{flag_from_vm_flags, FlagState};
+use jvm_symbols::{flag_from_vm_flags, printable_bytes, FlagState};
 use libfuzzer_sys::fuzz_target;
 
 const SHOWN_CHARS: usize = 64;

@@ -3,8 +3,7 @@
 //! entry covering an address wins.
 #![no_main]
 
-use jvm_symbols::parser::parse_line;
-use jvm_symbols::{Limits, PerfMapIndex};
+use jvm_symbols::{parse_line, Limits, PerfMapIndex};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,7 +9,7 @@
 //!    output.
 //!
 //! Everything a target controls is hostile here. So the whole exchange runs on a thread that
-//! has become the JVM's user, with no capabilities ([`crate::identity`]): the kernel checks
+//! has become the JVM's user, with no capabilities ([`crate::run_as`]): the kernel checks
 //! every open, link and signal as it would for that user. On top of that:
 //! - the trigger file is created with `O_EXCL|O_NOFOLLOW`: an existing file is never
 //!   truncated or handed over, and only the file we created is removed (same device, inode

@@ -43,7 +43,7 @@ pub enum Error {
     /// another process. HotSpot's own `jcmd` refuses these too ("well-known file is not secure").
     #[error("JVM {pid}: refusing attach socket {path}: {reason}")]
     UntrustedSocket { pid: u32, path: PathBuf, reason: String },
-    /// A step that runs with the target's identity (see [`crate::identity`]) could not.
+    /// A step that runs with the target's identity (see [`crate::run_as`]) could not.
     #[error("{path}: {source}")]
     AsTarget {
         path: PathBuf,

@@ -23,7 +23,7 @@ use std::time::Instant;
 pub struct Identity {
     pub uid: u32,
     pub gid: u32,
-    /// Bit `n` is capability `n` (`CapPrm:` of /proc/<pid>/status).
+    /// Bit `n` is capability `n` (`CapPrm:` of `/proc/<pid>/status`).
     pub caps: u64,
 }
 

@@ -7,7 +7,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use crate::pool::Reservation;
+use crate::pool::{reserve_text, reserve_within, Reservation};
 
 #[derive(Debug, Default)]
 pub(crate) struct NameTable {
@@ -37,8 +37,8 @@ impl NameTable {
         }
         let end = u32::try_from(self.text.len() + name.len()).ok()?;
         if !reserve_text(&mut self.text, name.len(), res)
-            || !crate::index::reserve_within(&mut self.ends, 1, res)
-            || !crate::index::reserve_within(&mut self.hashes, 1, res)
+            || !reserve_within(&mut self.ends, 1, res)
+            || !reserve_within(&mut self.hashes, 1, res)
             || !self.reserve_dedup(res)
         {
             return None;
@@ -103,26 +103,6 @@ fn name_of<'a>(text: &'a str, ends: &[u32], id: u32) -> &'a str {
     let id = id as usize;
     let start = if id == 0 { 0 } else { ends[id - 1] as usize };
     &text[start..ends[id] as usize]
-}
-
-/// As [`crate::index::reserve_within`], for the text.
-fn reserve_text(text: &mut String, additional: usize, res: &mut Reservation) -> bool {
-    if text.capacity() - text.len() >= additional {
-        return true;
-    }
-    let needed = text.len() + additional;
-    let mut step = (text.capacity() / 2).max(4096);
-    loop {
-        let new_capacity = needed.max(text.capacity() + step);
-        if res.grow((new_capacity - text.capacity()) as u64) {
-            text.reserve_exact(new_capacity - text.len());
-            return true;
-        }
-        if new_capacity == needed {
-            return false;
-        }
-        step /= 2;
-    }
 }
 
 #[cfg(test)]

@@ -123,6 +123,46 @@ impl Drop for Reservation {
     }
 }
 
+/// Grows `v` so `additional` more elements fit, paying `res` first: by half its size, or if
+/// that is refused by a quarter, an eighth... down to just what is needed. False when even
+/// that is refused. Near the cap this takes a few reallocations, not one per element.
+pub(crate) fn reserve_within<T>(v: &mut Vec<T>, additional: usize, res: &mut Reservation) -> bool {
+    let grown = grown_capacity(v.capacity(), v.len() + additional, std::mem::size_of::<T>(), 256, res);
+    grown.map(|capacity| v.reserve_exact(capacity - v.len())).is_some()
+}
+
+/// As [`reserve_within`], for text (bytes, in steps of at least 4 KiB).
+pub(crate) fn reserve_text(text: &mut String, additional: usize, res: &mut Reservation) -> bool {
+    let grown = grown_capacity(text.capacity(), text.len() + additional, 1, 4096, res);
+    grown.map(|capacity| text.reserve_exact(capacity - text.len())).is_some()
+}
+
+/// The capacity a buffer of `capacity` elements of `element_bytes` may grow to so that it
+/// holds `needed`, paid from `res`: the current one when it already fits, else the largest
+/// step (halved on each refusal, from half the buffer but `min_step` at least) `res` grants.
+fn grown_capacity(
+    capacity: usize,
+    needed: usize,
+    element_bytes: usize,
+    min_step: usize,
+    res: &mut Reservation,
+) -> Option<usize> {
+    if capacity >= needed {
+        return Some(capacity);
+    }
+    let mut step = (capacity / 2).max(min_step);
+    loop {
+        let new_capacity = needed.max(capacity + step);
+        if res.grow(((new_capacity - capacity) * element_bytes) as u64) {
+            return Some(new_capacity);
+        }
+        if new_capacity == needed {
+            return None;
+        }
+        step /= 2;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +204,41 @@ mod tests {
         let total: u64 = held.iter().map(Reservation::held_bytes).sum();
         assert!(total <= 10_000 && total > 10_000 - 4 * 7, "{total}");
         assert_eq!(pool.used_bytes(), total);
+    }
+
+    #[test]
+    fn vectors_grow_by_steps_that_shrink_near_the_cap_and_stop_at_it() {
+        // 1,000 u32 fit in the cap: the first step is the 256 minimum, then half the vector.
+        let mut res = Reservation::capped(4_000);
+        let mut v: Vec<u32> = Vec::new();
+        assert!(reserve_within(&mut v, 1, &mut res));
+        assert_eq!((v.capacity(), res.held_bytes()), (256, 1_024));
+        v.resize(256, 0);
+        assert!(reserve_within(&mut v, 1, &mut res));
+        assert_eq!((v.capacity(), res.held_bytes()), (512, 2_048), "half of 256 is below the minimum");
+        v.resize(512, 0);
+        assert!(reserve_within(&mut v, 1, &mut res));
+        assert_eq!((v.capacity(), res.held_bytes()), (768, 3_072));
+        v.resize(768, 0);
+        // Half (384 more, 1,536 bytes) would pass the cap; a quarter (192) is less than the 200
+        // needed, so exactly what is needed is taken.
+        assert!(reserve_within(&mut v, 200, &mut res));
+        assert_eq!((v.capacity(), res.held_bytes()), (968, 3_872));
+        v.resize(968, 0);
+        let held = res.held_bytes();
+        assert!(!reserve_within(&mut v, 1_000, &mut res), "more than the cap leaves is refused");
+        assert_eq!(res.held_bytes(), held, "and a refusal takes nothing");
+    }
+
+    #[test]
+    fn text_grows_in_steps_of_four_kib_at_least() {
+        let mut res = Reservation::capped(5_000);
+        let mut text = String::new();
+        assert!(reserve_text(&mut text, 10, &mut res));
+        assert_eq!(res.held_bytes(), 4_096);
+        text.push_str(&"x".repeat(4_096));
+        assert!(reserve_text(&mut text, 100, &mut res), "the cap leaves room for what is needed");
+        assert!(text.capacity() >= 4_196 && res.held_bytes() <= 5_000);
+        assert!(!reserve_text(&mut text, 5_000, &mut res));
     }
 }

@@ -82,7 +82,7 @@ pub struct PerfMapFile {
 
 impl PerfMapFile {
     /// The file `rel` under `root`, which must be owned by `owner.uid` and is opened as
-    /// `owner` (see [`crate::identity`]). Nothing is read until [`Self::refresh`].
+    /// `owner` (see [`crate::run_as`]). Nothing is read until [`Self::refresh`].
     pub fn new(root: impl Into<PathBuf>, rel: impl Into<PathBuf>, owner: Identity, limits: Limits) -> Self {
         PerfMapFile {
             source: MapSource { root: root.into(), rel: rel.into(), owner, limits },

@@ -3,7 +3,6 @@
 //! `JOULAR_BIN` and `JOULAR_JAVA_DIR`; without them the tests fail, they never skip.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -11,7 +10,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod attack;
+pub mod child;
 pub mod java_stack;
+pub mod results;
+
+pub use child::{await_ready, wait_with_rusage, KillOnDrop};
+pub use results::{csv_rows, profile_outputs, result_dir, ProfiledRun};
 
 pub fn bin() -> PathBuf {
     let p = PathBuf::from(
@@ -62,15 +66,24 @@ pub fn java_cmd_bare_on(java: &str, class: &str, args: &[&str], jvm_flags: &[&st
     v
 }
 
+/// MethodSplit's flags for a split by method: no inlining, so each method keeps its frames,
+/// and no echo of the compile command on stdout.
+pub const METHOD_SPLIT_FLAGS: [&str; 2] = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"];
+
 /// A running fixture JVM; killed on drop.
 pub struct Jvm {
-    pub child: Child,
+    pub child: KillOnDrop,
 }
 
 impl Jvm {
     /// Starts a fixture and waits for its `ready` line.
     pub fn start(class: &str, args: &[&str], jvm_flags: &[&str]) -> Self {
         Self::start_on("java", class, args, jvm_flags)
+    }
+
+    /// The MethodSplit fixture for 60 s, its methods kept apart ([`METHOD_SPLIT_FLAGS`]).
+    pub fn method_split() -> Self {
+        Self::start("MethodSplit", &["60"], &METHOD_SPLIT_FLAGS)
     }
 
     /// [`Jvm::start`] with another JDK's launcher.
@@ -95,23 +108,8 @@ impl Jvm {
 
     fn start_command(class: &str, command: &mut Command) -> Self {
         let mut child = command.stdout(Stdio::piped()).spawn().expect("start java");
-        // The JVM may print other lines first (e.g. -XX:CompileCommand echoes itself).
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        let mut seen = String::new();
-        loop {
-            let mut line = String::new();
-            assert!(
-                reader.read_line(&mut line).expect("read java stdout") > 0,
-                "fixture {class} exited before ready: {seen:?}"
-            );
-            if line.starts_with("ready") {
-                break;
-            }
-            seen.push_str(&line);
-        }
-        // Keep draining so the fixture never blocks on a full pipe.
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        Self { child }
+        await_ready(&mut child, &format!("fixture {class}"));
+        Self { child: KillOnDrop::new(child) }
     }
 
     pub fn pid(&self) -> u32 {
@@ -121,13 +119,6 @@ impl Jvm {
     /// tid of the thread with this name (fixtures name their workers).
     pub fn tid_of(&self, name: &str) -> u32 {
         thread_names(self.pid()).into_iter().find(|(_, n)| n == name).unwrap_or_else(|| panic!("no thread {name}")).0
-    }
-}
-
-impl Drop for Jvm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -191,7 +182,7 @@ pub fn wait_bounded(mut child: Child, timeout: Duration) -> Output {
 }
 
 /// Reads `pipe` to its end on a thread of its own.
-fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+pub fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut bytes = Vec::new();
         if let Some(mut pipe) = pipe {

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use joular_tests::java_stack::{is_java, leaf_java, short, thread_stacks, UNKNOWN_JIT};
 use joular_tests::*;
@@ -32,41 +31,11 @@ fn run(jdk: u32, class: &str, thread: &str, jvm_flags: &[&str], profiler_args: &
 
 /// [`run`], knowing the tids of several named threads (the first is `Run::tid`).
 fn run_threads(jdk: u32, class: &str, threads: &[&str], jvm_flags: &[&str], profiler_args: &[&str]) -> Run {
-    let rapl = FakePowercap::start(40.0);
     let jvm = Jvm::start_on(&java_launcher(jdk), class, &["60"], jvm_flags);
     let tids: HashMap<String, u64> = threads.iter().map(|t| (t.to_string(), jvm.tid_of(t) as u64)).collect();
     let tid = tids[threads[0]];
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("run.jsonl");
-    let out_dir = dir.path().join("results");
-    let pid = jvm.pid().to_string();
-    let root = rapl.sysfs_root();
-    let mut args = vec![
-        "--pid",
-        &pid,
-        "--json",
-        json.to_str().unwrap(),
-        "--sysfs-root",
-        &root,
-        "--output",
-        out_dir.to_str().unwrap(),
-    ];
-    args.extend_from_slice(profiler_args);
-    let out = profile(&args, Duration::from_secs(120));
-    assert_success(&out);
-    let results = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
-        .unwrap_or_else(|| panic!("no result tree of {pid} under {}", out_dir.display()));
-    Run {
-        cycles: read_jsonl(&json),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        tid,
-        tids,
-        results,
-        _dir: dir,
-    }
+    let ProfiledRun { cycles, stderr, results, dir } = profile_outputs(jvm.pid(), profiler_args);
+    Run { cycles, stderr, tid, tids, results, _dir: dir }
 }
 
 impl Run {

@@ -8,7 +8,6 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use joular_tests::java_stack::{is_java, leaf_java, short, thread_stacks, UNKNOWN_JIT};
 use joular_tests::*;
@@ -26,39 +25,12 @@ struct Run {
 
 /// Profiles `jvm` (its thread `thread`) for `seconds` at `hz`, with `extra` arguments.
 fn profile_jvm(jvm: &Jvm, thread: &str, seconds: u32, hz: u32, extra: &[&str]) -> Run {
-    let rapl = FakePowercap::start(40.0);
     let tid = jvm.tid_of(thread) as u64;
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("run.jsonl");
-    let out_dir = dir.path().join("results");
-    let (pid, root, secs, freq) = (jvm.pid().to_string(), rapl.sysfs_root(), seconds.to_string(), hz.to_string());
-    let mut args = vec![
-        "--pid",
-        &pid,
-        "--json",
-        json.to_str().unwrap(),
-        "--sysfs-root",
-        &root,
-        "--output",
-        out_dir.to_str().unwrap(),
-    ];
-    args.extend(["--duration", &secs, "--frequency", &freq]);
+    let (secs, freq) = (seconds.to_string(), hz.to_string());
+    let mut args = vec!["--duration", &secs, "--frequency", &freq];
     args.extend_from_slice(extra);
-    let out = profile(&args, Duration::from_secs(120));
-    assert_success(&out);
-    let results = std::fs::read_dir(&out_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
-        .unwrap_or_else(|| panic!("no result tree of {pid} under {}", out_dir.display()));
-    Run {
-        cycles: read_jsonl(&json),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        results,
-        tid,
-        pid: jvm.pid(),
-        _dir: dir,
-    }
+    let ProfiledRun { cycles, stderr, results, dir } = profile_outputs(jvm.pid(), &args);
+    Run { cycles, stderr, results, tid, pid: jvm.pid(), _dir: dir }
 }
 
 impl Run {
@@ -174,14 +146,6 @@ fn jdk11_unwind_a_jvm_without_flags_keeps_its_java_callers() {
 #[test]
 fn jdk21_unwind_a_jvm_without_flags_keeps_its_java_callers() {
     no_flag_jvm_keeps_its_callers(21);
-}
-
-fn csv_rows(path: &Path) -> HashMap<String, f64> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter_map(|l| l.rsplit_once(','))
-        .map(|(k, v)| (k.to_owned(), v.trim().parse().unwrap_or_else(|_| panic!("bad row {k},{v}"))))
-        .collect()
 }
 
 /// `--filter NativeWork` on a JVM with no flags: the BigInteger work `crypto` causes (JDK

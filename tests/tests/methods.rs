@@ -8,52 +8,12 @@ use joular_tests::*;
 
 const DONTINLINE: &str = "-XX:CompileCommand=dontinline,MethodSplit::*";
 
-fn result_dir(root: &std::path::Path, pid: u32) -> std::path::PathBuf {
-    std::fs::read_dir(root)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{pid}-")))
-        .unwrap_or_else(|| panic!("no {pid}-<epochms> directory in {}", root.display()))
-}
-
-/// `name,value` rows of a JoularJX CSV.
-fn csv_rows(path: &std::path::Path) -> HashMap<String, f64> {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .filter_map(|l| l.rsplit_once(','))
-        .map(|(k, v)| (k.to_string(), v.trim().parse::<f64>().unwrap()))
-        .collect()
-}
-
 #[test]
 fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
-    let rapl = FakePowercap::start(40.0);
     let jvm = Jvm::start("MethodSplit", &["30"], &[DONTINLINE]);
     std::thread::sleep(Duration::from_secs(2));
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("m.jsonl");
-    let out_dir = dir.path().join("results");
-    let pid = jvm.pid().to_string();
-    let root = rapl.sysfs_root();
-    let out = profile(
-        &[
-            "--pid",
-            &pid,
-            "--duration",
-            "5",
-            "--json",
-            json.to_str().unwrap(),
-            "--sysfs-root",
-            &root,
-            "--output",
-            out_dir.to_str().unwrap(),
-        ],
-        Duration::from_secs(90),
-    );
-    assert_success(&out);
-    let cycles = read_jsonl(&json);
+    // `_dir` holds the result tree until the end of the test.
+    let ProfiledRun { cycles, results: run, dir: _dir, .. } = profile_outputs(jvm.pid(), &["--duration", "5"]);
     let splitter = jvm.tid_of("splitter") as u64;
 
     let mut energy: HashMap<String, f64> = HashMap::new();
@@ -95,7 +55,6 @@ fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
     }
 
     // The JoularJX tree holds the same totals (joules), and the end-of-run outputs exist.
-    let run = result_dir(&out_dir, jvm.pid());
     let totals = csv_rows(&run.join(format!("all/total/methods/joularJX-{}-all-methods-energy.csv", jvm.pid())));
     let alpha_j = totals.get("MethodSplit.alpha").copied().expect("alpha in the total CSV");
     assert!(

@@ -11,30 +11,22 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use joular_tests::KillOnDrop;
+
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// A child process killed (and reaped) when dropped.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(program: &str, args: &[&str]) -> ChildGuard {
+fn spawn(program: &str, args: &[&str]) -> KillOnDrop {
     let child = Command::new(program)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
-    ChildGuard(child)
+    KillOnDrop::new(child)
 }
 
 fn free_loopback_port() -> u16 {
@@ -43,7 +35,7 @@ fn free_loopback_port() -> u16 {
 
 /// The real profiler: `joular-ebpf serve --all` on a free loopback port (root needed).
 struct Exporter {
-    _child: ChildGuard,
+    _child: KillOnDrop,
 }
 
 impl Exporter {
@@ -55,7 +47,7 @@ impl Exporter {
             .stdout(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
-        let exporter = Exporter { _child: ChildGuard(child) };
+        let exporter = Exporter { _child: KillOnDrop::new(child) };
         let start = Instant::now();
         while TcpStream::connect(addr).is_err() {
             assert!(start.elapsed() < DEADLINE, "{bin} never listened on {addr}");
@@ -67,7 +59,7 @@ impl Exporter {
 
 /// A Prometheus on loopback with its own config and storage, killed when dropped.
 struct Prometheus {
-    _child: ChildGuard,
+    _child: KillOnDrop,
     addr: SocketAddr,
     log: std::path::PathBuf,
 }
@@ -94,7 +86,7 @@ impl Prometheus {
             .stderr(fs::File::create(&log).unwrap())
             .spawn()
             .unwrap_or_else(|e| panic!("prometheus is required (apt-get install -y prometheus): {e}"));
-        let prometheus = Prometheus { _child: ChildGuard(child), addr, log };
+        let prometheus = Prometheus { _child: KillOnDrop::new(child), addr, log };
         prometheus.wait_until(|p| p.get("/-/ready").0 == 200, "ready");
         prometheus
     }
@@ -155,7 +147,7 @@ fn percent_encode(text: &str) -> String {
 fn prometheus_sees_busy_process_energy_grow_and_the_sums_match_the_host() {
     let busy = spawn("sh", &["-c", "while :; do :; done"]);
     let idle = spawn("sleep", &["600"]);
-    let (busy_pid, idle_pid) = (busy.0.id(), idle.0.id());
+    let (busy_pid, idle_pid) = (busy.pid(), idle.pid());
     let (_exporter, target) = Exporter::start();
     let dir = tempfile::tempdir().unwrap();
     let prometheus = Prometheus::start(dir.path(), target);

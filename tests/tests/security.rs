@@ -4,7 +4,7 @@
 //! result (Java method names) is still produced, or a clear error given. Attacks that involve
 //! symlinks run under `fs.protected_symlinks=0` and `=1`. Run as root by `cargo xtask test`.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ fn classes() -> tempfile::TempDir {
 
 /// A fixture JVM run as `uid`, in `cwd`; killed on drop.
 struct UserJvm {
-    child: Child,
+    child: KillOnDrop,
     _classes: tempfile::TempDir,
 }
 
@@ -48,25 +48,12 @@ impl UserJvm {
             cmd.uid(uid).gid(uid);
         }
         let mut child = cmd.spawn().unwrap();
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.starts_with("ready") {
-            line.clear();
-            assert!(reader.read_line(&mut line).unwrap() > 0, "fixture JVM exited before ready");
-        }
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        UserJvm { child, _classes: classes }
+        await_ready(&mut child, "fixture JVM");
+        UserJvm { child: KillOnDrop::new(child), _classes: classes }
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
-    }
-}
-
-impl Drop for UserJvm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -99,12 +86,7 @@ fn profile_pid_with(pid: u32, seconds: u32, extra: &[&str]) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr_pipe = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        let _ = stderr_pipe.read_to_end(&mut bytes);
-        bytes
-    });
+    let reader = drain(child.stderr.take());
     let (status, max_rss_kb) = wait_with_rusage(&mut child, Duration::from_secs(seconds as u64 + 60));
     let stderr_bytes = reader.join().unwrap();
     assert!(
@@ -119,26 +101,6 @@ fn profile_pid_with(pid: u32, seconds: u32, extra: &[&str]) -> Run {
         cycles,
         max_rss_kb,
         elapsed: started.elapsed(),
-    }
-}
-
-/// Waits for `child` (bounded) and returns its exit code and its own peak RSS (wait4).
-fn wait_with_rusage(child: &mut Child, timeout: Duration) -> (i32, i64) {
-    let start = Instant::now();
-    loop {
-        let mut status = 0;
-        // SAFETY: zeroed rusage is a valid out-buffer; pid is our child.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::wait4(child.id() as i32, &mut status, libc::WNOHANG, &mut usage) };
-        if rc == child.id() as i32 {
-            let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
-            return (code, usage.ru_maxrss);
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("joular-ebpf did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -338,15 +300,6 @@ fn evil_listener(uid: u32, path: &Path, log: &Path) -> Child {
     child
 }
 
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn an_attach_socket_planted_by_another_user_is_never_talked_to() {
     for protected in [0, 1] {
@@ -356,7 +309,7 @@ fn an_attach_socket_planted_by_another_user_is_never_talked_to() {
         let socket = PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid()));
         let logs = open_dir(true);
         let log = logs.path().join("listener.log");
-        let _listener = Killed(evil_listener(NOBODY, &socket, &log));
+        let _listener = KillOnDrop::new(evil_listener(NOBODY, &socket, &log));
 
         // Attach is the fallback for JVMs whose HotSpot tables cannot be read: force it.
         let run = profile_pid_with(jvm.pid(), 3, &["--java-symbols", "perf-map"]);
@@ -378,7 +331,7 @@ fn a_symlinked_attach_socket_is_never_followed() {
         let service_dir = tempfile::tempdir().unwrap();
         let service = service_dir.path().join("service.sock");
         let log = service_dir.path().join("service.log");
-        let _service = Killed(evil_listener(0, &service, &log));
+        let _service = KillOnDrop::new(evil_listener(0, &service, &log));
         std::fs::set_permissions(service_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let link = PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid()));
         as_nobody(&format!("ln -s {} {}", service.display(), link.display()));
@@ -400,7 +353,7 @@ fn a_socket_of_the_jvm_user_served_by_another_process_gets_no_command() {
     let socket = PathBuf::from(format!("/tmp/.java_pid{}", jvm.pid()));
     let logs = open_dir(true);
     let log = logs.path().join("listener.log");
-    let _listener = Killed(evil_listener(NOBODY, &socket, &log));
+    let _listener = KillOnDrop::new(evil_listener(NOBODY, &socket, &log));
 
     let run = profile_pid_with(jvm.pid(), 3, &["--java-symbols", "perf-map"]);
     assert!(run.success, "{}", run.stderr);

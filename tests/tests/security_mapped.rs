@@ -10,7 +10,7 @@
 use std::io::Read;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
 
 /// A spinner (as nobody) in its own copy of the library; killed on drop.
 struct Spinner {
-    child: Child,
+    child: KillOnDrop,
     lib: PathBuf,
 }
 
@@ -136,7 +136,7 @@ impl Spinner {
         let mut ready = [0u8; 6];
         child.stdout.take().unwrap().read_exact(&mut ready).expect("the spinner starts");
         assert_eq!(&ready, b"ready\n");
-        Spinner { child, lib }
+        Spinner { child: KillOnDrop::new(child), lib }
     }
 
     /// The spinner's own pid (setpriv execs it).
@@ -147,8 +147,7 @@ impl Spinner {
 
 impl Drop for Spinner {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill_now();
         let _ = std::fs::remove_file(&self.lib);
     }
 }
@@ -225,30 +224,6 @@ fn summary_of(results: &Path, pid: u32) -> serde_json::Value {
         }
     }
     panic!("no summary.json for process {pid} under {}", results.display());
-}
-
-/// Waits for the profiler (bounded) and returns its exit code and peak RSS (wait4).
-fn wait_with_rusage(child: &mut Child, timeout: Duration) -> (i32, i64) {
-    let start = Instant::now();
-    loop {
-        let mut status = 0;
-        // SAFETY: zeroed rusage is a valid out-buffer; pid is our child.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::wait4(child.id() as i32, &mut status, libc::WNOHANG, &mut usage) };
-        if rc == child.id() as i32 {
-            let code = match (libc::WIFEXITED(status), libc::WIFSIGNALED(status)) {
-                (true, _) => libc::WEXITSTATUS(status),
-                (_, true) => 128 + libc::WTERMSIG(status),
-                _ => -1,
-            };
-            return (code, usage.ru_maxrss);
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("joular-ebpf did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Profiles the attacked spinner (`--pid`, or `--all` beside a spinner left alone) while `how`

@@ -6,7 +6,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use joular_tests::*;
@@ -21,7 +21,7 @@ const HOSTILE_COMM: &str = "\x1b[31m<a&\"'>";
 const SHOWN_COMM: &str = "\\x1b[31m<a&\"'>";
 
 /// A process killed (and reaped) when dropped.
-struct Spinner(Child);
+struct Spinner(KillOnDrop);
 
 impl Spinner {
     /// A CPU-bound process named `comm` by `prctl(PR_SET_NAME)`, checked in /proc.
@@ -30,7 +30,7 @@ impl Spinner {
                       ctypes.CDLL(None).prctl(15, sys.argv[1].encode('latin-1'), 0, 0, 0)\n\
                       while True: pass\n";
         let child = Command::new(SYSTEM_PYTHON).args(["-c", script, comm]).spawn().expect("start python3");
-        let spinner = Spinner(child);
+        let spinner = Spinner(KillOnDrop::new(child));
         let path = format!("/proc/{}/comm", spinner.pid());
         let want = format!("{comm}\n").into_bytes();
         let start = Instant::now();
@@ -43,13 +43,6 @@ impl Spinner {
 
     fn pid(&self) -> u32 {
         self.0.id()
-    }
-}
-
-impl Drop for Spinner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

@@ -67,18 +67,10 @@ fn profiler_log(dir: &Path) -> String {
 
 /// A busy root process with a comm of its own. Both burners run at nice -20, so that each gets
 /// its samples on a loaded machine.
-fn root_burner() -> RootBurner {
-    RootBurner(Command::new("nice").args(["-n", "-20", "md5sum", "/dev/zero"]).stdout(Stdio::null()).spawn().unwrap())
-}
-
-/// Killed when dropped, if the test ends before it does.
-struct RootBurner(Child);
-
-impl Drop for RootBurner {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn root_burner() -> KillOnDrop {
+    KillOnDrop::new(
+        Command::new("nice").args(["-n", "-20", "md5sum", "/dev/zero"]).stdout(Stdio::null()).spawn().unwrap(),
+    )
 }
 
 /// `nobody`'s process with the root process's PID, killed when dropped (a failed test leaves no
@@ -100,10 +92,10 @@ impl Drop for Impostor {
 
 /// Kills `root` and gives its PID to `nobody`'s `sha256sum /dev/zero`; returns once the impostor
 /// runs, with when the root process died.
-fn kill_and_reuse(mut root: RootBurner) -> (Impostor, Instant) {
-    let pid = root.0.id();
-    root.0.kill().unwrap();
-    root.0.wait().unwrap();
+fn kill_and_reuse(mut root: KillOnDrop) -> (Impostor, Instant) {
+    let pid = root.pid();
+    root.kill().unwrap();
+    root.wait().unwrap();
     let died = Instant::now();
     let taker = Command::new(SYSTEM_PYTHON)
         .args(["-c", TAKE_PID, &pid.to_string(), &NOBODY.to_string(), "sha256sum", "/dev/zero"])
@@ -191,7 +183,7 @@ fn pid_reuse_under_all_gives_the_new_process_its_own_tree_and_the_root_process_k
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
     let root = root_burner();
-    let pid = root.0.id();
+    let pid = root.pid();
     let prof = start_profiler(dir.path(), &["--all", "--duration", "8", "--output", results.to_str().unwrap()]);
     let (impostor, _) = kill_and_reuse(root);
     std::thread::sleep(Duration::from_secs(3));
@@ -210,7 +202,7 @@ fn pid_reuse_with_pid_and_no_duration_ends_the_run_when_the_process_dies_not_its
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
     let root = root_burner();
-    let pid = root.0.id();
+    let pid = root.pid();
     let prof = start_profiler(dir.path(), &["--pid", &pid.to_string(), "--output", results.to_str().unwrap()]);
     let (impostor, died) = kill_and_reuse(root);
     let out = wait_bounded(prof, Duration::from_secs(30));

@@ -74,7 +74,7 @@ fn build(attack: Attack) -> tempfile::TempDir {
 
 /// A crafted "JVM" run by nobody; killed on drop.
 struct Fake {
-    child: Child,
+    child: KillOnDrop,
 }
 
 impl Fake {
@@ -92,18 +92,11 @@ impl Fake {
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert_eq!(line, "ready\n", "the fake JVM did not start");
-        Fake { child }
+        Fake { child: KillOnDrop::new(child) }
     }
 
     fn pid(&self) -> u32 {
         self.child.id()
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

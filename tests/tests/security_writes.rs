@@ -57,11 +57,7 @@ fn run_dirs(root: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn a_planted_result_symlink_in_a_world_writable_cwd_is_refused_and_a_fresh_output_is_ours() {
-    let jvm = Jvm::start(
-        "MethodSplit",
-        &["60"],
-        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
-    );
+    let jvm = Jvm::method_split();
     let pid = jvm.pid().to_string();
     for protected in [0, 1] {
         let _sysctl = Sysctl::set("fs.protected_symlinks", protected);
@@ -116,11 +112,7 @@ print("nothing to swap", flush=True)
 
 #[test]
 fn a_result_directory_swapped_for_a_symlink_during_the_run_keeps_the_results_and_spares_roots_files() {
-    let jvm = Jvm::start(
-        "MethodSplit",
-        &["60"],
-        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
-    );
+    let jvm = Jvm::method_split();
     let pid = jvm.pid().to_string();
     for protected in [0, 1] {
         let _sysctl = Sysctl::set("fs.protected_symlinks", protected);
@@ -196,11 +188,7 @@ fn a_result_directory_swapped_for_a_symlink_during_the_run_keeps_the_results_and
 #[test]
 fn a_json_path_symlinked_or_hard_linked_to_a_root_file_never_writes_it() {
     let _hardlinks = Sysctl::set("fs.protected_hardlinks", 0);
-    let jvm = Jvm::start(
-        "MethodSplit",
-        &["60"],
-        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
-    );
+    let jvm = Jvm::method_split();
     let pid = jvm.pid().to_string();
     for protected in [0, 1] {
         let _sysctl = Sysctl::set("fs.protected_symlinks", protected);
@@ -356,11 +344,7 @@ fn a_profile_dir_symlink_is_refused_and_planted_profile_names_are_replaced_not_f
 #[test]
 fn report_replaces_planted_files_in_a_users_result_directory_and_refuses_planted_paths() {
     // A real run's raw profile, re-rendered where another user can plant things.
-    let jvm = Jvm::start(
-        "MethodSplit",
-        &["60"],
-        &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
-    );
+    let jvm = Jvm::method_split();
     let results = tempfile::tempdir().unwrap();
     let out = run_in(
         results.path(),

@@ -1,9 +1,11 @@
 //! Energy sources behind one trait (docs/architecture.md, stage 3): powercap → perf power PMU → MSR → TDP model,
 //! the first that opens wins unless `--energy-source` names one. Each source reports energy
 //! per socket since its previous read; wraps and misbehaving counters are settled here
-//! ([`wrap`]), so attribution only ever sees non-negative joules.
+//! ([`wrap`]), in the one read loop the measured sources share ([`domains`]), so attribution
+//! only ever sees non-negative joules.
 
 mod cpuinfo;
+mod domains;
 mod error;
 mod files;
 mod msr;
@@ -107,19 +109,6 @@ pub struct SocketEnergy {
     pub psys_energy_uj: Option<f64>,
     /// A counter went backwards with no wrap range: `energy_uj` is 0 for this cycle.
     pub flagged: bool,
-}
-
-/// One socket's reading; a flagged counter zeroes the whole socket for the cycle, so a
-/// package/DRAM pair never mixes a good and a bad read.
-fn socket_energy(socket: u32, package_uj: f64, dram_uj: Option<f64>, flagged: bool) -> SocketEnergy {
-    let keep = |uj: f64| if flagged { 0.0 } else { uj };
-    SocketEnergy {
-        socket,
-        energy_uj: keep(package_uj + dram_uj.unwrap_or(0.0)),
-        dram_energy_uj: dram_uj.map(keep),
-        psys_energy_uj: None,
-        flagged,
-    }
 }
 
 /// CPU utilisation per socket over one cycle: all the model source needs to estimate power.

@@ -13,11 +13,12 @@ use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::cpuinfo::CpuInfo;
+use super::domains::{Domain, DomainCounter, Domains, SocketDomains};
 use super::error::{read_error, EnergyError, ROOT_HINT};
-use super::wrap::WrappingCounter;
-use super::{CycleUtilisation, EnergySource, SocketEnergy, SourceKind, Topology};
+use super::{SourceKind, Topology};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Registers {
@@ -74,39 +75,28 @@ impl MsrFile {
     }
 }
 
+/// One energy status register of a CPU's device; the devices are shared by the domains of a
+/// socket (and psys reads through the first socket's).
 #[derive(Debug)]
-struct Counter {
+pub struct Register {
+    msr: Arc<MsrFile>,
     register: u64,
-    wrap: WrappingCounter,
 }
 
-impl Counter {
-    fn open(msr: &MsrFile, register: u64) -> Result<Self, EnergyError> {
-        let first = msr.read(register)? & (ENERGY_RANGE - 1);
-        Ok(Self { register, wrap: WrappingCounter::new(first, Some(ENERGY_RANGE)) })
-    }
+impl DomainCounter for Register {
+    const KIND: SourceKind = SourceKind::Msr;
 
-    fn delta_counts(&mut self, msr: &MsrFile) -> Result<(u64, bool), EnergyError> {
-        let delta = self.wrap.update(msr.read(self.register)? & (ENERGY_RANGE - 1));
-        Ok((delta.delta, delta.flagged))
+    fn read_count(&mut self) -> Result<u64, EnergyError> {
+        Ok(self.msr.read(self.register)? & (ENERGY_RANGE - 1))
     }
 }
 
-#[derive(Debug)]
-struct SocketMsrs {
-    socket: u32,
-    msr: MsrFile,
-    uj_per_count: f64,
-    package: Counter,
-    dram: Option<Counter>,
+fn open_register(msr: &Arc<MsrFile>, register: u64, uj_per_count: f64) -> Result<Domain<Register>, EnergyError> {
+    Domain::open(Register { msr: Arc::clone(msr), register }, Some(ENERGY_RANGE), uj_per_count)
 }
 
-#[derive(Debug)]
-pub struct MsrSource {
-    sockets: Vec<SocketMsrs>,
-    /// Platform counter, read through the first socket's device.
-    psys: Option<Counter>,
-}
+/// RAPL through the MSR devices: one register per domain, read on the first CPU of a socket.
+pub type MsrSource = Domains<Register>;
 
 impl MsrSource {
     pub fn open(
@@ -124,58 +114,29 @@ impl MsrSource {
         let psys_register = psys.then(|| regs.psys.ok_or_else(|| unsupported("psys"))).transpose()?;
 
         let mut sockets = Vec::with_capacity(topo.socket_count());
+        // The first socket's device and unit, which the platform counter is read through.
+        let mut first = None;
         for socket in topo.sockets() {
             let Some(&cpu) = topo.cpus_of(socket).first() else { continue };
-            let msr = MsrFile::open(dev_root, cpu)?;
+            let msr = Arc::new(MsrFile::open(dev_root, cpu)?);
             let uj_per_count = uj_per_count(msr.read(regs.unit)?);
-            let package = Counter::open(&msr, regs.package)?;
-            let dram = dram_register.map(|r| Counter::open(&msr, r)).transpose()?;
-            sockets.push(SocketMsrs { socket, msr, uj_per_count, package, dram });
+            let package = open_register(&msr, regs.package, uj_per_count)?;
+            let dram = dram_register.map(|r| open_register(&msr, r, uj_per_count)).transpose()?;
+            sockets.push(SocketDomains { socket, package, dram });
+            first.get_or_insert((msr, uj_per_count));
         }
-        let psys = match (psys_register, sockets.first()) {
-            (Some(register), Some(first)) => Some(Counter::open(&first.msr, register)?),
+        let psys = match (psys_register, &first) {
+            (Some(register), Some((msr, uj_per_count))) => Some(open_register(msr, register, *uj_per_count)?),
             _ => None,
         };
-        Ok(Self { sockets, psys })
-    }
-}
-
-impl EnergySource for MsrSource {
-    fn kind(&self) -> SourceKind {
-        SourceKind::Msr
-    }
-
-    fn estimated(&self) -> bool {
-        false
-    }
-
-    fn read(&mut self, _util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
-        let mut out = Vec::with_capacity(self.sockets.len());
-        for s in &mut self.sockets {
-            let (package, mut flagged) = s.package.delta_counts(&s.msr)?;
-            let dram_uj = match &mut s.dram {
-                Some(counter) => {
-                    let (counts, dram_flagged) = counter.delta_counts(&s.msr)?;
-                    flagged |= dram_flagged;
-                    Some(counts as f64 * s.uj_per_count)
-                }
-                None => None,
-            };
-            out.push(super::socket_energy(s.socket, package as f64 * s.uj_per_count, dram_uj, flagged));
-        }
-        if let (Some(counter), Some(first_socket), Some(first)) =
-            (&mut self.psys, self.sockets.first(), out.first_mut())
-        {
-            let (counts, flagged) = counter.delta_counts(&first_socket.msr)?;
-            first.psys_energy_uj = Some(if flagged { 0.0 } else { counts as f64 * first_socket.uj_per_count });
-        }
-        Ok(out)
+        Ok(Domains::new(sockets, psys))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::energy::{CycleUtilisation, EnergySource};
     use std::fs::{self, OpenOptions};
 
     /// Writes `value` at offset `register` of a sparse fake `cpu/N/msr` file.

@@ -7,10 +7,10 @@ use std::io::{self, Read};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use super::domains::{Domain, DomainCounter, Domains, SocketDomains};
 use super::error::{read_error, EnergyError};
 use super::files::{read_parsed, read_trimmed};
-use super::wrap::WrappingCounter;
-use super::{CycleUtilisation, EnergySource, SocketEnergy, SourceKind, Topology};
+use super::{SourceKind, Topology};
 
 /// One opened perf counter; `read_count` returns the raw accumulated count.
 pub trait PerfCounter: Send {
@@ -136,41 +136,36 @@ fn parse_cpu_list(list: &str) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
-struct Counter {
+/// An opened event on the CPU it counts on (named when a read fails).
+pub struct OpenEvent {
     counter: Box<dyn PerfCounter>,
-    wrap: WrappingCounter,
-    uj_per_count: f64,
     cpu: u32,
 }
 
-impl Counter {
-    fn open(opener: &dyn PerfOpener, pmu_type: u32, event: PmuEvent, cpu: u32) -> Result<Self, EnergyError> {
-        let perf_open = |source| EnergyError::PerfOpen { pmu_type, config: event.config, cpu, source };
-        let mut counter = opener.open(pmu_type, event.config, cpu).map_err(perf_open)?;
-        let first = counter.read_count().map_err(perf_open)?;
-        Ok(Self { counter, wrap: WrappingCounter::new(first, None), uj_per_count: event.uj_per_count, cpu })
-    }
+impl DomainCounter for OpenEvent {
+    const KIND: SourceKind = SourceKind::Perf;
 
-    fn delta_uj(&mut self) -> Result<(f64, bool), EnergyError> {
-        let now = self
-            .counter
-            .read_count()
-            .map_err(|e| read_error(format!("perf power counter on cpu {}", self.cpu), e, ""))?;
-        let delta = self.wrap.update(now);
-        Ok((delta.delta as f64 * self.uj_per_count, delta.flagged))
+    fn read_count(&mut self) -> Result<u64, EnergyError> {
+        self.counter.read_count().map_err(|e| read_error(format!("perf power counter on cpu {}", self.cpu), e, ""))
     }
 }
 
-struct SocketCounters {
-    socket: u32,
-    package: Counter,
-    dram: Option<Counter>,
+/// The kernel accumulates into 64 bits: the count never wraps.
+fn open_event(
+    opener: &dyn PerfOpener,
+    pmu_type: u32,
+    event: PmuEvent,
+    cpu: u32,
+) -> Result<Domain<OpenEvent>, EnergyError> {
+    let perf_open = |source| EnergyError::PerfOpen { pmu_type, config: event.config, cpu, source };
+    let mut counter = opener.open(pmu_type, event.config, cpu).map_err(perf_open)?;
+    // The baseline read fails like the open: it is the descriptor's first use.
+    let first = counter.read_count().map_err(perf_open)?;
+    Ok(Domain::from_baseline(OpenEvent { counter, cpu }, first, None, event.uj_per_count))
 }
 
-pub struct PerfPmuSource {
-    sockets: Vec<SocketCounters>,
-    psys: Option<Counter>,
-}
+/// RAPL through the perf power PMU: one event per domain, counted on a CPU of the socket.
+pub type PerfPmuSource = Domains<OpenEvent>;
 
 impl PerfPmuSource {
     pub fn open(
@@ -197,60 +192,33 @@ impl PerfPmuSource {
         let platform = psys.then(|| read_event(&pmu_dir, "energy-psys")).transpose()?;
 
         let mut sockets = Vec::with_capacity(topo.socket_count());
+        // The first socket's CPU, which the platform counter is read on.
+        let mut first_cpu = None;
         for socket in topo.sockets() {
             let cpu = mask_cpus
                 .iter()
                 .copied()
                 .find(|&c| topo.socket_of(c) == Some(socket))
                 .ok_or_else(|| EnergyError::NoPmuCpu { path: mask_path.clone(), socket })?;
-            sockets.push(SocketCounters {
+            sockets.push(SocketDomains {
                 socket,
-                package: Counter::open(opener, pmu_type, package, cpu)?,
-                dram: ram.map(|e| Counter::open(opener, pmu_type, e, cpu)).transpose()?,
+                package: open_event(opener, pmu_type, package, cpu)?,
+                dram: ram.map(|e| open_event(opener, pmu_type, e, cpu)).transpose()?,
             });
+            first_cpu.get_or_insert(cpu);
         }
-        let psys = match (platform, sockets.first()) {
-            (Some(event), Some(first)) => Some(Counter::open(opener, pmu_type, event, first.package.cpu)?),
+        let psys = match (platform, first_cpu) {
+            (Some(event), Some(cpu)) => Some(open_event(opener, pmu_type, event, cpu)?),
             _ => None,
         };
-        Ok(Self { sockets, psys })
-    }
-}
-
-impl EnergySource for PerfPmuSource {
-    fn kind(&self) -> SourceKind {
-        SourceKind::Perf
-    }
-
-    fn estimated(&self) -> bool {
-        false
-    }
-
-    fn read(&mut self, _util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
-        let mut out = Vec::with_capacity(self.sockets.len());
-        for counters in &mut self.sockets {
-            let (package_uj, mut flagged) = counters.package.delta_uj()?;
-            let dram_uj = match &mut counters.dram {
-                Some(counter) => {
-                    let (uj, dram_flagged) = counter.delta_uj()?;
-                    flagged |= dram_flagged;
-                    Some(uj)
-                }
-                None => None,
-            };
-            out.push(super::socket_energy(counters.socket, package_uj, dram_uj, flagged));
-        }
-        if let (Some(counter), Some(first)) = (&mut self.psys, out.first_mut()) {
-            let (uj, flagged) = counter.delta_uj()?;
-            first.psys_energy_uj = Some(if flagged { 0.0 } else { uj });
-        }
-        Ok(out)
+        Ok(Domains::new(sockets, psys))
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::energy::{CycleUtilisation, EnergySource};
     use std::collections::HashMap;
     use std::fs;
     use std::sync::{Arc, Mutex};

@@ -6,50 +6,33 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::domains::{Domain, DomainCounter, Domains, SocketDomains};
 use super::error::{EnergyError, ROOT_HINT};
 use super::files::{read_parsed, read_trimmed};
-use super::wrap::WrappingCounter;
-use super::{CycleUtilisation, EnergySource, SocketEnergy, SourceKind, Topology};
+use super::{SourceKind, Topology};
 
-/// One zone's `energy_uj`, wrapped with its `max_energy_range_uj`.
+/// One zone's `energy_uj`, in µJ.
 #[derive(Debug)]
-struct Zone {
+pub struct ZoneFile {
     energy_path: PathBuf,
-    counter: WrappingCounter,
 }
 
-impl Zone {
-    fn open(dir: &Path) -> Result<Self, EnergyError> {
-        let range_uj: u64 = read_parsed(&dir.join("max_energy_range_uj"), ROOT_HINT, "µJ")?;
-        let energy_path = dir.join("energy_uj");
-        let first_uj = read_energy_uj(&energy_path)?;
-        Ok(Self { energy_path, counter: WrappingCounter::new(first_uj, Some(range_uj)) })
-    }
+impl DomainCounter for ZoneFile {
+    const KIND: SourceKind = SourceKind::Powercap;
 
-    /// Energy since the previous read in µJ, and whether the counter misbehaved.
-    fn delta_uj(&mut self) -> Result<(f64, bool), EnergyError> {
-        let delta = self.counter.update(read_energy_uj(&self.energy_path)?);
-        Ok((delta.delta as f64, delta.flagged))
+    fn read_count(&mut self) -> Result<u64, EnergyError> {
+        read_parsed(&self.energy_path, ROOT_HINT, "µJ")
     }
 }
 
-fn read_energy_uj(path: &Path) -> Result<u64, EnergyError> {
-    read_parsed(path, ROOT_HINT, "µJ")
+/// A zone's counter, wrapped with its `max_energy_range_uj`.
+fn open_zone(dir: &Path) -> Result<Domain<ZoneFile>, EnergyError> {
+    let range_uj: u64 = read_parsed(&dir.join("max_energy_range_uj"), ROOT_HINT, "µJ")?;
+    Domain::open(ZoneFile { energy_path: dir.join("energy_uj") }, Some(range_uj), 1.0)
 }
 
-#[derive(Debug)]
-struct SocketZones {
-    socket: u32,
-    package: Zone,
-    dram: Option<Zone>,
-}
-
-#[derive(Debug)]
-pub struct PowercapSource {
-    sockets: Vec<SocketZones>,
-    /// Platform zone, reported on the lowest socket.
-    psys: Option<Zone>,
-}
+/// RAPL through powercap: one zone file per domain.
+pub type PowercapSource = Domains<ZoneFile>;
 
 /// Zone directories by `name` content: `package-N` → socket N, `dram` → its parent's socket.
 #[derive(Debug, Default)]
@@ -102,56 +85,26 @@ impl PowercapSource {
         let mut sockets = Vec::with_capacity(topo.socket_count());
         for socket in topo.sockets() {
             let missing = |zone| EnergyError::MissingZone { zone, socket, path: class_dir.clone() };
-            let package = Zone::open(&zones.packages.remove(&socket).ok_or_else(|| missing("package"))?)?;
+            let package = open_zone(&zones.packages.remove(&socket).ok_or_else(|| missing("package"))?)?;
             let dram = match dram {
-                true => Some(Zone::open(&zones.drams.remove(&socket).ok_or_else(|| missing("dram"))?)?),
+                true => Some(open_zone(&zones.drams.remove(&socket).ok_or_else(|| missing("dram"))?)?),
                 false => None,
             };
-            sockets.push(SocketZones { socket, package, dram });
+            sockets.push(SocketDomains { socket, package, dram });
         }
         let psys = match (psys, zones.psys) {
-            (true, Some(dir)) => Some(Zone::open(&dir)?),
+            (true, Some(dir)) => Some(open_zone(&dir)?),
             (true, None) => return Err(EnergyError::MissingZone { zone: "psys", socket: 0, path: class_dir }),
             (false, _) => None,
         };
-        Ok(Self { sockets, psys })
-    }
-}
-
-impl EnergySource for PowercapSource {
-    fn kind(&self) -> SourceKind {
-        SourceKind::Powercap
-    }
-
-    fn estimated(&self) -> bool {
-        false
-    }
-
-    fn read(&mut self, _util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
-        let mut out = Vec::with_capacity(self.sockets.len());
-        for zones in &mut self.sockets {
-            let (package_uj, mut flagged) = zones.package.delta_uj()?;
-            let dram_uj = match &mut zones.dram {
-                Some(zone) => {
-                    let (uj, dram_flagged) = zone.delta_uj()?;
-                    flagged |= dram_flagged;
-                    Some(uj)
-                }
-                None => None,
-            };
-            out.push(super::socket_energy(zones.socket, package_uj, dram_uj, flagged));
-        }
-        if let (Some(zone), Some(first)) = (&mut self.psys, out.first_mut()) {
-            let (uj, flagged) = zone.delta_uj()?;
-            first.psys_energy_uj = Some(if flagged { 0.0 } else { uj });
-        }
-        Ok(out)
+        Ok(Domains::new(sockets, psys))
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::energy::{CycleUtilisation, EnergySource};
 
     /// Writes a zone directory `class/powercap/<zone>` with `name`, `energy_uj` and range.
     pub(crate) fn write_zone(sysfs: &Path, zone: &str, name: &str, energy_uj: u64, range_uj: u64) -> PathBuf {

@@ -302,7 +302,7 @@ impl JvmState {
 /// was added.
 fn read_code_cache(proc_dir: &Path) -> Vec<Mapping> {
     match File::open(proc_dir.join("maps")) {
-        Ok(file) => jvm_symbols::parse_maps(BufReader::new(file.take(jvm_symbols::maps::MAX_MAPS_BYTES)))
+        Ok(file) => jvm_symbols::parse_maps(BufReader::new(file.take(jvm_symbols::MAX_MAPS_BYTES)))
             .into_iter()
             .filter(Mapping::is_anonymous_code)
             .collect(),

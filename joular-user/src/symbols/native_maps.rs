@@ -1,11 +1,11 @@
 //! The mappings of `/proc/<pid>/maps` that native code can run from, with what it takes to
-//! turn an address into an offset of the mapped file. (`jvm_symbols::maps` reads the same
+//! turn an address into an offset of the mapped file. (`jvm_symbols::parse_maps` reads the same
 //! file for what a JVM needs: libjvm and anonymous code.)
 
 use std::io::Read;
 use std::path::Path;
 
-use jvm_symbols::maps::MAX_MAPS_BYTES;
+use jvm_symbols::MAX_MAPS_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileMapping {
