@@ -24,6 +24,7 @@ mod raw_profile;
 mod render;
 mod report;
 mod results;
+mod retired_writer;
 mod table;
 pub mod thread_kind;
 mod timeline;
@@ -39,6 +40,10 @@ pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RA
 pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use results::{FinishSummary, Results, ResultsConfig, ThreadStacks};
+pub use retired_writer::{
+    RetiredTree, RetiredTreeWriter, RetiredWrite, RetiredWriterEnd, Submitted, RETIRED_QUEUE_TREES,
+    RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
+};
 pub use timeline::{ThreadSeries, Timeline};
 
 #[derive(Debug, thiserror::Error)]

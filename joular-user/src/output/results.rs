@@ -12,6 +12,7 @@ use super::methods::{bucket_stack, is_method_name, join_frames, MethodFilter, St
 use super::paths::{all_path, PathStyle};
 use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::render::{render_process, OutputFiles, RenderSet};
+use super::retired_writer::RetiredTree;
 use super::table::top_methods_table;
 use super::thread_kind::ThreadKind;
 use super::timeline::Timeline;
@@ -491,19 +492,14 @@ impl Results {
         profile
     }
 
-    /// Ends a process that has exited: writes its end-of-run files now (when the tree is
-    /// written) and frees everything held for it, so a long host-mode run holds only live
-    /// processes. Unknown pids are ignored.
-    pub fn retire(&mut self, pid: u32) -> Result<Option<OutputFiles>, OutputError> {
-        let Some(process) = self.processes.remove(&pid) else {
-            return Ok(None);
-        };
-        let Some(dir) = &process.dir else {
-            return Ok(None);
-        };
-        let dir = dir.open()?;
+    /// Ends a process that has exited: frees everything held for it, so a long host-mode run
+    /// holds only live processes, and returns its end-of-run files to write (when the tree is
+    /// written), owned, for another thread. Unknown pids are ignored.
+    pub fn take_retired(&mut self, pid: u32) -> Option<RetiredTree> {
+        let mut process = self.processes.remove(&pid)?;
+        let dir = process.dir.take()?;
         let profile = self.profile(pid, &process);
-        Ok(Some(render_process(dir.out_dir(), dir.out_dir(), &profile, &self.config.filter, self.render_set())))
+        Some(RetiredTree::new(dir.detach(), profile, self.config.filter.clone(), self.render_set()))
     }
 
     fn render_set(&self) -> RenderSet {

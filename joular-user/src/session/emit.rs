@@ -6,10 +6,15 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use joular_user::attribution::Totals;
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
-use joular_user::output::{FailedOutput, FinishSummary, Results, ThreadStacks};
+use joular_user::output::{
+    FailedOutput, FinishSummary, Results, RetiredTreeWriter, RetiredWrite, Submitted, ThreadStacks,
+    RETIRED_QUEUE_TREES, RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
+};
 use joular_user::symbols::SymbolStats;
 
 use super::exporter::Exporter;
@@ -37,9 +42,13 @@ pub struct Sinks {
     pub profiles: Option<ProfileExport>,
     pub json: Option<JsonLines>,
     pub summary: Summary,
-    /// Serve mode: forget ended processes (write their trees now); otherwise they are kept
-    /// for the end, set aside from later processes with the same PID.
-    pub retire: bool,
+    /// Serve mode: forget ended processes (their trees written by this writer, off the cycle);
+    /// otherwise (`None`) they are kept for the end, set aside from later processes with the
+    /// same PID.
+    retired: Option<RetiredTreeWriter>,
+    /// Ended processes whose trees the writer refused since the last cycle written: its drops
+    /// say so (metrics).
+    unreported_retired_refused: u64,
     pending: VecDeque<PendingCycle>,
     /// The symbolizer's counters as of the last reply.
     pub symbol_stats: SymbolStats,
@@ -57,20 +66,25 @@ impl Sinks {
         profiles: Option<ProfileExport>,
         json: Option<JsonLines>,
         retire: bool,
-    ) -> Self {
-        Sinks {
+    ) -> anyhow::Result<Self> {
+        let retired = match retire {
+            true => Some(RetiredTreeWriter::spawn(RETIRED_QUEUE_TREES).context("starting the result writer thread")?),
+            false => None,
+        };
+        Ok(Sinks {
             results,
             exporter,
             profiles,
             json,
             summary: Summary::default(),
-            retire,
+            retired,
+            unreported_retired_refused: 0,
             pending: VecDeque::new(),
             symbol_stats: SymbolStats::default(),
             cycles_written_late: 0,
             unreported_not_indexed: 0,
             failed: Vec::new(),
-        }
+        })
     }
 
     pub fn hold(&mut self, cycle: PendingCycle) {
@@ -143,6 +157,10 @@ impl Sinks {
         if self.unreported_not_indexed > 0 {
             *report.drops.entry(OVER_BUDGET.into()).or_default() += std::mem::take(&mut self.unreported_not_indexed);
         }
+        if self.unreported_retired_refused > 0 {
+            *report.drops.entry(RETIRED_TREES_QUEUE_FULL.into()).or_default() +=
+                std::mem::take(&mut self.unreported_retired_refused);
+        }
         if let Err(e) = self.results.on_cycle(report, stacks) {
             // A result file that cannot be written this cycle (a full disk) may be next cycle.
             self.fail(e.failed("--output"), "the run goes on");
@@ -159,7 +177,7 @@ impl Sinks {
         }
         self.summary.add(report, stacks);
         let ended = retire::ended(&cycle.exits);
-        if !self.retire {
+        let Some(writer) = self.retired.as_mut() else {
             // Kept for the end, but apart: a later process with the PID is another process.
             for &pid in &ended.pids {
                 self.results.set_aside(pid);
@@ -167,24 +185,58 @@ impl Sinks {
                 totals.set_aside(pid);
             }
             return Ok(());
-        }
+        };
+        let mut refused = 0;
         for &pid in &ended.pids {
-            // A daemon goes on when one process's files cannot be written (disk full).
-            match self.results.retire(pid) {
-                Ok(Some(files)) => {
+            let Some(tree) = self.results.take_retired(pid) else { continue };
+            if let Submitted::Refused { first } = writer.submit(tree) {
+                refused += 1;
+                if first {
+                    errln!(
+                        "joular-ebpf: warning: processes end faster than their results are written: the files of ended process {pid} (and of others, counted in summary.json degraded {RETIRED_TREES_QUEUE_FULL}) are not written"
+                    );
+                }
+            }
+        }
+        let written = writer.written();
+        self.results.add_degraded(RETIRED_TREES_QUEUE_FULL, refused);
+        self.unreported_retired_refused += refused;
+        self.on_retired_writes(written);
+        self.summary.forget(&ended);
+        totals.forget_processes(&ended.pids);
+        totals.forget_threads(&ended.threads);
+        Ok(())
+    }
+
+    /// Logs the trees the writer is done with; a daemon goes on when one process's files cannot
+    /// be written (disk full).
+    fn on_retired_writes(&mut self, written: Vec<RetiredWrite>) {
+        for RetiredWrite { pid, result } in written {
+            match result {
+                Ok(files) => {
                     log::info!("results of ended process {pid}: {}", files.dir.display());
                     for failed in files.failed {
                         self.fail(failed, "the other files were written");
                     }
                 }
-                Ok(None) => {}
                 Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
             }
         }
-        self.summary.forget(&ended);
-        totals.forget_processes(&ended.pids);
-        totals.forget_threads(&ended.threads);
-        Ok(())
+    }
+
+    /// The end of the run: the trees of ended processes still queued are written, waiting at
+    /// most `within`; those left are counted in `degraded` and said.
+    pub fn finish_retired(&mut self, within: Duration) {
+        let Some(writer) = self.retired.take() else { return };
+        let end = writer.finish(within);
+        self.on_retired_writes(end.written);
+        if end.unfinished > 0 {
+            errln!(
+                "joular-ebpf: warning: the files of {} ended process(es) were not written within {within:?} of the end",
+                end.unfinished
+            );
+            self.results.add_degraded(RETIRED_TREES_UNFINISHED, end.unfinished);
+        }
     }
 
     /// Says once that an output failed (a warning naming the flag and the file), and keeps it

@@ -37,6 +37,8 @@ use target::Target;
 const MAX_SYMBOL_WAIT: Duration = Duration::from_secs(10);
 /// At the end, how long the worker gets for the cycles still waiting.
 const SHUTDOWN_SYMBOL_WAIT: Duration = Duration::from_secs(5);
+/// At the end, how long serve's result writer gets for the ended processes still queued.
+const RETIRED_WRITES_WAIT: Duration = Duration::from_secs(5);
 
 /// `serve`: the Prometheus endpoint and its registry, the optional result tree and the
 /// optional periodic profile files.
@@ -150,7 +152,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         Some(p) => Some(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), cycle::epoch_ms())?),
         None => None,
     };
-    let mut sinks = Sinks::new(results, exporter, profiles, json, serve.is_some());
+    let mut sinks = Sinks::new(results, exporter, profiles, json, serve.is_some())?;
     // A daemon logs a cycle line a minute unless --verbose.
     let cycle_line_every = if serve.is_some() && !common.verbose { 60 } else { 1 };
     let mut cycles_drained = 0u64;
@@ -238,6 +240,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         }
     }
     sinks.write_all_late(&mut energy.totals)?;
+    sinks.finish_retired(RETIRED_WRITES_WAIT);
     errln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
     if energy.failed_reads > 0 {
         errln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
