@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -132,16 +132,38 @@ fn assert_cadence(json: &Path) -> (f64, f64, f64) {
 /// A directory for the results on the disk under the target directory (ext4 here), not a tmpfs:
 /// creating the ~30 files and directories of each of 1,500 result trees is slow on a real disk,
 /// and the profiler must keep its cadence there, where it is deployed.
-fn disk_dir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("joular-fds-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a plain C struct, all zeroes valid.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statfs reads the C string and writes only the struct given.
-    let rc = unsafe { libc::statfs(path.as_ptr(), &mut fs) };
-    assert_eq!(rc, 0, "statfs {}", dir.path().display());
-    assert_ne!(fs.f_type, libc::TMPFS_MAGIC, "{} is a tmpfs, not a disk", dir.path().display());
-    dir
+struct DiskDir(PathBuf);
+
+impl DiskDir {
+    fn new() -> Self {
+        let dir = tempfile::Builder::new().prefix("joular-fds-").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a plain C struct, all zeroes valid.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: statfs reads the C string and writes only the struct given.
+        let rc = unsafe { libc::statfs(path.as_ptr(), &mut fs) };
+        assert_eq!(rc, 0, "statfs {}", dir.path().display());
+        assert_ne!(fs.f_type, libc::TMPFS_MAGIC, "{} is a tmpfs, not a disk", dir.path().display());
+        DiskDir(dir.keep())
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for DiskDir {
+    /// Removed by a process left to finish on its own: removing 45,000 entries from a busy disk
+    /// takes minutes, which the test need not wait for.
+    fn drop(&mut self) {
+        let _ = Command::new("rm")
+            .arg("-rf")
+            .arg(&self.0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+    }
 }
 
 /// Pids that got a `<pid>-...` result directory under `results`.
@@ -209,7 +231,7 @@ fn wait_listening(addr: SocketAddr, child: &mut Child) {
 
 #[test]
 fn descriptors_host_run_with_results_outlives_1500_processes_at_1024_descriptors() {
-    let dir = disk_dir();
+    let dir = DiskDir::new();
     let (json, results) = (dir.path().join("all.jsonl"), dir.path().join("results"));
     let prof = start_limited(&["--all", "--json", json.to_str().unwrap(), "--output", results.to_str().unwrap()]);
     let fds = FdWatch::start(prof.id());
@@ -229,7 +251,7 @@ fn descriptors_host_run_with_results_outlives_1500_processes_at_1024_descriptors
 
 #[test]
 fn descriptors_serve_with_results_outlives_1500_processes_at_1024_descriptors() {
-    let dir = disk_dir();
+    let dir = DiskDir::new();
     let (json, results) = (dir.path().join("serve.jsonl"), dir.path().join("results"));
     let addr = free_loopback_addr();
     let listen = addr.to_string();
