@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod attack;
+pub mod fake_jvm;
 pub mod java_stack;
 
 pub fn bin() -> PathBuf {

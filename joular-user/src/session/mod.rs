@@ -266,6 +266,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ("jvms_with_unreadable_hotspot_tables", st.jvms_unreadable),
         ("jvms_backed_off_for_read_budget", st.jvms_backed_off),
         ("hotspot_reader_panics", st.hotspot_panics),
+        ("jvms_with_blocked_reads", st.jvms_blocked),
+        ("target_reads_blocked", st.target_reads_blocked),
+        ("target_reads_refused_while_blocked", st.target_reads_refused),
     ] {
         sinks.results.add_degraded(cause, count);
     }

@@ -12,6 +12,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 
+use super::stall_guard::Stall;
+
 /// How much of the source one read takes.
 const CHUNK_BYTES: usize = 1 << 20;
 const ELF64_HEADER_BYTES: u64 = 64;
@@ -39,6 +41,14 @@ pub enum CopyError {
 }
 
 impl CopyError {
+    /// The deadline a read of the source ran past (`stall_guard`), if that is what failed.
+    pub fn stall(&self) -> Option<&Stall> {
+        match self {
+            CopyError::Io(e) => e.get_ref().and_then(|inner| inner.downcast_ref::<Stall>()),
+            _ => None,
+        }
+    }
+
     /// A short, stable name for counters (`summary.json`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -61,13 +71,13 @@ impl ByteSource for File {
 }
 
 /// An image of `len_bytes` at `start` in a process's memory (`/proc/<pid>/mem`).
-pub struct MemoryImage<'a> {
-    pub mem: &'a File,
+pub struct MemoryImage {
+    pub mem: File,
     pub start: u64,
     pub len_bytes: u64,
 }
 
-impl ByteSource for MemoryImage<'_> {
+impl ByteSource for MemoryImage {
     fn read_bytes_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let left = self.len_bytes.saturating_sub(offset);
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));

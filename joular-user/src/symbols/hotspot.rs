@@ -15,11 +15,12 @@ use std::sync::Arc;
 
 use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::{
-    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, Overrun,
-    ProcessMemory, ReadBudget, Reads,
+    locate_tables, CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses,
+    Overrun, ReadBudget, Reads,
 };
 
 use super::intern::{FrameId, Interner};
+use super::stall_guard::{self, GuardedMemory, Stall};
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
 
@@ -63,7 +64,7 @@ pub enum CycleStart {
     BackedOff { overrun: Overrun, cycles: u32 },
 }
 
-pub struct HotspotProcess<R = ProcessMemory> {
+pub struct HotspotProcess<R = GuardedMemory> {
     jvm: HotspotJvm<R>,
     /// Cycles this JVM is still not read for, and the back-off the next overrun gets.
     skip_cycles: u32,
@@ -87,17 +88,40 @@ pub struct HotspotProcess<R = ProcessMemory> {
     stale_compiled_frames: u64,
 }
 
-impl HotspotProcess<ProcessMemory> {
+impl HotspotProcess<GuardedMemory> {
     /// Reads the tables of `pid`. Fails for a process that is not HotSpot, a HotSpot
     /// without the tables, or one too early in its start to have filled them.
     /// A panic in the reader (a bug these tables found) is caught and returned as
-    /// [`HotspotError::Panicked`].
+    /// [`HotspotError::Panicked`]; a read the target blocks (its libjvm.so, its memory) as
+    /// [`HotspotError::Blocked`]. Every read of its memory, then and later, has a deadline
+    /// ([`stall_guard`]).
     pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
-        match catch_unwind(|| HotspotJvm::attach(proc_root, pid).and_then(Self::new)) {
+        let root = proc_root.to_owned();
+        let memory = stall_guard::hotspot_reads();
+        let blocked_before = memory.timed_out();
+        let attached = catch_unwind(|| {
+            let located = stall_guard::file_reads().run(move || locate_tables(&root, pid));
+            let (_lib, symbols) = located.map_err(|stall| HotspotError::Blocked(stall.to_string()))??;
+            HotspotJvm::new(GuardedMemory::new(pid, Arc::clone(memory)), &symbols).and_then(Self::new)
+        });
+        if memory.timed_out() > blocked_before {
+            return Err(HotspotError::Blocked(format!("reading its tables: {}", memory_stall_message(memory))));
+        }
+        match attached {
             Ok(result) => result,
             Err(panic) => Err(HotspotError::Panicked(panic_message(&*panic))),
         }
     }
+
+    /// Why a read of this JVM's memory blocked, the first time it is asked after it did (to
+    /// warn once); its reads all fail from then on, its frames stay unnamed.
+    pub fn take_stall(&self) -> Option<Stall> {
+        self.jvm.reader().inner().take_new_stall()
+    }
+}
+
+fn memory_stall_message(guard: &stall_guard::StallGuard) -> String {
+    format!("a read of its memory took over {} ms", guard.deadline().as_millis())
 }
 
 impl<R: MemoryReader> HotspotProcess<R> {

@@ -32,6 +32,7 @@ mod jvm;
 mod kernel;
 mod native;
 mod native_maps;
+mod stall_guard;
 mod walk_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -171,6 +172,12 @@ pub struct SymbolStats {
     pub jvms_backed_off: u64,
     /// Panics caught in a JVM's HotSpot reader (that JVM is then read no more).
     pub hotspot_panics: u64,
+    /// JVMs one of whose reads blocked past its deadline (then read no more), and reads of
+    /// targets (JVM memory, mapped files) that did, or were refused while too many threads were
+    /// left blocked (`stall_guard`).
+    pub jvms_blocked: u64,
+    pub target_reads_blocked: u64,
+    pub target_reads_refused: u64,
     /// Native files copied and named, and those that could not be.
     pub native: NativeStats,
     /// Panics the symbol worker caught, and the samples of the cycles they cost their names
@@ -364,6 +371,9 @@ impl Symbolizer {
 
     pub fn stats(&self) -> SymbolStats {
         let mut stats = self.stats.clone();
+        let guards = [stall_guard::hotspot_reads(), stall_guard::file_reads()];
+        stats.target_reads_blocked = guards.iter().map(|g| g.timed_out()).sum();
+        stats.target_reads_refused = guards.iter().map(|g| g.refused()).sum();
         for (&pid, process) in &self.processes {
             if let Some(jvm) = &process.jvm {
                 stats.jvms += 1;
@@ -539,7 +549,10 @@ impl Symbolizer {
             Err(e) if attempts_left <= 1 || !e.may_pass() => {
                 match e {
                     // Tables no HotSpot writes: a hostile or broken target, worth a warning.
-                    HotspotError::Bound { .. } | HotspotError::Panicked(_) | HotspotError::TooLarge { .. } => {
+                    HotspotError::Bound { .. }
+                    | HotspotError::Panicked(_)
+                    | HotspotError::TooLarge { .. }
+                    | HotspotError::Blocked(_) => {
                         log::warn!("JVM {pid}: HotSpot tables unreadable ({e}); naming its JIT code from its perf map")
                     }
                     _ => log::info!(
@@ -548,6 +561,7 @@ impl Symbolizer {
                 }
                 stats.jvms_unreadable += 1;
                 stats.hotspot_panics += u64::from(matches!(e, HotspotError::Panicked(_)));
+                stats.jvms_blocked += u64::from(matches!(e, HotspotError::Blocked(_)));
                 if stats.jvms_unreadable_reasons.len() < MAX_UNREADABLE_REASONS {
                     stats.jvms_unreadable_reasons.push(format!("{pid}: {e}"));
                 }
