@@ -47,12 +47,22 @@ fn stall_a_jvm_whose_memory_never_answers_is_dropped_and_a_real_jvm_keeps_its_na
         &["60"],
         &["-XX:CompileCommand=quiet", "-XX:CompileCommand=dontinline,MethodSplit::*"],
     );
+    let pids = format!("{},{}", fake.pid(), jvm.pid());
+    for mode in [&["--pid", pids.as_str()][..], &["--all"][..]] {
+        run_beside_a_stalled_jvm(mode, &fake, &jvm);
+    }
+}
+
+/// One run in `mode` with the fake and the real JVM: it ends on time, on cadence, the real JVM
+/// named and the fake reported and counted.
+fn run_beside_a_stalled_jvm(mode: &[&str], fake: &FakeJvm, jvm: &Jvm) {
+    let what = mode[0];
     let out = tempfile::tempdir().unwrap();
     let (json, results) = (out.path().join("cycles.jsonl"), out.path().join("results"));
-    let pids = format!("{},{}", fake.pid(), jvm.pid());
     let started = Instant::now();
     let mut child = Command::new(bin())
-        .args(["--pid", &pids, "--duration", &RUN_S.to_string(), "--energy-source", "model", "--json"])
+        .args(mode)
+        .args(["--duration", &RUN_S.to_string(), "--energy-source", "model", "--json"])
         .arg(&json)
         .arg("--output")
         .arg(&results)
@@ -104,7 +114,7 @@ fn stall_a_jvm_whose_memory_never_answers_is_dropped_and_a_real_jvm_keeps_its_na
         }
     }
     eprintln!(
-        "stalled fake + real JVM: rc {:?}, ended after {:.2} s (first cycle at {:.2} s, stopping at {:.2} s), cycles {lengths_s:?}, real JVM {named} of {all} samples named, degraded jvms_with_blocked_reads {} target_reads_blocked {}",
+        "{what}: stalled fake + real JVM: rc {:?}, ended after {:.2} s (first cycle at {:.2} s, stopping at {:.2} s), cycles {lengths_s:?}, real JVM {named} of {all} samples named, degraded jvms_with_blocked_reads {} target_reads_blocked {}",
         status.code(),
         ended_after.as_secs_f64(),
         first_cycle.as_secs_f64(),
@@ -112,25 +122,32 @@ fn stall_a_jvm_whose_memory_never_answers_is_dropped_and_a_real_jvm_keeps_its_na
         degraded(&summaries, "jvms_with_blocked_reads"),
         degraded(&summaries, "target_reads_blocked"),
     );
-    assert!(status.success(), "the profiler failed\n{stderr}");
-    assert!(first_cycle <= Duration::from_secs(1) + START_UP, "first cycle after {first_cycle:?}\n{stderr}");
+    assert!(status.success(), "{what}: the profiler failed\n{stderr}");
+    assert!(first_cycle <= Duration::from_secs(1) + START_UP, "{what}: first cycle after {first_cycle:?}\n{stderr}");
     assert!(
         stopped.saturating_sub(first_cycle) <= Duration::from_secs(RUN_S - 1) + SLACK,
-        "{} more cycles took {:?}\n{stderr}",
+        "{what}: {} more cycles took {:?}\n{stderr}",
         RUN_S - 1,
         stopped.saturating_sub(first_cycle)
     );
     // The end (results written, threads left behind) is not held up by the blocked read either.
-    assert!(ended_after <= stopped + Duration::from_secs(3), "ended {ended_after:?} after start\n{stderr}");
-    assert_eq!(cycles.len() as u64, RUN_S, "one cycle per second, all written\n{stderr}");
+    assert!(ended_after <= stopped + Duration::from_secs(3), "{what}: ended {ended_after:?} after start\n{stderr}");
+    assert_eq!(cycles.len() as u64, RUN_S, "{what}: one cycle per second, all written\n{stderr}");
     let full = &lengths_s[..lengths_s.len() - 1];
-    assert!(full.iter().all(|l| (0.9..=1.1).contains(l)), "cycles off their 1 s cadence: {lengths_s:?}\n{stderr}");
-    assert!(all > 0, "the real JVM was not sampled\n{stderr}");
-    assert!(named * 2 > all, "the real JVM lost its names: {named} of {all} samples named\n{stderr}");
+    assert!(
+        full.iter().all(|l| (0.9..=1.1).contains(l)),
+        "{what}: cycles off their 1 s cadence: {lengths_s:?}\n{stderr}"
+    );
+    assert!(all > 0, "{what}: the real JVM was not sampled\n{stderr}");
+    assert!(named * 2 > all, "{what}: the real JVM lost its names: {named} of {all} samples named\n{stderr}");
     let warning = format!("JVM {}: a read of its memory blocked", fake.pid());
-    assert_eq!(stderr.matches(&warning).count(), 1, "the fake is reported once, by pid\n{stderr}");
-    assert!(!summaries.is_empty(), "no summary.json\n{stderr}");
-    assert!(degraded(&summaries, "jvms_with_blocked_reads") >= 1, "not counted in summary.json\n{stderr}");
-    assert!(degraded(&summaries, "target_reads_blocked") >= 1, "not counted in summary.json\n{stderr}");
-    assert_eq!(degraded(&summaries, "cycles_written_before_symbols"), 0, "cycles went out unsymbolized\n{stderr}");
+    assert_eq!(stderr.matches(&warning).count(), 1, "{what}: the fake is reported once, by pid\n{stderr}");
+    assert!(!summaries.is_empty(), "{what}: no summary.json\n{stderr}");
+    assert!(degraded(&summaries, "jvms_with_blocked_reads") >= 1, "{what}: not counted in summary.json\n{stderr}");
+    assert!(degraded(&summaries, "target_reads_blocked") >= 1, "{what}: not counted in summary.json\n{stderr}");
+    assert_eq!(
+        degraded(&summaries, "cycles_written_before_symbols"),
+        0,
+        "{what}: cycles went out unsymbolized\n{stderr}"
+    );
 }
