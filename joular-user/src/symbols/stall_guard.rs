@@ -5,7 +5,8 @@
 //!
 //! A [`StallGuard`] runs such a read on a thread of its own and waits for it at most a deadline.
 //! A read past its deadline fails ([`Stall::TimedOut`]); its thread is left behind, stuck in
-//! the target's read, and a new one serves the next reads. Threads left behind are bounded: while
+//! the target's read, and a new one serves the next reads. A thread that is only waiting for a
+//! CPU (runnable, on a loaded host) is given a few more deadlines first. Threads left behind are bounded: while
 //! the bound of them are stuck, reads of that kind are refused
 //! ([`Stall::Refused`]). A stuck thread that the target lets go (it served the fault, or ended)
 //! exits and frees its place.
@@ -15,7 +16,7 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::thread;
@@ -33,6 +34,10 @@ const HOTSPOT_READ_DEADLINE: Duration = Duration::from_millis(250);
 const FILE_READ_DEADLINE: Duration = Duration::from_secs(1);
 /// Threads left blocked in a target's reads, of each kind, before that kind is refused.
 const MAX_STUCK_THREADS: usize = 4;
+/// A read past its deadline whose thread is runnable (waiting for a CPU on a loaded host, not
+/// blocked by the target) is waited for up to this many deadlines in all: a real JVM must not be
+/// dropped for the host's load.
+const RUNNABLE_DEADLINES: u32 = 8;
 
 static HOTSPOT_READS: LazyLock<Arc<StallGuard>> =
     LazyLock::new(|| Arc::new(StallGuard::new("HotSpot memory read", HOTSPOT_READ_DEADLINE, MAX_STUCK_THREADS)));
@@ -67,6 +72,8 @@ type Outcome = thread::Result<Box<dyn Any + Send>>;
 struct ReadThread {
     jobs: Sender<Job>,
     outcomes: Receiver<Outcome>,
+    /// Its kernel thread id (0 until it has started).
+    tid: Arc<AtomicI32>,
     /// Set when the thread is left behind: it frees its place in `stuck` when it ends.
     left_behind: Arc<AtomicBool>,
 }
@@ -135,7 +142,14 @@ impl StallGuard {
             *slot = None;
             return Err(Stall::NoThread { what: self.what, reason: "the read thread ended".into() });
         }
-        match thread.outcomes.recv_timeout(self.deadline) {
+        let mut outcome = thread.outcomes.recv_timeout(self.deadline);
+        for _ in 1..RUNNABLE_DEADLINES {
+            if !matches!(outcome, Err(RecvTimeoutError::Timeout)) || !runnable(thread.tid.load(Ordering::Acquire)) {
+                break;
+            }
+            outcome = thread.outcomes.recv_timeout(self.deadline);
+        }
+        match outcome {
             Ok(Ok(value)) => Ok(*value.downcast::<T>().expect("the read's own type")),
             Ok(Err(panic)) => resume_unwind(panic),
             Err(RecvTimeoutError::Timeout) => {
@@ -158,10 +172,14 @@ impl StallGuard {
         let (done, outcomes) = mpsc::channel::<Outcome>();
         let left_behind = Arc::new(AtomicBool::new(false));
         let (left, stuck) = (Arc::clone(&left_behind), Arc::clone(&self.stuck));
+        let tid = Arc::new(AtomicI32::new(0));
+        let my_tid = Arc::clone(&tid);
         thread::Builder::new()
             .name("guarded-read".into())
             .stack_size(READ_THREAD_STACK_BYTES)
             .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                my_tid.store(unsafe { libc::gettid() }, Ordering::Release);
                 for job in queued {
                     // The caller may be gone (it gave up on this thread): then this ends.
                     if done.send(catch_unwind(AssertUnwindSafe(job))).is_err() {
@@ -173,8 +191,18 @@ impl StallGuard {
                 }
             })
             .map_err(|e| Stall::NoThread { what: self.what, reason: e.to_string() })?;
-        Ok(ReadThread { jobs, outcomes, left_behind })
+        Ok(ReadThread { jobs, outcomes, tid, left_behind })
     }
+}
+
+/// Whether our thread `tid` is running or waiting for a CPU (state `R` in its `stat`), as
+/// opposed to asleep in a read the target holds.
+fn runnable(tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which ends at the last ')'.
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) == Some('R')
 }
 
 /// A live JVM's memory read through a [`StallGuard`]. After one of its reads ran past its deadline,
@@ -334,6 +362,21 @@ mod tests {
         assert!(started.elapsed() < DEADLINE * 5, "waited {:?}", started.elapsed());
         assert!(matches!(err.stall(), Some(Stall::TimedOut { .. })), "{err}");
         assert_eq!(guard.stuck(), 1);
+    }
+
+    #[test]
+    fn a_read_that_is_busy_not_blocked_is_waited_for_past_its_deadline() {
+        let guard = StallGuard::new("test read", DEADLINE, 1);
+        // Running for three deadlines, never asleep: the host's load, not the target.
+        let busy = guard.run(|| {
+            let started = Instant::now();
+            while started.elapsed() < DEADLINE * 3 {
+                std::hint::spin_loop();
+            }
+            5
+        });
+        assert_eq!(busy, Ok(5));
+        assert_eq!(guard.timed_out(), 0);
     }
 
     #[test]
