@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use joular_user::ebpf::Probe;
 use joular_user::model::{Frame, FrameKind, RawSample, Stack, ThreadStack};
 use joular_user::output::ThreadStacks;
-use joular_user::symbols::{KernelUpdate, SymbolStats, Symbolizer, SymbolizerOptions};
+use joular_user::symbols::{KernelUpdate, StackInput, SymbolStats, Symbolizer, SymbolizerOptions};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 /// The frame of a stack written before the worker symbolized it.
@@ -231,7 +231,19 @@ pub fn symbolize_cycle(
     guard.contain(
         || {
             symbolizer.begin_cycle();
-            // Walked stacks are named through HotSpot's tables, which need no job to wait for.
+            // Walked stacks are named through HotSpot's tables, which need no job to wait for:
+            // each JVM's frames of the cycle are read in one guarded job.
+            let mut by_pid: HashMap<u32, Vec<StackInput>> = HashMap::new();
+            for s in samples {
+                let input = match &s.walked {
+                    Some(walked) => StackInput::Walked(walked),
+                    None => StackInput::Bare(&s.user),
+                };
+                by_pid.entry(s.pid).or_default().push(input);
+            }
+            for (pid, stacks) in by_pid {
+                symbolizer.prefetch_hotspot(pid, stacks);
+            }
             for s in samples.iter().filter(|s| s.walked.is_none()) {
                 symbolizer.prepare(s.pid, &s.user);
             }

@@ -46,7 +46,7 @@ use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 use crate::ebpf::kernel_names::KernelNames;
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
 use budget::{Consumer, SymbolBudget};
-use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
+use hotspot::{Code, HotspotProcess, Wanted, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
@@ -212,6 +212,9 @@ enum Hotspot {
     },
     /// Not readable: the perf map names its JIT code.
     Unavailable,
+    /// A cycle's reads of its memory blocked: its reader is left with the blocked thread, its
+    /// Java frames stay unnamed (no attach, no perf map for a target that blocks us).
+    Blocked,
 }
 
 struct ProcessState {
@@ -239,7 +242,7 @@ impl ProcessState {
     /// A JVM named through its tables never attaches, dumps or loads a map.
     fn uses_perf_map(&self) -> Option<&JvmState> {
         match self.hotspot {
-            Hotspot::Ready(_) => None,
+            Hotspot::Ready(_) | Hotspot::Blocked => None,
             _ => self.jvm.as_ref(),
         }
     }
@@ -249,6 +252,28 @@ impl ProcessState {
     fn may_dump(&self) -> bool {
         matches!(self.hotspot, Hotspot::Unavailable)
     }
+}
+
+/// A stack of a cycle, for [`Symbolizer::prefetch_hotspot`].
+#[derive(Debug, Clone, Copy)]
+pub enum StackInput<'a> {
+    Walked(&'a WalkedStack),
+    /// Bare user pcs, leaf first.
+    Bare(&'a [u64]),
+}
+
+/// The frames the sampler walked, to resolve.
+fn user_inputs(walked: &WalkedStack) -> Vec<UserInput> {
+    walked
+        .frames
+        .iter()
+        .map(|f| match *f {
+            WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
+            WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
+            WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id },
+            WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
+        })
+        .collect()
 }
 
 /// One user frame to resolve: a pc, or an interpreted frame the sampler walked.
@@ -329,7 +354,7 @@ impl Symbolizer {
                 }
                 Hotspot::Unavailable if self.opts.hotspot => Some("its HotSpot tables cannot be read"),
                 Hotspot::Unavailable => Some("--java-symbols perf-map reads no HotSpot tables"),
-                Hotspot::Pending { .. } => None,
+                Hotspot::Pending { .. } | Hotspot::Blocked => None,
             };
             if let (Some(reason), false) = (reason, frame_pointers) {
                 no_unwinder.push((pid, reason));
@@ -423,6 +448,41 @@ impl Symbolizer {
         stats
     }
 
+    /// Resolves this cycle's frames of `pid` (a HotSpot JVM read through its tables; nothing
+    /// otherwise) in one guarded job ([`HotspotProcess::prefetch`]), before its stacks are
+    /// symbolized. A job that blocks marks the JVM, once, with a warning.
+    pub fn prefetch_hotspot<'a>(&mut self, pid: u32, stacks: impl IntoIterator<Item = StackInput<'a>>) {
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        let Hotspot::Ready(h) = std::mem::replace(&mut process.hotspot, Hotspot::Blocked) else {
+            return;
+        };
+        let in_mappings = |pc: u64| process.jvm.as_ref().is_some_and(|j| j.in_code_cache(pc));
+        let wanted = stacks
+            .into_iter()
+            .flat_map(|stack| match stack {
+                StackInput::Walked(walked) => user_inputs(walked),
+                StackInput::Bare(user) => user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect(),
+            })
+            .map(|input| match input {
+                UserInput::Pc { pc, code } => Wanted::Pc { pc, looks_like_code: code || in_mappings(pc) },
+                UserInput::Compiled { pc, compile_id } => Wanted::Compiled { pc, compile_id },
+                UserInput::Interpreted { method, bcp } => Wanted::Interpreted { method, bcp },
+            })
+            .collect();
+        match HotspotProcess::prefetch(h, &mut self.interner, wanted) {
+            Ok((h, unknown)) => {
+                self.stats.unknown_jit_frames += unknown;
+                process.hotspot = Hotspot::Ready(h);
+            }
+            Err(stall) => {
+                self.stats.jvms_blocked += 1;
+                log::warn!("JVM {pid}: a read of its memory blocked ({stall}); its Java frames are no longer named");
+            }
+        }
+    }
+
     /// `user`/`kernel`: raw IPs, leaf first, as the kernel gives them. Returns the stack
     /// root first: user frames, then the kernel frames on top of them.
     pub fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack {
@@ -448,16 +508,7 @@ impl Symbolizer {
             }
             p.walked.2 += u64::from(walked.cut);
         }
-        let inputs: Vec<UserInput> = walked
-            .frames
-            .iter()
-            .map(|f| match *f {
-                WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
-                WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
-                WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id },
-                WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
-            })
-            .collect();
+        let inputs = user_inputs(walked);
         let user_ids = self.resolve_user(pid, &inputs);
         self.finish_stack(pid, &user_ids, kernel, started)
     }

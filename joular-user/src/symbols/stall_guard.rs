@@ -26,8 +26,9 @@ use jvm_symbols::hotspot::{MemoryReader, ProcessMemory, ReadError};
 
 use super::elf_copy::ByteSource;
 
-/// Stack of a read thread: it copies bytes, and parses a libjvm.so's dynamic symbols.
-const READ_THREAD_STACK_BYTES: usize = 1 << 20;
+/// Stack of a read thread: it copies bytes, parses a libjvm.so's dynamic symbols, and resolves a
+/// JVM's cycle of frames through its tables (as the symbols worker would).
+const READ_THREAD_STACK_BYTES: usize = 8 << 20;
 /// One read of a JVM's memory takes microseconds; one that the target blocks never ends.
 const HOTSPOT_READ_DEADLINE: Duration = Duration::from_millis(250);
 /// One read of a mapped file (a 1 MiB chunk at most, or an open) on a busy disk.
@@ -38,6 +39,12 @@ const MAX_STUCK_THREADS: usize = 4;
 /// blocked by the target) is waited for up to this many deadlines in all: a real JVM must not be
 /// dropped for the host's load.
 const RUNNABLE_DEADLINES: u32 = 8;
+
+thread_local! {
+    /// Set on a read thread: a [`GuardedMemory`] read there is already under a deadline (the
+    /// job's), and reads directly.
+    static ON_READ_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 static HOTSPOT_READS: LazyLock<Arc<StallGuard>> =
     LazyLock::new(|| Arc::new(StallGuard::new("HotSpot memory read", HOTSPOT_READ_DEADLINE, MAX_STUCK_THREADS)));
@@ -127,6 +134,16 @@ impl StallGuard {
     /// Runs `read` on the read thread and waits for it at most the deadline. A panic in `read`
     /// is resumed here, as if it had run on this thread.
     pub fn run<T: Send + 'static>(&self, read: impl FnOnce() -> T + Send + 'static) -> Result<T, Stall> {
+        self.run_within(self.deadline, read)
+    }
+
+    /// [`StallGuard::run`] with a deadline of its own: for a batch of reads (a JVM's cycle of
+    /// frames), one hop for all of them. [`GuardedMemory`] reads inside it go directly.
+    pub fn run_within<T: Send + 'static>(
+        &self,
+        deadline: Duration,
+        read: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Stall> {
         let mut slot = self.thread.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
             let stuck = self.stuck();
@@ -142,12 +159,12 @@ impl StallGuard {
             *slot = None;
             return Err(Stall::NoThread { what: self.what, reason: "the read thread ended".into() });
         }
-        let mut outcome = thread.outcomes.recv_timeout(self.deadline);
+        let mut outcome = thread.outcomes.recv_timeout(deadline);
         for _ in 1..RUNNABLE_DEADLINES {
             if !matches!(outcome, Err(RecvTimeoutError::Timeout)) || !runnable(thread.tid.load(Ordering::Acquire)) {
                 break;
             }
-            outcome = thread.outcomes.recv_timeout(self.deadline);
+            outcome = thread.outcomes.recv_timeout(deadline);
         }
         match outcome {
             Ok(Ok(value)) => Ok(*value.downcast::<T>().expect("the read's own type")),
@@ -158,7 +175,7 @@ impl StallGuard {
                 self.stuck.fetch_add(1, Ordering::Relaxed);
                 thread.left_behind.store(true, Ordering::Release);
                 self.timed_out.fetch_add(1, Ordering::Relaxed);
-                Err(Stall::TimedOut { what: self.what, deadline_ms: self.deadline.as_millis() })
+                Err(Stall::TimedOut { what: self.what, deadline_ms: deadline.as_millis() })
             }
             Err(RecvTimeoutError::Disconnected) => {
                 *slot = None;
@@ -180,6 +197,7 @@ impl StallGuard {
             .spawn(move || {
                 // SAFETY: gettid has no preconditions.
                 my_tid.store(unsafe { libc::gettid() }, Ordering::Release);
+                ON_READ_THREAD.with(|on| on.set(true));
                 for job in queued {
                     // The caller may be gone (it gave up on this thread): then this ends.
                     if done.send(catch_unwind(AssertUnwindSafe(job))).is_err() {
@@ -239,7 +257,11 @@ impl MemoryReader for GuardedMemory {
         if stall.0.is_some() {
             return Err(err);
         }
-        let (pid, len) = (self.pid, buf.len());
+        let pid = self.pid;
+        if ON_READ_THREAD.with(|on| on.get()) {
+            return ProcessMemory { pid }.read(addr, buf);
+        }
+        let len = buf.len();
         let read = self.guard.run(move || {
             let mut bytes = vec![0u8; len];
             ProcessMemory { pid }.read(addr, &mut bytes).map(|()| bytes)
