@@ -455,8 +455,13 @@ impl Symbolizer {
         let Some(process) = self.processes.get_mut(&pid) else {
             return;
         };
-        let Hotspot::Ready(h) = std::mem::replace(&mut process.hotspot, Hotspot::Blocked) else {
-            return;
+        // Blocked while the job has it: a job that blocks leaves it so.
+        let h = match std::mem::replace(&mut process.hotspot, Hotspot::Blocked) {
+            Hotspot::Ready(h) => h,
+            other => {
+                process.hotspot = other;
+                return;
+            }
         };
         let in_mappings = |pc: u64| process.jvm.as_ref().is_some_and(|j| j.in_code_cache(pc));
         let wanted = stacks

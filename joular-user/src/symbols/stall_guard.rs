@@ -13,6 +13,13 @@
 //!
 //! Each read hands owned data to the thread and gets owned data back: a thread left behind
 //! holds nothing of the caller's.
+//!
+//! A hop costs a few microseconds of our CPU (two thread wake-ups), and a busy JVM's cycle reads
+//! its memory hundreds to a thousand times: one hop per read took the profiler's CPU on a JIT-churning
+//! JVM (`ClassChurn`, `--pid`, 20 s) from 0.19 s to 0.54 s. So a JVM's cycle of frames is one
+//! batch ([`StallGuard::run_within`], `HotspotProcess::prefetch`) under a deadline scaled to its
+//! read budget; [`GuardedMemory`] reads inside a batch go directly. Reads outside a batch (a
+//! JVM's attach, the cycle's code-heap refresh, a frame the batch did not see) hop one by one.
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -399,6 +406,28 @@ mod tests {
         });
         assert_eq!(busy, Ok(5));
         assert_eq!(guard.timed_out(), 0);
+    }
+
+    /// A batch (a JVM's cycle of frames) is one hop: its reads run directly on the read
+    /// thread, under the batch's deadline. A read that hopped again from there would wait for
+    /// its own thread and time out.
+    #[test]
+    fn a_batch_reads_directly_on_the_read_thread_under_its_own_deadline() {
+        static VALUE: u64 = 0x0123_4567_89ab_cdef;
+        let addr = &VALUE as *const u64 as u64;
+        let guard = Arc::new(StallGuard::new("HotSpot memory read", DEADLINE, 1));
+        let me = GuardedMemory::new(std::process::id(), Arc::clone(&guard));
+        let read = guard.run_within(DEADLINE * 2, move || (0..1000).map(|_| me.read_u64(addr)).collect::<Vec<_>>());
+        let read = read.expect("within the batch's deadline");
+        assert!(read.iter().all(|r| *r == Ok(VALUE)), "{:?}", read[0]);
+        assert_eq!(guard.timed_out(), 0);
+        // A batch that blocks fails at its own deadline, not the per-read one.
+        let (release, wait) = sync_channel::<()>(0);
+        let started = Instant::now();
+        let r = guard.run_within(DEADLINE * 3, move || wait.recv().is_ok());
+        assert!(started.elapsed() >= DEADLINE * 3, "gave up after {:?}", started.elapsed());
+        assert_eq!(r, Err(Stall::TimedOut { what: "HotSpot memory read", deadline_ms: (DEADLINE * 3).as_millis() }));
+        drop(release);
     }
 
     #[test]
