@@ -3,7 +3,9 @@
  * root profiler that reads them. Built by tests/tests/security_tables.rs with one of:
  *   -DHUGE_OFFSET   complete tables, but CodeBlob::_name at offset 2^40;
  *   -DHUGE_TABLES   four tables of 131,071 entries, each with a distinct 511-byte name;
- *   -DSEGMAP_ONES   complete tables, a code heap whose segment map is all 1s.
+ *   -DSEGMAP_ONES   complete tables, a code heap whose segment map is all 1s;
+ *   -DUFFD_SEGMAP   complete tables, a code heap whose segment map is memory registered with
+ *                   userfaultfd and never served: any read of it blocks (tests/tests/security_stall.rs).
  * fake_run() runs the calling thread in the fake code heap (a nop sled) for ever, so the
  * profiler samples pcs in it. */
 #include <stddef.h>
@@ -11,6 +13,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#ifdef UFFD_SEGMAP
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <stdio.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Fresh memory whose first touch of each page waits for a userfaultfd handler that never
+ * answers: a read of it by another process (process_vm_readv) blocks until this one ends. This
+ * process never touches it. Needs vm.unprivileged_userfaultfd=1 when not root. */
+static char *blocking_memory(size_t bytes) {
+    int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+    if (uffd < 0) { perror("userfaultfd"); abort(); }
+    struct uffdio_api api = {.api = UFFD_API};
+    if (ioctl(uffd, UFFDIO_API, &api)) { perror("UFFDIO_API"); abort(); }
+    char *mem = mmap(0, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) abort();
+    struct uffdio_register reg = {.range = {.start = (unsigned long)mem, .len = bytes}, .mode = UFFDIO_REGISTER_MODE_MISSING};
+    if (ioctl(uffd, UFFDIO_REGISTER, &reg)) { perror("UFFDIO_REGISTER"); abort(); }
+    return mem; /* the descriptor stays open, never read */
+}
+#endif
 
 typedef struct { const char *type_name, *field_name, *type_string; int32_t is_static; uint64_t offset; void *address; } StructEntry;
 typedef struct { const char *type_name, *superclass_name; int32_t is_oop, is_integer, is_unsigned; uint64_t size; } TypeEntry;
@@ -188,8 +214,12 @@ void fake_setup(void) {
     if (mprotect(heap, HEAP_BYTES, PROT_READ | PROT_EXEC)) abort();
     code_heap.memory_low = heap;
     code_heap.memory_high = heap + HEAP_BYTES;
+#ifdef UFFD_SEGMAP
+    code_heap.segmap_low = blocking_memory(SEGMENTS);
+#else
     code_heap.segmap_low = (char *)segmap;
-    code_heap.segmap_high = (char *)segmap + SEGMENTS;
+#endif
+    code_heap.segmap_high = code_heap.segmap_low + SEGMENTS;
     code_heap.log2_segment_size = LOG2_SEGMENT;
     heap_list[0] = &code_heap;
 }

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 pub mod attack;
 pub mod child;
+pub mod fake_jvm;
 pub mod java_stack;
 pub mod results;
 

@@ -11,11 +11,11 @@
 //! six fakes keeps its Java methods named. Run as root by `cargo xtask test security_tables`.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use joular_tests::attack::{nobody_cmd, open_dir};
+use joular_tests::fake_jvm::{build_fake_jvm, FakeJvm as Fake};
 use joular_tests::*;
 use serde_json::Value;
 
@@ -47,57 +47,10 @@ impl Attack {
     }
 }
 
-fn fakes_src() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fakes")
-}
-
 /// The attacker's build: `libjvm.so` and the program that maps it, in a directory nobody can
 /// read.
 fn build(attack: Attack) -> tempfile::TempDir {
-    let dir = open_dir(true);
-    let gcc = |args: &[&str]| {
-        let out = Command::new("gcc")
-            .args(["-O1", "-Wall", "-Werror"])
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("gcc is installed");
-        assert!(out.status.success(), "gcc {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    let lib = fakes_src().join("libjvm.c");
-    gcc(&["-shared", "-fPIC", attack.define(), "-o", "libjvm.so", lib.to_str().unwrap()]);
-    let main = fakes_src().join("fake_jvm.c");
-    let rpath = format!("-Wl,-rpath,{}", dir.path().display());
-    gcc(&["-o", "fake", main.to_str().unwrap(), "-L.", "-ljvm", &rpath]);
-    dir
-}
-
-/// A crafted "JVM" run by nobody; killed on drop.
-struct Fake {
-    child: KillOnDrop,
-}
-
-impl Fake {
-    fn start(dir: &Path) -> Self {
-        Self::start_niced(dir, 0)
-    }
-
-    /// Started at `nice` (the fakes spin: six of them at full priority would take the 2 CPUs
-    /// of a small test machine from the profiler itself, whatever it reads).
-    fn start_niced(dir: &Path, nice: u8) -> Self {
-        let fake = dir.join("fake");
-        let nice = nice.to_string();
-        let mut child =
-            nobody_cmd(&["nice", "-n", &nice, fake.to_str().unwrap()]).stdout(Stdio::piped()).spawn().unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line, "ready\n", "the fake JVM did not start");
-        Fake { child: KillOnDrop::new(child) }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
+    build_fake_jvm(attack.define())
 }
 
 /// One profiler run: exit code, peak RSS, time until it stopped, stderr, cycles, summary.json.

@@ -21,6 +21,7 @@ mod render;
 mod report;
 mod result_tree;
 mod results;
+mod retired_writer;
 mod sink;
 mod table;
 
@@ -41,7 +42,11 @@ pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use result_tree::{ResultTree, ResultsConfig};
 pub use results::{table, FinishSummary, Results};
-pub use sink::{Sink, SinkError};
+pub use retired_writer::{
+    RetiredTree, RetiredTreeWriter, RetiredWrite, RetiredWriterEnd, Submitted, RETIRED_QUEUE_TREES,
+    RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
+};
+pub use sink::{BackgroundWrites, Sink, SinkError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {

@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::cycle_sums::{add, cycle_sums, methods_only, CycleSums};
 use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
 use super::render::{render_process, OutputFiles, RenderSet};
-use super::sink::{Sink, SinkError};
+use super::retired_writer::{RetiredTree, RetiredTreeWriter, Submitted};
+use super::sink::{BackgroundWrites, Sink, SinkError};
 use super::OutputError;
 use crate::attribution::stacks::aggregate::{named, Scope};
 use crate::attribution::stacks::methods::{is_method_name, join_frames, MethodFilter};
@@ -80,6 +81,11 @@ pub struct ResultTree {
     /// Each process's directory, opened for each write (a descriptor held per process runs out
     /// on a busy host); `None` once it could not be reopened.
     dirs: HashMap<ProcessKey, Option<RunDirRef>>,
+    /// Serve mode: ended processes' files are written by this thread, off the cycle (tens of
+    /// exits a second on a real disk stretched 1 s cycles to 2 s when written inline).
+    writer: Option<RetiredTreeWriter>,
+    /// Refusals of the writer not yet reported.
+    background: BackgroundWrites,
 }
 
 impl ResultTree {
@@ -92,7 +98,20 @@ impl ResultTree {
         } else {
             None
         };
-        Ok(Self { root, held_dirs: HeldRunDirs::new(HELD_RUN_DIRS), config, dirs: HashMap::new() })
+        Ok(Self {
+            root,
+            held_dirs: HeldRunDirs::new(HELD_RUN_DIRS),
+            config,
+            dirs: HashMap::new(),
+            writer: None,
+            background: BackgroundWrites::default(),
+        })
+    }
+
+    /// Ended processes' files are written by `writer`, off the cycle (serve mode).
+    pub fn write_retired_in_background(mut self, writer: RetiredTreeWriter) -> Self {
+        self.writer = Some(writer);
+        self
     }
 
     fn render_set(&self) -> RenderSet {
@@ -169,14 +188,19 @@ impl ResultTree {
         Ok(())
     }
 
-    /// Writes a retired process's end-of-run files and forgets its directory.
+    /// Forgets a retired process's directory and returns its end-of-run files to write, owned
+    /// (the directory by name), for whichever thread writes them.
+    pub fn take_retired(&mut self, retired: &Retired) -> Option<RetiredTree> {
+        let dir = self.dirs.remove(&retired.key)??;
+        Some(RetiredTree::new(dir.detach(), retired.profile(), self.config.filter.clone(), self.render_set()))
+    }
+
+    /// Writes a retired process's end-of-run files now and forgets its directory.
     pub fn retire(&mut self, retired: &Retired) -> Result<Option<OutputFiles>, OutputError> {
-        let Some(Some(dir)) = self.dirs.remove(&retired.key) else {
-            return Ok(None);
-        };
-        let dir = dir.open()?;
-        let profile = retired.profile();
-        Ok(Some(render_process(dir.out_dir(), dir.out_dir(), &profile, &self.config.filter, self.render_set())))
+        match self.take_retired(retired) {
+            Some(tree) => tree.write().map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Writes every end-of-run file of the run so far; calling it again rewrites them.
@@ -208,11 +232,40 @@ impl Sink for ResultTree {
     }
 
     fn on_retire(&mut self, retired: &Retired) -> Result<Option<OutputFiles>, SinkError> {
+        if self.writer.is_some() {
+            let Some(tree) = self.take_retired(retired) else { return Ok(None) };
+            let writer = self.writer.as_mut().expect("checked above");
+            if let Submitted::Refused { first } = writer.submit(tree) {
+                self.background.refused += 1;
+                if first {
+                    self.background.first_refused = Some(retired.pid);
+                }
+            }
+            return Ok(None);
+        }
         self.retire(retired).map_err(|e| SinkError {
             failed: e.failed("--output"),
             outcome: "the process's results were not written",
             stopped: false,
         })
+    }
+
+    fn background_writes(&mut self) -> BackgroundWrites {
+        let mut writes = std::mem::take(&mut self.background);
+        if let Some(writer) = self.writer.as_mut() {
+            writes.written = writer.written();
+        }
+        writes
+    }
+
+    fn finish_background(&mut self, within: Duration) -> BackgroundWrites {
+        let mut writes = std::mem::take(&mut self.background);
+        if let Some(writer) = self.writer.take() {
+            let end = writer.finish(within);
+            writes.written = end.written;
+            writes.unfinished = end.unfinished;
+        }
+        writes
     }
 
     fn finish(&mut self, run: &RunEnd) -> Vec<OutputFiles> {

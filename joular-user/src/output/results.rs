@@ -4,6 +4,7 @@
 
 use super::render::OutputFiles;
 use super::result_tree::{ResultTree, ResultsConfig};
+use super::retired_writer::RetiredTree;
 use super::table::top_methods_table;
 use super::OutputError;
 use crate::attribution::stacks::profile::{FailedOutput, ProcessProfile};
@@ -65,6 +66,14 @@ impl Results {
             Some(retired) => self.tree.retire(&retired),
             None => Ok(None),
         }
+    }
+
+    /// Ends a process that has exited: frees everything held for it and returns its end-of-run
+    /// files to write (when the tree is written), owned, for another thread. Unknown pids are
+    /// ignored.
+    pub fn take_retired(&mut self, pid: u32) -> Option<RetiredTree> {
+        let retired = self.stage.retire(pid)?;
+        self.tree.take_retired(&retired)
     }
 
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {

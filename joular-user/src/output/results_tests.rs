@@ -206,14 +206,14 @@ fn without_files_the_cycle_reports_are_the_same_and_nothing_is_written() {
 }
 
 #[test]
-fn retire_writes_the_process_files_and_forgets_it() {
+fn a_retired_process_is_forgotten_and_its_files_written_from_what_was_taken() {
     let tmp = tempfile::tempdir().unwrap();
     let (mut results, _) = run(tmp.path());
-    let files = results.retire(PID).unwrap().expect("files of the process");
+    let files = results.take_retired(PID).expect("files of the process").write().unwrap();
     assert!(files.dir.join("summary.json").is_file());
     assert!(files.dir.join("flamegraph-all.svg").is_file());
     assert_eq!(results.pids().count(), 0);
-    assert!(results.retire(PID).unwrap().is_none(), "already retired");
+    assert!(results.take_retired(PID).is_none(), "already retired");
     assert!(results.finish().unwrap().outputs.is_empty());
 }
 

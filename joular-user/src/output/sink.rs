@@ -1,7 +1,10 @@
 //! What every output is to the session: a reader of attributed cycles. A sink never changes
 //! what another reads, so the order sinks run in changes no output.
 
+use std::time::Duration;
+
 use super::render::OutputFiles;
+use super::retired_writer::RetiredWrite;
 use crate::attribution::stacks::profile::FailedOutput;
 use crate::attribution::stacks::{AttributedCycle, Retired, RunEnd};
 
@@ -15,6 +18,19 @@ pub struct SinkError {
     pub stopped: bool,
 }
 
+/// What a sink wrote off the cycle thread (serve's result tree writes ended processes' files on
+/// a thread of its own), or could not, since it was last asked.
+#[derive(Debug, Default)]
+pub struct BackgroundWrites {
+    pub written: Vec<RetiredWrite>,
+    /// Ended processes whose files were dropped: the queue was full.
+    pub refused: u64,
+    /// The run's first refused process, to say once.
+    pub first_refused: Option<u32>,
+    /// At the end: ended processes whose files were still queued when the wait ran out.
+    pub unfinished: u64,
+}
+
 pub trait Sink {
     /// One cycle, attributed and symbolized.
     fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError>;
@@ -22,6 +38,16 @@ pub trait Sink {
     /// A process ended and the stage let it go (serve mode): what the sink writes of it, now.
     fn on_retire(&mut self, _retired: &Retired) -> Result<Option<OutputFiles>, SinkError> {
         Ok(None)
+    }
+
+    /// What this sink's background writes did since the last call, without waiting.
+    fn background_writes(&mut self) -> BackgroundWrites {
+        BackgroundWrites::default()
+    }
+
+    /// The end of the run: waits at most `within` for this sink's background writes.
+    fn finish_background(&mut self, _within: Duration) -> BackgroundWrites {
+        BackgroundWrites::default()
     }
 
     /// The end of the run: the files written.

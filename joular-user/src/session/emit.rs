@@ -10,7 +10,10 @@ use joular_user::attribution::stacks::{StackStage, ThreadStacks};
 use joular_user::attribution::Totals;
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
-use joular_user::output::{table, FailedOutput, FinishSummary, Sink};
+use joular_user::output::{
+    table, BackgroundWrites, FailedOutput, FinishSummary, RetiredWrite, Sink, RETIRED_TREES_QUEUE_FULL,
+    RETIRED_TREES_UNFINISHED,
+};
 use joular_user::stages::symbolize::late_stacks;
 use joular_user::symbols::SymbolStats;
 
@@ -46,6 +49,9 @@ pub struct Sinks {
     pub cycles_written_late: u64,
     /// Perf-map lines left out since the last cycle written: its drops say so.
     unreported_not_indexed: u64,
+    /// Ended processes whose files a sink's writer refused since the last cycle written: its
+    /// drops say so (metrics).
+    unreported_retired_refused: u64,
     /// Outputs that failed during the run, each said once.
     failed: Vec<FailedOutput>,
 }
@@ -61,6 +67,7 @@ impl Sinks {
             symbol_stats: SymbolStats::default(),
             cycles_written_late: 0,
             unreported_not_indexed: 0,
+            unreported_retired_refused: 0,
             failed: Vec::new(),
         }
     }
@@ -135,6 +142,10 @@ impl Sinks {
             *cycle.report.drops.entry(OVER_BUDGET.into()).or_default() +=
                 std::mem::take(&mut self.unreported_not_indexed);
         }
+        if self.unreported_retired_refused > 0 {
+            *cycle.report.drops.entry(RETIRED_TREES_QUEUE_FULL.into()).or_default() +=
+                std::mem::take(&mut self.unreported_retired_refused);
+        }
         let attributed = self.stage.on_cycle(cycle.report, stacks);
         let mut errors = Vec::new();
         self.outputs.retain_mut(|sink| match sink.on_cycle(&attributed) {
@@ -181,6 +192,10 @@ impl Sinks {
                 self.fail(f, "the other files were written");
             }
         }
+        let background: Vec<BackgroundWrites> = self.outputs.iter_mut().map(|s| s.background_writes()).collect();
+        for writes in background {
+            self.on_background(writes, None);
+        }
         self.summary.forget(&ended);
         totals.forget_processes(&ended.pids);
         totals.forget_threads(&ended.threads);
@@ -193,6 +208,48 @@ impl Sinks {
         let run = self.stage.run_end();
         let outputs = self.outputs.iter_mut().flat_map(|sink| sink.finish(&run)).collect();
         FinishSummary { outputs, table: table(&run, top_n) }
+    }
+
+    /// The end of the run: the files of ended processes still queued are written, waiting at
+    /// most `within`; those left are counted in `degraded` and said.
+    pub fn finish_background(&mut self, within: Duration) {
+        let ends: Vec<BackgroundWrites> = self.outputs.iter_mut().map(|s| s.finish_background(within)).collect();
+        for writes in ends {
+            self.on_background(writes, Some(within));
+        }
+    }
+
+    /// Logs the ended processes' files a sink wrote off the cycle, and says (once) and counts
+    /// those it could not: a daemon goes on when one process's files cannot be written.
+    fn on_background(&mut self, writes: BackgroundWrites, at_end: Option<Duration>) {
+        if let Some(pid) = writes.first_refused {
+            errln!(
+                "joular-ebpf: warning: processes end faster than their results are written: the files of ended process {pid} (and of others, counted in summary.json degraded {RETIRED_TREES_QUEUE_FULL}) are not written"
+            );
+        }
+        if writes.refused > 0 {
+            self.stage.add_degraded(RETIRED_TREES_QUEUE_FULL, writes.refused);
+            self.unreported_retired_refused += writes.refused;
+        }
+        for RetiredWrite { pid, result } in writes.written {
+            match result {
+                Ok(files) => {
+                    log::info!("results of ended process {pid}: {}", files.dir.display());
+                    for failed in files.failed {
+                        self.fail(failed, "the other files were written");
+                    }
+                }
+                Err(e) => errln!("joular-ebpf: warning: results of ended process {pid} not written: {e}"),
+            }
+        }
+        if writes.unfinished > 0 {
+            let within = at_end.unwrap_or_default();
+            errln!(
+                "joular-ebpf: warning: the files of {} ended process(es) were not written within {within:?} of the end",
+                writes.unfinished
+            );
+            self.stage.add_degraded(RETIRED_TREES_UNFINISHED, writes.unfinished);
+        }
     }
 
     /// Says once that an output failed (a warning naming the flag and the file), and keeps it

@@ -20,7 +20,7 @@ use anyhow::Context as _;
 use joular_user::attribution::stacks::StackStage;
 use joular_user::collect::Collector;
 use joular_user::ebpf::{Probe, ProbeOptions, SchedulerHook};
-use joular_user::output::{MethodFilter, ResultTree, ResultsConfig, Sink};
+use joular_user::output::{MethodFilter, ResultTree, ResultsConfig, RetiredTreeWriter, Sink, RETIRED_QUEUE_TREES};
 use joular_user::stages::energy::EnergyStage;
 use joular_user::stages::report::{base_report, epoch_ms};
 use joular_user::symbols::SymbolizerOptions;
@@ -38,6 +38,8 @@ use target::Target;
 const MAX_SYMBOL_WAIT: Duration = Duration::from_secs(10);
 /// At the end, how long the worker gets for the cycles still waiting.
 const SHUTDOWN_SYMBOL_WAIT: Duration = Duration::from_secs(5);
+/// At the end, how long serve's result writer gets for the ended processes still queued.
+const RETIRED_WRITES_WAIT: Duration = Duration::from_secs(5);
 
 /// `serve`: the Prometheus endpoint and its registry, the optional result tree and the
 /// optional periodic profile files.
@@ -146,7 +148,11 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         modes: common.modes(),
     };
     let stage = StackStage::new(results.stack_config());
-    let tree = ResultTree::new(results).with_context(|| format!("--output {}", common.output.display()))?;
+    let mut tree = ResultTree::new(results).with_context(|| format!("--output {}", common.output.display()))?;
+    if serve.is_some() {
+        let writer = RetiredTreeWriter::spawn(RETIRED_QUEUE_TREES).context("starting the result writer thread")?;
+        tree = tree.write_retired_in_background(writer);
+    }
     let mut labeler = matches!(target, Target::All)
         .then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
     let mut outputs: Vec<Box<dyn Sink>> = vec![Box::new(tree)];
@@ -257,6 +263,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         }
     }
     sinks.write_all_late(&mut energy.totals)?;
+    sinks.finish_background(RETIRED_WRITES_WAIT);
     errln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
     if energy.failed_reads > 0 {
         errln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
@@ -276,6 +283,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ("jvms_with_unreadable_hotspot_tables", st.jvms_unreadable),
         ("jvms_backed_off_for_read_budget", st.jvms_backed_off),
         ("hotspot_reader_panics", st.hotspot_panics),
+        ("jvms_with_blocked_reads", st.jvms_blocked),
+        ("target_reads_blocked", st.target_reads_blocked),
+        ("target_reads_refused_while_blocked", st.target_reads_refused),
     ] {
         sinks.stage.add_degraded(cause, count);
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::attribution::stacks::ThreadStacks;
 use crate::model::{Frame, FrameKind, RawSample, Stack, ThreadStack, WalkedStack};
-use crate::symbols::Symbolizer;
+use crate::symbols::{StackInput, Symbolizer};
 
 /// The frame of a stack written before the worker symbolized it.
 pub const SYMBOLS_LATE: &str = "[symbols not ready]";
@@ -17,6 +17,9 @@ pub const SYMBOLS_LATE: &str = "[symbols not ready]";
 pub trait StackNamer {
     /// A cycle starts: what is prepared from here on is waited for by `settle`.
     fn begin_cycle(&mut self);
+    /// Reads, in one guarded job per process, what naming this cycle's `stacks` of `pid` needs
+    /// from a HotSpot JVM's memory (nothing for other processes).
+    fn prefetch(&mut self, pid: u32, stacks: Vec<StackInput<'_>>);
     /// Starts whatever reading `user`'s addresses will need (symbol files, perf maps).
     fn prepare(&mut self, pid: u32, user: &[u64]);
     /// Waits for what was prepared, until `deadline`.
@@ -28,6 +31,10 @@ pub trait StackNamer {
 impl StackNamer for Symbolizer {
     fn begin_cycle(&mut self) {
         Symbolizer::begin_cycle(self);
+    }
+
+    fn prefetch(&mut self, pid: u32, stacks: Vec<StackInput<'_>>) {
+        Symbolizer::prefetch_hotspot(self, pid, stacks);
     }
 
     fn prepare(&mut self, pid: u32, user: &[u64]) {
@@ -109,7 +116,19 @@ pub fn symbolize_cycle(
     guard.contain(
         || {
             symbolizer.begin_cycle();
-            // Walked stacks are named through HotSpot's tables, which need no job to wait for.
+            // Walked stacks are named through HotSpot's tables, which need no job to wait for:
+            // each JVM's frames of the cycle are read in one guarded job.
+            let mut by_pid: HashMap<u32, Vec<StackInput>> = HashMap::new();
+            for s in samples {
+                let input = match &s.walked {
+                    Some(walked) => StackInput::Walked(walked),
+                    None => StackInput::Bare(&s.user),
+                };
+                by_pid.entry(s.pid).or_default().push(input);
+            }
+            for (pid, stacks) in by_pid {
+                symbolizer.prefetch(pid, stacks);
+            }
             for s in samples.iter().filter(|s| s.walked.is_none()) {
                 symbolizer.prepare(s.pid, &s.user);
             }

@@ -12,19 +12,17 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 
+use object::elf::{self, FileHeader64, ProgramHeader64, SectionHeader64, Sym64};
+use object::{pod, LittleEndian as LE};
+
+use super::stall_guard::Stall;
+
 /// How much of the source one read takes.
 const CHUNK_BYTES: usize = 1 << 20;
-const ELF64_HEADER_BYTES: u64 = 64;
-const ELF64_PHDR_BYTES: u64 = 56;
-const ELF64_SHDR_BYTES: u64 = 64;
-const ELF64_SYM_BYTES: u64 = 24;
-/// Section types that name code: symbol tables (with their string tables), notes (the build
-/// id). A section without bytes in the file has none to copy.
-const SHT_SYMTAB: u32 = 2;
-const SHT_STRTAB: u32 = 3;
-const SHT_NOTE: u32 = 7;
-const SHT_NOBITS: u32 = 8;
-const SHT_DYNSYM: u32 = 11;
+const ELF64_HEADER_BYTES: u64 = size_of::<FileHeader64<LE>>() as u64;
+const ELF64_PHDR_BYTES: u64 = size_of::<ProgramHeader64<LE>>() as u64;
+const ELF64_SHDR_BYTES: u64 = size_of::<SectionHeader64<LE>>() as u64;
+const ELF64_SYM_BYTES: u64 = size_of::<Sym64<LE>>() as u64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
@@ -39,6 +37,14 @@ pub enum CopyError {
 }
 
 impl CopyError {
+    /// The deadline a read of the source ran past (`stall_guard`), if that is what failed.
+    pub fn stall(&self) -> Option<&Stall> {
+        match self {
+            CopyError::Io(e) => e.get_ref().and_then(|inner| inner.downcast_ref::<Stall>()),
+            _ => None,
+        }
+    }
+
     /// A short, stable name for counters (`summary.json`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -61,13 +67,13 @@ impl ByteSource for File {
 }
 
 /// An image of `len_bytes` at `start` in a process's memory (`/proc/<pid>/mem`).
-pub struct MemoryImage<'a> {
-    pub mem: &'a File,
+pub struct MemoryImage {
+    pub mem: File,
     pub start: u64,
     pub len_bytes: u64,
 }
 
-impl ByteSource for MemoryImage<'_> {
+impl ByteSource for MemoryImage {
     fn read_bytes_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let left = self.len_bytes.saturating_sub(offset);
         let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -124,82 +130,75 @@ pub fn copy_symbol_sections(src: &dyn ByteSource, size_bytes: u64, max_bytes: u6
 }
 
 /// What to copy, sorted and merged: the ELF header, program and section headers, and the
-/// sections that name code, each clipped to the file.
+/// sections that name code, each clipped to the file. The headers are read here, each with one
+/// bounded read, and parsed by `object` from those bytes: nothing the file says is read or
+/// allocated before it is checked against the file's size.
 fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::Range<u64>>, CopyError> {
-    let mut header = [0u8; ELF64_HEADER_BYTES as usize];
-    if read_at_most(src, &mut header, 0)? < header.len() {
+    let mut header_bytes = [0u8; ELF64_HEADER_BYTES as usize];
+    if read_at_most(src, &mut header_bytes, 0)? < header_bytes.len() {
         return Err(CopyError::NotElf("shorter than an ELF header"));
     }
-    if &header[..4] != b"\x7fELF" {
+    let (header, _) =
+        pod::from_bytes::<FileHeader64<LE>>(&header_bytes).map_err(|_| CopyError::NotElf("no ELF header"))?;
+    if header.e_ident.magic != elf::ELFMAG {
         return Err(CopyError::NotElf("no ELF magic"));
     }
-    if header[4] != 2 || header[5] != 1 {
+    if header.e_ident.class != elf::ELFCLASS64 || header.e_ident.data != elf::ELFDATA2LSB {
         return Err(CopyError::NotElf("not 64-bit little-endian"));
     }
-    let u16_at = |o: usize| u64::from(u16::from_le_bytes([header[o], header[o + 1]]));
-    let u64_at = |o: usize| u64::from_le_bytes(header[o..o + 8].try_into().expect("8 bytes"));
-    let (phoff, shoff) = (u64_at(0x20), u64_at(0x28));
-    let (phentsize, phnum, shentsize, shnum) = (u16_at(0x36), u16_at(0x38), u16_at(0x3a), u16_at(0x3c));
+    let (phoff, shoff) = (header.e_phoff.get(LE), header.e_shoff.get(LE));
+    let (phnum, shnum) = (u64::from(header.e_phnum.get(LE)), u64::from(header.e_shnum.get(LE)));
+    let (phentsize, shentsize) = (u64::from(header.e_phentsize.get(LE)), u64::from(header.e_shentsize.get(LE)));
     if (phnum > 0 && phentsize != ELF64_PHDR_BYTES) || (shnum > 0 && shentsize != ELF64_SHDR_BYTES) {
         return Err(CopyError::NotElf("unexpected header entry sizes"));
     }
     let within = |start: u64, len: u64| start.checked_add(len).filter(|&end| end <= size_bytes).map(|end| start..end);
     let phdrs = within(phoff, phnum * ELF64_PHDR_BYTES).ok_or(CopyError::NotElf("program headers outside the file"))?;
     let shdrs = within(shoff, shnum * ELF64_SHDR_BYTES).ok_or(CopyError::NotElf("section headers outside the file"))?;
-    // At most 65,535 headers of 64 bytes: 4 MiB.
+    // At most 65,535 headers of 64 bytes (e_shnum is 16 bits; the extended count of section 0
+    // is not followed): 4 MiB.
     let mut table = vec![0u8; (shdrs.end - shdrs.start) as usize];
     if read_at_most(src, &mut table, shdrs.start)? < table.len() {
         return Err(CopyError::NotElf("section headers cut short"));
     }
-    let sections: Vec<Section> = table.chunks_exact(ELF64_SHDR_BYTES as usize).map(Section::parse).collect();
+    let sections: &[SectionHeader64<LE>] =
+        pod::slice_from_all_bytes(&table).map_err(|_| CopyError::NotElf("section headers cut short"))?;
     // `.symtab` names everything `.dynsym` does: the dynamic table is the fallback of files
     // stripped of the full one.
     // A symbol table of 24-byte entries whose strings are a string table; anything else (a
     // rewritten file's garbage) would only cost a parse that names nothing.
-    let valid = |s: &Section| {
-        s.size > 0
-            && s.entsize == ELF64_SYM_BYTES
-            && s.size.is_multiple_of(ELF64_SYM_BYTES)
-            && sections.get(s.link as usize).is_some_and(|l| l.sh_type == SHT_STRTAB)
+    let valid = |s: &SectionHeader64<LE>| {
+        let size = s.sh_size.get(LE);
+        size > 0
+            && s.sh_entsize.get(LE) == ELF64_SYM_BYTES
+            && size.is_multiple_of(ELF64_SYM_BYTES)
+            && sections.get(s.sh_link.get(LE) as usize).is_some_and(|l| l.sh_type.get(LE) == elf::SHT_STRTAB)
     };
-    let symbols = match sections.iter().any(|s| s.sh_type == SHT_SYMTAB && valid(s)) {
-        true => SHT_SYMTAB,
-        false if sections.iter().any(|s| s.sh_type == SHT_DYNSYM && valid(s)) => SHT_DYNSYM,
+    let has = |sh_type: u32| sections.iter().any(|s| s.sh_type.get(LE) == sh_type && valid(s));
+    let symbols = match has(elf::SHT_SYMTAB) {
+        true => elf::SHT_SYMTAB,
+        false if has(elf::SHT_DYNSYM) => elf::SHT_DYNSYM,
         false => return Err(CopyError::NotElf("no symbol table")),
     };
-    let shstrndx = u16_at(0x3e);
-    let mut wanted: Vec<&Section> = Vec::new();
+    let shstrndx = usize::from(header.e_shstrndx.get(LE));
+    let mut wanted: Vec<&SectionHeader64<LE>> = Vec::new();
     for (index, s) in sections.iter().enumerate() {
-        if s.sh_type == symbols && valid(s) {
-            wanted.extend(sections.get(s.link as usize));
+        let sh_type = s.sh_type.get(LE);
+        if sh_type == symbols && valid(s) {
+            wanted.extend(sections.get(s.sh_link.get(LE) as usize));
             wanted.push(s);
-        } else if s.sh_type == SHT_NOTE || index as u64 == shstrndx {
+        } else if sh_type == elf::SHT_NOTE || index == shstrndx {
             wanted.push(s);
         }
     }
     let mut ranges = vec![0..ELF64_HEADER_BYTES, phdrs, shdrs];
-    for s in wanted.into_iter().filter(|s| s.sh_type != SHT_NOBITS && s.offset < size_bytes) {
-        ranges.push(s.offset..s.offset.saturating_add(s.size).min(size_bytes));
+    for s in wanted.into_iter().filter(|s| s.sh_type.get(LE) != elf::SHT_NOBITS) {
+        let offset = s.sh_offset.get(LE);
+        if offset < size_bytes {
+            ranges.push(offset..offset.saturating_add(s.sh_size.get(LE)).min(size_bytes));
+        }
     }
     Ok(merge(ranges))
-}
-
-/// The fields of a section header that say what to copy.
-struct Section {
-    sh_type: u32,
-    offset: u64,
-    size: u64,
-    /// A symbol table's string table.
-    link: u32,
-    entsize: u64,
-}
-
-impl Section {
-    fn parse(shdr: &[u8]) -> Self {
-        let u32_at = |o: usize| u32::from_le_bytes(shdr[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(shdr[o..o + 8].try_into().expect("8 bytes"));
-        Section { sh_type: u32_at(4), offset: u64_at(24), size: u64_at(32), link: u32_at(40), entsize: u64_at(56) }
-    }
 }
 
 /// Sorted, non-empty, non-overlapping.

@@ -11,15 +11,17 @@
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::{
-    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, Overrun,
-    ProcessMemory, ReadBudget, Reads,
+    locate_tables, CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses,
+    Overrun, ReadBudget, Reads,
 };
 
 use super::intern::{FrameId, Interner};
+use super::stall_guard::{self, GuardedMemory, Stall};
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
 
@@ -49,6 +51,28 @@ pub struct CodeOutcome {
     pub unknown: bool,
 }
 
+/// One frame of a cycle's batch ([`HotspotProcess::prefetch`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Wanted {
+    /// A pc; `looks_like_code` as for [`HotspotProcess::code`].
+    Pc {
+        pc: u64,
+        looks_like_code: bool,
+    },
+    Compiled {
+        pc: u64,
+        compile_id: u32,
+    },
+    Interpreted {
+        method: u64,
+        bcp: u64,
+    },
+}
+
+/// The most a cycle's batch of one JVM is waited for beyond the per-read deadline: its read
+/// budget stops it well before (at most 150 ms a cycle); a batch past this is blocked.
+const MAX_BATCH_READ_TIME: Duration = Duration::from_secs(1);
+
 /// Longest back-off, in cycles, of a JVM that keeps spending its budget.
 const MAX_BACKOFF_CYCLES: u32 = 64;
 
@@ -63,7 +87,7 @@ pub enum CycleStart {
     BackedOff { overrun: Overrun, cycles: u32 },
 }
 
-pub struct HotspotProcess<R = ProcessMemory> {
+pub struct HotspotProcess<R = GuardedMemory> {
     jvm: HotspotJvm<R>,
     /// Cycles this JVM is still not read for, and the back-off the next overrun gets.
     skip_cycles: u32,
@@ -82,22 +106,115 @@ pub struct HotspotProcess<R = ProcessMemory> {
     published: Option<JvmConfig>,
     /// This cycle's compile ids of the nmethods at pcs the unwinder gave one for.
     compile_ids: HashMap<u64, Option<u32>>,
+    /// This cycle's read time budget (bounds how long its batch may take).
+    read_time: Duration,
     /// Compiled frames whose nmethod had another compile id by the time it was named (the
     /// code was freed and its space reused), shown as `[unknown JIT code]`.
     stale_compiled_frames: u64,
 }
 
-impl HotspotProcess<ProcessMemory> {
+impl HotspotProcess<GuardedMemory> {
     /// Reads the tables of `pid`. Fails for a process that is not HotSpot, a HotSpot
     /// without the tables, or one too early in its start to have filled them.
     /// A panic in the reader (a bug these tables found) is caught and returned as
-    /// [`HotspotError::Panicked`].
+    /// [`HotspotError::Panicked`]; a read the target blocks (its libjvm.so, its memory) as
+    /// [`HotspotError::Blocked`]. Every read of its memory, then and later, has a deadline
+    /// ([`stall_guard`]).
     pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
-        match catch_unwind(|| HotspotJvm::attach(proc_root, pid).and_then(Self::new)) {
+        let root = proc_root.to_owned();
+        let memory = stall_guard::hotspot_reads();
+        let blocked_before = memory.timed_out();
+        let attached = catch_unwind(|| {
+            let located = stall_guard::file_reads().run(move || locate_tables(&root, pid));
+            let (_lib, symbols) = located.map_err(|stall| HotspotError::Blocked(stall.to_string()))??;
+            HotspotJvm::new(GuardedMemory::new(pid, Arc::clone(memory)), &symbols).and_then(Self::new)
+        });
+        if memory.timed_out() > blocked_before {
+            return Err(HotspotError::Blocked(format!("reading its tables: {}", memory_stall_message(memory))));
+        }
+        match attached {
             Ok(result) => result,
             Err(panic) => Err(HotspotError::Panicked(panic_message(&*panic))),
         }
     }
+
+    /// Why a read of this JVM's memory blocked, the first time it is asked after it did (to
+    /// warn once); its reads all fail from then on, its frames stay unnamed.
+    pub fn take_stall(&self) -> Option<Stall> {
+        self.jvm.reader().inner().take_new_stall()
+    }
+}
+
+impl HotspotProcess<GuardedMemory> {
+    /// Resolves this cycle's frames of the JVM in one job on the guarded read thread (one hop
+    /// for the cycle, not one per read: a hop costs a few microseconds of our CPU, and a busy
+    /// JVM's cycle reads its memory hundreds of times), into the cycle's caches, where
+    /// [`HotspotProcess::code`] and the others then find them. Returns the JVM and how many
+    /// of the frames stayed unknown JIT code; or the stall, when the job blocked past its
+    /// deadline (the per-read one plus the cycle's read budget): the JVM is then left with
+    /// its thread, and read no more.
+    pub fn prefetch(h: Box<Self>, interner: &mut Interner, wanted: Vec<Wanted>) -> Result<(Box<Self>, u64), Stall> {
+        let guard = stall_guard::hotspot_reads();
+        let deadline = guard.deadline() + h.read_time.min(MAX_BATCH_READ_TIME);
+        // Shared so that a job refused before it ran gives the JVM back.
+        let slot = Arc::new(Mutex::new(Some(h)));
+        let job_slot = Arc::clone(&slot);
+        let run = guard.run_within(deadline, move || {
+            let mut h = job_slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+            let mut scratch = Interner::default();
+            let mut unknown = 0;
+            for w in wanted {
+                let outcome = match w {
+                    Wanted::Pc { pc, looks_like_code } => h.code(&mut scratch, pc, looks_like_code).1,
+                    Wanted::Compiled { pc, compile_id } => h.compiled(&mut scratch, pc, compile_id).1,
+                    Wanted::Interpreted { method, bcp } => {
+                        h.interpreted(&mut scratch, method, bcp);
+                        CodeOutcome::default()
+                    }
+                };
+                unknown += u64::from(outcome.unknown);
+            }
+            Some((h, scratch, unknown))
+        });
+        match run {
+            Ok(Some((mut h, scratch, unknown))) => {
+                h.adopt(&scratch, interner);
+                Ok((h, unknown))
+            }
+            Err(stall @ Stall::TimedOut { .. }) => Err(stall),
+            // Not run (other JVMs' jobs are stuck, or no thread): its frames are read one by one.
+            other => match slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                Some(h) => Ok((h, 0)),
+                None => Err(other.err().unwrap_or(Stall::NoThread {
+                    what: "HotSpot memory read",
+                    reason: "the batch lost its JVM".into(),
+                })),
+            },
+        }
+    }
+
+    /// Moves the cycle's caches, named in `scratch`, to `interner`'s ids.
+    fn adopt(&mut self, scratch: &Interner, interner: &mut Interner) {
+        let mut ids: HashMap<FrameId, FrameId> = HashMap::new();
+        let mut move_id = |id: FrameId| {
+            *ids.entry(id).or_insert_with(|| {
+                let frame = scratch.frame_of(id);
+                interner.frame_at_line(frame.kind, &frame.name, &frame.short, frame.line)
+            })
+        };
+        for code in self.code.values_mut() {
+            if let Code::Frames(frames) = code {
+                *frames = frames.iter().map(|&id| move_id(id)).collect();
+            }
+        }
+        for id in self.interpreted.values_mut() {
+            *id = move_id(*id);
+        }
+    }
+}
+
+fn memory_stall_message(guard: &stall_guard::StallGuard) -> String {
+    format!("a read of its memory took over {} ms", guard.deadline().as_millis())
 }
 
 impl<R: MemoryReader> HotspotProcess<R> {
@@ -122,6 +239,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             refreshed: false,
             published: None,
             compile_ids: HashMap::new(),
+            read_time: Duration::ZERO,
             stale_compiled_frames: 0,
         })
     }
@@ -135,6 +253,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
         self.interpreted.clear();
         self.compile_ids.clear();
         self.refreshed = false;
+        self.read_time = budget.max_time;
         let start = match self.jvm.overrun() {
             Some(overrun) => {
                 let cycles = self.next_backoff_cycles;

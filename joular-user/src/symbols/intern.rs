@@ -68,6 +68,11 @@ impl Interner {
         id
     }
 
+    /// The frame of `id`.
+    pub fn frame_of(&self, id: FrameId) -> &Frame {
+        &self.frames[id as usize]
+    }
+
     pub fn kind(&self, id: FrameId) -> FrameKind {
         self.frames[id as usize].kind
     }

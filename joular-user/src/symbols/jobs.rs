@@ -48,6 +48,12 @@ impl Symbolizer {
                         "JVM {pid}: its HotSpot reader panicked ({message}); its Java frames are no longer named"
                     );
                 }
+                if let Some(stall) = h.take_stall() {
+                    self.stats.jvms_blocked += 1;
+                    log::warn!(
+                        "JVM {pid}: a read of its memory blocked ({stall}); its Java frames are no longer named"
+                    );
+                }
                 if let CycleStart::BackedOff { overrun, cycles } = h.begin_cycle(read_budget, max_cached_bytes) {
                     self.stats.jvms_backed_off += 1;
                     let message = format!(

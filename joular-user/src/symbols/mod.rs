@@ -32,6 +32,7 @@ mod jvm;
 mod kernel;
 mod native;
 mod native_maps;
+mod stall_guard;
 mod walk_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -45,7 +46,7 @@ use jvm_symbols::{classify, short_name, CodeKind, FlagState};
 use crate::ebpf::kernel_names::KernelNames;
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
 use budget::{Consumer, SymbolBudget};
-use hotspot::{Code, HotspotProcess, INTERPRETER, UNKNOWN_JIT};
+use hotspot::{Code, HotspotProcess, Wanted, INTERPRETER, UNKNOWN_JIT};
 use intern::{FrameId, Interner};
 use jvm::{JobSettings, JvmState};
 use kernel::KernelResolver;
@@ -171,6 +172,12 @@ pub struct SymbolStats {
     pub jvms_backed_off: u64,
     /// Panics caught in a JVM's HotSpot reader (that JVM is then read no more).
     pub hotspot_panics: u64,
+    /// JVMs one of whose reads blocked past its deadline (then read no more), and reads of
+    /// targets (JVM memory, mapped files) that did, or were refused while too many threads were
+    /// left blocked (`stall_guard`).
+    pub jvms_blocked: u64,
+    pub target_reads_blocked: u64,
+    pub target_reads_refused: u64,
     /// Native files copied and named, and those that could not be.
     pub native: NativeStats,
     /// Panics the symbol worker caught, and the samples of the cycles they cost their names
@@ -205,6 +212,9 @@ enum Hotspot {
     },
     /// Not readable: the perf map names its JIT code.
     Unavailable,
+    /// A cycle's reads of its memory blocked: its reader is left with the blocked thread, its
+    /// Java frames stay unnamed (no attach, no perf map for a target that blocks us).
+    Blocked,
 }
 
 struct ProcessState {
@@ -232,7 +242,7 @@ impl ProcessState {
     /// A JVM named through its tables never attaches, dumps or loads a map.
     fn uses_perf_map(&self) -> Option<&JvmState> {
         match self.hotspot {
-            Hotspot::Ready(_) => None,
+            Hotspot::Ready(_) | Hotspot::Blocked => None,
             _ => self.jvm.as_ref(),
         }
     }
@@ -242,6 +252,28 @@ impl ProcessState {
     fn may_dump(&self) -> bool {
         matches!(self.hotspot, Hotspot::Unavailable)
     }
+}
+
+/// A stack of a cycle, for [`Symbolizer::prefetch_hotspot`].
+#[derive(Debug, Clone, Copy)]
+pub enum StackInput<'a> {
+    Walked(&'a WalkedStack),
+    /// Bare user pcs, leaf first.
+    Bare(&'a [u64]),
+}
+
+/// The frames the sampler walked, to resolve.
+fn user_inputs(walked: &WalkedStack) -> Vec<UserInput> {
+    walked
+        .frames
+        .iter()
+        .map(|f| match *f {
+            WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
+            WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
+            WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id },
+            WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
+        })
+        .collect()
 }
 
 /// One user frame to resolve: a pc, or an interpreted frame the sampler walked.
@@ -322,7 +354,7 @@ impl Symbolizer {
                 }
                 Hotspot::Unavailable if self.opts.hotspot => Some("its HotSpot tables cannot be read"),
                 Hotspot::Unavailable => Some("--java-symbols perf-map reads no HotSpot tables"),
-                Hotspot::Pending { .. } => None,
+                Hotspot::Pending { .. } | Hotspot::Blocked => None,
             };
             if let (Some(reason), false) = (reason, frame_pointers) {
                 no_unwinder.push((pid, reason));
@@ -364,6 +396,9 @@ impl Symbolizer {
 
     pub fn stats(&self) -> SymbolStats {
         let mut stats = self.stats.clone();
+        let guards = [stall_guard::hotspot_reads(), stall_guard::file_reads()];
+        stats.target_reads_blocked = guards.iter().map(|g| g.timed_out()).sum();
+        stats.target_reads_refused = guards.iter().map(|g| g.refused()).sum();
         for (&pid, process) in &self.processes {
             if let Some(jvm) = &process.jvm {
                 stats.jvms += 1;
@@ -413,6 +448,46 @@ impl Symbolizer {
         stats
     }
 
+    /// Resolves this cycle's frames of `pid` (a HotSpot JVM read through its tables; nothing
+    /// otherwise) in one guarded job ([`HotspotProcess::prefetch`]), before its stacks are
+    /// symbolized. A job that blocks marks the JVM, once, with a warning.
+    pub fn prefetch_hotspot<'a>(&mut self, pid: u32, stacks: impl IntoIterator<Item = StackInput<'a>>) {
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        // Blocked while the job has it: a job that blocks leaves it so.
+        let h = match std::mem::replace(&mut process.hotspot, Hotspot::Blocked) {
+            Hotspot::Ready(h) => h,
+            other => {
+                process.hotspot = other;
+                return;
+            }
+        };
+        let in_mappings = |pc: u64| process.jvm.as_ref().is_some_and(|j| j.in_code_cache(pc));
+        let wanted = stacks
+            .into_iter()
+            .flat_map(|stack| match stack {
+                StackInput::Walked(walked) => user_inputs(walked),
+                StackInput::Bare(user) => user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect(),
+            })
+            .map(|input| match input {
+                UserInput::Pc { pc, code } => Wanted::Pc { pc, looks_like_code: code || in_mappings(pc) },
+                UserInput::Compiled { pc, compile_id } => Wanted::Compiled { pc, compile_id },
+                UserInput::Interpreted { method, bcp } => Wanted::Interpreted { method, bcp },
+            })
+            .collect();
+        match HotspotProcess::prefetch(h, &mut self.interner, wanted) {
+            Ok((h, unknown)) => {
+                self.stats.unknown_jit_frames += unknown;
+                process.hotspot = Hotspot::Ready(h);
+            }
+            Err(stall) => {
+                self.stats.jvms_blocked += 1;
+                log::warn!("JVM {pid}: a read of its memory blocked ({stall}); its Java frames are no longer named");
+            }
+        }
+    }
+
     /// `user`/`kernel`: raw IPs, leaf first, as the kernel gives them. Returns the stack
     /// root first: user frames, then the kernel frames on top of them.
     pub fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack {
@@ -438,16 +513,7 @@ impl Symbolizer {
             }
             p.walked.2 += u64::from(walked.cut);
         }
-        let inputs: Vec<UserInput> = walked
-            .frames
-            .iter()
-            .map(|f| match *f {
-                WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
-                WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
-                WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id },
-                WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
-            })
-            .collect();
+        let inputs = user_inputs(walked);
         let user_ids = self.resolve_user(pid, &inputs);
         self.finish_stack(pid, &user_ids, kernel, started)
     }
@@ -539,7 +605,10 @@ impl Symbolizer {
             Err(e) if attempts_left <= 1 || !e.may_pass() => {
                 match e {
                     // Tables no HotSpot writes: a hostile or broken target, worth a warning.
-                    HotspotError::Bound { .. } | HotspotError::Panicked(_) | HotspotError::TooLarge { .. } => {
+                    HotspotError::Bound { .. }
+                    | HotspotError::Panicked(_)
+                    | HotspotError::TooLarge { .. }
+                    | HotspotError::Blocked(_) => {
                         log::warn!("JVM {pid}: HotSpot tables unreadable ({e}); naming its JIT code from its perf map")
                     }
                     _ => log::info!(
@@ -548,6 +617,7 @@ impl Symbolizer {
                 }
                 stats.jvms_unreadable += 1;
                 stats.hotspot_panics += u64::from(matches!(e, HotspotError::Panicked(_)));
+                stats.jvms_blocked += u64::from(matches!(e, HotspotError::Blocked(_)));
                 if stats.jvms_unreadable_reasons.len() < MAX_UNREADABLE_REASONS {
                     stats.jvms_unreadable_reasons.push(format!("{pid}: {e}"));
                 }

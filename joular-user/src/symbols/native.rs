@@ -21,6 +21,7 @@ use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
 use super::elf_copy::{copy_symbol_sections, ByteSource, CopyError, ElfCopy, MemoryImage};
 use super::native_maps::{find, read_file_mappings, FileMapping, Mapped};
+use super::stall_guard::{self, GuardedSource, Stall};
 
 /// Bad file versions remembered (so each is tried once); past this the memory starts over.
 const MAX_BAD_VERSIONS: usize = 4096;
@@ -34,6 +35,8 @@ const RETRY_UNAVAILABLE_AFTER: std::time::Duration = std::time::Duration::from_m
 const RECOPY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// A vDSO is a page or two; anything larger is not one.
 const MAX_VDSO_BYTES: u64 = 1 << 20;
+/// `statfs` type of a FUSE filesystem: its daemon, which may be the target's, serves every read.
+const FUSE_SUPER_MAGIC: libc::c_long = 0x6573_5546;
 
 /// One version of one mapped file (or one process's vDSO).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,9 +85,13 @@ pub struct NativeResolver {
     unavailable_since: HashMap<(u32, u64), std::time::Instant>,
     /// (pid, mapping start) whose file was last copied (or tried), and when.
     copied_at: HashMap<(u32, u64), std::time::Instant>,
+    /// (pid, mapping start) whose file is never read again: a read of it blocked past its
+    /// deadline, or it is on FUSE.
+    refused_mappings: std::collections::HashSet<(u32, u64)>,
     max_copy_bytes: u64,
     stats: NativeStats,
     panic_logged: bool,
+    blocked_logged: bool,
 }
 
 impl NativeResolver {
@@ -99,9 +106,11 @@ impl NativeResolver {
             bad: HashMap::new(),
             unavailable_since: HashMap::new(),
             copied_at: HashMap::new(),
+            refused_mappings: std::collections::HashSet::new(),
             max_copy_bytes,
             stats: NativeStats::default(),
             panic_logged: false,
+            blocked_logged: false,
         }
     }
 
@@ -115,6 +124,7 @@ impl NativeResolver {
         self.held_by.retain(|(p, _), _| *p != pid);
         self.unavailable_since.retain(|(p, _), _| *p != pid);
         self.copied_at.retain(|(p, _), _| *p != pid);
+        self.refused_mappings.retain(|(p, _)| *p != pid);
         for key in keys {
             self.release(key);
         }
@@ -174,15 +184,30 @@ impl NativeResolver {
     /// The copy serving `mapping` of `pid`, made if needed; `None` when the file cannot be
     /// named (gone, bad, or over the budget).
     fn copy_for(&mut self, pid: u32, mapping: &FileMapping) -> Option<FileKey> {
+        if self.refused_mappings.contains(&(pid, mapping.start)) {
+            return None;
+        }
+        let guard = stall_guard::file_reads();
+        let (root, start, end) = (self.proc_root.clone(), mapping.start, mapping.end);
         let opened = match &mapping.what {
-            Mapped::File(_) => self.open_mapped_file(pid, mapping),
-            Mapped::Vdso => self.open_memory(pid).map(|mem| (FileKey::Vdso { pid, start: mapping.start }, mem, None)),
+            Mapped::File(_) => guard.run(move || open_mapped_file(&root, pid, start, end)),
+            Mapped::Vdso => guard.run(move || {
+                open_memory(&root, pid).map(|mem| (FileKey::Vdso { pid, start }, mem, None)).map_err(OpenError::Io)
+            }),
         };
         let (key, file, size_bytes) = match opened {
-            Ok(o) => o,
-            Err(e) => {
+            Ok(Ok(o)) => o,
+            Ok(Err(OpenError::Io(e))) => {
                 // Mostly a process or mapping that ended since its sample.
                 log::debug!("process {pid}: {} not opened: {e}", describe(mapping));
+                return None;
+            }
+            Ok(Err(OpenError::Fuse)) => {
+                self.refuse_mapping(pid, mapping, "on_fuse", "on a FUSE filesystem, whose reads its daemon may block");
+                return None;
+            }
+            Err(stall) => {
+                self.blocked(pid, mapping, &stall);
                 return None;
             }
         };
@@ -208,14 +233,13 @@ impl NativeResolver {
         self.copied_at.insert((pid, mapping.start), now);
         let left_bytes = self.max_copy_bytes.saturating_sub(self.stats.copy_bytes);
         let copied = match (&mapping.what, size_bytes) {
-            (Mapped::File(_), Some(size)) => copy_symbol_sections(&file as &dyn ByteSource, size, left_bytes),
+            (Mapped::File(_), Some(size)) => {
+                copy_symbol_sections(&GuardedSource::new(file, guard.clone()) as &dyn ByteSource, size, left_bytes)
+            }
             _ => {
                 let len_bytes = (mapping.end - mapping.start).min(MAX_VDSO_BYTES);
-                copy_symbol_sections(
-                    &MemoryImage { mem: &file, start: mapping.start, len_bytes },
-                    len_bytes,
-                    left_bytes,
-                )
+                let image = MemoryImage { mem: file, start: mapping.start, len_bytes };
+                copy_symbol_sections(&GuardedSource::new(image, guard.clone()), len_bytes, left_bytes)
             }
         };
         match copied {
@@ -226,30 +250,43 @@ impl NativeResolver {
                 Some(key)
             }
             Err(e) => {
+                if let Some(stall) = e.stall() {
+                    self.blocked(pid, mapping, stall);
+                    return None;
+                }
                 self.mark_bad(key, mapping, e.kind(), &e.to_string());
                 None
             }
         }
     }
 
-    /// The file behind the mapping, through `map_files`: the inode that is mapped, whatever
-    /// its path names now. A regular file only.
-    fn open_mapped_file(&self, pid: u32, m: &FileMapping) -> std::io::Result<(FileKey, std::fs::File, Option<u64>)> {
-        let link = self.proc_root.join(pid.to_string()).join("map_files").join(format!("{:x}-{:x}", m.start, m.end));
-        // O_NONBLOCK: whatever is there, opening it cannot block.
-        let file =
-            std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(link)?;
-        let meta = file.metadata()?;
-        if !meta.file_type().is_file() {
-            return Err(std::io::Error::other("not a regular file"));
+    /// A read of the mapping's file blocked past its deadline: the mapping is read no more (its
+    /// thread is left behind, `stall_guard`), said once, counted.
+    fn blocked(&mut self, pid: u32, mapping: &FileMapping, stall: &Stall) {
+        if !std::mem::replace(&mut self.blocked_logged, true) {
+            log::warn!(
+                "process {pid}: reading {} blocked ({stall}); its addresses stay unnamed, and so do those of other files whose reads block",
+                describe(mapping)
+            );
         }
-        let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-        let key = FileKey::File { dev: meta.dev(), inode: meta.ino(), size_bytes: meta.size(), mtime_ns };
-        Ok((key, file, Some(meta.size())))
+        let kind = match stall {
+            Stall::TimedOut { .. } => "blocked",
+            _ => "refused_reads_blocked",
+        };
+        self.refuse_mapping(pid, mapping, kind, &stall.to_string());
     }
 
-    fn open_memory(&self, pid: u32) -> std::io::Result<std::fs::File> {
-        std::fs::File::open(self.proc_root.join(pid.to_string()).join("mem"))
+    /// The mapping's file is not read again for this process; counted by `kind`.
+    fn refuse_mapping(&mut self, pid: u32, mapping: &FileMapping, kind: &str, reason: &str) {
+        self.refused_mappings.insert((pid, mapping.start));
+        *self.stats.files_bad.entry(kind.to_owned()).or_default() += 1;
+        let example = format!("{}: ", describe(mapping));
+        if self.stats.bad_examples.len() < MAX_BAD_EXAMPLES
+            && !self.stats.bad_examples.iter().any(|e| e.starts_with(&example))
+        {
+            self.stats.bad_examples.push(example + reason);
+        }
+        log::debug!("process {pid}: {} not named: {reason}", describe(mapping));
     }
 
     /// One mapping no longer uses `key`: a copy nobody holds is dropped.
@@ -296,6 +333,57 @@ impl NativeResolver {
         }
         self.mark_bad(key, mapping, "parser_panic", &format!("the ELF parser panicked: {message}"));
     }
+}
+
+/// Why a mapping's file was not opened.
+enum OpenError {
+    Io(std::io::Error),
+    /// On FUSE: refused before anything is read.
+    Fuse,
+}
+
+/// The file behind the mapping `start`-`end` of `pid`, through `map_files`: the inode that is
+/// mapped, whatever its path names now. A regular file only, not on FUSE. Runs on a guarded
+/// thread (the open itself may block on FUSE).
+fn open_mapped_file(
+    proc_root: &Path,
+    pid: u32,
+    start: u64,
+    end: u64,
+) -> Result<(FileKey, File, Option<u64>), OpenError> {
+    let link = proc_root.join(pid.to_string()).join("map_files").join(format!("{start:x}-{end:x}"));
+    // O_NONBLOCK: a FIFO or device there cannot block the open.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(link)
+        .map_err(OpenError::Io)?;
+    let meta = file.metadata().map_err(OpenError::Io)?;
+    if !meta.file_type().is_file() {
+        return Err(OpenError::Io(std::io::Error::other("not a regular file")));
+    }
+    if on_fuse(&file).map_err(OpenError::Io)? {
+        return Err(OpenError::Fuse);
+    }
+    let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+    let key = FileKey::File { dev: meta.dev(), inode: meta.ino(), size_bytes: meta.size(), mtime_ns };
+    Ok((key, file, Some(meta.size())))
+}
+
+/// Whether `file` is on a FUSE filesystem.
+fn on_fuse(file: &File) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain C struct, all zeroes valid.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatfs writes only the struct given; the descriptor is open for the call.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fs.f_type == FUSE_SUPER_MAGIC)
+}
+
+fn open_memory(proc_root: &Path, pid: u32) -> std::io::Result<File> {
+    File::open(proc_root.join(pid.to_string()).join("mem"))
 }
 
 /// Names file offsets of a copy; a panic inside blazesym is caught and returned as its message.
@@ -378,6 +466,27 @@ mod tests {
 
     fn marker() -> u64 {
         marker_function_for_native_lookup as *const () as usize as u64
+    }
+
+    #[test]
+    fn only_a_fuse_filesystem_is_taken_for_one() {
+        let file = tempfile::tempfile().unwrap();
+        assert!(!on_fuse(&file).unwrap(), "a temporary file");
+        assert!(!on_fuse(&File::open("/proc/self/stat").unwrap()).unwrap(), "procfs");
+    }
+
+    #[test]
+    fn a_mapping_refused_once_is_not_opened_again_and_counted_by_reason() {
+        let mut resolver = NativeResolver::new(Path::new("/proc"), 64 << 20);
+        let pid = std::process::id();
+        let mappings = read_file_mappings(Path::new("/proc"), pid).unwrap();
+        let mapping = mappings.iter().find(|m| matches!(m.what, Mapped::File(_))).expect("a mapped file");
+        resolver.refuse_mapping(pid, mapping, "on_fuse", "on a FUSE filesystem");
+        assert_eq!(resolver.copy_for(pid, mapping), None, "not opened again");
+        assert_eq!(resolver.stats().files_bad.get("on_fuse"), Some(&1));
+        assert!(resolver.stats().bad_examples[0].ends_with(": on a FUSE filesystem"));
+        resolver.process_ended(pid);
+        assert!(resolver.copy_for(pid, mapping).is_some(), "a new process at that pid is another process");
     }
 
     fn named(name: NativeName) -> String {

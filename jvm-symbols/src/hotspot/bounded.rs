@@ -85,6 +85,11 @@ impl<R: MemoryReader> BoundedReader<R> {
         self.overrun.get()
     }
 
+    /// The reader this one bounds (which may say more about why reads failed).
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+
     /// Bytes read since the last [`BoundedReader::start`].
     pub fn bytes_read(&self) -> u64 {
         self.bytes.get()

@@ -39,6 +39,11 @@ pub enum HotspotError {
     /// The reader panicked on these tables (a bug the tables found; caught, never retried).
     #[error("reading the HotSpot introspection tables panicked: {0}")]
     Panicked(String),
+    /// A read of the target (its memory or its libjvm.so) blocked past its deadline: memory
+    /// registered with userfaultfd and never served, a file on a stalled FUSE filesystem. Never
+    /// retried.
+    #[error("a read of the target blocked: {0}")]
+    Blocked(String),
     #[error(transparent)]
     Read(#[from] ReadError),
 }
@@ -61,6 +66,7 @@ impl HotspotError {
                 | HotspotError::MissingSymbol { .. }
                 | HotspotError::Bound { .. }
                 | HotspotError::Panicked(_)
+                | HotspotError::Blocked(_)
         )
     }
 }

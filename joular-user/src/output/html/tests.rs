@@ -138,7 +138,7 @@ fn a_retired_process_gets_its_report() {
     for (mut report, stacks) in fixture() {
         results.on_cycle(&mut report, &stacks).unwrap();
     }
-    let files = results.retire(PID).unwrap().expect("files of the process");
+    let files = results.take_retired(PID).expect("files of the process").write().unwrap();
     let html = fs::read_to_string(files.dir.join(HTML_FILE)).unwrap();
     assert_eq!(row_uj(&html, "jr-methods-all", "java.math.BigInteger.multiply"), Some(4e6));
 }
