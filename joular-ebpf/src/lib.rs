@@ -3,6 +3,7 @@
 #![no_std]
 
 pub mod blob_cache;
+pub mod unwind;
 
 /// Maps come in two copies (buffer 0 and 1). The kernel writes the buffer named by
 /// `CONFIG[CONFIG_ACTIVE_BUFFER]`; user space flips it at a cycle's end and drains the other
@@ -84,7 +85,13 @@ pub const DROP_JAVA_WALK_PROLOGUE: u32 = 13;
 /// A JVM stack walk stopped at a return address that no call instruction precedes (a
 /// frame stepped through garbage): the frame is dropped, never named.
 pub const DROP_JAVA_WALK_BAD_RETURN: u32 = 14;
-pub const DROP_KINDS: u32 = 15;
+/// A native pc in a file whose unwind rows give no rule for it (a gap or a rule too complex
+/// to keep): the walk stops there, flagged `JAVA_STACK_CUT`.
+pub const DROP_NATIVE_NO_ROW: u32 = 15;
+/// A native pc in no mapping of the process's unwind table (no table yet, anonymous code,
+/// a file whose rows were not loaded): stepped by its frame pointer, as before rows existed.
+pub const DROP_NATIVE_NO_TABLE: u32 = 16;
+pub const DROP_KINDS: u32 = 17;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -101,6 +108,8 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "java_walk_no_blob",
     "java_walk_prologue",
     "java_walk_bad_return",
+    "native_no_row",
+    "native_no_table",
 ];
 
 /// JVM processes whose user stacks the sampler walks itself (`JVMS` entries).

@@ -15,3 +15,4 @@ pub mod printable;
 pub mod procstat;
 pub mod safe_write;
 pub mod symbols;
+pub mod unwind;

@@ -24,7 +24,7 @@
 //! that overruns is backed off, so hostile tables cannot starve the other JVMs.
 
 pub mod budget;
-mod elf_copy;
+pub(crate) mod elf_copy;
 mod hotspot;
 mod intern;
 mod jobs;
@@ -192,6 +192,8 @@ pub enum KernelUpdate {
     WalkJvm { pid: u32, config: Box<JvmConfig> },
     /// Stop walking `pid` (it ended).
     ForgetJvm { pid: u32 },
+    /// The native unwind table of walked JVM `pid` changed (`crate::unwind`).
+    NativeUnwind { pid: u32, table: Vec<crate::unwind::tables::MappedRows> },
 }
 
 /// How far a JVM's HotSpot tables got.
@@ -267,6 +269,7 @@ pub struct Symbolizer {
     frame_pointer_warned: bool,
     cut_warned: bool,
     kernel_updates: Vec<KernelUpdate>,
+    unwind: crate::unwind::tables::UnwindTables,
 }
 
 impl Symbolizer {
@@ -279,6 +282,10 @@ impl Symbolizer {
             pool: budget.maps_pool().clone(),
         };
         Symbolizer {
+            unwind: crate::unwind::tables::UnwindTables::new(
+                &opts.proc_root,
+                opts.max_symbol_bytes / crate::unwind::tables::SHARE_OF_SYMBOL_BUDGET,
+            ),
             kernel_symbols: KernelResolver::new(&opts.proc_root, opts.kernel_names.clone()),
             native: NativeResolver::new(&opts.proc_root, opts.max_symbol_bytes / NATIVE_COPIES_SHARE_OF_BUDGET),
             interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),
@@ -331,6 +338,15 @@ impl Symbolizer {
         for (pid, reason) in no_unwinder {
             self.warn_frame_pointers(pid, reason);
         }
+        let walked = self
+            .processes
+            .iter()
+            .filter(|(_, p)| matches!(&p.hotspot, Hotspot::Ready(h) if h.published_unwind().is_some()));
+        for pid in walked.map(|(&pid, _)| pid).collect::<Vec<_>>() {
+            if let Some(table) = self.unwind.refresh(pid) {
+                self.kernel_updates.push(KernelUpdate::NativeUnwind { pid, table });
+            }
+        }
         std::mem::take(&mut self.kernel_updates)
     }
 
@@ -342,6 +358,7 @@ impl Symbolizer {
             }
         }
         self.budget.forget_process(pid);
+        self.unwind.forget(pid);
         self.native.process_ended(pid);
         self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
     }
