@@ -233,6 +233,12 @@ pub const JAVA_STACK_TRUNCATED: u32 = 1;
 pub const JAVA_STACK_CUT: u32 = 2;
 /// The HotSpot unwinder stepped at least one compiled frame by its code blob's frame size.
 pub const JAVA_STACK_HOTSPOT: u32 = 4;
+/// A cut stack's cause, in `JavaStack::flags` bits 16..24: the `DROP_*` counted for the cut,
+/// or `CUT_CAUSE_FRAME_POINTER`.
+pub const JAVA_STACK_CAUSE_SHIFT: u32 = 16;
+pub const JAVA_STACK_CAUSE_MASK: u32 = 0xff;
+/// A frame pointer that is no frame's (0 below sp, unaligned, too far): code that keeps none.
+pub const CUT_CAUSE_FRAME_POINTER: u32 = 0xff;
 
 /// A user stack walked by the sampler, stored once per cycle under the 64-bit hash of its
 /// frames below the leaf: the samples of a hot loop, which differ only in their leaf pc or

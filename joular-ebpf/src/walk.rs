@@ -58,7 +58,7 @@ use joular_ebpf::{
 };
 use joular_ebpf::{
     unwind::{UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_PLT},
-    DROP_NATIVE_NO_ROW, DROP_NATIVE_NO_TABLE,
+    CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_ROW, DROP_NATIVE_NO_TABLE, JAVA_STACK_CAUSE_MASK, JAVA_STACK_CAUSE_SHIFT,
 };
 
 use crate::account::count_drop;
@@ -272,10 +272,11 @@ impl Step {
         Step { frame, stop: Some(flags) }
     }
 
+    /// Stops, counted under `drop`, which the stack also keeps as its cut's cause.
     #[inline(always)]
     fn cut(frame: Option<JavaFrame>, drop: u32) -> Self {
         count_drop(drop);
-        Step::stop(frame, JAVA_STACK_CUT)
+        Step::stop(frame, JAVA_STACK_CUT | (drop & JAVA_STACK_CAUSE_MASK) << JAVA_STACK_CAUSE_SHIFT)
     }
 }
 
@@ -479,7 +480,7 @@ fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
         return Step::stop(Some(frame), 0);
     }
     if fp & 7 != 0 || fp < sp || fp - sp >= MAX_FRAME_BYTES {
-        return Step::stop(Some(frame), JAVA_STACK_CUT);
+        return Step::stop(Some(frame), JAVA_STACK_CUT | CUT_CAUSE_FRAME_POINTER << JAVA_STACK_CAUSE_SHIFT);
     }
     match stack_pair(state, fp) {
         Ok([saved_fp, ret]) => advance(state, frame, ret, fp + 16, saved_fp),

@@ -32,6 +32,7 @@ mod jvm;
 mod kernel;
 mod native;
 mod native_maps;
+mod truncation;
 mod walk_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -437,7 +438,7 @@ impl Symbolizer {
         self.ensure_process(pid);
         let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
         let user_ids = self.resolve_user(pid, &inputs);
-        self.finish_stack(pid, &user_ids, kernel, started)
+        self.finish_stack(pid, &user_ids, None, kernel, started)
     }
 
     /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
@@ -466,13 +467,23 @@ impl Symbolizer {
             })
             .collect();
         let user_ids = self.resolve_user(pid, &inputs);
-        self.finish_stack(pid, &user_ids, kernel, started)
+        let root = truncation::truncation_root(walked).map(|name| self.interner.frame(FrameKind::Native, &name, &name));
+        self.finish_stack(pid, &user_ids, root, kernel, started)
     }
 
-    fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64], started: std::time::Instant) -> Stack {
+    /// `root`: the frame a cut walk ends with (see `truncation`), below every user frame.
+    fn finish_stack(
+        &mut self,
+        pid: u32,
+        user_ids: &[FrameId],
+        root: Option<FrameId>,
+        kernel: &[u64],
+        started: std::time::Instant,
+    ) -> Stack {
         self.note_cut_stack(pid, user_ids);
         let kernel_ids = if self.opts.kernel { self.resolve_kernel(kernel) } else { Vec::new() };
-        let root_first: Vec<FrameId> = user_ids.iter().rev().chain(kernel_ids.iter().rev()).copied().collect();
+        let root_first: Vec<FrameId> =
+            root.iter().chain(user_ids.iter().rev()).chain(kernel_ids.iter().rev()).copied().collect();
         let stack = self.interner.stack(&root_first);
         self.stats.symbolize_ns += started.elapsed().as_nanos() as u64;
         stack

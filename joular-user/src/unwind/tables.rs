@@ -250,7 +250,7 @@ mod tests {
         let libc = table.iter().find(|m| m.start == libc_start).expect("libc in the table");
         assert!(libc.rows.rows.len() > 1000);
         // A libc function's own address has a row (its first instruction: CFA = rsp + 8).
-        let getpid = libc::getpid as usize as u64;
+        let getpid = libc::getpid as *const () as u64;
         let row = super::super::rows::find_row(&libc.rows.rows, getpid - libc.bias).unwrap();
         assert_eq!((row.kind, row.cfa_offset), (joular_ebpf::unwind::UNWIND_CFA_RSP, 8), "{row:?}");
         assert!(maps.contains("[vdso]") && tables.stats.files_read >= 2, "{:?}", tables.stats);
