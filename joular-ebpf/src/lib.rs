@@ -88,10 +88,14 @@ pub const DROP_JAVA_WALK_BAD_RETURN: u32 = 14;
 /// A native pc in a file whose unwind rows give no rule for it (a gap or a rule too complex
 /// to keep): the walk stops there, flagged `JAVA_STACK_CUT`.
 pub const DROP_NATIVE_NO_ROW: u32 = 15;
-/// A native pc in no mapping of the process's unwind table (no table yet, anonymous code,
-/// a file whose rows were not loaded): stepped by its frame pointer, as before rows existed.
+/// A native pc of a walked process whose unwind table is not loaded yet: stepped by its frame
+/// pointer, as before rows existed.
 pub const DROP_NATIVE_NO_TABLE: u32 = 16;
-pub const DROP_KINDS: u32 = 17;
+/// A native pc in none of the mappings of its process's unwind table (anonymous code, a file
+/// without call-frame information or over the limit, or a step through garbage): the walk
+/// stops there, flagged `JAVA_STACK_CUT`.
+pub const DROP_NATIVE_UNMAPPED: u32 = 17;
+pub const DROP_KINDS: u32 = 18;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -110,6 +114,7 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "java_walk_bad_return",
     "native_no_row",
     "native_no_table",
+    "native_unmapped",
 ];
 
 /// JVM processes whose user stacks the sampler walks itself (`JVMS` entries).

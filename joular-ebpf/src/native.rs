@@ -15,7 +15,7 @@ use joular_ebpf::{
     MAX_JVMS,
 };
 
-/// Every loaded file's rows, each file's contiguous and sorted by pc (sized by the loader).
+/// Every loaded file's rows, each file's contiguous and sorted by pc.
 #[map]
 pub static UNWIND_ROWS: Array<UnwindRow> = Array::with_max_entries(MAX_UNWIND_ROWS, 0);
 
@@ -27,8 +27,11 @@ pub static UNWIND_PROCS: HashMap<u32, ProcUnwind> = HashMap::with_max_entries(MA
 pub enum Lookup {
     /// The row holding the pc (kind `UNWIND_NONE`: a gap or a rule not kept).
     Row(UnwindRow),
-    /// The pc is in no mapping of the process's table (or the process has none).
+    /// The process has no table yet (its rows are being loaded).
     NoTable,
+    /// The pc is in none of the process's executable file mappings that have rows (anonymous
+    /// code, a file without call-frame information or over the limit, or garbage).
+    Unmapped,
 }
 
 /// The row for `pc` of process `tgid`.
@@ -54,11 +57,11 @@ pub fn find_row(tgid: u32, pc: u64) -> Lookup {
         }
     }
     if lo == 0 {
-        return Lookup::NoTable;
+        return Lookup::Unmapped;
     }
     let m = &table.mappings[(lo - 1) & (MAX_UNWIND_MAPPINGS - 1)];
     if pc >= m.end {
-        return Lookup::NoTable;
+        return Lookup::Unmapped;
     }
     let none = Lookup::Row(UnwindRow { kind: UNWIND_NONE, ..UnwindRow::default() });
     let Ok(rel) = u32::try_from(pc.wrapping_sub(m.bias)) else {

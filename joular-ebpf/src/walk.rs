@@ -58,7 +58,8 @@ use joular_ebpf::{
 };
 use joular_ebpf::{
     unwind::{UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_PLT},
-    CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_ROW, DROP_NATIVE_NO_TABLE, JAVA_STACK_CAUSE_MASK, JAVA_STACK_CAUSE_SHIFT,
+    CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_ROW, DROP_NATIVE_NO_TABLE, DROP_NATIVE_UNMAPPED, JAVA_STACK_CAUSE_MASK,
+    JAVA_STACK_CAUSE_SHIFT,
 };
 
 use crate::account::count_drop;
@@ -413,8 +414,9 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
 /// return address just below it, the caller's rbp where the row says it is saved (or rbp
 /// itself, untouched by the frame). A caller's pc is a return address: its row is the one of
 /// the call before it (pc - 1; a call may be a function's last instruction). A pc the table
-/// has no rule for is a counted miss and ends the walk; a pc in no mapping of the table (no
-/// table yet, a file not loaded) is stepped by its frame pointer, as before rows existed.
+/// has no rule for, or that is in none of its mappings, is a counted miss and ends the walk;
+/// a process whose table is not loaded yet is stepped by frame pointers, as before rows
+/// existed (counted too).
 #[inline(always)]
 fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
     let (pc, sp) = (state.pc, state.sp);
@@ -424,6 +426,7 @@ fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
             count_drop(DROP_NATIVE_NO_TABLE);
             return fp_step(state, frame);
         }
+        Lookup::Unmapped => return Step::cut(Some(frame), DROP_NATIVE_UNMAPPED),
     };
     let base = match row.kind {
         UNWIND_CFA_RSP | UNWIND_PLT => sp,

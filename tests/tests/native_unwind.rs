@@ -73,7 +73,9 @@ fn native_callers_are_kept(jdk: u32) {
     ];
     let out = profile(&args, Duration::from_secs(120));
     assert_success(&out);
-    let cycles = read_jsonl(&json);
+    // The first cycle is the one the rows load in (some 2 s for libjvm's, on a busy machine):
+    // its native frames are stepped by frame pointers, as before.
+    let cycles = read_jsonl(&json).split_off(1);
     let mut report = String::new();
     let mut failures = Vec::new();
     for (thread, method, floor) in [
