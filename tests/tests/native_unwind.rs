@@ -31,14 +31,17 @@ fn build_jni_library(dir: &Path) -> PathBuf {
     out
 }
 
-/// Per worker thread: (method it calls native code from, samples, samples keeping that method
-/// and `java.lang.Thread.run` above it, samples with no Java frame).
+/// A worker thread's samples, those keeping `method` and `java.lang.Thread.run` above it (and,
+/// in the JNI library, `middle` above `leaf`: frame pointers skip it), and those with no Java
+/// frame.
 fn chains(cycles: &[Value], tid: u64, method: &str) -> (u64, u64, u64) {
     let (mut total, mut kept, mut no_java) = (0, 0, 0);
     for (frames, samples, _) in thread_stacks(cycles, tid) {
         total += samples;
         let has = |name: &str| frames.iter().any(|f| is_java(f) && short(f) == name);
-        if has(method) && has("java.lang.Thread.run") {
+        let native = |name: &str| frames.iter().any(|f| f["name"] == name);
+        let whole_native_chain = !native("leaf") || native("middle");
+        if has(method) && has("java.lang.Thread.run") && whole_native_chain {
             kept += samples;
         }
         if !frames.iter().any(is_java) {
