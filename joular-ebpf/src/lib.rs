@@ -3,6 +3,7 @@
 #![no_std]
 
 pub mod blob_cache;
+pub mod unwind;
 
 /// Maps come in two copies (buffer 0 and 1). The kernel writes the buffer named by
 /// `CONFIG[CONFIG_ACTIVE_BUFFER]`; user space flips it at a cycle's end and drains the other
@@ -84,7 +85,17 @@ pub const DROP_JAVA_WALK_PROLOGUE: u32 = 13;
 /// A JVM stack walk stopped at a return address that no call instruction precedes (a
 /// frame stepped through garbage): the frame is dropped, never named.
 pub const DROP_JAVA_WALK_BAD_RETURN: u32 = 14;
-pub const DROP_KINDS: u32 = 15;
+/// A native pc in a file whose unwind rows give no rule for it (a gap or a rule too complex
+/// to keep): the walk stops there, flagged `JAVA_STACK_CUT`.
+pub const DROP_NATIVE_NO_ROW: u32 = 15;
+/// A native pc of a walked process whose unwind table is not loaded yet: stepped by its frame
+/// pointer, as before rows existed.
+pub const DROP_NATIVE_NO_TABLE: u32 = 16;
+/// A native pc in none of the mappings of its process's unwind table (anonymous code, a file
+/// without call-frame information or over the limit, or a step through garbage): the walk
+/// stops there, flagged `JAVA_STACK_CUT`.
+pub const DROP_NATIVE_UNMAPPED: u32 = 17;
+pub const DROP_KINDS: u32 = 18;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -101,6 +112,9 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "java_walk_no_blob",
     "java_walk_prologue",
     "java_walk_bad_return",
+    "native_no_row",
+    "native_no_table",
+    "native_unmapped",
 ];
 
 /// JVM processes whose user stacks the sampler walks itself (`JVMS` entries).
@@ -224,6 +238,12 @@ pub const JAVA_STACK_TRUNCATED: u32 = 1;
 pub const JAVA_STACK_CUT: u32 = 2;
 /// The HotSpot unwinder stepped at least one compiled frame by its code blob's frame size.
 pub const JAVA_STACK_HOTSPOT: u32 = 4;
+/// A cut stack's cause, in `JavaStack::flags` bits 16..24: the `DROP_*` counted for the cut,
+/// or `CUT_CAUSE_FRAME_POINTER`.
+pub const JAVA_STACK_CAUSE_SHIFT: u32 = 16;
+pub const JAVA_STACK_CAUSE_MASK: u32 = 0xff;
+/// A frame pointer that is no frame's (0 below sp, unaligned, too far): code that keeps none.
+pub const CUT_CAUSE_FRAME_POINTER: u32 = 0xff;
 
 /// A user stack walked by the sampler, stored once per cycle under the 64-bit hash of its
 /// frames below the leaf: the samples of a hot loop, which differ only in their leaf pc or

@@ -17,6 +17,8 @@ mod ksym;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
+mod native;
+#[cfg(target_arch = "bpf")]
 mod walk;
 
 #[cfg(not(target_arch = "bpf"))]

@@ -56,10 +56,16 @@ use joular_ebpf::{
     FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT,
     JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
+use joular_ebpf::{
+    unwind::{UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_PLT},
+    CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_ROW, DROP_NATIVE_NO_TABLE, DROP_NATIVE_UNMAPPED, JAVA_STACK_CAUSE_MASK,
+    JAVA_STACK_CAUSE_SHIFT,
+};
 
 use crate::account::count_drop;
 use crate::codeblob::{blob_facts, follows_call, known_nmethod, place};
 use crate::maps::{CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, WALK_STATE};
+use crate::native::{find_row, Lookup};
 
 const BPF_NOEXIST: u64 = 1;
 /// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
@@ -267,10 +273,11 @@ impl Step {
         Step { frame, stop: Some(flags) }
     }
 
+    /// Stops, counted under `drop`, which the stack also keeps as its cut's cause.
     #[inline(always)]
     fn cut(frame: Option<JavaFrame>, drop: u32) -> Self {
         count_drop(drop);
-        Step::stop(frame, JAVA_STACK_CUT)
+        Step::stop(frame, JAVA_STACK_CUT | (drop & JAVA_STACK_CAUSE_MASK) << JAVA_STACK_CAUSE_SHIFT)
     }
 }
 
@@ -322,7 +329,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     let in_code = pc >= cfg.code_start && pc < cfg.code_end;
     if !in_code {
         let frame = JavaFrame { addr: pc, aux: FRAME_NATIVE << FRAME_KIND_SHIFT };
-        return fp_step(state, frame);
+        return native_step(state, frame, leaf);
     }
     let mut frame = JavaFrame { addr: pc, aux: FRAME_CODE << FRAME_KIND_SHIFT };
     // A return address into compiled code or a stub follows a call instruction (the
@@ -403,6 +410,69 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
     Step { frame: Some(frame), stop: None }
 }
 
+/// Steps a native frame by its file's unwind row (`native.rs`): CFA from rsp or rbp, the
+/// return address just below it, the caller's rbp where the row says it is saved (or rbp
+/// itself, untouched by the frame). A caller's pc is a return address: its row is the one of
+/// the call before it (pc - 1; a call may be a function's last instruction). A pc the table
+/// has no rule for, or that is in none of its mappings, is a counted miss and ends the walk;
+/// a process whose table is not loaded yet is stepped by frame pointers, as before rows
+/// existed (counted too).
+#[inline(always)]
+fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
+    let (pc, sp) = (state.pc, state.sp);
+    let row = match find_row(state.tgid, if leaf { pc } else { pc - 1 }) {
+        Lookup::Row(row) => row,
+        Lookup::NoTable => {
+            count_drop(DROP_NATIVE_NO_TABLE);
+            return fp_step(state, frame);
+        }
+        Lookup::Unmapped => return Step::cut(Some(frame), DROP_NATIVE_UNMAPPED),
+    };
+    let base = match row.kind {
+        UNWIND_CFA_RSP | UNWIND_PLT => sp,
+        UNWIND_CFA_RBP => state.fp,
+        UNWIND_END => return Step::stop(Some(frame), 0),
+        _ => return Step::cut(Some(frame), DROP_NATIVE_NO_ROW),
+    };
+    let mut cfa = base.wrapping_add(row.cfa_offset as i64 as u64);
+    if row.kind == UNWIND_PLT && (pc & 15) >= row.rbp_words as u64 {
+        cfa += 8;
+    }
+    // The caller's frame is above this one, and no frame is larger than a thread's stack.
+    if cfa & 7 != 0 || cfa <= sp || cfa - sp >= MAX_FRAME_BYTES {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN);
+    }
+    let words = match row.kind {
+        UNWIND_PLT => 0,
+        _ => row.rbp_words as i64,
+    };
+    if words == -2 {
+        // rbp pushed right after the call (a frame-pointer frame): one pair.
+        return match stack_pair(state, cfa - 16) {
+            Ok([saved_fp, ret]) => advance(state, frame, ret, cfa, saved_fp),
+            Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+        };
+    }
+    let Some(ret) = stack_word(state, cfa - 8) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
+    };
+    let fp = match words {
+        0 => state.fp,
+        w => match stack_word(state, cfa.wrapping_add((w * 8) as u64)) {
+            Some(v) => v,
+            None => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+        },
+    };
+    advance(state, frame, ret, cfa, fp)
+}
+
+/// The stack word at `at` (see `stack_window`).
+#[inline(always)]
+fn stack_word(state: &mut WalkState, at: u64) -> Option<u64> {
+    let i = stack_window(state, at, 1)?;
+    Some(state.stack[i & (STACK_WINDOW_WORDS - 1)])
+}
+
 /// Steps a frame by its frame pointer: saved fp and return address at fp. A frame pointer
 /// of 0 is the thread's first frame; one below sp, unaligned or further above it than any
 /// frame is (a heap pointer or a number in rbp: code without frame pointers) is cut.
@@ -413,7 +483,7 @@ fn fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
         return Step::stop(Some(frame), 0);
     }
     if fp & 7 != 0 || fp < sp || fp - sp >= MAX_FRAME_BYTES {
-        return Step::stop(Some(frame), JAVA_STACK_CUT);
+        return Step::stop(Some(frame), JAVA_STACK_CUT | CUT_CAUSE_FRAME_POINTER << JAVA_STACK_CAUSE_SHIFT);
     }
     match stack_pair(state, fp) {
         Ok([saved_fp, ret]) => advance(state, frame, ret, fp + 16, saved_fp),

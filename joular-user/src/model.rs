@@ -91,6 +91,9 @@ pub struct WalkedStack {
     /// The walk stopped before the thread's first frame (a read failed, or code without
     /// frame pointers).
     pub cut: bool,
+    /// Why it was cut: the kernel's `DROP_*` counted for it, `CUT_CAUSE_FRAME_POINTER`, or 0
+    /// (a kernel object that does not say).
+    pub cut_cause: u32,
     /// The HotSpot unwinder stepped a compiled frame by its frame size (the JVM runs
     /// without frame pointers in JIT code).
     pub hotspot: bool,

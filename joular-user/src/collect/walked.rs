@@ -2,7 +2,8 @@
 
 use joular_ebpf::{
     JavaFrame, JavaStack, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_VALUE_MASK,
-    JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED, MAX_JAVA_FRAMES,
+    JAVA_STACK_CAUSE_MASK, JAVA_STACK_CAUSE_SHIFT, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED,
+    MAX_JAVA_FRAMES,
 };
 
 use crate::model::{WalkedFrame, WalkedStack};
@@ -16,6 +17,7 @@ pub fn decode(raw: &JavaStack, leaf: &JavaFrame) -> WalkedStack {
         frames,
         truncated: raw.flags & JAVA_STACK_TRUNCATED != 0,
         cut: raw.flags & JAVA_STACK_CUT != 0,
+        cut_cause: raw.flags >> JAVA_STACK_CAUSE_SHIFT & JAVA_STACK_CAUSE_MASK,
         hotspot: raw.flags & JAVA_STACK_HOTSPOT != 0,
     }
 }

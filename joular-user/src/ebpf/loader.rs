@@ -83,6 +83,8 @@ pub struct Probe {
     /// Names kernel addresses through the kernel's own symbol table (None on a kernel without
     /// `bpf_snprintf` or raw tracepoint test runs: /proc/kallsyms is read instead).
     pub kernel_names: Option<KernelNames>,
+    /// Native unwind rows of walked JVMs (None: the sampler does not walk).
+    pub unwind: Option<crate::unwind::kernel_maps::UnwindMaps>,
     /// Changes made to `TARGETS` and `JVMS` from here (the count in `CONFIG_TARGETS_GEN`).
     targets_changes: u64,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -180,6 +182,10 @@ impl Probe {
             scheduler_hook,
             walks_jvms,
             kernel_names,
+            unwind: match (take(&mut ebpf, "UNWIND_ROWS"), take(&mut ebpf, "UNWIND_PROCS")) {
+                (Ok(rows), Ok(procs)) if walks_jvms => Some(crate::unwind::kernel_maps::UnwindMaps::new(rows, procs)),
+                _ => None,
+            },
             targets_changes: 0,
             logger,
             _ebpf: ebpf,

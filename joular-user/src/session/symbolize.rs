@@ -177,7 +177,17 @@ pub fn apply_kernel_updates(updates: Vec<KernelUpdate>, probe: &mut Probe) {
                     log::warn!("JVM {pid}: its Java frames are named from bare pcs only: {e}");
                 }
             }
-            KernelUpdate::ForgetJvm { pid } => probe.remove_jvm(pid),
+            KernelUpdate::ForgetJvm { pid } => {
+                probe.remove_jvm(pid);
+                if let Some(unwind) = probe.unwind.as_mut() {
+                    unwind.forget_process(pid);
+                }
+            }
+            KernelUpdate::NativeUnwind { pid, table } => {
+                if let Some(Err(e)) = probe.unwind.as_mut().map(|u| u.set_process(pid, &table)) {
+                    log::warn!("JVM {pid}: its native frames are stepped by frame pointers only: {e}");
+                }
+            }
         }
     }
 }

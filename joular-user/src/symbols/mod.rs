@@ -24,7 +24,7 @@
 //! that overruns is backed off, so hostile tables cannot starve the other JVMs.
 
 pub mod budget;
-mod elf_copy;
+pub(crate) mod elf_copy;
 mod hotspot;
 mod intern;
 mod jobs;
@@ -32,7 +32,9 @@ mod jvm;
 mod kernel;
 mod native;
 mod native_maps;
-mod stall_guard;
+pub(crate) use native::on_fuse;
+pub(crate) mod stall_guard;
+mod truncation;
 mod walk_config;
 
 use std::collections::{BTreeMap, HashMap};
@@ -199,6 +201,8 @@ pub enum KernelUpdate {
     WalkJvm { pid: u32, config: Box<JvmConfig> },
     /// Stop walking `pid` (it ended).
     ForgetJvm { pid: u32 },
+    /// The native unwind table of walked JVM `pid` changed (`crate::unwind`).
+    NativeUnwind { pid: u32, table: Vec<crate::unwind::tables::MappedRows> },
 }
 
 /// How far a JVM's HotSpot tables got.
@@ -299,6 +303,7 @@ pub struct Symbolizer {
     frame_pointer_warned: bool,
     cut_warned: bool,
     kernel_updates: Vec<KernelUpdate>,
+    unwind: crate::unwind::tables::UnwindTables,
 }
 
 impl Symbolizer {
@@ -311,6 +316,10 @@ impl Symbolizer {
             pool: budget.maps_pool().clone(),
         };
         Symbolizer {
+            unwind: crate::unwind::tables::UnwindTables::new(
+                &opts.proc_root,
+                opts.max_symbol_bytes / crate::unwind::tables::SHARE_OF_SYMBOL_BUDGET,
+            ),
             kernel_symbols: KernelResolver::new(&opts.proc_root, opts.kernel_names.clone()),
             native: NativeResolver::new(&opts.proc_root, opts.max_symbol_bytes / NATIVE_COPIES_SHARE_OF_BUDGET),
             interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),
@@ -363,6 +372,15 @@ impl Symbolizer {
         for (pid, reason) in no_unwinder {
             self.warn_frame_pointers(pid, reason);
         }
+        let walked = self
+            .processes
+            .iter()
+            .filter(|(_, p)| matches!(&p.hotspot, Hotspot::Ready(h) if h.published_unwind().is_some()));
+        for pid in walked.map(|(&pid, _)| pid).collect::<Vec<_>>() {
+            if let Some(table) = self.unwind.refresh(pid) {
+                self.kernel_updates.push(KernelUpdate::NativeUnwind { pid, table });
+            }
+        }
         std::mem::take(&mut self.kernel_updates)
     }
 
@@ -374,6 +392,7 @@ impl Symbolizer {
             }
         }
         self.budget.forget_process(pid);
+        self.unwind.forget(pid);
         self.native.process_ended(pid);
         self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
     }
@@ -495,7 +514,7 @@ impl Symbolizer {
         self.ensure_process(pid);
         let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
         let user_ids = self.resolve_user(pid, &inputs);
-        self.finish_stack(pid, &user_ids, kernel, started)
+        self.finish_stack(pid, &user_ids, None, kernel, started)
     }
 
     /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
@@ -515,13 +534,23 @@ impl Symbolizer {
         }
         let inputs = user_inputs(walked);
         let user_ids = self.resolve_user(pid, &inputs);
-        self.finish_stack(pid, &user_ids, kernel, started)
+        let root = truncation::truncation_root(walked).map(|name| self.interner.frame(FrameKind::Native, &name, &name));
+        self.finish_stack(pid, &user_ids, root, kernel, started)
     }
 
-    fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64], started: std::time::Instant) -> Stack {
+    /// `root`: the frame a cut walk ends with (see `truncation`), below every user frame.
+    fn finish_stack(
+        &mut self,
+        pid: u32,
+        user_ids: &[FrameId],
+        root: Option<FrameId>,
+        kernel: &[u64],
+        started: std::time::Instant,
+    ) -> Stack {
         self.note_cut_stack(pid, user_ids);
         let kernel_ids = if self.opts.kernel { self.resolve_kernel(kernel) } else { Vec::new() };
-        let root_first: Vec<FrameId> = user_ids.iter().rev().chain(kernel_ids.iter().rev()).copied().collect();
+        let root_first: Vec<FrameId> =
+            root.iter().chain(user_ids.iter().rev()).chain(kernel_ids.iter().rev()).copied().collect();
         let stack = self.interner.stack(&root_first);
         self.stats.symbolize_ns += started.elapsed().as_nanos() as u64;
         stack

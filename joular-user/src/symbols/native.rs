@@ -371,7 +371,7 @@ fn open_mapped_file(
 }
 
 /// Whether `file` is on a FUSE filesystem.
-fn on_fuse(file: &File) -> std::io::Result<bool> {
+pub(crate) fn on_fuse(file: &File) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain C struct, all zeroes valid.
     let mut fs: libc::statfs = unsafe { std::mem::zeroed() };

@@ -255,9 +255,14 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
         Symbolizer::new(SymbolizerOptions { attach: true, min_dump_interval: Duration::ZERO, ..options() });
     symbolizer.watch(pid);
     let updates = symbolizer.take_kernel_updates();
-    let [KernelUpdate::WalkJvm { pid: walked_pid, config }] = updates.as_slice() else {
-        panic!("one walk configuration expected: {updates:?}");
+    // The walk configuration, then the JVM's native unwind table (libjvm and libc among it).
+    let [KernelUpdate::WalkJvm { pid: walked_pid, config }, KernelUpdate::NativeUnwind { pid: unwound_pid, table }] =
+        updates.as_slice()
+    else {
+        panic!("one walk configuration and one unwind table expected: {} updates", updates.len());
     };
+    assert_eq!(*unwound_pid, pid);
+    assert!(table.len() >= 2 && table.iter().all(|m| !m.rows.rows.is_empty()), "{} mappings", table.len());
     assert_eq!(*walked_pid, pid);
     assert_eq!((config.method_slot, config.bcp_slot), (-3, -8));
     assert!(config.interpreter_start < config.interpreter_end && config.code_start < config.code_end, "{config:?}");

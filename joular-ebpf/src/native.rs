@@ -1,0 +1,91 @@
+//! The native rows of a walked process (`joular_ebpf::unwind`): user space loads each
+//! executable file's rows once into `UNWIND_ROWS` and every walked process's table of
+//! executable mappings into `UNWIND_PROCS`; the walk finds a native pc's row with two bounded
+//! binary searches (mapping, then row).
+
+use aya_ebpf::{
+    macros::map,
+    maps::{Array, HashMap},
+};
+use joular_ebpf::{
+    unwind::{
+        ProcUnwind, UnwindRow, MAX_UNWIND_MAPPINGS, MAX_UNWIND_ROWS, UNWIND_MAPPING_SEARCH_STEPS, UNWIND_NONE,
+        UNWIND_ROW_SEARCH_STEPS,
+    },
+    MAX_JVMS,
+};
+
+/// Every loaded file's rows, each file's contiguous and sorted by pc.
+#[map]
+pub static UNWIND_ROWS: Array<UnwindRow> = Array::with_max_entries(MAX_UNWIND_ROWS, 0);
+
+/// Per walked process (tgid): its executable mappings and where their files' rows are.
+#[map]
+pub static UNWIND_PROCS: HashMap<u32, ProcUnwind> = HashMap::with_max_entries(MAX_JVMS, 0);
+
+/// What the table says of a pc.
+pub enum Lookup {
+    /// The row holding the pc (kind `UNWIND_NONE`: a gap or a rule not kept).
+    Row(UnwindRow),
+    /// The process has no table yet (its rows are being loaded).
+    NoTable,
+    /// The pc is in none of the process's executable file mappings that have rows (anonymous
+    /// code, a file without call-frame information or over the limit, or garbage).
+    Unmapped,
+}
+
+/// The row for `pc` of process `tgid`.
+#[inline(always)]
+pub fn find_row(tgid: u32, pc: u64) -> Lookup {
+    let Some(table) = UNWIND_PROCS.get_ptr(tgid) else {
+        return Lookup::NoTable;
+    };
+    // SAFETY: a map value, written by user space only as a whole (an update replaces it).
+    let table = unsafe { &*table };
+    let count = (table.count as usize).min(MAX_UNWIND_MAPPINGS);
+    // The last mapping starting at or below pc.
+    let (mut lo, mut hi) = (0usize, count);
+    for _ in 0..UNWIND_MAPPING_SEARCH_STEPS {
+        if lo >= hi {
+            break;
+        }
+        let mid = (lo + hi) / 2;
+        if table.mappings[mid & (MAX_UNWIND_MAPPINGS - 1)].start <= pc {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 {
+        return Lookup::Unmapped;
+    }
+    let m = &table.mappings[(lo - 1) & (MAX_UNWIND_MAPPINGS - 1)];
+    if pc >= m.end {
+        return Lookup::Unmapped;
+    }
+    let none = Lookup::Row(UnwindRow { kind: UNWIND_NONE, ..UnwindRow::default() });
+    let Ok(rel) = u32::try_from(pc.wrapping_sub(m.bias)) else {
+        return none;
+    };
+    let (first, rows) = (m.first_row, m.row_count);
+    // The last row starting at or below rel.
+    let (mut lo, mut hi) = (0u32, rows);
+    for _ in 0..UNWIND_ROW_SEARCH_STEPS {
+        if lo >= hi {
+            break;
+        }
+        let mid = lo + (hi - lo) / 2;
+        match UNWIND_ROWS.get(first.wrapping_add(mid)) {
+            Some(r) if r.pc <= rel => lo = mid + 1,
+            Some(_) => hi = mid,
+            None => return none,
+        }
+    }
+    if lo == 0 {
+        return none;
+    }
+    match UNWIND_ROWS.get(first.wrapping_add(lo - 1)) {
+        Some(r) => Lookup::Row(*r),
+        None => none,
+    }
+}

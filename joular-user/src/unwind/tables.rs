@@ -1,0 +1,267 @@
+//! Which rows each walked process needs: its executable file mappings (and its vDSO), each
+//! with the rows of its file, read once per version of a file (dev, inode, size, mtime) and
+//! shared by every process mapping it. The rows of all files together stay under a byte limit
+//! (a share of `--max-symbol-mb`); a file past it, or unreadable, has no rows, and its pcs are
+//! stepped by frame pointers (counted by the kernel as `native_no_table`).
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use joular_ebpf::unwind::{UnwindRow, MAX_UNWIND_MAPPINGS};
+use jvm_symbols::MAX_MAPS_BYTES;
+
+use super::elf_read::{read_file_rows, Segment};
+use crate::symbols::elf_copy::{ByteSource, MemoryImage};
+use crate::symbols::on_fuse;
+use crate::symbols::stall_guard::{self, GuardedSource};
+
+/// The rows of all files may hold 1/this of `--max-symbol-mb` (libjvm's are some 3 MiB).
+pub const SHARE_OF_SYMBOL_BUDGET: u64 = 16;
+/// A vDSO is a page or two; anything larger is not one.
+const MAX_VDSO_BYTES: u64 = 1 << 20;
+
+/// One version of one file. Every process of a kernel maps the same vDSO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKey {
+    File { dev: u64, inode: u64, size_bytes: u64, mtime_ns: i128 },
+    Vdso { size_bytes: u64 },
+}
+
+/// One file's rows, with an id the kernel maps place them by.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SharedRows {
+    pub id: u64,
+    pub rows: Vec<UnwindRow>,
+    pub segments: Vec<Segment>,
+}
+
+/// One executable mapping of a process: `[start, end)`, process address - file virtual
+/// address, and its file's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MappedRows {
+    pub start: u64,
+    pub end: u64,
+    pub bias: u64,
+    pub rows: Arc<SharedRows>,
+}
+
+/// Counters for the summary and the closing note.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableStats {
+    pub files_read: u64,
+    pub files_failed: u64,
+    pub row_bytes: u64,
+    pub build_ms: u64,
+}
+
+enum Entry {
+    Ready(Arc<SharedRows>),
+    /// Unreadable, not ELF, no CFI or over the limit: not tried again for this version.
+    Failed,
+}
+
+pub struct UnwindTables {
+    proc_root: PathBuf,
+    max_row_bytes: u64,
+    files: HashMap<FileKey, Entry>,
+    /// Each process's last table, to tell when it changed.
+    processes: HashMap<u32, Vec<MappedRows>>,
+    next_id: u64,
+    pub stats: TableStats,
+}
+
+impl UnwindTables {
+    pub fn new(proc_root: &Path, max_row_bytes: u64) -> Self {
+        UnwindTables {
+            proc_root: proc_root.to_owned(),
+            max_row_bytes,
+            files: HashMap::new(),
+            processes: HashMap::new(),
+            next_id: 1,
+            stats: TableStats::default(),
+        }
+    }
+
+    /// `pid`'s table if it changed since the last call (new libraries loaded, some unloaded).
+    pub fn refresh(&mut self, pid: u32) -> Option<Vec<MappedRows>> {
+        let table = self.process_table(pid).ok()?;
+        if self.processes.get(&pid) == Some(&table) {
+            return None;
+        }
+        self.processes.insert(pid, table.clone());
+        self.drop_unused();
+        Some(table)
+    }
+
+    pub fn forget(&mut self, pid: u32) {
+        if self.processes.remove(&pid).is_some() {
+            self.drop_unused();
+        }
+    }
+
+    /// Files no process maps any more are dropped (their failures too: a file that comes
+    /// back is tried again).
+    fn drop_unused(&mut self) {
+        let used: std::collections::HashSet<u64> = self.processes.values().flatten().map(|m| m.rows.id).collect();
+        let before = self.files.len();
+        self.files.retain(|_, e| matches!(e, Entry::Ready(r) if used.contains(&r.id)));
+        if self.files.len() != before {
+            self.stats.row_bytes = self.held_bytes();
+        }
+    }
+
+    fn held_bytes(&self) -> u64 {
+        let rows: usize = self
+            .files
+            .values()
+            .map(|e| match e {
+                Entry::Ready(r) => r.rows.len(),
+                Entry::Failed => 0,
+            })
+            .sum();
+        (rows * size_of::<UnwindRow>()) as u64
+    }
+
+    fn process_table(&mut self, pid: u32) -> std::io::Result<Vec<MappedRows>> {
+        let dir = self.proc_root.join(pid.to_string());
+        let mut text = Vec::new();
+        std::fs::File::open(dir.join("maps"))?.take(MAX_MAPS_BYTES).read_to_end(&mut text)?;
+        let mut table = Vec::new();
+        for m in executable_mappings(&text) {
+            if table.len() >= MAX_UNWIND_MAPPINGS {
+                break;
+            }
+            let Some((rows, vaddr)) = self.rows_of(&dir, &m) else { continue };
+            table.push(MappedRows { start: m.start, end: m.end, bias: m.start.wrapping_sub(vaddr), rows });
+        }
+        Ok(table)
+    }
+
+    /// The rows of the mapping's file and the file virtual address of the mapping's start.
+    fn rows_of(&mut self, dir: &Path, m: &ExecMapping) -> Option<(Arc<SharedRows>, u64)> {
+        let (key, src): (FileKey, Box<dyn ByteSource + '_>);
+        let size_bytes;
+        if m.vdso {
+            size_bytes = (m.end - m.start).min(MAX_VDSO_BYTES);
+            let mem = std::fs::File::open(dir.join("mem")).ok()?;
+            key = FileKey::Vdso { size_bytes };
+            src = Box::new(MemoryImage { mem, start: m.start, len_bytes: size_bytes });
+        } else {
+            let link = dir.join("map_files").join(format!("{:x}-{:x}", m.start, m.end));
+            // The target chooses the file: on FUSE its daemon may never answer, even the open.
+            // The open and every read run on the guarded file-reading thread with a deadline,
+            // and a file on FUSE is refused before anything is read (as the symbolizer's copy).
+            let guard = stall_guard::file_reads();
+            let opened = guard.run(move || -> std::io::Result<Option<(std::fs::File, std::fs::Metadata)>> {
+                // O_NONBLOCK: a FIFO or device there cannot block the open.
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                    .open(link)?;
+                let meta = file.metadata()?;
+                if !meta.file_type().is_file() || on_fuse(&file)? {
+                    return Ok(None);
+                }
+                Ok(Some((file, meta)))
+            });
+            let Ok(Ok(Some((file, meta)))) = opened else { return None };
+            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            size_bytes = meta.size();
+            key = FileKey::File { dev: meta.dev(), inode: meta.ino(), size_bytes, mtime_ns };
+            src = Box::new(GuardedSource::new(file, Arc::clone(guard)));
+        }
+        let rows = match self.files.get(&key) {
+            Some(Entry::Failed) => return None,
+            Some(Entry::Ready(rows)) => Arc::clone(rows),
+            None => {
+                let left = self.max_row_bytes.saturating_sub(self.held_bytes());
+                let started = std::time::Instant::now();
+                match read_file_rows(src.as_ref(), size_bytes, left) {
+                    Ok(f) if !f.rows.is_empty() && (f.rows.len() * size_of::<UnwindRow>()) as u64 <= left => {
+                        self.stats.files_read += 1;
+                        self.stats.build_ms += started.elapsed().as_millis() as u64;
+                        let rows = Arc::new(SharedRows { id: self.next_id, rows: f.rows, segments: f.segments });
+                        self.next_id += 1;
+                        self.files.insert(key, Entry::Ready(Arc::clone(&rows)));
+                        self.stats.row_bytes = self.held_bytes();
+                        rows
+                    }
+                    result => {
+                        if let Err(e) = result {
+                            log::debug!("no unwind rows for a mapping of {}: {e}", dir.display());
+                        }
+                        self.stats.files_failed += 1;
+                        self.files.insert(key, Entry::Failed);
+                        return None;
+                    }
+                }
+            }
+        };
+        let segment = rows.segments.iter().find(|s| m.offset >= s.offset && m.offset - s.offset < s.file_bytes)?;
+        let vaddr = segment.vaddr + (m.offset - segment.offset);
+        Some((rows, vaddr))
+    }
+}
+
+/// An executable mapping of a file or the vDSO.
+struct ExecMapping {
+    start: u64,
+    end: u64,
+    offset: u64,
+    vdso: bool,
+}
+
+/// The executable mappings of a `/proc/<pid>/maps` text, as the kernel sorts them.
+fn executable_mappings(text: &[u8]) -> Vec<ExecMapping> {
+    let mut out = Vec::new();
+    for line in text.split(|&b| b == b'\n') {
+        let line = String::from_utf8_lossy(line);
+        let mut fields = line.splitn(6, ' ');
+        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(inode)) =
+            (fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let path = fields.next().map(str::trim_start).unwrap_or_default();
+        let vdso = path == "[vdso]";
+        if !perms.contains('x') || (!vdso && (inode == "0" || path.starts_with('['))) {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-') else { continue };
+        let parse = |t: &str| u64::from_str_radix(t, 16).ok();
+        if let (Some(start), Some(end), Some(offset)) = (parse(start), parse(end), parse(offset)) {
+            if start < end {
+                out.push(ExecMapping { start, end, offset, vdso });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_process_has_rows_for_its_libc_and_vdso() {
+        let mut tables = UnwindTables::new(Path::new("/proc"), 256 << 20);
+        let table = tables.refresh(std::process::id()).expect("a first table");
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let libc_start = maps
+            .lines()
+            .find(|l| l.contains("libc.so.6") && l.split(' ').nth(1).is_some_and(|p| p.contains('x')))
+            .map(|l| u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap())
+            .expect("libc mapped");
+        let libc = table.iter().find(|m| m.start == libc_start).expect("libc in the table");
+        assert!(libc.rows.rows.len() > 1000);
+        // A libc function's own address has a row (its first instruction: CFA = rsp + 8).
+        let getpid = libc::getpid as *const () as u64;
+        let row = super::super::rows::find_row(&libc.rows.rows, getpid - libc.bias).unwrap();
+        assert_eq!((row.kind, row.cfa_offset), (joular_ebpf::unwind::UNWIND_CFA_RSP, 8), "{row:?}");
+        assert!(maps.contains("[vdso]") && tables.stats.files_read >= 2, "{:?}", tables.stats);
+        assert_eq!(tables.refresh(std::process::id()), None, "unchanged");
+    }
+}

@@ -1,0 +1,134 @@
+//! Issue 24 acceptance, native code without frame pointers: Java callers are kept under a JNI
+//! library built with -fomit-frame-pointer, and under glibc's syscall wrappers and the vDSO
+//! (`Files.readSymbolicLink`, `File.list`, `System.currentTimeMillis`), on JVMs with no flags,
+//! JDK 17 and 21: the sampler steps native frames by their files' call-frame information.
+//! Run as root by `cargo xtask test`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use joular_tests::java_stack::{is_java, short, thread_stacks};
+use joular_tests::*;
+use serde_json::Value;
+
+/// The fixture's JNI library, built now with the compiler flags that drop frame pointers.
+fn build_jni_library(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/native_unwind_spin.c");
+    let include = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/include");
+    let out = dir.join("libnativeunwind.so");
+    let status = Command::new("gcc")
+        .args(["-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg("-I")
+        .arg(include)
+        .arg("-I")
+        .arg(include.join("linux"))
+        .arg(&source)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc failed on {}", source.display());
+    out
+}
+
+/// A worker thread's samples, those keeping `method` and `java.lang.Thread.run` above it (and,
+/// in the JNI library, `middle` above `leaf`: frame pointers skip it), and those with no Java
+/// frame.
+fn chains(cycles: &[Value], tid: u64, method: &str) -> (u64, u64, u64) {
+    let (mut total, mut kept, mut no_java) = (0, 0, 0);
+    for (frames, samples, _) in thread_stacks(cycles, tid) {
+        total += samples;
+        let has = |name: &str| frames.iter().any(|f| is_java(f) && short(f) == name);
+        let native = |name: &str| frames.iter().any(|f| f["name"] == name);
+        let whole_native_chain = !native("leaf") || native("middle");
+        if has(method) && has("java.lang.Thread.run") && whole_native_chain {
+            kept += samples;
+        }
+        if !frames.iter().any(is_java) {
+            no_java += samples;
+        }
+    }
+    (total, kept, no_java)
+}
+
+fn native_callers_are_kept(jdk: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let library = build_jni_library(dir.path());
+    let jvm = Jvm::start_bare_on(&java_launcher(jdk), "NativeUnwind", &["40", library.to_str().unwrap()], &[]);
+    let rapl = FakePowercap::start(40.0);
+    let json = dir.path().join("run.jsonl");
+    let out_dir = dir.path().join("results");
+    let pid = jvm.pid().to_string();
+    let root = rapl.sysfs_root();
+    let args = [
+        "--pid",
+        &pid,
+        "--json",
+        json.to_str().unwrap(),
+        "--sysfs-root",
+        &root,
+        "--output",
+        out_dir.to_str().unwrap(),
+        "--duration",
+        "12",
+        "--frequency",
+        "250",
+    ];
+    let out = profile(&args, Duration::from_secs(120));
+    assert_success(&out);
+    // The first cycle is the one the rows load in (some 2 s for libjvm's, on a busy machine):
+    // its native frames are stepped by frame pointers, as before.
+    let cycles = read_jsonl(&json).split_off(1);
+    let mut report = String::new();
+    let mut failures = Vec::new();
+    for (thread, method, floor) in [
+        ("jni", "NativeUnwind.jniCaller", 0.99),
+        ("readlink", "NativeUnwind.readLinks", 0.98),
+        ("list", "NativeUnwind.listDir", 0.98),
+        ("millis", "NativeUnwind.millis", 0.98),
+    ] {
+        let tid = u64::from(jvm.tid_of(thread));
+        let (total, kept, no_java) = chains(&cycles, tid, method);
+        let share = kept as f64 / total.max(1) as f64;
+        report.push_str(&format!(
+            "JDK {jdk} {thread}: {kept}/{total} samples keep {method} and Thread.run ({:.1}%), {no_java} with no Java frame\n",
+            share * 100.0
+        ));
+        if total < 200 || share < floor {
+            failures.push(format!("{thread}: {:.1}% of {total} samples (floor {:.0}%)", share * 100.0, floor * 100.0));
+        }
+    }
+    eprint!("{report}");
+    if !failures.is_empty() {
+        panic!(
+            "JDK {jdk}: callers lost: {failures:?}\n{report}stacks without their callers:\n{}",
+            lost_stacks(&cycles, &jvm)
+        );
+    }
+}
+
+/// The stacks of the workers that lost their callers, for the failure message.
+fn lost_stacks(cycles: &[Value], jvm: &Jvm) -> String {
+    let mut out = Vec::new();
+    for thread in ["jni", "readlink", "list", "millis"] {
+        for (frames, n, _) in thread_stacks(cycles, u64::from(jvm.tid_of(thread))) {
+            if frames.iter().any(|f| is_java(f) && short(f) == "java.lang.Thread.run") {
+                continue;
+            }
+            let names: Vec<&str> = frames.iter().map(|x| x["name"].as_str().unwrap_or("?")).collect();
+            out.push(format!("{thread} {n} {}", names.join(";")));
+        }
+    }
+    out.truncate(30);
+    out.join("\n")
+}
+
+#[test]
+fn jdk17_native_unwind_keeps_java_callers_of_native_code_without_frame_pointers() {
+    native_callers_are_kept(17);
+}
+
+#[test]
+fn jdk21_native_unwind_keeps_java_callers_of_native_code_without_frame_pointers() {
+    native_callers_are_kept(21);
+}
