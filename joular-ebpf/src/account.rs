@@ -20,7 +20,7 @@ use aya_ebpf::{
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
-    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue, ThreadSlot,
+    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue, ThreadSlot, BUFFERS,
     CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_EXITS_GEN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS,
     DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL,
     DROP_USTACK_COLLISION, DROP_USTACK_FAILED, NS_PER_START_TICK, SAMPLE_LOG_SLOTS, STACK_ID_OVERFLOW, TARGET_CACHE,
@@ -151,70 +151,91 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) -> Opti
     if !target {
         return None;
     }
+    // Read only for targets: after a process ends, each slot is checked again when it next runs.
     let exits_gen = CONFIG.get(CONFIG_EXITS_GEN).copied().unwrap_or(0);
-    Some(charge_thread(state, pid_tgid, cpu, buffer_of(tag), delta_ns, exits_gen))
+    if state.exits_seen != exits_gen {
+        state.exits_seen = exits_gen;
+        state.unchecked = [u32::MAX; BUFFERS as usize];
+    }
+    Some(charge_thread(state, pid_tgid, cpu, buffer_of(tag), delta_ns))
 }
 
 /// Adds `delta_ns` to the thread's slot, one of the pair its tid selects. A thread without
 /// one takes an empty slot of the pair, or the less charged one after moving that thread's
 /// time to `THREAD_CPU_*`: the few threads a CPU switches between keep their slots (two that
-/// share a pair too), and a switch among them costs no hash map operation. A slot checked before
-/// the last process exit (`exits_gen`) is checked again: if its PID now names another process,
-/// the dead thread's time goes to `THREAD_CPU_*` and the new thread takes the slot. Returns the
-/// thread's process start tick.
+/// share a pair too), and a switch among them costs no hash map operation. A slot marked
+/// `unchecked` (a process ended since its start tick was read) is checked again: if its PID now
+/// names another process, the dead thread's time goes to `THREAD_CPU_*` and the new thread takes
+/// the slot. Returns the thread's process start tick.
 #[inline(always)]
-fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64, exits_gen: u64) -> u32 {
+fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64) -> u32 {
     let pair = pid_tgid as usize % (THREAD_SLOTS / 2) * 2;
-    let slots = &mut state.threads[buffer as usize];
-    for slot in &mut slots[pair..pair + 2] {
+    let b = buffer as usize;
+    for i in pair..pair + 2 {
+        let slot = &mut state.threads[b][i];
         if slot.pid_tgid != pid_tgid {
             continue;
         }
-        if slot.checked_gen != exits_gen {
+        let bit = 1u32 << i;
+        if state.unchecked[b] & bit != 0 {
+            state.unchecked[b] &= !bit;
             let start_ticks = process_start_ticks();
             if start_ticks != slot.start_ticks {
-                flush_thread(slot, cpu, buffer);
+                flush_thread(slot, cpu, buffer, u64::from(slot.on_cpu_ns));
                 slot.start_ticks = start_ticks;
                 slot.on_cpu_ns = 0;
                 // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
                 unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
             }
-            slot.checked_gen = exits_gen;
         }
-        slot.on_cpu_ns += delta_ns;
+        add_time(slot, cpu, buffer, delta_ns);
         return slot.start_ticks;
     }
+    let slots = &state.threads[b];
     let (first, second) = (&slots[pair], &slots[pair + 1]);
     let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
         pair
     } else {
         pair + 1
     };
-    let slot = &mut slots[taken];
+    state.unchecked[b] &= !(1u32 << taken);
+    let slot = &mut state.threads[b][taken];
     if slot.pid_tgid != 0 {
-        flush_thread(slot, cpu, buffer);
+        flush_thread(slot, cpu, buffer, u64::from(slot.on_cpu_ns));
     }
     slot.pid_tgid = pid_tgid;
-    slot.on_cpu_ns = delta_ns;
+    slot.on_cpu_ns = 0;
     slot.start_ticks = process_start_ticks();
-    slot.checked_gen = exits_gen;
     // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
     unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
+    add_time(slot, cpu, buffer, delta_ns);
     slot.start_ticks
 }
 
-/// Adds a slot's time to its thread's `THREAD_CPU_*` entry for this CPU.
+/// Adds `delta_ns` to a slot, first moving its time to `THREAD_CPU_*` if the sum would not fit
+/// its 32 bits (4.3 s: a long cycle, or a sampling period that long).
 #[inline(always)]
-fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32) {
+fn add_time(slot: &mut ThreadSlot, cpu: u32, buffer: u32, delta_ns: u64) {
+    let total_ns = u64::from(slot.on_cpu_ns) + delta_ns;
+    if let Ok(ns) = u32::try_from(total_ns) {
+        slot.on_cpu_ns = ns;
+    } else {
+        flush_thread(slot, cpu, buffer, total_ns);
+        slot.on_cpu_ns = 0;
+    }
+}
+
+/// Adds `on_cpu_ns` of a slot's thread to its `THREAD_CPU_*` entry for this CPU.
+#[inline(always)]
+fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32, on_cpu_ns: u64) {
     let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu, start_ticks: slot.start_ticks, _pad: 0 };
     let map = if buffer == 0 { &THREAD_CPU_0 } else { &THREAD_CPU_1 };
     if let Some(v) = map.get_ptr_mut(key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
-        unsafe { (*v).on_cpu_ns += slot.on_cpu_ns };
+        unsafe { (*v).on_cpu_ns += on_cpu_ns };
         return;
     }
-    let value =
-        ThreadCpuValue { on_cpu_ns: slot.on_cpu_ns, tgid: (slot.pid_tgid >> 32) as u32, _pad: 0, comm: slot.comm };
+    let value = ThreadCpuValue { on_cpu_ns, tgid: (slot.pid_tgid >> 32) as u32, _pad: 0, comm: slot.comm };
     if map.insert(key, value, BPF_NOEXIST).is_err() {
         count_drop(DROP_THREAD_CPU_MAP_FULL);
     }
