@@ -317,7 +317,10 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     // the walk, with the mode read again, so that nothing the verifier tells apart (a map
     // choice, a known stack id) is live across the walk and it checks the walk once.
     let kernel_stack_id = if walk::sampled_user_mode(ctx) { -1 } else { get_stack_id(ctx, tag, 0) };
-    let key = SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id, start_ticks, java_stack_hash, java_leaf };
+    // One helper call (a 16-byte copy), and the key 16 bytes longer to hash.
+    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
+    let key =
+        SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id, start_ticks, java_stack_hash, java_leaf, comm };
     if log_sample(&key, tag) {
         return Ok(0);
     }

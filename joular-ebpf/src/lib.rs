@@ -245,7 +245,7 @@ pub struct JavaStack {
 pub const NS_PER_START_TICK: u64 = 10_000_000;
 
 /// Key of the in-kernel sample aggregation: one count per distinct
-/// (thread, cpu, user stack, kernel stack). A stack id below 0 means "no stack".
+/// (thread, cpu, user stack, kernel stack, thread name). A stack id below 0 means "no stack".
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SampleKey {
@@ -262,11 +262,14 @@ pub struct SampleKey {
     /// The walked stack's leaf frame (the stored stack's own `frames[0]` is another
     /// sample's).
     pub java_leaf: JavaFrame,
+    /// The thread's name when it was sampled: a thread that renames itself, or ends before
+    /// user space reads its name, is reported as it was when it ran.
+    pub comm: [u8; 16],
 }
 
 /// Samples each CPU can log per buffer in `SAMPLE_LOG` before the sampler falls back to
-/// the `COUNTS_*` hash maps (a per-CPU value is at most 32 KiB).
-pub const SAMPLE_LOG_SLOTS: usize = 600;
+/// the `COUNTS_*` hash maps (a per-CPU value is at most 32 KiB: 500 keys of 64 bytes).
+pub const SAMPLE_LOG_SLOTS: usize = 500;
 
 /// One CPU's samples of one buffer, appended in order: an append is a per-CPU array write,
 /// where a `COUNTS_*` update hashes a 48-byte key and inserts into a shared map. User space
