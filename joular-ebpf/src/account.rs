@@ -167,62 +167,52 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) -> Opti
 /// `unchecked` (a process ended since its start tick was read) is checked again: if its PID now
 /// names another process, the dead thread's time goes to `THREAD_CPU_*` and the new thread takes
 /// the slot. Returns the thread's process start tick.
+///
+/// Written with one `flush_thread`: each inlined copy multiplies the paths the verifier walks
+/// in the sampler, which inlines this too.
 #[inline(always)]
 fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64) -> u32 {
     let pair = pid_tgid as usize % (THREAD_SLOTS / 2) * 2;
     let b = buffer as usize;
-    for i in pair..pair + 2 {
-        let slot = &mut state.threads[b][i];
-        if slot.pid_tgid != pid_tgid {
-            continue;
-        }
-        let bit = 1u32 << i;
-        if state.unchecked[b] & bit != 0 {
-            state.unchecked[b] &= !bit;
-            let start_ticks = process_start_ticks();
-            if start_ticks != slot.start_ticks {
-                flush_thread(slot, cpu, buffer, u64::from(slot.on_cpu_ns));
-                slot.start_ticks = start_ticks;
-                slot.on_cpu_ns = 0;
-                // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
-                unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
-            }
-        }
-        add_time(slot, cpu, buffer, delta_ns);
-        return slot.start_ticks;
-    }
-    let slots = &state.threads[b];
-    let (first, second) = (&slots[pair], &slots[pair + 1]);
-    let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
-        pair
+    let (first, second) = (&state.threads[b][pair], &state.threads[b][pair + 1]);
+    let (i, hit) = if first.pid_tgid == pid_tgid {
+        (pair, true)
+    } else if second.pid_tgid == pid_tgid {
+        (pair + 1, true)
+    } else if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
+        (pair, false)
     } else {
-        pair + 1
+        (pair + 1, false)
     };
-    state.unchecked[b] &= !(1u32 << taken);
-    let slot = &mut state.threads[b][taken];
-    if slot.pid_tgid != 0 {
-        flush_thread(slot, cpu, buffer, u64::from(slot.on_cpu_ns));
-    }
-    slot.pid_tgid = pid_tgid;
-    slot.on_cpu_ns = 0;
-    slot.start_ticks = process_start_ticks();
-    // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
-    unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
-    add_time(slot, cpu, buffer, delta_ns);
-    slot.start_ticks
-}
-
-/// Adds `delta_ns` to a slot, first moving its time to `THREAD_CPU_*` if the sum would not fit
-/// its 32 bits (4.3 s: a long cycle, or a sampling period that long).
-#[inline(always)]
-fn add_time(slot: &mut ThreadSlot, cpu: u32, buffer: u32, delta_ns: u64) {
-    let total_ns = u64::from(slot.on_cpu_ns) + delta_ns;
-    if let Ok(ns) = u32::try_from(total_ns) {
-        slot.on_cpu_ns = ns;
+    let bit = 1u32 << i;
+    let unchecked = state.unchecked[b] & bit != 0;
+    state.unchecked[b] &= !bit;
+    let slot = &mut state.threads[b][i];
+    let start_ticks = if hit && !unchecked { slot.start_ticks } else { process_start_ticks() };
+    let same = hit && start_ticks == slot.start_ticks;
+    let kept_ns = if same { u64::from(slot.on_cpu_ns) + delta_ns } else { delta_ns };
+    // What leaves the slot: another thread's (or a dead process's) time before the slot changes
+    // hands, or the thread's own before it would pass 32 bits (4.3 s: a long or late cycle).
+    let flushed_ns = if !same {
+        u64::from(slot.on_cpu_ns)
+    } else if kept_ns > u64::from(u32::MAX) {
+        kept_ns
     } else {
-        flush_thread(slot, cpu, buffer, total_ns);
-        slot.on_cpu_ns = 0;
+        0
+    };
+    if slot.pid_tgid != 0 && flushed_ns != 0 {
+        flush_thread(slot, cpu, buffer, flushed_ns);
     }
+    if !same {
+        slot.pid_tgid = pid_tgid;
+        slot.start_ticks = start_ticks;
+        // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
+        unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
+    }
+    // A new slot's first slice fits: the sampler (at least 1 Hz) is an accounting point for a
+    // thread that runs.
+    slot.on_cpu_ns = if same && flushed_ns != 0 { 0 } else { kept_ns.min(u64::from(u32::MAX)) as u32 };
+    start_ticks
 }
 
 /// Adds `on_cpu_ns` of a slot's thread to its `THREAD_CPU_*` entry for this CPU.
@@ -302,6 +292,12 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let start_ticks = start_ticks.unwrap_or_else(process_start_ticks);
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
+    // One helper call (a 16-byte copy), and the key 16 bytes longer to hash. Read before the
+    // walk (after it, the verifier would check the call once per path the walk leaves), and
+    // with no branch on its result, which would double the paths through the walk.
+    let mut comm = [0u8; 16];
+    // SAFETY: writes 16 bytes into `comm` (zeroed if it fails).
+    unsafe { generated::bpf_get_current_comm(comm.as_mut_ptr() as *mut c_void, 16) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
     let jvm = WALK_JVMS && walk::load_jvm(tgid);
     let (user_stack_id, java_stack_hash, java_leaf) = if jvm {
@@ -317,8 +313,6 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     // the walk, with the mode read again, so that nothing the verifier tells apart (a map
     // choice, a known stack id) is live across the walk and it checks the walk once.
     let kernel_stack_id = if walk::sampled_user_mode(ctx) { -1 } else { get_stack_id(ctx, tag, 0) };
-    // One helper call (a 16-byte copy), and the key 16 bytes longer to hash.
-    let comm = bpf_get_current_comm().unwrap_or([0; 16]);
     let key =
         SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id, start_ticks, java_stack_hash, java_leaf, comm };
     if log_sample(&key, tag) {
