@@ -315,7 +315,6 @@ mod tests {
             on_cpu_ns: 5,
             comm: *b"java\0\0\0\0\0\0\0\0\0\0\0\0",
             start_ticks: 100,
-            ..Default::default()
         };
         let mut state = CpuState::default();
         state.times[0].tag = 4;

@@ -145,7 +145,7 @@ fn drain_samples(
     buffer: usize,
     tag: u32,
     rows: &mut Rows,
-) -> Result<HashMap<(u32, u32), (u32, String)>, ProbeError> {
+) -> Result<sample_names::ThreadNames, ProbeError> {
     let logs = probe.sample_log.get(&(buffer as u32), 0).map_err(|e| ProbeError::Map("SAMPLE_LOG", e))?;
     let maps = &mut probe.buffers[buffer];
     let counted: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();

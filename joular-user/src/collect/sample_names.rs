@@ -9,11 +9,17 @@ use joular_ebpf::SampleKey;
 
 use super::cpu_time::comm_str;
 
-/// (tid, process start tick) → (pid, comm) from a cycle's samples: the name with the most
+/// (tid, process start tick) → (pid, comm).
+pub type ThreadNames = HashMap<(u32, u32), (u32, String)>;
+
+/// Per thread: samples and pid by comm.
+type NameCounts = HashMap<[u8; 16], (u32, u64)>;
+
+/// Each thread's name from a cycle's samples: the name with the most
 /// samples when a thread had several, the first in byte order between equals. Samples whose
 /// name the kernel could not read name nothing.
-pub fn from_samples<'a>(entries: impl IntoIterator<Item = &'a (SampleKey, u64)>) -> HashMap<(u32, u32), (u32, String)> {
-    let mut counts: HashMap<(u32, u32), HashMap<[u8; 16], (u32, u64)>> = HashMap::new();
+pub fn from_samples<'a>(entries: impl IntoIterator<Item = &'a (SampleKey, u64)>) -> ThreadNames {
+    let mut counts: HashMap<(u32, u32), NameCounts> = HashMap::new();
     for (key, count) in entries {
         if key.comm[0] == 0 {
             continue;
