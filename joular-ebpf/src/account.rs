@@ -20,7 +20,7 @@ use aya_ebpf::{
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
 };
 use joular_ebpf::{
-    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue, ThreadSlot,
+    CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue, ThreadSlot, BUFFERS,
     CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_EXITS_GEN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS,
     DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL,
     DROP_USTACK_COLLISION, DROP_USTACK_FAILED, NS_PER_START_TICK, SAMPLE_LOG_SLOTS, STACK_ID_OVERFLOW, TARGET_CACHE,
@@ -151,70 +151,81 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) -> Opti
     if !target {
         return None;
     }
+    // Read only for targets: after a process ends, each slot is checked again when it next runs.
     let exits_gen = CONFIG.get(CONFIG_EXITS_GEN).copied().unwrap_or(0);
-    Some(charge_thread(state, pid_tgid, cpu, buffer_of(tag), delta_ns, exits_gen))
+    if state.exits_seen != exits_gen {
+        state.exits_seen = exits_gen;
+        state.unchecked = [u32::MAX; BUFFERS as usize];
+    }
+    Some(charge_thread(state, pid_tgid, cpu, buffer_of(tag), delta_ns))
 }
 
 /// Adds `delta_ns` to the thread's slot, one of the pair its tid selects. A thread without
 /// one takes an empty slot of the pair, or the less charged one after moving that thread's
 /// time to `THREAD_CPU_*`: the few threads a CPU switches between keep their slots (two that
-/// share a pair too), and a switch among them costs no hash map operation. A slot checked before
-/// the last process exit (`exits_gen`) is checked again: if its PID now names another process,
-/// the dead thread's time goes to `THREAD_CPU_*` and the new thread takes the slot. Returns the
-/// thread's process start tick.
+/// share a pair too), and a switch among them costs no hash map operation. A slot marked
+/// `unchecked` (a process ended since its start tick was read) is checked again: if its PID now
+/// names another process, the dead thread's time goes to `THREAD_CPU_*` and the new thread takes
+/// the slot. Returns the thread's process start tick.
+///
+/// Written with one `flush_thread`: each inlined copy multiplies the paths the verifier walks
+/// in the sampler, which inlines this too.
 #[inline(always)]
-fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64, exits_gen: u64) -> u32 {
+fn charge_thread(state: &mut CpuState, pid_tgid: u64, cpu: u32, buffer: u32, delta_ns: u64) -> u32 {
     let pair = pid_tgid as usize % (THREAD_SLOTS / 2) * 2;
-    let slots = &mut state.threads[buffer as usize];
-    for slot in &mut slots[pair..pair + 2] {
-        if slot.pid_tgid != pid_tgid {
-            continue;
-        }
-        if slot.checked_gen != exits_gen {
-            let start_ticks = process_start_ticks();
-            if start_ticks != slot.start_ticks {
-                flush_thread(slot, cpu, buffer);
-                slot.start_ticks = start_ticks;
-                slot.on_cpu_ns = 0;
-                // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
-                unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
-            }
-            slot.checked_gen = exits_gen;
-        }
-        slot.on_cpu_ns += delta_ns;
-        return slot.start_ticks;
-    }
-    let (first, second) = (&slots[pair], &slots[pair + 1]);
-    let taken = if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
-        pair
+    let b = buffer as usize;
+    let (first, second) = (&state.threads[b][pair], &state.threads[b][pair + 1]);
+    let (i, hit) = if first.pid_tgid == pid_tgid {
+        (pair, true)
+    } else if second.pid_tgid == pid_tgid {
+        (pair + 1, true)
+    } else if first.pid_tgid == 0 || (second.pid_tgid != 0 && first.on_cpu_ns <= second.on_cpu_ns) {
+        (pair, false)
     } else {
-        pair + 1
+        (pair + 1, false)
     };
-    let slot = &mut slots[taken];
-    if slot.pid_tgid != 0 {
-        flush_thread(slot, cpu, buffer);
+    let bit = 1u32 << i;
+    let unchecked = state.unchecked[b] & bit != 0;
+    state.unchecked[b] &= !bit;
+    let slot = &mut state.threads[b][i];
+    let start_ticks = if hit && !unchecked { slot.start_ticks } else { process_start_ticks() };
+    let same = hit && start_ticks == slot.start_ticks;
+    let kept_ns = if same { u64::from(slot.on_cpu_ns) + delta_ns } else { delta_ns };
+    // What leaves the slot: another thread's (or a dead process's) time before the slot changes
+    // hands, or the thread's own before it would pass 32 bits (4.3 s: a long or late cycle).
+    let flushed_ns = if !same {
+        u64::from(slot.on_cpu_ns)
+    } else if kept_ns > u64::from(u32::MAX) {
+        kept_ns
+    } else {
+        0
+    };
+    if slot.pid_tgid != 0 && flushed_ns != 0 {
+        flush_thread(slot, cpu, buffer, flushed_ns);
     }
-    slot.pid_tgid = pid_tgid;
-    slot.on_cpu_ns = delta_ns;
-    slot.start_ticks = process_start_ticks();
-    slot.checked_gen = exits_gen;
-    // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
-    unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
-    slot.start_ticks
+    if !same {
+        slot.pid_tgid = pid_tgid;
+        slot.start_ticks = start_ticks;
+        // SAFETY: writes 16 bytes into the slot's `comm` (zeroed if it fails).
+        unsafe { generated::bpf_get_current_comm(slot.comm.as_mut_ptr() as *mut c_void, 16) };
+    }
+    // A new slot's first slice fits: the sampler (at least 1 Hz) is an accounting point for a
+    // thread that runs.
+    slot.on_cpu_ns = if same && flushed_ns != 0 { 0 } else { kept_ns.min(u64::from(u32::MAX)) as u32 };
+    start_ticks
 }
 
-/// Adds a slot's time to its thread's `THREAD_CPU_*` entry for this CPU.
+/// Adds `on_cpu_ns` of a slot's thread to its `THREAD_CPU_*` entry for this CPU.
 #[inline(always)]
-fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32) {
+fn flush_thread(slot: &ThreadSlot, cpu: u32, buffer: u32, on_cpu_ns: u64) {
     let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu, start_ticks: slot.start_ticks, _pad: 0 };
     let map = if buffer == 0 { &THREAD_CPU_0 } else { &THREAD_CPU_1 };
     if let Some(v) = map.get_ptr_mut(key) {
         // SAFETY: the key holds this CPU, so only this CPU writes the entry.
-        unsafe { (*v).on_cpu_ns += slot.on_cpu_ns };
+        unsafe { (*v).on_cpu_ns += on_cpu_ns };
         return;
     }
-    let value =
-        ThreadCpuValue { on_cpu_ns: slot.on_cpu_ns, tgid: (slot.pid_tgid >> 32) as u32, _pad: 0, comm: slot.comm };
+    let value = ThreadCpuValue { on_cpu_ns, tgid: (slot.pid_tgid >> 32) as u32, _pad: 0, comm: slot.comm };
     if map.insert(key, value, BPF_NOEXIST).is_err() {
         count_drop(DROP_THREAD_CPU_MAP_FULL);
     }
@@ -281,6 +292,12 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let start_ticks = start_ticks.unwrap_or_else(process_start_ticks);
     let tid = pid_tgid as u32;
     let tgid = (pid_tgid >> 32) as u32;
+    // One helper call (a 16-byte copy), and the key 16 bytes longer to hash. Read before the
+    // walk (after it, the verifier would check the call once per path the walk leaves), and
+    // with no branch on its result, which would double the paths through the walk.
+    let mut comm = [0u8; 16];
+    // SAFETY: writes 16 bytes into `comm` (zeroed if it fails).
+    unsafe { generated::bpf_get_current_comm(comm.as_mut_ptr() as *mut c_void, 16) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
     let jvm = WALK_JVMS && walk::load_jvm(tgid);
     let (user_stack_id, java_stack_hash, java_leaf) = if jvm {
@@ -296,7 +313,8 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     // the walk, with the mode read again, so that nothing the verifier tells apart (a map
     // choice, a known stack id) is live across the walk and it checks the walk once.
     let kernel_stack_id = if walk::sampled_user_mode(ctx) { -1 } else { get_stack_id(ctx, tag, 0) };
-    let key = SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id, start_ticks, java_stack_hash, java_leaf };
+    let key =
+        SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id, start_ticks, java_stack_hash, java_leaf, comm };
     if log_sample(&key, tag) {
         return Ok(0);
     }

@@ -265,7 +265,7 @@ pub struct JavaStack {
 pub const NS_PER_START_TICK: u64 = 10_000_000;
 
 /// Key of the in-kernel sample aggregation: one count per distinct
-/// (thread, cpu, user stack, kernel stack). A stack id below 0 means "no stack".
+/// (thread, cpu, user stack, kernel stack, thread name). A stack id below 0 means "no stack".
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SampleKey {
@@ -282,11 +282,14 @@ pub struct SampleKey {
     /// The walked stack's leaf frame (the stored stack's own `frames[0]` is another
     /// sample's).
     pub java_leaf: JavaFrame,
+    /// The thread's name when it was sampled: a thread that renames itself, or ends before
+    /// user space reads its name, is reported as it was when it ran.
+    pub comm: [u8; 16],
 }
 
 /// Samples each CPU can log per buffer in `SAMPLE_LOG` before the sampler falls back to
-/// the `COUNTS_*` hash maps (a per-CPU value is at most 32 KiB).
-pub const SAMPLE_LOG_SLOTS: usize = 600;
+/// the `COUNTS_*` hash maps (a per-CPU value is at most 32 KiB: 500 keys of 64 bytes).
+pub const SAMPLE_LOG_SLOTS: usize = 500;
 
 /// One CPU's samples of one buffer, appended in order: an append is a per-CPU array write,
 /// where a `COUNTS_*` update hashes a 48-byte key and inserts into a shared map. User space
@@ -326,27 +329,28 @@ pub struct ThreadCpuValue {
 
 /// Thread slots each CPU has per buffer (`CpuState::threads`): pairs, a power of two of them.
 pub const THREAD_SLOTS: usize = 32;
+// One bit per slot in `CpuState::unchecked`.
+const _: () = assert!(THREAD_SLOTS <= 32);
 /// `TARGETS` answers each CPU keeps (`CpuState::targets`), a power of two.
 pub const TARGET_CACHE: usize = 8;
 
 /// A thread's on-CPU time on one CPU in one buffer, not yet added to `THREAD_CPU_*`. A CPU
 /// charges a thread in one of the two slots at `2 * (tid % (THREAD_SLOTS / 2))` with a plain
 /// add, and moves a thread's time to the hash map only when its slot is needed for another
-/// thread; user space adds the slots of the drained buffer to its `THREAD_CPU_*` entries.
+/// thread (or its time would pass `u32::MAX` ns); user space adds the slots of the drained
+/// buffer to its `THREAD_CPU_*` entries. 32 bytes: a context switch touches one.
 #[repr(C)]
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct ThreadSlot {
     /// `tgid << 32 | tid`; 0 = empty.
     pub pid_tgid: u64,
-    pub on_cpu_ns: u64,
+    pub on_cpu_ns: u32,
+    /// Its process's start tick, read when it took the slot and checked again when it next
+    /// runs after any process ended (`CpuState::unchecked`): a thread of a new process with
+    /// the same PID and TID never adds to a dead one's time.
+    pub start_ticks: u32,
     /// The thread's name when it took the slot.
     pub comm: [u8; 16],
-    /// Its process's start tick, read when it took the slot and checked again whenever a
-    /// process ended since (`CONFIG_EXITS_GEN` no longer `checked_gen`): a thread of a new
-    /// process with the same PID and TID never adds to a dead one's time.
-    pub start_ticks: u32,
-    pub _pad: u32,
-    pub checked_gen: u64,
 }
 
 /// One CPU's time in one buffer. Written only by that CPU, which resets it and the buffer's
@@ -386,6 +390,11 @@ pub struct CpuState {
     /// Changes this CPU made to `TARGETS` and processes it saw end (the count in
     /// `CONFIG_TARGETS_GEN` and `CONFIG_EXITS_GEN`).
     pub targets_changes: u64,
+    /// The `CONFIG_EXITS_GEN` value `unchecked` was last set under.
+    pub exits_seen: u64,
+    /// Index = buffer; bit i: slot i's start tick must be checked again before it adds time
+    /// (a process ended since it was read, and the slot's PID may now name another process).
+    pub unchecked: [u32; BUFFERS as usize],
     /// Index = buffer; valid under `times[buffer].tag`.
     pub threads: [[ThreadSlot; THREAD_SLOTS]; BUFFERS as usize],
 }

@@ -61,7 +61,7 @@ pub fn merge(states: &[(u32, CpuState)], tag: u32, spilled: &[(ThreadCpuKey, Thr
                 (slot.pid_tgid >> 32) as u32,
                 slot.pid_tgid as u32,
                 *cpu,
-                slot.on_cpu_ns,
+                u64::from(slot.on_cpu_ns),
                 &slot.comm,
             );
         }
@@ -166,7 +166,7 @@ mod tests {
         let pair = p.pid_tgid as usize % (THREAD_SLOTS / 2) * 2;
         let slots = &mut state.threads[buffer];
         if let Some(slot) = slots[pair..pair + 2].iter_mut().find(|s| s.pid_tgid == p.pid_tgid) {
-            slot.on_cpu_ns += delta_ns;
+            slot.on_cpu_ns += delta_ns as u32;
             return;
         }
         let (first, second) = (&slots[pair], &slots[pair + 1]);
@@ -179,9 +179,9 @@ mod tests {
         if slot.pid_tgid != 0 {
             let key = ThreadCpuKey { tid: slot.pid_tgid as u32, cpu: p.cpu, start_ticks: 0, _pad: 0 };
             let value = ThreadCpuValue { on_cpu_ns: 0, tgid: (slot.pid_tgid >> 32) as u32, _pad: 0, comm: slot.comm };
-            spilled.entry(key).or_insert(value).on_cpu_ns += slot.on_cpu_ns;
+            spilled.entry(key).or_insert(value).on_cpu_ns += u64::from(slot.on_cpu_ns);
         }
-        *slot = ThreadSlot { pid_tgid: p.pid_tgid, on_cpu_ns: delta_ns, comm: p.comm, ..Default::default() };
+        *slot = ThreadSlot { pid_tgid: p.pid_tgid, on_cpu_ns: delta_ns as u32, comm: p.comm, ..Default::default() };
     }
 
     fn sorted_threads(rows: impl IntoIterator<Item = ThreadCpuTime>) -> Vec<ThreadCpuTime> {
@@ -315,7 +315,6 @@ mod tests {
             on_cpu_ns: 5,
             comm: *b"java\0\0\0\0\0\0\0\0\0\0\0\0",
             start_ticks: 100,
-            ..Default::default()
         };
         let mut state = CpuState::default();
         state.times[0].tag = 4;
@@ -324,7 +323,7 @@ mod tests {
         // The old process's time left its slot when the new one took it.
         let spilled = [(
             ThreadCpuKey { tid: 7, cpu: 0, start_ticks: 100, _pad: 0 },
-            ThreadCpuValue { on_cpu_ns: old.on_cpu_ns, tgid: 7, _pad: 0, comm: old.comm },
+            ThreadCpuValue { on_cpu_ns: old.on_cpu_ns.into(), tgid: 7, _pad: 0, comm: old.comm },
         )];
         let merged = merge(&[(0, state)], 4, &spilled);
         assert_eq!(

@@ -11,7 +11,7 @@ use joular_ebpf::{JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_N
 use super::cpu_time::{self, comm_str};
 use super::incarnations::{Incarnations, Rows};
 use super::monotonic;
-use super::{sample_log, walked};
+use super::{sample_log, sample_names, walked};
 use crate::ebpf::{Probe, ProbeError};
 use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
@@ -42,7 +42,8 @@ pub struct RawCycle {
     /// (see `incarnations.rs`), and the one it replaced ends with this one (`exits`).
     pub samples: Vec<RawSample>,
     pub thread_cpu: Vec<ThreadCpuTime>,
-    /// tid → (pid, comm) as the kernel saw it when the thread first ran in the cycle.
+    /// tid → (pid, comm) as the kernel saw it in the thread's samples (the most sampled name),
+    /// or, for a thread without samples, when it first ran in the cycle.
     pub comms: HashMap<u32, (u32, String)>,
     pub cpus: Vec<CpuTime>,
     pub exits: Vec<ThreadExit>,
@@ -108,8 +109,10 @@ impl Collector {
         let old = 1 - self.active;
         let mut rows = Rows::default();
         let mut cycle = RawCycle { start_ns, end_ns, ..Default::default() };
-        drain_samples(probe, old as usize, self.retired_tag, &mut rows)?;
+        let sampled_names = drain_samples(probe, old as usize, self.retired_tag, &mut rows)?;
         drain_cpu_time(probe, old as usize, self.retired_tag, &mut rows, &mut cycle)?;
+        // The names threads had when sampled over those they had when they first ran.
+        rows.comms.extend(sampled_names);
         drain_exits(probe, old as usize, &mut rows)?;
         let sorted = self.incarnations.sort(rows);
         (cycle.samples, cycle.thread_cpu, cycle.comms, cycle.exits, cycle.starts) =
@@ -136,11 +139,18 @@ impl Collector {
     }
 }
 
-fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, rows: &mut Rows) -> Result<(), ProbeError> {
+/// Returns the names the threads had when sampled (see `sample_names`).
+fn drain_samples(
+    probe: &mut Probe,
+    buffer: usize,
+    tag: u32,
+    rows: &mut Rows,
+) -> Result<sample_names::ThreadNames, ProbeError> {
     let logs = probe.sample_log.get(&(buffer as u32), 0).map_err(|e| ProbeError::Map("SAMPLE_LOG", e))?;
     let maps = &mut probe.buffers[buffer];
     let counted: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();
     let entries = sample_log::merge_counts(logs.iter(), tag, &counted);
+    let names = sample_names::from_samples(&entries);
     let mut stacks: HashMap<i32, Arc<[u64]>> = HashMap::new();
     // One shared empty stack for every sample that has none (most kernel stacks).
     let empty: Arc<[u64]> = Arc::from([]);
@@ -198,7 +208,7 @@ fn drain_samples(probe: &mut Probe, buffer: usize, tag: u32, rows: &mut Rows) ->
     for hash in hashes {
         let _ = maps.java_stacks.remove(&hash);
     }
-    Ok(())
+    Ok(names)
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -5,6 +5,7 @@ mod drain;
 mod incarnations;
 pub mod monotonic;
 mod sample_log;
+mod sample_names;
 pub mod walked;
 
 pub use drain::{Collector, RawCycle, ThreadExit};

@@ -42,6 +42,7 @@ mod tests {
             start_ticks: 0,
             java_stack_hash: 0xabc + u64::from(tid),
             java_leaf: JavaFrame { addr: 0x7f00_0000 + leaf, aux: 1 << 56 },
+            comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
         }
     }
 

@@ -3,12 +3,24 @@
 //! (`CONFIG_TASK_OFFSETS`): Rust eBPF has no CO-RE field relocations, and the layout changes
 //! with every kernel build.
 //!
-//! A reader of the two fields only, by hand: aya parses BTF but keeps struct members private,
-//! and the BTF crates are LGPL (this crate is MIT/Apache) or a whole dump tool. The format is
-//! the kernel's (`Documentation/bpf/btf.rst`): a header, a type section (each type a 12-byte
+//! A reader of the two fields only, by hand: aya parses BTF but keeps struct members private
+//! (and, patched, parses the kernel's only for objects with CO-RE relocations, which ours has
+//! not), and the BTF crates are LGPL (this crate is MIT/Apache) or a whole dump tool. The format
+//! is the kernel's (`Documentation/bpf/btf.rst`): a header, a type section (each type a 12-byte
 //! record and kind-specific data after it), a string section. Everything is read bounded.
+//!
+//! This runs at every start, inside the first second of the workload being measured, so it is
+//! kept cheap: the file is mapped when the kernel allows it (Linux 6.16+; a read copies its
+//! ~6 MB a page per system call), and one pass over the ~130,000 type records keeps only their
+//! offsets.
 
-use std::path::Path;
+use std::{
+    fs::File,
+    ops::Deref,
+    path::{Path, PathBuf},
+};
+
+use memmap2::{Mmap, MmapOptions};
 
 const BTF_MAGIC: u16 = 0xeb9f;
 const HEADER_BYTES: usize = 24;
@@ -25,12 +37,64 @@ const KIND_TYPE_TAG: u32 = 18;
 /// Anonymous structs and unions nest this deep at most before we give up.
 const MAX_NESTING: u32 = 8;
 
+#[derive(Debug, thiserror::Error)]
+pub enum TaskFieldsError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Btf {
+        path: PathBuf,
+        #[source]
+        source: BtfError,
+    },
+}
+
+/// What makes a BTF blob unusable for `TaskFields`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BtfError {
+    #[error("not little-endian BTF")]
+    NotBtf,
+    #[error("truncated BTF {0}")]
+    Truncated(&'static str),
+    #[error("unknown BTF kind {0}")]
+    UnknownKind(u32),
+    #[error("no struct task_struct")]
+    NoTaskStruct,
+    #[error("task_struct has no {0}")]
+    MissingField(&'static str),
+    #[error("task_struct::{field} is not {expected}")]
+    WrongType { field: &'static str, expected: &'static str },
+    #[error("task_struct::{0} is not byte-aligned")]
+    Unaligned(&'static str),
+}
+
 /// Byte offsets of `task_struct::group_leader` and of the start time /proc shows
 /// (`start_boottime`, `real_start_time` before Linux 5.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskFields {
     pub group_leader: u32,
     pub start_boottime: u32,
+}
+
+/// The file's bytes: mapped (the kernel's own copy, fixed for the life of the kernel: no
+/// truncation can fault the map), or read on kernels that cannot map it.
+enum Blob {
+    Mapped(Mmap),
+    Read(Vec<u8>),
+}
+
+impl Deref for Blob {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Blob::Mapped(m) => m,
+            Blob::Read(v) => v,
+        }
+    }
 }
 
 impl TaskFields {
@@ -40,35 +104,40 @@ impl TaskFields {
     }
 
     /// From `<sys_root>/kernel/btf/vmlinux`.
-    pub fn from_sys(sys_root: &Path) -> Result<Self, String> {
+    pub fn from_sys(sys_root: &Path) -> Result<Self, TaskFieldsError> {
         let path = sys_root.join("kernel/btf/vmlinux");
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::from_btf(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+        let read_error = |source| TaskFieldsError::Read { path: path.clone(), source };
+        let file = File::open(&path).map_err(read_error)?;
+        // Private and read-only: the kernel refuses to share its BTF pages writable.
+        // SAFETY: a map of a file only the kernel writes (and never after boot).
+        let blob = match unsafe { MmapOptions::new().map_copy_read_only(&file) } {
+            Ok(map) => Blob::Mapped(map),
+            Err(_) => Blob::Read(std::fs::read(&path).map_err(read_error)?),
+        };
+        Self::from_btf(&blob).map_err(|source| TaskFieldsError::Btf { path, source })
     }
 
-    pub fn from_btf(bytes: &[u8]) -> Result<Self, String> {
+    pub fn from_btf(bytes: &[u8]) -> Result<Self, BtfError> {
         let btf = Btf::parse(bytes)?;
-        let task = btf.struct_named("task_struct").ok_or("no struct task_struct")?;
-        let leader = btf.member(task, "group_leader", 0).ok_or("task_struct has no group_leader")?;
+        let task = btf.struct_named(b"task_struct").ok_or(BtfError::NoTaskStruct)?;
+        let leader = btf.member(task, b"group_leader", 0).ok_or(BtfError::MissingField("group_leader"))?;
         if btf.kind(btf.skip_modifiers(leader.type_id)) != Some(KIND_PTR) {
-            return Err("task_struct::group_leader is not a pointer".into());
+            return Err(BtfError::WrongType { field: "group_leader", expected: "a pointer" });
         }
-        let start = ["start_boottime", "real_start_time"]
+        let start = [&b"start_boottime"[..], b"real_start_time"]
             .iter()
             .find_map(|name| btf.member(task, name, 0))
-            .ok_or("task_struct has no start_boottime")?;
+            .ok_or(BtfError::MissingField("start_boottime"))?;
         let start_type = btf.skip_modifiers(start.type_id);
         if btf.kind(start_type) != Some(KIND_INT) || btf.size(start_type) != Some(8) {
-            return Err("task_struct::start_boottime is not a 64-bit integer".into());
+            return Err(BtfError::WrongType { field: "start_boottime", expected: "a 64-bit integer" });
         }
-        let bytes_of = |bits: u32| {
-            if bits.is_multiple_of(8) {
-                Ok(bits / 8)
-            } else {
-                Err("a field is not byte-aligned".to_string())
-            }
-        };
-        Ok(Self { group_leader: bytes_of(leader.bit_offset)?, start_boottime: bytes_of(start.bit_offset)? })
+        let bytes_of =
+            |bits: u32, field| if bits.is_multiple_of(8) { Ok(bits / 8) } else { Err(BtfError::Unaligned(field)) };
+        Ok(Self {
+            group_leader: bytes_of(leader.bit_offset, "group_leader")?,
+            start_boottime: bytes_of(start.bit_offset, "start_boottime")?,
+        })
     }
 }
 
@@ -78,9 +147,10 @@ struct Member {
 }
 
 struct Btf<'a> {
+    types: &'a [u8],
     strings: &'a [u8],
-    /// Per type id (index 0 is `void`): its 12-byte record and the data after it.
-    types: Vec<(&'a [u8], &'a [u8])>,
+    /// Per type id (index 0 is `void`, at `u32::MAX`): where its 12-byte record starts in `types`.
+    starts: Vec<u32>,
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
@@ -88,26 +158,25 @@ fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
 }
 
 impl<'a> Btf<'a> {
-    fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+    fn parse(bytes: &'a [u8]) -> Result<Self, BtfError> {
         let magic = bytes.get(..2).map(|m| u16::from_le_bytes([m[0], m[1]]));
         if magic != Some(BTF_MAGIC) {
-            return Err("not little-endian BTF".into());
+            return Err(BtfError::NotBtf);
         }
-        let field = |at| u32_at(bytes, at).map(|v| v as usize).ok_or("truncated BTF header");
+        let field = |at| u32_at(bytes, at).map(|v| v as usize).ok_or(BtfError::Truncated("header"));
         let header_bytes = field(4)?.max(HEADER_BYTES);
-        let section = |off: usize, len: usize| {
-            let start = header_bytes.checked_add(off).ok_or("BTF section offset overflows")?;
-            bytes
-                .get(start..start.checked_add(len).ok_or("BTF section length overflows")?)
-                .ok_or("BTF section out of the file")
+        let section = |off: usize, len: usize, what| {
+            let start = header_bytes.checked_add(off).ok_or(BtfError::Truncated(what))?;
+            bytes.get(start..start.checked_add(len).ok_or(BtfError::Truncated(what))?).ok_or(BtfError::Truncated(what))
         };
-        let type_section = section(field(8)?, field(12)?)?;
-        let strings = section(field(16)?, field(20)?)?;
-        let mut types = vec![(&[][..], &[][..])];
+        let types = section(field(8)?, field(12)?, "type section")?;
+        let strings = section(field(16)?, field(20)?, "string section")?;
+        // Smallest records: an upper bound on the count that allocates no more than the section.
+        let mut starts = Vec::with_capacity(1 + types.len() / TYPE_BYTES);
+        starts.push(u32::MAX);
         let mut at = 0;
-        while at < type_section.len() {
-            let record = type_section.get(at..at + TYPE_BYTES).ok_or("truncated BTF type")?;
-            let info = u32_at(record, 4).unwrap_or(0);
+        while at < types.len() {
+            let info = u32_at(types, at + 4).ok_or(BtfError::Truncated("type"))?;
             let vlen = (info & 0xffff) as usize;
             let extra = match (info >> 24) & 0x1f {
                 1 | 14 | 17 => 4,
@@ -115,13 +184,25 @@ impl<'a> Btf<'a> {
                 4 | 5 | 15 | 19 => 12 * vlen,
                 6 | 13 => 8 * vlen,
                 2 | 7..=12 | 16 | 18 => 0,
-                kind => return Err(format!("unknown BTF kind {kind}")),
+                kind => return Err(BtfError::UnknownKind(kind)),
             };
-            let data_end = at + TYPE_BYTES + extra;
-            types.push((record, type_section.get(at + TYPE_BYTES..data_end).ok_or("truncated BTF type data")?));
-            at = data_end;
+            let end = at + TYPE_BYTES + extra;
+            if end > types.len() {
+                return Err(BtfError::Truncated("type data"));
+            }
+            // The section is at most 4 GiB (its length is a u32), so `at` fits.
+            starts.push(at as u32);
+            at = end;
         }
-        Ok(Self { strings, types })
+        Ok(Self { types, strings, starts })
+    }
+
+    /// Type `id`'s record and the data after it (empty for `void` or an unknown id).
+    fn record(&self, id: u32) -> Option<(&'a [u8], &'a [u8])> {
+        let at = *self.starts.get(id as usize).filter(|&&at| at != u32::MAX)? as usize;
+        let end = self.starts.get(id as usize + 1).map_or(self.types.len(), |&next| next as usize);
+        let record = self.types.get(at..at + TYPE_BYTES)?;
+        Some((record, self.types.get(at + TYPE_BYTES..end)?))
     }
 
     fn name(&self, offset: u32) -> &'a [u8] {
@@ -130,11 +211,11 @@ impl<'a> Btf<'a> {
     }
 
     fn kind(&self, id: u32) -> Option<u32> {
-        self.types.get(id as usize).and_then(|(r, _)| u32_at(r, 4)).map(|info| (info >> 24) & 0x1f)
+        self.record(id).and_then(|(r, _)| u32_at(r, 4)).map(|info| (info >> 24) & 0x1f)
     }
 
     fn size(&self, id: u32) -> Option<u32> {
-        self.types.get(id as usize).and_then(|(r, _)| u32_at(r, 8))
+        self.record(id).and_then(|(r, _)| u32_at(r, 8))
     }
 
     /// Follows typedefs and qualifiers to the type they name.
@@ -150,24 +231,27 @@ impl<'a> Btf<'a> {
         id
     }
 
-    fn struct_named(&self, name: &str) -> Option<u32> {
-        (1..self.types.len() as u32).find(|&id| {
-            self.kind(id) == Some(KIND_STRUCT)
-                && !self.types[id as usize].1.is_empty()
-                && self.name(u32_at(self.types[id as usize].0, 0).unwrap_or(0)) == name.as_bytes()
+    /// The complete struct called `name` (not a forward declaration, which has no members).
+    fn struct_named(&self, name: &[u8]) -> Option<u32> {
+        (1..self.starts.len() as u32).find(|&id| {
+            self.record(id).is_some_and(|(record, data)| {
+                u32_at(record, 4).is_some_and(|info| (info >> 24) & 0x1f == KIND_STRUCT)
+                    && !data.is_empty()
+                    && self.name(u32_at(record, 0).unwrap_or(0)) == name
+            })
         })
     }
 
     /// `name` among the members of struct or union `id`, looking into anonymous members too;
     /// its offset counts from `id`'s start.
-    fn member(&self, id: u32, name: &str, depth: u32) -> Option<Member> {
-        let (record, data) = self.types.get(id as usize)?;
+    fn member(&self, id: u32, name: &[u8], depth: u32) -> Option<Member> {
+        let (record, data) = self.record(id)?;
         let bitfields = u32_at(record, 4)? >> 31 == 1;
         for m in data.chunks_exact(12) {
             let (name_off, type_id, offset) = (u32_at(m, 0)?, u32_at(m, 4)?, u32_at(m, 8)?);
             let bit_offset = if bitfields { offset & 0x00ff_ffff } else { offset };
             if name_off != 0 {
-                if self.name(name_off) == name.as_bytes() {
+                if self.name(name_off) == name {
                     return Some(Member { type_id, bit_offset });
                 }
                 continue;
@@ -263,7 +347,7 @@ mod tests {
         let no_start =
             vec![("", info(KIND_PTR, 0), 2, vec![]), ("task_struct", info(KIND_STRUCT, 1), 64, vec![n[0], 1, 0])];
         let bytes = blob(&no_start, &names);
-        assert!(TaskFields::from_btf(&bytes).unwrap_err().contains("start_boottime"));
+        assert_eq!(TaskFields::from_btf(&bytes), Err(BtfError::MissingField("start_boottime")));
         for cut in [0, 3, 23, 30, bytes.len() - 1] {
             assert!(TaskFields::from_btf(&bytes[..cut]).is_err(), "cut at {cut}");
         }
