@@ -33,7 +33,8 @@ fn sampled_names_follow_a_thread_that_renames_itself_and_one_that_exits_mid_cycl
     let dir = tempfile::tempdir().unwrap();
     let trigger = dir.path().join("go");
     let argv = java_cmd("ThreadNames", &[trigger.to_str().unwrap()], &[]);
-    let mut jvm = Jvm { child: Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().unwrap() };
+    let mut jvm =
+        Jvm { child: KillOnDrop::new(Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().unwrap()) };
     let (tx, lines) = mpsc::channel();
     let stdout = BufReader::new(jvm.child.stdout.take().unwrap());
     std::thread::spawn(move || stdout.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
