@@ -249,6 +249,11 @@ fn jdk21_inlined_methods_get_their_share_and_keep_their_callers() {
     inlined_methods_and_their_callers(21);
 }
 
+#[test]
+fn jdk25_inlined_methods_get_their_share_and_keep_their_callers() {
+    inlined_methods_and_their_callers(25);
+}
+
 /// Under -Xint every Java frame is interpreted: each is named from the `Method*` the sampler
 /// read from it, the split holds within 5 pp and under 2% of samples lack a named Java frame.
 fn interpreted_frames(jdk: u32) {
@@ -280,6 +285,11 @@ fn jdk11_interpreted_frames_are_named() {
 #[test]
 fn jdk21_interpreted_frames_are_named() {
     interpreted_frames(21);
+}
+
+#[test]
+fn jdk25_interpreted_frames_are_named() {
+    interpreted_frames(25);
 }
 
 /// The source line of a `// LINE:<tag>` marker in a fixture.
@@ -385,6 +395,11 @@ fn jdk11_freshly_compiled_code_is_named() {
 #[test]
 fn jdk21_freshly_compiled_code_is_named() {
     fresh_code(21);
+}
+
+#[test]
+fn jdk25_freshly_compiled_code_is_named() {
+    fresh_code(25);
 }
 
 /// Native code a Java method calls is that method's energy ("all" = the innermost Java frame,

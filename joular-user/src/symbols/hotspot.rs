@@ -109,6 +109,11 @@ impl<R: MemoryReader> HotspotProcess<R> {
                 what: "Abstract_VM_Version::_vm_major_version (JVM still starting)".into(),
             });
         }
+        // A JDK whose tables lack a field of the code cache or inlining readers is named by
+        // its compiled frames' nmethods only (or walked by frame pointers): say which.
+        for missing in &jvm.layout().missing {
+            log::warn!("HotSpot {}: {missing}; its compiled frames are named without it", jvm.layout().version.major);
+        }
         Ok(Self {
             jvm,
             skip_cycles: 0,
