@@ -32,6 +32,6 @@ pub use error::{Error, Result};
 pub use identity::Identity;
 pub use index::{Limits, PerfMapIndex, Symbol};
 pub use maps::{parse_maps, Mapping};
-pub use names::{classify, short_name, CodeKind};
+pub use names::{classify, short_name, stable_name, CodeKind};
 pub use pool::{MemoryPool, Reservation};
 pub use reload::{LoadedMap, MapSource, PerfMapFile};

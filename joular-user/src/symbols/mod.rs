@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::HotspotError;
-use jvm_symbols::{classify, short_name, CodeKind, FlagState};
+use jvm_symbols::{classify, short_name, stable_name, CodeKind, FlagState};
 
 use crate::ebpf::kernel_names::KernelNames;
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
@@ -643,9 +643,11 @@ impl Symbolizer {
             if let Some(jvm) = &mut process.jvm {
                 if let Some(symbol) = jvm.map.index().lookup(pc) {
                     let id = match classify(symbol.name) {
-                        CodeKind::JavaMethod => {
-                            self.interner.frame(FrameKind::JavaJit, symbol.name, &short_name(symbol.name))
-                        }
+                        CodeKind::JavaMethod => self.interner.frame(
+                            FrameKind::JavaJit,
+                            &stable_name(symbol.name),
+                            &short_name(&stable_name(symbol.name)),
+                        ),
                         CodeKind::Stub => self.interner.frame(FrameKind::Stub, symbol.name, symbol.name),
                     };
                     process.jit.insert(pc, id);
