@@ -269,3 +269,16 @@ fn a_missing_field_is_named() {
     assert!(layout.scopes.is_none() && layout.code.is_some());
     assert!(layout.missing.iter().any(|m| m.contains("CodeBlob::_relocation_size")), "{:?}", layout.missing);
 }
+
+/// Flags come from the JVM's own flag table: the fixture JVMs run with frame pointers
+/// (`-XX:+PreserveFramePointer`) and without `DebugNonSafepoints`.
+#[test]
+fn flags_are_read_from_the_jvms_flag_table() {
+    for jdk in [11, 17, 21, 25] {
+        let (mem, manifest) = load(jdk);
+        let jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        assert_eq!(jvm.bool_flag("PreserveFramePointer"), Some(true), "JDK {jdk}");
+        assert_eq!(jvm.bool_flag("DebugNonSafepoints"), Some(false), "JDK {jdk}");
+        assert_eq!(jvm.bool_flag("NoSuchFlagAnywhere"), None, "JDK {jdk}");
+    }
+}

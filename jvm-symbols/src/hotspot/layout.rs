@@ -141,6 +141,17 @@ pub enum MetadataAt {
     Mutable { mutable_data: u64, mutable_data_size: Field, relocation_size: Field },
 }
 
+/// The JVM's flag table (see [`super::flags`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagsLayout {
+    /// Addresses of the statics `JVMFlag::flags` (a `JVMFlag*`) and `JVMFlag::numFlags`.
+    pub flags: u64,
+    pub num_flags: u64,
+    pub entry_size: u64,
+    pub name_offset: u64,
+    pub addr_offset: u64,
+}
+
 /// HotSpot's version, from `Abstract_VM_Version`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct JvmVersion {
@@ -172,6 +183,8 @@ pub struct Layout {
     /// heap, for one): methods can still be named, pcs cannot.
     pub code: Option<CodeLayout>,
     pub scopes: Option<ScopesLayout>,
+    /// `None` when the tables do not export the flag table.
+    pub flags: Option<FlagsLayout>,
     /// Why `code` or `scopes` is `None`: the first field each lacks, by name.
     pub missing: Vec<String>,
     /// Frame slots of an interpreted frame, in words from fp (see the module docs).
@@ -288,6 +301,7 @@ impl Layout {
         // Every field is looked up before any error is returned: a bound broken anywhere
         // is the error, whatever else is missing.
         let (methods, code, scopes) = (method_layout(&l), code_layout(&l), scopes_layout(&l));
+        let flags = ["JVMFlag", "Flag"].iter().find_map(|t| flags_layout(&l, t).ok());
         if let Some(broken) = l.1.take() {
             return Err(broken);
         }
@@ -300,6 +314,7 @@ impl Layout {
             methods: methods?,
             code: code.ok(),
             scopes: scopes.ok(),
+            flags,
             missing,
             interpreter_frame: interpreter_frame(vm),
             stub_entry_fields: stub_entry_fields(vm),
@@ -433,6 +448,20 @@ fn scopes_layout(l: &Lookup) -> Result<ScopesLayout, HotspotError> {
         pc_desc_size: l.size("PcDesc")?,
         pc_desc_pc_offset: l.field("PcDesc", &["_pc_offset"])?,
         pc_desc_scope_decode_offset: l.field("PcDesc", &["_scope_decode_offset"])?,
+    })
+}
+
+fn flags_layout(l: &Lookup, type_name: &str) -> Result<FlagsLayout, HotspotError> {
+    let entry_size = l.size(type_name)?;
+    if entry_size < 16 {
+        return Err(missing(format!("sizeof({type_name})")));
+    }
+    Ok(FlagsLayout {
+        flags: l.static_address(type_name, "flags")?,
+        num_flags: l.static_address(type_name, "numFlags")?,
+        entry_size,
+        name_offset: l.offset(type_name, &["_name"])?,
+        addr_offset: l.offset(type_name, &["_addr"])?,
     })
 }
 

@@ -73,6 +73,7 @@ pub mod bounded;
 pub mod codecache;
 pub mod error;
 pub mod fixture;
+pub mod flags;
 pub mod jvm;
 pub mod layout;
 pub mod libjvm;
