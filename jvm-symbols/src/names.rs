@@ -70,7 +70,7 @@ fn varying_part(s: &str) -> Option<(&'static str, usize)> {
         ("$Proxy", "$Proxy", u8::is_ascii_digit),
     ] {
         if let Some(after) = s.strip_prefix(prefix) {
-            let digits = after.bytes().take_while(|b| is_digit(b)).count();
+            let digits = after.bytes().take_while(is_digit).count();
             if digits > 0 {
                 return Some((kept, prefix.len() + digits));
             }

@@ -85,6 +85,8 @@ pub struct HotspotProcess<R = ProcessMemory> {
     /// Compiled frames whose nmethod had another compile id by the time it was named (the
     /// code was freed and its space reused), shown as `[unknown JIT code]`.
     stale_compiled_frames: u64,
+    /// `-XX:+DebugNonSafepoints` as the JVM runs (its flag table); `None`: unreadable.
+    debug_non_safepoints: Option<bool>,
 }
 
 impl HotspotProcess<ProcessMemory> {
@@ -114,8 +116,10 @@ impl<R: MemoryReader> HotspotProcess<R> {
         for missing in &jvm.layout().missing {
             log::warn!("HotSpot {}: {missing}; its compiled frames are named without it", jvm.layout().version.major);
         }
+        let debug_non_safepoints = jvm.bool_flag("DebugNonSafepoints");
         Ok(Self {
             jvm,
+            debug_non_safepoints,
             skip_cycles: 0,
             next_backoff_cycles: 1,
             panicked: false,
@@ -243,6 +247,12 @@ impl<R: MemoryReader> HotspotProcess<R> {
         }
         self.published = Some(config);
         Some(config)
+    }
+
+    /// Whether the JIT records debug information between safepoints (read once, at attach):
+    /// without it a pc in compiled code is described by the next safepoint's scope.
+    pub fn debug_non_safepoints(&self) -> Option<bool> {
+        self.debug_non_safepoints
     }
 
     /// How the kernel unwinds this JVM's compiled frames, once published.

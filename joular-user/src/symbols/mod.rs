@@ -104,7 +104,7 @@ impl Default for SymbolizerOptions {
 }
 
 /// Counters since the start (bad lines: in the maps currently loaded).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SymbolStats {
     pub jvms: usize,
     pub perf_map_entries: usize,
@@ -214,6 +214,8 @@ struct ProcessState {
     discovery_attempts_left: u32,
     /// Walked stacks of this process: (HotSpot-unwound, frame pointers only, cut).
     walked: (u64, u64, u64),
+    /// Walked samples with a Java frame, and those whose leaf is compiled Java code.
+    java_samples: (u64, u64),
     /// Frames from the perf map; cleared when the map is reloaded.
     jit: HashMap<u64, FrameId>,
     native: HashMap<u64, FrameId>,
@@ -400,6 +402,10 @@ impl Symbolizer {
                             stacks_hotspot: process.walked.0,
                             stacks_frame_pointers: process.walked.1,
                             stacks_cut: process.walked.2,
+                            debug_non_safepoints: h.debug_non_safepoints(),
+                            inlining_approximate_share: (h.debug_non_safepoints() == Some(false)
+                                && process.java_samples.0 > 0)
+                                .then(|| process.java_samples.1 as f64 / process.java_samples.0 as f64),
                         },
                     );
                 }
@@ -425,7 +431,7 @@ impl Symbolizer {
 
     /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
     /// Returns the stack root first, as [`Symbolizer::symbolize`] does.
-    pub fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64]) -> Stack {
+    pub fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64], samples: u64) -> Stack {
         let started = std::time::Instant::now();
         self.ensure_process(pid);
         self.stats.walked_stacks += 1;
@@ -449,7 +455,27 @@ impl Symbolizer {
             })
             .collect();
         let user_ids = self.resolve_user(pid, &inputs);
+        self.count_java_samples(pid, &user_ids, samples);
         self.finish_stack(pid, &user_ids, kernel, started)
+    }
+
+    /// Counts `samples` of a walked stack with a Java frame, and whether its leaf is compiled
+    /// Java code: a pc there lies between safepoints, which only `-XX:+DebugNonSafepoints`
+    /// describes exactly (a compiled frame above native code is at a call, described exactly).
+    fn count_java_samples(&mut self, pid: u32, user_leaf_first: &[FrameId], samples: u64) {
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        if !user_leaf_first.iter().any(|&id| self.interner.kind(id).is_java()) {
+            return;
+        }
+        process.java_samples.0 += samples;
+        if user_leaf_first
+            .first()
+            .is_some_and(|&id| matches!(self.interner.kind(id), FrameKind::JavaJit | FrameKind::JavaInlined))
+        {
+            process.java_samples.1 += samples;
+        }
     }
 
     fn finish_stack(&mut self, pid: u32, user_ids: &[FrameId], kernel: &[u64], started: std::time::Instant) -> Stack {
@@ -470,6 +496,7 @@ impl Symbolizer {
             hotspot: Hotspot::Unavailable,
             discovery_attempts_left: DISCOVERY_ATTEMPTS,
             walked: (0, 0, 0),
+            java_samples: (0, 0),
             jit: HashMap::new(),
             native: HashMap::new(),
         };
