@@ -282,7 +282,12 @@ impl<R: MemoryReader> HotspotProcess<R> {
         // Frame pointers when the JVM keeps them (cheaper); its code blobs' frame sizes
         // otherwise, when the tables allow; else frame pointers, cut at compiled frames.
         let unwinder = match frame_pointers {
-            true => JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() },
+            // The heaps and blob layout too, when readable: the leaf's blob says whether it
+            // is in its prologue.
+            true => self
+                .hotspot_unwind()
+                .map(|c| JvmConfig { unwind: JVM_UNWIND_FP, ..c })
+                .unwrap_or(JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() }),
             false => self.hotspot_unwind().unwrap_or(JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() }),
         };
         Some(JvmConfig {
