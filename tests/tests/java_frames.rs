@@ -521,3 +521,39 @@ fn jdk21_debug_non_safepoints_is_read_and_its_absence_said() {
 fn jdk25_debug_non_safepoints_is_read_and_its_absence_said() {
     debug_non_safepoints(25);
 }
+
+/// Two runs of the same program name its lambda the same way: no hidden-class address or
+/// lambda counter in any frame name (`MethodSplit$$Lambda.run`, as JFR reads), so both runs
+/// have the same lambda methods on the busy thread (rarely sampled JDK methods may differ).
+fn stable_names(jdk: u32) {
+    let names = || -> std::collections::BTreeSet<String> {
+        let run = run(jdk, "MethodSplit", "splitter", &[], &["--duration", "3", "--frequency", "400"]);
+        let names: std::collections::BTreeSet<String> =
+            run.stacks().iter().flat_map(|s| s.0.iter()).filter(|f| is_java(f)).map(|f| short(f).to_owned()).collect();
+        assert!(names.iter().all(|n| !n.contains("/0x")), "JDK {jdk}: an address in a name: {names:?}");
+        names.into_iter().filter(|n| n.contains("ambda")).collect()
+    };
+    let (first, second) = (names(), names());
+    assert!(first.contains("MethodSplit$$Lambda.run"), "JDK {jdk}: {first:?}");
+    assert_eq!(first, second, "JDK {jdk}: two runs, two method sets");
+}
+
+#[test]
+fn jdk11_names_are_stable_across_runs() {
+    stable_names(11);
+}
+
+#[test]
+fn jdk17_names_are_stable_across_runs() {
+    stable_names(17);
+}
+
+#[test]
+fn jdk21_names_are_stable_across_runs() {
+    stable_names(21);
+}
+
+#[test]
+fn jdk25_names_are_stable_across_runs() {
+    stable_names(25);
+}
