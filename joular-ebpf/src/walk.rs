@@ -362,7 +362,9 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
             Err(drop) => return Step::cut(leaf.then_some(frame), drop),
         },
     };
-    if nmethod {
+    // A frame-pointer walk looks up the leaf's blob for its prologue only: its frames are
+    // named from their pcs as they always were (a miss there re-reads the code cache).
+    if nmethod && hotspot {
         frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(compile_id);
     }
     if vouched && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id) && !follows_call(pc) {
