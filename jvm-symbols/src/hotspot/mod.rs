@@ -54,7 +54,7 @@
 //!   `nmethod::_metadata_offset`, `_scopes_data_begin`, `_scopes_pcs_offset`,
 //!   `_dependencies_offset`; JDK 23+ `nmethod::_immutable_data`, `_immutable_data_size`,
 //!   `_scopes_pcs_offset`, `_scopes_data_offset`, with the metadata at `CodeBlob::_data_offset`
-//!   + `nmethod::_metadata_offset` (JDK 23, 24) or after `CodeBlob::_relocation_size` bytes of
+//!   plus `nmethod::_metadata_offset` (JDK 23, 24) or after `CodeBlob::_relocation_size` bytes of
 //!   `CodeBlob::_mutable_data` (`_mutable_data_size`, JDK 25+); `PcDesc::_pc_offset`,
 //!   `_scope_decode_offset`, `sizeof(PcDesc)`. A JDK lacking one of them keeps its method
 //!   names and code cache, names compiled frames by their nmethod only, and
