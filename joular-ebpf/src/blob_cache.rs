@@ -186,6 +186,28 @@ pub fn window_field(window: &[u64; BLOB_WINDOW_WORDS], offset: u32, bytes: u32) 
 pub fn window_holds_pc(window: &[u64; BLOB_WINDOW_WORDS], l: &BlobLayout, block: u64, pc: u64) -> bool {
     let blob = block + u64::from(l.blob);
     window_field(window, l.used, 1) != 0
-        && pc >= window_field(window, l.code_begin, 8)
+        && pc >= window_code_begin(window, l, block)
         && pc < blob + window_field(window, l.size, 4)
+}
+
+/// The code start of the blob in the block at `block`: the pointer `_code_begin` or the
+/// blob plus `_code_offset` (see `BlobLayout::code_begin_bytes`).
+#[inline(always)]
+pub fn window_code_begin(window: &[u64; BLOB_WINDOW_WORDS], l: &BlobLayout, block: u64) -> u64 {
+    if l.code_begin_bytes >= 8 {
+        window_field(window, l.code_begin, 8)
+    } else {
+        block + u64::from(l.blob) + window_field(window, l.code_begin, 4)
+    }
+}
+
+/// `_frame_complete_offset`, sign-extended from its width: -1 (as u32) for blobs that
+/// never set up a frame of their own, whether stored in 2 or 4 bytes.
+#[inline(always)]
+pub fn window_frame_complete(window: &[u64; BLOB_WINDOW_WORDS], l: &BlobLayout) -> u32 {
+    if l.frame_complete_bytes == 2 {
+        window_field(window, l.frame_complete, 2) as u16 as i16 as i32 as u32
+    } else {
+        window_field(window, l.frame_complete, 4) as u32
+    }
 }

@@ -157,10 +157,10 @@ pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<(
     }
     let l = state.cfg.blob;
     let blob = block + u64::from(l.blob);
-    let code_begin = window_field(state, l.code_begin, 8);
+    let code_begin = blob_cache::window_code_begin(&state.blob, &l, block);
     let code_end = blob + window_field(state, l.size, 4);
     let frame_words = window_field(state, l.frame_size, 4) as u32;
-    let complete = window_field(state, l.frame_complete, 4) as u32;
+    let complete = blob_cache::window_frame_complete(&state.blob, &l);
     let name = window_field(state, l.name, 8);
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
     let nmethod = match state.cache.entries[slot].known_name(name) {

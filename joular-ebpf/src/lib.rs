@@ -164,7 +164,8 @@ pub struct BlobLayout {
     /// `sizeof(HeapBlock)`: where the blob starts.
     pub blob: u32,
     /// `CodeBlob::_size` (4 bytes), `_frame_size` (4 bytes, in words),
-    /// `_frame_complete_offset` (4 bytes), `_code_begin` (a pointer), `_name` (a pointer).
+    /// `_frame_complete_offset` (`frame_complete_bytes` wide, signed), the code start
+    /// (`code_begin_bytes` wide), `_name` (a pointer).
     pub size: u32,
     pub frame_size: u32,
     pub frame_complete: u32,
@@ -172,6 +173,11 @@ pub struct BlobLayout {
     pub name: u32,
     /// `nmethod::_compile_id` (4 bytes), from the blob start (past the window).
     pub compile_id: u32,
+    /// 8: the code start is the pointer `CodeBlob::_code_begin` (JDK 9 to 22); 4: it is
+    /// `CodeBlob::_code_offset`, in bytes from the blob (JDK 23+).
+    pub code_begin_bytes: u32,
+    /// 4 (an int, JDK 9 to 22) or 2 (an int16_t, JDK 23+).
+    pub frame_complete_bytes: u32,
 }
 
 /// What the sampler needs to walk one JVM's stacks, published by user space (keyed by

@@ -5,7 +5,10 @@
 //!
 //! Two unwinders, chosen per JVM by user space (`JvmConfig::unwind`):
 //! - frame pointers (`JVM_UNWIND_FP`, JVMs with `-XX:+PreserveFramePointer`): every frame
-//!   is one 16-byte read at fp (saved fp, return address);
+//!   is one 16-byte read at fp (saved fp, return address); a leaf in the code cache is
+//!   looked up as below first, so one caught in its prologue is cut and one in its
+//!   epilogue steps by what is left of its frame (rbp is still or again its caller's
+//!   there: stepping by it would skip the caller);
 //! - HotSpot (`JVM_UNWIND_HOTSPOT`, any other JVM): a pc in a code heap is looked up in
 //!   the heap's segment map to find its `CodeBlob`, and the frame is stepped by the blob's
 //!   frame size from sp to the caller's sp, with the return address and saved rbp just below
@@ -335,7 +338,11 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     // A return address into compiled code or a stub follows a call instruction (the
     // interpreter pushes its own return addresses, so it is not checked). One the blob
     // cache vouches for is checked below, once the blob is known to be the same nmethod.
-    let place = if cfg.unwind == JVM_UNWIND_HOTSPOT { place(state, pc) } else { None };
+    // With frame pointers, the leaf's blob is looked up too (when user space published the
+    // heaps): a leaf in its prologue or epilogue has no frame of its own yet (or any more),
+    // and stepping by rbp there would skip its caller.
+    let hotspot = cfg.unwind == JVM_UNWIND_HOTSPOT;
+    let place = if hotspot || leaf { place(state, pc) } else { None };
     let vouched = match place {
         Some(p) => !leaf && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc,
         None => false,
@@ -343,7 +350,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     if !leaf && !vouched && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
-    if state.cfg.unwind != JVM_UNWIND_HOTSPOT {
+    if !hotspot && place.is_none() {
         return fp_step(state, frame);
     }
     // The leaf's pc is where the thread was: kept (user space names it or says it is
@@ -362,7 +369,9 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
             Err(drop) => return Step::cut(leaf.then_some(frame), drop),
         },
     };
-    if nmethod {
+    // A frame-pointer walk looks up the leaf's blob for its prologue only: its frames are
+    // named from their pcs as they always were (a miss there re-reads the code cache).
+    if nmethod && hotspot {
         frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(compile_id);
     }
     if vouched && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id) && !follows_call(pc) {
@@ -380,8 +389,9 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
             return step;
         }
     }
-    if frame_words == 0 || frame_words > 1 << 16 {
-        // Stubs without a frame size (StubRoutines) set up an rbp frame.
+    if !hotspot || frame_words == 0 || frame_words > 1 << 16 {
+        // Stubs without a frame size (StubRoutines) set up an rbp frame, and so does all
+        // code of a JVM with frame pointers once past its prologue.
         return fp_step(state, frame);
     }
     let caller_sp = sp + u64::from(frame_words) * 8;

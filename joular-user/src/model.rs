@@ -66,7 +66,7 @@ pub enum WalkedFrame {
 
 /// Which unwinder walked a JVM's stacks, and how often it got through (`summary.json`
 /// `java_unwinder`, the end-of-run lines).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct JavaUnwinder {
     /// `hotspot`: compiled frames stepped by their code blob's frame size (a JVM without
     /// `-XX:+PreserveFramePointer`); `frame_pointers`: every frame by its frame pointer.
@@ -80,6 +80,14 @@ pub struct JavaUnwinder {
     pub stacks_hotspot: u64,
     pub stacks_frame_pointers: u64,
     pub stacks_cut: u64,
+    /// `-XX:+DebugNonSafepoints`, from the JVM's flag table (absent: unreadable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_non_safepoints: Option<bool>,
+    /// Without it: the share of the JVM's walked Java samples whose leaf is compiled code,
+    /// whose pc no debug record describes exactly (charged to the nearest safepoint's
+    /// scope, so a method inlined there is charged to its caller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inlining_approximate_share: Option<f64>,
 }
 
 /// A user stack walked by the sampler, leaf first.

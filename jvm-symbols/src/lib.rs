@@ -56,7 +56,7 @@ pub use reload::{LoadedMap, MapSource, PerfMapFile};
 pub use safe_open::Fingerprint;
 
 // Naming code: Java methods told from stubs, and Java names shortened for display.
-pub use names::{classify, short_name, CodeKind};
+pub use names::{classify, short_name, stable_name, CodeKind};
 
 // A process's memory map (`/proc/<pid>/maps`), read bounded.
 pub use maps::{parse_maps, Mapping, MAX_MAPS_BYTES};

@@ -1,10 +1,11 @@
-//! HotSpot introspection on recorded JDK 11, 17 and 21 memory (`cargo xtask
+//! HotSpot introspection on recorded JDK 11, 17, 21 and 25 memory (`cargo xtask
 //! dump-hotspot-fixture`): no JVM, no root. Expected names and lines come from the workload's
 //! source (`tests/fixtures/hotspot-src/HotspotFixture.java`), not from the recording.
 
 use std::path::PathBuf;
 
 use jvm_symbols::hotspot::fixture::Manifest;
+use jvm_symbols::hotspot::layout::{DebugInfoAt, MetadataAt};
 use jvm_symbols::hotspot::stream::Encoding;
 use jvm_symbols::hotspot::{CodeAt, FrameKind, HotspotJvm, JavaFrame, MemoryReader, SegmentsMemory};
 
@@ -215,4 +216,69 @@ fn jdk17_stale_method() {
 #[test]
 fn jdk21_stale_method() {
     check_stale_method(21);
+}
+
+#[test]
+fn jdk25_tables_and_version() {
+    check_tables_and_version(25, Encoding::Unsigned5);
+}
+
+#[test]
+fn jdk25_names_inlining_and_lines() {
+    check_names_inlining_and_lines(25);
+}
+
+#[test]
+fn jdk25_pc_lookup() {
+    check_pc_lookup(25);
+}
+
+#[test]
+fn jdk25_stale_method() {
+    check_stale_method(25);
+}
+
+/// Each JDK's tables choose the layout their fields describe: debug info in the blob up to
+/// JDK 22, in `_immutable_data` with the metadata after the relocations in
+/// `_mutable_data` on 25.
+#[test]
+fn debug_info_layout_follows_the_exported_fields() {
+    for jdk in [11, 17, 21, 25] {
+        let (mem, manifest) = load(jdk);
+        let jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        let at = &jvm.layout().scopes.as_ref().unwrap().debug_info;
+        match (jdk, at) {
+            (25, DebugInfoAt::Immutable { metadata: MetadataAt::Mutable { .. }, .. }) => {}
+            (11 | 17 | 21, DebugInfoAt::InBlob { .. }) => {}
+            _ => panic!("JDK {jdk}: {at:?}"),
+        }
+        assert!(jvm.layout().missing.is_empty(), "JDK {jdk}: {:?}", jvm.layout().missing);
+    }
+}
+
+/// A JDK whose tables lack a field the debug-info reader needs keeps its method names and
+/// code cache, and says which field is missing.
+#[test]
+fn a_missing_field_is_named() {
+    use jvm_symbols::hotspot::layout::Layout;
+    use jvm_symbols::hotspot::VmStructs;
+    let (mem, manifest) = load(25);
+    let mut vm = VmStructs::read(&mem, &manifest.symbols).unwrap();
+    vm.fields.remove(&("CodeBlob".to_owned(), "_relocation_size".to_owned()));
+    let layout = Layout::new(&vm, &mem).unwrap();
+    assert!(layout.scopes.is_none() && layout.code.is_some());
+    assert!(layout.missing.iter().any(|m| m.contains("CodeBlob::_relocation_size")), "{:?}", layout.missing);
+}
+
+/// Flags come from the JVM's own flag table: the fixture JVMs run with frame pointers
+/// (`-XX:+PreserveFramePointer`) and without `DebugNonSafepoints`.
+#[test]
+fn flags_are_read_from_the_jvms_flag_table() {
+    for jdk in [11, 17, 21, 25] {
+        let (mem, manifest) = load(jdk);
+        let jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        assert_eq!(jvm.bool_flag("PreserveFramePointer"), Some(true), "JDK {jdk}");
+        assert_eq!(jvm.bool_flag("DebugNonSafepoints"), Some(false), "JDK {jdk}");
+        assert_eq!(jvm.bool_flag("NoSuchFlagAnywhere"), None, "JDK {jdk}");
+    }
 }

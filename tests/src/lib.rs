@@ -33,8 +33,8 @@ pub fn java_dir() -> PathBuf {
     )
 }
 
-/// The `java` launcher of a JDK: 17 is the system's; `cargo xtask test` installs 11 and 21
-/// and passes theirs in `JOULAR_JAVA_11` and `JOULAR_JAVA_21`.
+/// The `java` launcher of a JDK: 17 is the system's; `cargo xtask test` installs 11, 21 and 25
+/// and passes theirs in `JOULAR_JAVA_11`, `JOULAR_JAVA_21` and `JOULAR_JAVA_25`.
 pub fn java_launcher(jdk: u32) -> String {
     if jdk == 17 {
         return "java".into();

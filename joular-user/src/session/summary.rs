@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use joular_user::attribution::stacks::methods::top_user_frame;
+use joular_user::attribution::stacks::methods::{is_method_name, top_user_frame};
 use joular_user::attribution::{TotalEnergy, Totals};
 use joular_user::model::{CycleReport, Stack};
 
@@ -176,14 +176,17 @@ impl Summary {
                 *leaves.entry(top_user_frame(stack)).or_default() += n;
             }
             let mut mine = mine.clone();
-            let mut leaves: Vec<_> = leaves.into_iter().collect();
+            // Placeholders (`Interpreter`, `[unknown JIT code]`...) are degradations, not methods.
+            let mut leaves: Vec<_> = leaves.into_iter().filter(|(name, _)| is_method_name(name)).collect();
             leaves.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             for (name, n) in leaves.iter().take(5) {
                 let _ = writeln!(out, "  {:>5.1}%  {name}", 100.0 * *n as f64 / t.samples.max(1) as f64);
             }
             mine.sort_by_key(|m| std::cmp::Reverse(m.1));
             for (stack, n) in mine.iter().take(3) {
-                let frames: Vec<&str> = stack.iter().rev().take(6).map(|f| &*f.short).collect();
+                // A Java stack starts at its first Java frame, as in every other output.
+                let java_root = stack.iter().position(|f| f.kind.is_java()).unwrap_or(0);
+                let frames: Vec<&str> = stack[java_root..].iter().rev().take(6).map(|f| &*f.short).collect();
                 let _ = writeln!(out, "  {n:>6}  {}", frames.join(" <- "));
             }
         }
@@ -254,5 +257,39 @@ mod tests {
         let (first, second) = if md5 < sha { (&text[md5..sha], &text[sha..]) } else { (&text[md5..], &text[sha..md5]) };
         assert!(first.contains("md5_process_block") && !first.contains("sha256_process_block"), "{text}");
         assert!(second.contains("sha256_process_block") && !second.contains("md5_process_block"), "{text}");
+    }
+
+    /// The end-of-run stacks start at the first Java frame, and placeholders never rank as
+    /// leaf methods.
+    #[test]
+    fn java_stacks_start_at_java_and_placeholders_do_not_rank() {
+        let f = |name: &str, kind| Frame { name: Arc::from(name), short: Arc::from(name), kind, line: None };
+        let java: Stack = Arc::from([
+            f("start_thread", FrameKind::Native),
+            f("JavaCalls::call_helper", FrameKind::Native),
+            f("StubRoutines::call_stub", FrameKind::Stub),
+            f("java.lang.Thread.run", FrameKind::JavaJit),
+            f("Mix.alpha", FrameKind::JavaJit),
+        ]);
+        let interpreter: Stack =
+            Arc::from([f("java.lang.Thread.run", FrameKind::JavaJit), f("Interpreter", FrameKind::Stub)]);
+        let (mut report, _) = cycle(9, "worker", "x");
+        report.threads[0].samples = 100;
+        let stacks = vec![(
+            9,
+            9,
+            vec![ThreadStack { stack: interpreter, samples: 60 }, ThreadStack { stack: java, samples: 40 }],
+        )];
+        let mut summary = Summary::default();
+        summary.add(&report, &stacks);
+        let text = summary.render(10, &Totals::default(), "model", true);
+        assert!(text.contains("Mix.alpha <- java.lang.Thread.run\n"), "{text}");
+        assert!(!text.contains("call_stub") && !text.contains("call_helper"), "{text}");
+        let leaves: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()) && l.contains('%'))
+            .collect();
+        assert!(leaves.iter().any(|l| l.ends_with("Mix.alpha")), "{text}");
+        assert!(!leaves.iter().any(|l| l.ends_with("Interpreter")), "{text}");
     }
 }

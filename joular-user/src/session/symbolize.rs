@@ -199,10 +199,19 @@ pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
         (_, Some(reason)) => format!("frame pointers only, cut at compiled frames: the HotSpot unwinder cannot run ({reason})"),
         _ => "frame pointers (the JIT code keeps them)".to_owned(),
     };
-    format!(
+    let mut line = format!(
         "JVM {pid}: Java stacks walked by {how}; {} walked stacks stepped a compiled frame by its frame size, {} by frame pointers only, {} cut",
         u.stacks_hotspot, u.stacks_frame_pointers, u.stacks_cut
-    )
+    );
+    if let Some(share) = u.inlining_approximate_share.filter(|&s| s > 0.0) {
+        line.push_str(&format!(
+            "; inlining at safepoint granularity: {:.1}% of its Java samples are in compiled code without an exact debug record \
+             (-XX:-DebugNonSafepoints), so methods inlined there are charged to their callers; \
+             run it with -XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints to make them exact",
+            share * 100.0
+        ));
+    }
+    line
 }
 
 /// The end-of-run line about Java frames named through HotSpot's tables.

@@ -25,7 +25,8 @@ pub trait StackNamer {
     /// Waits for what was prepared, until `deadline`.
     fn settle(&mut self, deadline: Instant);
     fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack;
-    fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64]) -> Stack;
+    /// `samples`: how many samples the stack stands for (counted per JVM).
+    fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64], samples: u64) -> Stack;
 }
 
 impl StackNamer for Symbolizer {
@@ -49,8 +50,8 @@ impl StackNamer for Symbolizer {
         Symbolizer::symbolize(self, pid, user, kernel)
     }
 
-    fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64]) -> Stack {
-        Symbolizer::symbolize_walked(self, pid, walked, kernel)
+    fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64], samples: u64) -> Stack {
+        Symbolizer::symbolize_walked(self, pid, walked, kernel, samples)
     }
 }
 
@@ -150,7 +151,7 @@ pub fn symbolize_cycle(
             true => None,
             false => guard.contain(
                 || match &s.walked {
-                    Some(walked) => symbolizer.symbolize_walked(s.pid, walked, &s.kernel),
+                    Some(walked) => symbolizer.symbolize_walked(s.pid, walked, &s.kernel, s.count),
                     None => symbolizer.symbolize(s.pid, &s.user, &s.kernel),
                 },
                 "symbolizing a stack",

@@ -111,6 +111,8 @@ pub struct HotspotProcess<R = GuardedMemory> {
     /// Compiled frames whose nmethod had another compile id by the time it was named (the
     /// code was freed and its space reused), shown as `[unknown JIT code]`.
     stale_compiled_frames: u64,
+    /// `-XX:+DebugNonSafepoints` as the JVM runs (its flag table); `None`: unreadable.
+    debug_non_safepoints: Option<bool>,
 }
 
 impl HotspotProcess<GuardedMemory> {
@@ -226,8 +228,15 @@ impl<R: MemoryReader> HotspotProcess<R> {
                 what: "Abstract_VM_Version::_vm_major_version (JVM still starting)".into(),
             });
         }
+        // A JDK whose tables lack a field of the code cache or inlining readers is named by
+        // its compiled frames' nmethods only (or walked by frame pointers): say which.
+        for missing in &jvm.layout().missing {
+            log::warn!("HotSpot {}: {missing}; its compiled frames are named without it", jvm.layout().version.major);
+        }
+        let debug_non_safepoints = jvm.bool_flag("DebugNonSafepoints");
         Ok(Self {
             jvm,
+            debug_non_safepoints,
             skip_cycles: 0,
             next_backoff_cycles: 1,
             panicked: false,
@@ -359,6 +368,12 @@ impl<R: MemoryReader> HotspotProcess<R> {
         Some(config)
     }
 
+    /// Whether the JIT records debug information between safepoints (read once, at attach):
+    /// without it a pc in compiled code is described by the next safepoint's scope.
+    pub fn debug_non_safepoints(&self) -> Option<bool> {
+        self.debug_non_safepoints
+    }
+
     /// How the kernel unwinds this JVM's compiled frames, once published.
     pub fn published_unwind(&self) -> Option<u32> {
         self.published.map(|c| c.unwind)
@@ -386,7 +401,12 @@ impl<R: MemoryReader> HotspotProcess<R> {
         // Frame pointers when the JVM keeps them (cheaper); its code blobs' frame sizes
         // otherwise, when the tables allow; else frame pointers, cut at compiled frames.
         let unwinder = match frame_pointers {
-            true => JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() },
+            // The heaps and blob layout too, when readable: the leaf's blob says whether it
+            // is in its prologue.
+            true => self
+                .hotspot_unwind()
+                .map(|c| JvmConfig { unwind: JVM_UNWIND_FP, ..c })
+                .unwrap_or(JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() }),
             false => self.hotspot_unwind().unwrap_or(JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() }),
         };
         Some(JvmConfig {

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::HotspotError;
-use jvm_symbols::{classify, short_name, CodeKind, FlagState};
+use jvm_symbols::{classify, short_name, stable_name, CodeKind, FlagState};
 
 use crate::ebpf::kernel_names::KernelNames;
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
@@ -107,7 +107,7 @@ impl Default for SymbolizerOptions {
 }
 
 /// Counters since the start (bad lines: in the maps currently loaded).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SymbolStats {
     pub jvms: usize,
     pub perf_map_entries: usize,
@@ -228,6 +228,8 @@ struct ProcessState {
     discovery_attempts_left: u32,
     /// Walked stacks of this process: (HotSpot-unwound, frame pointers only, cut).
     walked: (u64, u64, u64),
+    /// Walked samples with a Java frame, and those whose leaf is compiled Java code.
+    java_samples: (u64, u64),
     /// Frames from the perf map; cleared when the map is reloaded.
     jit: HashMap<u64, FrameId>,
     native: HashMap<u64, FrameId>,
@@ -454,6 +456,10 @@ impl Symbolizer {
                             stacks_hotspot: process.walked.0,
                             stacks_frame_pointers: process.walked.1,
                             stacks_cut: process.walked.2,
+                            debug_non_safepoints: h.debug_non_safepoints(),
+                            inlining_approximate_share: (h.debug_non_safepoints() == Some(false)
+                                && process.java_samples.0 > 0)
+                                .then(|| process.java_samples.1 as f64 / process.java_samples.0 as f64),
                         },
                     );
                 }
@@ -519,7 +525,7 @@ impl Symbolizer {
 
     /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
     /// Returns the stack root first, as [`Symbolizer::symbolize`] does.
-    pub fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64]) -> Stack {
+    pub fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64], samples: u64) -> Stack {
         let started = std::time::Instant::now();
         self.ensure_process(pid);
         self.stats.walked_stacks += 1;
@@ -534,8 +540,28 @@ impl Symbolizer {
         }
         let inputs = user_inputs(walked);
         let user_ids = self.resolve_user(pid, &inputs);
+        self.count_java_samples(pid, &user_ids, samples);
         let root = truncation::truncation_root(walked).map(|name| self.interner.frame(FrameKind::Native, &name, &name));
         self.finish_stack(pid, &user_ids, root, kernel, started)
+    }
+
+    /// Counts `samples` of a walked stack with a Java frame, and whether its leaf is compiled
+    /// Java code: a pc there lies between safepoints, which only `-XX:+DebugNonSafepoints`
+    /// describes exactly (a compiled frame above native code is at a call, described exactly).
+    fn count_java_samples(&mut self, pid: u32, user_leaf_first: &[FrameId], samples: u64) {
+        let Some(process) = self.processes.get_mut(&pid) else {
+            return;
+        };
+        if !user_leaf_first.iter().any(|&id| self.interner.kind(id).is_java()) {
+            return;
+        }
+        process.java_samples.0 += samples;
+        if user_leaf_first
+            .first()
+            .is_some_and(|&id| matches!(self.interner.kind(id), FrameKind::JavaJit | FrameKind::JavaInlined))
+        {
+            process.java_samples.1 += samples;
+        }
     }
 
     /// `root`: the frame a cut walk ends with (see `truncation`), below every user frame.
@@ -565,6 +591,7 @@ impl Symbolizer {
             hotspot: Hotspot::Unavailable,
             discovery_attempts_left: DISCOVERY_ATTEMPTS,
             walked: (0, 0, 0),
+            java_samples: (0, 0),
             jit: HashMap::new(),
             native: HashMap::new(),
         };
@@ -742,9 +769,11 @@ impl Symbolizer {
             if let Some(jvm) = &mut process.jvm {
                 if let Some(symbol) = jvm.map.index().lookup(pc) {
                     let id = match classify(symbol.name) {
-                        CodeKind::JavaMethod => {
-                            self.interner.frame(FrameKind::JavaJit, symbol.name, &short_name(symbol.name))
-                        }
+                        CodeKind::JavaMethod => self.interner.frame(
+                            FrameKind::JavaJit,
+                            &stable_name(symbol.name),
+                            &short_name(&stable_name(symbol.name)),
+                        ),
                         CodeKind::Stub => self.interner.frame(FrameKind::Stub, symbol.name, symbol.name),
                     };
                     process.jit.insert(pc, id);

@@ -286,7 +286,7 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
         .map(|(code_begin, _)| code_begin + 1)
         .expect("churn is compiled");
     let walked = WalkedStack { frames: vec![WalkedFrame::Code(pc)], ..WalkedStack::default() };
-    let stack = symbolizer.symbolize_walked(pid, &walked, &[]);
+    let stack = symbolizer.symbolize_walked(pid, &walked, &[], 1);
     assert_eq!(
         (&*stack[0].name, &*stack[0].short, stack[0].kind),
         ("long HotLoop.churn(int)", "HotLoop.churn", FrameKind::JavaJit)

@@ -1,7 +1,7 @@
 //! What the kernel's HotSpot unwinder needs of one JVM (`joular_ebpf::JvmConfig`), from
 //! its HotSpot tables: code heaps with their segment maps, and where a code blob keeps its
-//! size, frame size, frame-complete offset, code start, name and compile id. Nothing is
-//! hard-coded per JDK; a layout the kernel's fixed read window cannot serve is refused with
+//! size, frame size, frame-complete offset, code start (a pointer up to JDK 22, an offset
+//! from the blob from JDK 23), name and compile id. Nothing is hard-coded per JDK; a layout the kernel's fixed read window cannot serve is refused with
 //! the reason, and that JVM is walked by frame pointers only.
 
 use joular_ebpf::{BlobLayout, CodeHeapConfig, BLOB_WINDOW_WORDS, MAX_CODE_HEAPS};
@@ -17,8 +17,6 @@ pub enum Unavailable {
     Heaps,
     /// A blob field outside the kernel's read window, or straddling a word.
     BlobLayout,
-    /// Code start stored as an offset (JDK 23+): not read by the kernel yet.
-    CodeOffset,
 }
 
 impl Unavailable {
@@ -27,7 +25,6 @@ impl Unavailable {
             Unavailable::NoCodeLayout => "its code-cache tables are not readable",
             Unavailable::Heaps => "its code heaps are not readable",
             Unavailable::BlobLayout => "its code blobs have a layout the unwinder cannot read",
-            Unavailable::CodeOffset => "its code blobs store their code start as an offset (JDK 23+)",
         }
     }
 }
@@ -57,9 +54,11 @@ pub fn heaps(heaps: &[CodeHeap]) -> Result<([CodeHeapConfig; MAX_CODE_HEAPS], u3
 /// aligned word of the kernel's window.
 pub fn blob_layout(code: Option<&CodeLayout>) -> Result<BlobLayout, Unavailable> {
     let code = code.ok_or(Unavailable::NoCodeLayout)?;
-    let CodeStart::Pointer(code_begin) = code.blob_code_start else {
-        return Err(Unavailable::CodeOffset);
+    let (code_begin, code_begin_bytes) = match code.blob_code_start {
+        CodeStart::Pointer(offset) => (offset, 8),
+        CodeStart::Offset(f) => (f.offset, 4),
     };
+    let frame_complete_bytes = code.blob_frame_complete_offset.size_bytes;
     let blob = code.heap_block_size;
     let in_window = |offset: u64, bytes: usize, want: usize| -> Result<u32, Unavailable> {
         let end = offset + bytes as u64;
@@ -77,10 +76,12 @@ pub fn blob_layout(code: Option<&CodeLayout>) -> Result<BlobLayout, Unavailable>
         blob: u32::try_from(blob).map_err(|_| Unavailable::BlobLayout)?,
         size: field(code.blob_size, 4)?,
         frame_size: field(code.blob_frame_size, 4)?,
-        frame_complete: field(code.blob_frame_complete_offset, 4)?,
-        code_begin: pointer(code_begin)?,
+        frame_complete: field(code.blob_frame_complete_offset, if frame_complete_bytes == 2 { 2 } else { 4 })?,
+        code_begin: in_window(blob + code_begin, code_begin_bytes, code_begin_bytes)?,
         name: pointer(code.blob_name)?,
         compile_id: u32::try_from(compile_id.offset).map_err(|_| Unavailable::BlobLayout)?,
+        code_begin_bytes: code_begin_bytes as u32,
+        frame_complete_bytes: frame_complete_bytes as u32,
     })
 }
 
@@ -99,12 +100,12 @@ mod tests {
         (memory, Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap())
     }
 
-    /// On the recorded JDK 11, 17 and 21 memory, the published offsets read the same
+    /// On the recorded JDK 11, 17, 21 and 25 memory, the published offsets read the same
     /// values as the library's reader, for every recorded nmethod (the `used` byte is in
     /// the heap block header, which the recordings leave out; the live tests cover it).
     #[test]
     fn published_offsets_read_what_the_library_reads() {
-        for jdk in [11, 17, 21] {
+        for jdk in [11, 17, 21, 25] {
             let (mem, manifest) = jvm(jdk);
             let j = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
             let l = blob_layout(j.layout().code.as_ref()).unwrap_or_else(|e| panic!("JDK {jdk}: {e:?}"));
@@ -124,10 +125,12 @@ mod tests {
                     u64::from_le_bytes(v)
                 };
                 assert_eq!(get(l.size, 4), blob.size_bytes, "JDK {jdk}");
-                assert_eq!(get(l.code_begin, 8), blob.code_begin, "JDK {jdk}");
+                let block = nm - u64::from(l.blob);
+                assert_eq!(joular_ebpf::blob_cache::window_code_begin(&words(&window), &l, block), blob.code_begin);
                 let frame_words = get(l.frame_size, 4);
                 assert!((2..4096).contains(&frame_words), "JDK {jdk}: nmethod frame of {frame_words} words");
-                assert!(get(l.frame_complete, 4) < blob.size_bytes, "JDK {jdk}");
+                let complete = joular_ebpf::blob_cache::window_frame_complete(&words(&window), &l);
+                assert!(u64::from(complete) < blob.size_bytes, "JDK {jdk}");
                 assert!(
                     hs[..n as usize].iter().any(|h| (h.low..h.high).contains(&nm)),
                     "JDK {jdk}: {nm:#x} in no heap"
@@ -135,7 +138,24 @@ mod tests {
                 checked += 1;
             }
             assert!(checked > 0, "JDK {jdk}: no nmethod checked");
+            let offsets = (l.code_begin_bytes, l.frame_complete_bytes);
+            assert_eq!(offsets, if jdk >= 23 { (4, 2) } else { (8, 4) }, "JDK {jdk}");
         }
+    }
+
+    fn words(bytes: &[u8; BLOB_WINDOW_WORDS * 8]) -> [u64; BLOB_WINDOW_WORDS] {
+        std::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()))
+    }
+
+    /// A blob that never sets up a frame stores -1: read back as -1 from 2 bytes too.
+    #[test]
+    fn a_16_bit_frame_complete_offset_is_sign_extended() {
+        let (mem, manifest) = jvm(25);
+        let j = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        let l = blob_layout(j.layout().code.as_ref()).unwrap();
+        let mut window = [0u64; BLOB_WINDOW_WORDS];
+        window[(l.frame_complete / 8) as usize] = 0xffff << ((l.frame_complete % 8) * 8);
+        assert_eq!(joular_ebpf::blob_cache::window_frame_complete(&window, &l) as i32, -1);
     }
 
     #[test]
@@ -148,8 +168,9 @@ mod tests {
         assert_eq!(blob_layout(Some(&code)), Err(Unavailable::BlobLayout));
         code.blob_frame_size.offset = 6; // straddles a word
         assert_eq!(blob_layout(Some(&code)), Err(Unavailable::BlobLayout));
-        code.blob_code_start = CodeStart::Offset(Field { offset: 8, size_bytes: 4 });
-        assert_eq!(blob_layout(Some(&code)), Err(Unavailable::CodeOffset));
+        code.blob_frame_size.offset = 8;
+        code.blob_code_start = CodeStart::Offset(Field { offset: 14, size_bytes: 4 }); // straddles a word
+        assert_eq!(blob_layout(Some(&code)), Err(Unavailable::BlobLayout));
         assert_eq!(heaps(&[]), Err(Unavailable::Heaps));
     }
 }

@@ -78,6 +78,9 @@ impl Manifest {
     }
 }
 
+/// Flags whose values a fixture holds (read from the JVM's flag table).
+pub const RECORDED_FLAGS: [&str; 3] = ["PreserveFramePointer", "DebugNonSafepoints", "NoSuchFlagAnywhere"];
+
 /// Blocks visited per heap when looking for the workload's nmethods.
 const MAX_BLOCKS: usize = 1 << 16;
 
@@ -142,6 +145,10 @@ pub fn record<R: MemoryReader>(
         .iter()
         .find(|(name, _)| name == "StubRoutines::call_stub")
         .and_then(|(_, field)| rec.inner().read_u64(*field).ok());
+    // The flags the tests read, through the recording reader.
+    for flag in RECORDED_FLAGS {
+        jvm.bool_flag(flag);
+    }
     // The replayed queries, in the order the tests make them.
     let singles = [manifest.interpreter_pc, manifest.stub_pc, manifest.adapter_pc];
     for pc in manifest.pcs.iter().chain(singles.iter().flatten()) {

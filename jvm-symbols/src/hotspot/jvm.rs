@@ -137,6 +137,13 @@ impl<R: MemoryReader> HotspotJvm<R> {
         Ok(jvm)
     }
 
+    /// The value of the boolean JVM flag `name` as the JVM runs with it (its own flag
+    /// table), or `None` when the table is not exported, unreadable, or has no such flag.
+    pub fn bool_flag(&self, name: &str) -> Option<bool> {
+        let l = self.layout.flags.as_ref()?;
+        super::flags::bool_flag(&self.reader, l, name).ok().flatten()
+    }
+
     pub fn layout(&self) -> &Layout {
         &self.layout
     }

@@ -102,18 +102,54 @@ pub struct CodeLayout {
     pub stub_queue_limit: Field,
 }
 
-/// Fields of `nmethod` and `PcDesc` for the inlining chain at a pc (JDK 9 to 22 layout:
-/// metadata, scopes data and PcDescs between `_metadata_offset` and `_dependencies_offset`).
+/// Fields of `nmethod` and `PcDesc` for the inlining chain at a pc.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopesLayout {
-    pub metadata_offset: Field,
-    /// `_scopes_data_begin`, a pointer.
-    pub scopes_data_begin: u64,
-    pub scopes_pcs_offset: Field,
-    pub dependencies_offset: Field,
+    pub debug_info: DebugInfoAt,
     pub pc_desc_size: u64,
     pub pc_desc_pc_offset: Field,
     pub pc_desc_scope_decode_offset: Field,
+}
+
+/// Where an nmethod keeps its metadata (the `Method*`s scopes name), scopes data and
+/// `PcDesc`s. Chosen by which fields the tables export, not by version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DebugInfoAt {
+    /// In the blob, in this order, between `nmethod::_metadata_offset` and
+    /// `_dependencies_offset` (the scopes data at the pointer `_scopes_data_begin`); JDK 9
+    /// to 22.
+    InBlob { metadata_offset: Field, scopes_data_begin: u64, scopes_pcs_offset: Field, dependencies_offset: Field },
+    /// PcDescs then scopes data in the buffer at `nmethod::_immutable_data`, from
+    /// `_scopes_pcs_offset` and `_scopes_data_offset` to `_immutable_data_size` (JDK 23+).
+    Immutable {
+        metadata: MetadataAt,
+        immutable_data: u64,
+        immutable_data_size: Field,
+        scopes_pcs_offset: Field,
+        scopes_data_offset: Field,
+    },
+}
+
+/// Where the metadata array of a JDK 23+ nmethod is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataAt {
+    /// In the blob's data section, at `CodeBlob::_data_offset + nmethod::_metadata_offset`,
+    /// to the blob's end (`CodeBlob::_size`); JDK 23 and 24.
+    DataSection { data_offset: Field, metadata_offset: Field, blob_size: Field },
+    /// After the relocations (`CodeBlob::_relocation_size`) in the buffer at
+    /// `CodeBlob::_mutable_data`, to its `_mutable_data_size`; JDK 25+.
+    Mutable { mutable_data: u64, mutable_data_size: Field, relocation_size: Field },
+}
+
+/// The JVM's flag table (see [`super::flags`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlagsLayout {
+    /// Addresses of the statics `JVMFlag::flags` (a `JVMFlag*`) and `JVMFlag::numFlags`.
+    pub flags: u64,
+    pub num_flags: u64,
+    pub entry_size: u64,
+    pub name_offset: u64,
+    pub addr_offset: u64,
 }
 
 /// HotSpot's version, from `Abstract_VM_Version`.
@@ -147,6 +183,10 @@ pub struct Layout {
     /// heap, for one): methods can still be named, pcs cannot.
     pub code: Option<CodeLayout>,
     pub scopes: Option<ScopesLayout>,
+    /// `None` when the tables do not export the flag table.
+    pub flags: Option<FlagsLayout>,
+    /// Why `code` or `scopes` is `None`: the first field each lacks, by name.
+    pub missing: Vec<String>,
     /// Frame slots of an interpreted frame, in words from fp (see the module docs).
     pub interpreter_frame: InterpreterFrame,
     /// `StubRoutines::_<name>` static `address` fields: (name, address of the field). Their
@@ -260,17 +300,22 @@ impl Layout {
         let l = Lookup(vm, RefCell::new(None));
         // Every field is looked up before any error is returned: a bound broken anywhere
         // is the error, whatever else is missing.
-        let (methods, code, scopes) = (method_layout(&l), code_layout(&l).ok(), scopes_layout(&l).ok());
+        let (methods, code, scopes) = (method_layout(&l), code_layout(&l), scopes_layout(&l));
+        let flags = ["JVMFlag", "Flag"].iter().find_map(|t| flags_layout(&l, t).ok());
         if let Some(broken) = l.1.take() {
             return Err(broken);
         }
         let version = read_version(&l, reader)?;
+        let missing =
+            [code.as_ref().err(), scopes.as_ref().err()].into_iter().flatten().map(|e| e.to_string()).collect();
         Ok(Self {
             version,
             encoding: version.stream_encoding(),
             methods: methods?,
-            code,
-            scopes,
+            code: code.ok(),
+            scopes: scopes.ok(),
+            flags,
+            missing,
             interpreter_frame: interpreter_frame(vm),
             stub_entry_fields: stub_entry_fields(vm),
         })
@@ -368,14 +413,55 @@ fn code_layout(l: &Lookup) -> Result<CodeLayout, HotspotError> {
 }
 
 fn scopes_layout(l: &Lookup) -> Result<ScopesLayout, HotspotError> {
+    let has = |type_name: &str, name: &str| l.0.field(type_name, name).is_some_and(|f| !f.is_static);
+    let debug_info = if has("nmethod", "_immutable_data") {
+        let metadata = if has("CodeBlob", "_mutable_data") {
+            MetadataAt::Mutable {
+                mutable_data: l.offset("CodeBlob", &["_mutable_data"])?,
+                mutable_data_size: l.field("CodeBlob", &["_mutable_data_size"])?,
+                relocation_size: l.field("CodeBlob", &["_relocation_size"])?,
+            }
+        } else {
+            MetadataAt::DataSection {
+                data_offset: l.field("CodeBlob", &["_data_offset"])?,
+                metadata_offset: l.field("nmethod", &["_metadata_offset"])?,
+                blob_size: l.field("CodeBlob", &["_size"])?,
+            }
+        };
+        DebugInfoAt::Immutable {
+            metadata,
+            immutable_data: l.offset("nmethod", &["_immutable_data"])?,
+            immutable_data_size: l.field("nmethod", &["_immutable_data_size"])?,
+            scopes_pcs_offset: l.field("nmethod", &["_scopes_pcs_offset"])?,
+            scopes_data_offset: l.field("nmethod", &["_scopes_data_offset"])?,
+        }
+    } else {
+        DebugInfoAt::InBlob {
+            metadata_offset: l.field("nmethod", &["_metadata_offset"])?,
+            scopes_data_begin: l.offset("nmethod", &["_scopes_data_begin"])?,
+            scopes_pcs_offset: l.field("nmethod", &["_scopes_pcs_offset"])?,
+            dependencies_offset: l.field("nmethod", &["_dependencies_offset"])?,
+        }
+    };
     Ok(ScopesLayout {
-        metadata_offset: l.field("nmethod", &["_metadata_offset"])?,
-        scopes_data_begin: l.offset("nmethod", &["_scopes_data_begin"])?,
-        scopes_pcs_offset: l.field("nmethod", &["_scopes_pcs_offset"])?,
-        dependencies_offset: l.field("nmethod", &["_dependencies_offset"])?,
+        debug_info,
         pc_desc_size: l.size("PcDesc")?,
         pc_desc_pc_offset: l.field("PcDesc", &["_pc_offset"])?,
         pc_desc_scope_decode_offset: l.field("PcDesc", &["_scope_decode_offset"])?,
+    })
+}
+
+fn flags_layout(l: &Lookup, type_name: &str) -> Result<FlagsLayout, HotspotError> {
+    let entry_size = l.size(type_name)?;
+    if entry_size < 16 {
+        return Err(missing(format!("sizeof({type_name})")));
+    }
+    Ok(FlagsLayout {
+        flags: l.static_address(type_name, "flags")?,
+        num_flags: l.static_address(type_name, "numFlags")?,
+        entry_size,
+        name_offset: l.offset(type_name, &["_name"])?,
+        addr_offset: l.offset(type_name, &["_addr"])?,
     })
 }
 

@@ -31,8 +31,17 @@ pub struct JavaMethod {
 
 impl JavaMethod {
     /// `com.acme.Foo.bar`, the form tables and CSVs use.
+    /// `com.acme.Foo.bar`, with the class as every run names it ([`stable_class`]).
+    ///
+    /// [`stable_class`]: JavaMethod::stable_class
     pub fn short_name(&self) -> String {
-        format!("{}.{}", self.external_class(), self.name)
+        format!("{}.{}", self.stable_class(), self.name)
+    }
+
+    /// The class without what differs between runs of the same program (a hidden class's
+    /// address, a lambda's or proxy's counter): `Mix$$Lambda`, as JFR's stack traces read.
+    pub fn stable_class(&self) -> String {
+        crate::names::stable_name(&self.external_class()).into_owned()
     }
 
     /// The class as Java and HotSpot's own output name it: a hidden class's `+0x...`
@@ -46,12 +55,12 @@ impl JavaMethod {
     }
 
     /// `long com.acme.Foo.bar(int, java.lang.String[])`: the form HotSpot's perf map
-    /// (`Compiler.perfmap`) uses, from the JVM descriptor. A descriptor that does not parse
+    /// (`Compiler.perfmap`) uses, from the JVM descriptor, with the stable class name. A descriptor that does not parse
     /// is shown as it is after the name (`com.acme.Foo.bar(I`).
     pub fn full_name(&self) -> String {
         match parse_descriptor(&self.signature) {
-            Some((args, ret)) => format!("{ret} {}.{}({})", self.external_class(), self.name, args.join(", ")),
-            None => format!("{}.{}{}", self.external_class(), self.name, self.signature),
+            Some((args, ret)) => format!("{ret} {}.{}({})", self.stable_class(), self.name, args.join(", ")),
+            None => format!("{}.{}{}", self.stable_class(), self.name, self.signature),
         }
     }
 
@@ -309,10 +318,12 @@ mod tests {
     }
 
     #[test]
-    fn hidden_classes_read_as_in_java_stack_traces() {
+    fn hidden_classes_read_the_same_on_every_run() {
         let m = method("a.B$$Lambda$14+0x0000000800c02a00", "run", "()V");
-        assert_eq!(m.short_name(), "a.B$$Lambda$14/0x0000000800c02a00.run");
-        assert_eq!(m.full_name(), "void a.B$$Lambda$14/0x0000000800c02a00.run()");
+        assert_eq!(m.external_class(), "a.B$$Lambda$14/0x0000000800c02a00");
+        assert_eq!(m.short_name(), "a.B$$Lambda.run");
+        assert_eq!(m.full_name(), "void a.B$$Lambda.run()");
+        assert_eq!(crate::names::short_name(&m.full_name()), m.short_name());
         assert_eq!(method("a.C+D", "e", "()V").short_name(), "a.C+D.e");
     }
 

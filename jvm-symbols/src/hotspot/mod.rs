@@ -11,7 +11,7 @@
 //! dynamic symbols from the mapped file (`/proc/<pid>/map_files/`, else the process's root)
 //! and adds the load bias; [`vmstructs`] parses the tables; [`layout`] picks the fields the
 //! readers use, by name, so no offset is hard-coded per JDK version. Checked on JDK 11.0.13,
-//! 17.0.15 and 21.0.8 (x86_64).
+//! 17.0.15, 21.0.8 and 25.0.2 (x86_64).
 //!
 //! All target memory goes through [`MemoryReader`]: `process_vm_readv` for a live pid,
 //! recorded segments for tests ([`fixture`], `cargo xtask dump-hotspot-fixture`). A failed
@@ -43,17 +43,26 @@
 //!   `GenericGrowableArray::_len`, `GrowableArray<int>::_data`), `CodeHeap::_memory`,
 //!   `_segmap`, `_log2_segment_size`, `VirtualSpace::_low`, `_high`, `sizeof(HeapBlock)`,
 //!   `HeapBlock::_header`, `HeapBlock::Header::_length`, `_used`; `CodeBlob::_name`, `_size`,
-//!   `_code_begin` (or `_code_offset`, JDK 23+); `nmethod::_method` (on `CompiledMethod` up to
-//!   JDK 22), `_compile_id`. Blob kinds come from `_name` (`nmethod`, `native nmethod`), as
-//!   JDK 9 to 22 have no kind field. Interpreter: `AbstractInterpreter::_code` ->
+//!   `_code_begin` (or `_code_offset`, from the blob, JDK 23+), `_frame_size`,
+//!   `_frame_complete_offset` (an int, an int16_t from JDK 23); `nmethod::_method` (on
+//!   `CompiledMethod` up to JDK 22), `_compile_id`. Blob kinds come from `_name` (`nmethod`,
+//!   `native nmethod`), as JDK 9 to 22 have no kind field. Interpreter: `AbstractInterpreter::_code` ->
 //!   `StubQueue::_stub_buffer`, `_buffer_limit`. Stubs: every static `address` field of
 //!   `StubRoutines` is a stub entry.
-//! - Inlining ([`scopes`]): `nmethod::_metadata_offset`, `_scopes_data_begin`,
-//!   `_scopes_pcs_offset`, `_dependencies_offset`; `PcDesc::_pc_offset`,
-//!   `_scope_decode_offset`, `sizeof(PcDesc)`. JDK 23+ moved these into `_immutable_data`:
-//!   there [`layout::Layout::scopes`] is `None` and compiled frames are named by their nmethod
-//!   only. Streams are UNSIGNED5 with 6 bits per byte; from JDK 20+15 every byte is stored
-//!   plus one ([`stream`]), chosen from `Abstract_VM_Version::_vm_major_version` etc.
+//! - Inlining ([`scopes`]), where the tables say the debug info is
+//!   ([`layout::DebugInfoAt`], chosen by which fields exist, never by version): JDK 9 to 22
+//!   `nmethod::_metadata_offset`, `_scopes_data_begin`, `_scopes_pcs_offset`,
+//!   `_dependencies_offset`; JDK 23+ `nmethod::_immutable_data`, `_immutable_data_size`,
+//!   `_scopes_pcs_offset`, `_scopes_data_offset`, with the metadata at `CodeBlob::_data_offset`
+//!   plus `nmethod::_metadata_offset` (JDK 23, 24) or after `CodeBlob::_relocation_size` bytes of
+//!   `CodeBlob::_mutable_data` (`_mutable_data_size`, JDK 25+); `PcDesc::_pc_offset`,
+//!   `_scope_decode_offset`, `sizeof(PcDesc)`. A JDK lacking one of them keeps its method
+//!   names and code cache, names compiled frames by their nmethod only, and
+//!   [`layout::Layout::missing`] names the field. Streams are UNSIGNED5 with 6 bits per byte;
+//!   from JDK 20+15 every byte is stored plus one ([`stream`]), chosen from
+//!   `Abstract_VM_Version::_vm_major_version` etc.
+//! - Flags ([`flags`]): `JVMFlag::flags`, `numFlags`, `_name`, `_addr`, `sizeof(JVMFlag)`
+//!   (`Flag` before JDK 11): what the JVM runs with, whatever set it.
 //! - Inlined chains are returned innermost (the inlined leaf) first, the nmethod's own
 //!   method last, i.e. in stack order from the top.
 //!
@@ -73,6 +82,7 @@ pub mod bounded;
 pub mod codecache;
 pub mod error;
 pub mod fixture;
+pub mod flags;
 pub mod jvm;
 pub mod layout;
 pub mod libjvm;

@@ -1,14 +1,16 @@
 //! nmethod + pc -> the chain of (possibly inlined) Java frames at that pc.
 //!
-//! An nmethod (JDK 9 to 22) keeps, between `_metadata_offset` and `_dependencies_offset`:
-//! the metadata array (`Method*`s, indexed from 1 by scopes), the scopes data
-//! (`_scopes_data_begin`), and the `PcDesc`s (`_scopes_pcs_offset`), sorted by `_pc_offset`
-//! (relative to the code start). A PcDesc's `_scope_decode_offset` points at the innermost
-//! `ScopeDesc` in the scopes data; each scope names its caller's scope until offset 0.
-//! A sampled pc lies between two PcDescs: as `PcDescContainer::find_pc_desc` with
-//! `approximate`, the first PcDesc at or after the pc describes it.
+//! An nmethod keeps a metadata array (`Method*`s, indexed from 1 by scopes), the scopes
+//! data and the `PcDesc`s, sorted by `_pc_offset` (relative to the code start); where each
+//! lives depends on the JDK ([`DebugInfoAt`]): all in the blob (JDK 9 to 22), or scopes
+//! and PcDescs in the nmethod's `_immutable_data` and the metadata in its data section
+//! (JDK 23, 24) or after the relocations in `CodeBlob::_mutable_data` (JDK 25+). A
+//! PcDesc's `_scope_decode_offset` points at the innermost `ScopeDesc` in the scopes data;
+//! each scope names its caller's scope until offset 0. A sampled pc lies between two
+//! PcDescs: as `PcDescContainer::find_pc_desc` with `approximate`, the first PcDesc at or
+//! after the pc describes it.
 
-use super::layout::ScopesLayout;
+use super::layout::{DebugInfoAt, MetadataAt, ScopesLayout};
 use super::memory::{MemoryReader, ReadError};
 use super::stream::{decode_scope_header, Encoding};
 
@@ -44,7 +46,8 @@ fn i32_at(bytes: &[u8], offset: u64) -> Option<i32> {
 
 impl NmethodDebugInfo {
     /// Reads the debug information of the nmethod at `nmethod` (whose `Method*` and code
-    /// start the caller read with the blob).
+    /// start the caller read with the blob). `None`: its offsets are not in the order
+    /// HotSpot writes them, or span more than any nmethod has.
     pub fn read(
         reader: &impl MemoryReader,
         l: &ScopesLayout,
@@ -53,23 +56,16 @@ impl NmethodDebugInfo {
         method: u64,
         code_begin: u64,
     ) -> Result<Option<Self>, ReadError> {
-        let metadata_off = l.metadata_offset.read(reader, nmethod)?;
-        let pcs_off = l.scopes_pcs_offset.read(reader, nmethod)?;
-        let deps_off = l.dependencies_offset.read(reader, nmethod)?;
-        let scopes_begin = reader.read_u64(nmethod + l.scopes_data_begin)?;
-        let scopes_off = scopes_begin.wrapping_sub(nmethod);
-        let ordered = metadata_off <= scopes_off && scopes_off <= pcs_off && pcs_off <= deps_off;
-        if !ordered || deps_off - metadata_off > MAX_DEBUG_INFO_BYTES || l.pc_desc_size == 0 {
+        let Some(parts) = read_parts(reader, &l.debug_info, nmethod)? else {
+            return Ok(None);
+        };
+        if l.pc_desc_size == 0 {
             return Ok(None);
         }
-        let region = reader.read_vec(nmethod.wrapping_add(metadata_off), (deps_off - metadata_off) as usize)?;
-        let rel = |off: u64| (off - metadata_off) as usize;
-        let metadata = region[..rel(scopes_off)]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
-        let scopes = region[rel(scopes_off)..rel(pcs_off)].to_vec();
-        let pcs = region[rel(pcs_off)..]
+        let metadata =
+            parts.metadata.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        let pcs = parts
+            .pcs
             .chunks_exact(l.pc_desc_size as usize)
             .filter_map(|d| {
                 let pc = i32_at(d, l.pc_desc_pc_offset.offset)?;
@@ -77,7 +73,7 @@ impl NmethodDebugInfo {
                 Some((pc, scope as u32))
             })
             .collect();
-        Ok(Some(Self { method, code_begin, metadata, scopes, pcs, encoding }))
+        Ok(Some(Self { method, code_begin, metadata, scopes: parts.scopes, pcs, encoding }))
     }
 
     /// Approximate heap bytes this entry holds (for cache budgets).
@@ -131,6 +127,79 @@ impl NmethodDebugInfo {
     }
 }
 
+/// The three regions of an nmethod's debug information, as read.
+struct Parts {
+    metadata: Vec<u8>,
+    scopes: Vec<u8>,
+    pcs: Vec<u8>,
+}
+
+fn read_parts(reader: &impl MemoryReader, at: &DebugInfoAt, nmethod: u64) -> Result<Option<Parts>, ReadError> {
+    match at {
+        DebugInfoAt::InBlob { metadata_offset, scopes_data_begin, scopes_pcs_offset, dependencies_offset } => {
+            let metadata_off = metadata_offset.read(reader, nmethod)?;
+            let pcs_off = scopes_pcs_offset.read(reader, nmethod)?;
+            let deps_off = dependencies_offset.read(reader, nmethod)?;
+            let scopes_off = reader.read_u64(nmethod + scopes_data_begin)?.wrapping_sub(nmethod);
+            let ordered = metadata_off <= scopes_off && scopes_off <= pcs_off && pcs_off <= deps_off;
+            if !ordered || deps_off - metadata_off > MAX_DEBUG_INFO_BYTES {
+                return Ok(None);
+            }
+            let region = reader.read_vec(nmethod.wrapping_add(metadata_off), (deps_off - metadata_off) as usize)?;
+            let rel = |off: u64| (off - metadata_off) as usize;
+            Ok(Some(Parts {
+                metadata: region[..rel(scopes_off)].to_vec(),
+                scopes: region[rel(scopes_off)..rel(pcs_off)].to_vec(),
+                pcs: region[rel(pcs_off)..].to_vec(),
+            }))
+        }
+        DebugInfoAt::Immutable {
+            metadata,
+            immutable_data,
+            immutable_data_size,
+            scopes_pcs_offset,
+            scopes_data_offset,
+        } => {
+            let Some((metadata_at, metadata_len)) = metadata_region(reader, metadata, nmethod)? else {
+                return Ok(None);
+            };
+            let data = reader.read_u64(nmethod + immutable_data)?;
+            let size = immutable_data_size.read(reader, nmethod)?;
+            let pcs_off = scopes_pcs_offset.read(reader, nmethod)?;
+            let scopes_off = scopes_data_offset.read(reader, nmethod)?;
+            // The scopes data runs to the speculations (not exported) or the buffer's end;
+            // decoding stops at each scope's own end, so the tail is never misread.
+            if !(pcs_off <= scopes_off && scopes_off <= size) || size > MAX_DEBUG_INFO_BYTES || data == 0 {
+                return Ok(None);
+            }
+            let region = reader.read_vec(data.wrapping_add(pcs_off), (size - pcs_off) as usize)?;
+            let split = (scopes_off - pcs_off) as usize;
+            Ok(Some(Parts {
+                metadata: reader.read_vec(metadata_at, metadata_len as usize)?,
+                scopes: region[split..].to_vec(),
+                pcs: region[..split].to_vec(),
+            }))
+        }
+    }
+}
+
+/// Where a JDK 23+ nmethod's metadata array is, and its length in bytes.
+fn metadata_region(reader: &impl MemoryReader, at: &MetadataAt, nmethod: u64) -> Result<Option<(u64, u64)>, ReadError> {
+    let (start, end) = match at {
+        MetadataAt::DataSection { data_offset, metadata_offset, blob_size } => {
+            let start = data_offset.read(reader, nmethod)? + metadata_offset.read(reader, nmethod)?;
+            (nmethod.wrapping_add(start), nmethod.wrapping_add(blob_size.read(reader, nmethod)?))
+        }
+        MetadataAt::Mutable { mutable_data, mutable_data_size, relocation_size } => {
+            let data = reader.read_u64(nmethod + mutable_data)?;
+            let size = mutable_data_size.read(reader, nmethod)?;
+            (data.wrapping_add(relocation_size.read(reader, nmethod)?), data.wrapping_add(size))
+        }
+    };
+    let ok = start <= end && end - start <= MAX_DEBUG_INFO_BYTES;
+    Ok(ok.then(|| (start, (end - start) & !7)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,10 +214,12 @@ mod tests {
     /// A hand-built nmethod: outer (metadata 1) inlines inner (metadata 2) at pc offset 0x40.
     fn build(encoding: Encoding) -> (SegmentsMemory, ScopesLayout, u64) {
         let l = ScopesLayout {
-            metadata_offset: f4(0),
-            scopes_data_begin: 8,
-            scopes_pcs_offset: f4(16),
-            dependencies_offset: f4(20),
+            debug_info: DebugInfoAt::InBlob {
+                metadata_offset: f4(0),
+                scopes_data_begin: 8,
+                scopes_pcs_offset: f4(16),
+                dependencies_offset: f4(20),
+            },
             pc_desc_size: 16,
             pc_desc_pc_offset: f4(0),
             pc_desc_scope_decode_offset: f4(4),
