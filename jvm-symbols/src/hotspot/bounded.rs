@@ -10,11 +10,7 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use super::memory::{MemoryReader, ReadError};
-
-/// The largest object read in one piece: an nmethod's debug information (metadata, scopes
-/// and PcDescs, bounded at 4 MiB by `scopes`), a class's method array (65,535 `Method*`s).
-pub const MAX_OBJECT_BYTES: usize = 4 << 20;
+use super::memory::{MemoryReader, ReadError, MAX_OBJECT_BYTES};
 
 /// What one JVM may read before it is stopped: bytes, and time spent in reads (not wall
 /// time: what the caller does between reads, for other JVMs too, is not this JVM's).

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::bounded::MAX_OBJECT_BYTES;
+/// The largest object read in one piece: an nmethod's debug information (metadata, scopes
+/// and PcDescs, bounded at 4 MiB by `scopes`), a class's method array (65,535 `Method*`s).
+pub const MAX_OBJECT_BYTES: usize = 4 << 20;
 
 /// A read that could not be served: unmapped, freed or never recorded memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -95,10 +95,10 @@ pub mod vmstructs;
 #[cfg(test)]
 mod bounds_tests;
 
-pub use bounded::{BoundedReader, Overrun, ReadBudget, MAX_OBJECT_BYTES};
+pub use bounded::{BoundedReader, Overrun, ReadBudget};
 pub use error::HotspotError;
 pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses, Reads};
 pub use libjvm::{locate_tables, TableSymbols};
-pub use memory::{MemoryReader, ProcessMemory, ReadError, RecordingReader, SegmentsMemory};
+pub use memory::{MemoryReader, ProcessMemory, ReadError, RecordingReader, SegmentsMemory, MAX_OBJECT_BYTES};
 pub use method::JavaMethod;
 pub use vmstructs::VmStructs;
