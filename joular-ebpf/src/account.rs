@@ -28,7 +28,7 @@ use joular_ebpf::{
 };
 
 use crate::maps::{
-    CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, DROPS, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, STACKS_0, STACKS_1,
+    count_drop, CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, STACKS_0, STACKS_1,
     STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
 };
 use crate::walk;
@@ -81,14 +81,6 @@ fn targeted(tgid: u32) -> bool {
     let answer = TARGETS.get_ptr(tgid).is_some();
     *entry = TargetAnswer { generation, tgid, targeted: u32::from(answer) };
     answer
-}
-
-#[inline(always)]
-pub fn count_drop(kind: u32) {
-    if let Some(n) = DROPS.get_ptr_mut(kind) {
-        // SAFETY: per-CPU slot, only this CPU writes it.
-        unsafe { *n += 1 };
-    }
 }
 
 /// The running process's start tick (its group leader's `start_boottime`, as /proc shows it),

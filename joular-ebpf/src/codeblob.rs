@@ -12,7 +12,7 @@ use joular_ebpf::{
     MAX_SEGMAP_HOPS,
 };
 
-use crate::walk::WalkState;
+use crate::maps::WalkState;
 
 /// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
 /// "native nmethod" (JNI wrappers), little-endian.

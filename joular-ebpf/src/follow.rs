@@ -12,8 +12,7 @@ use aya_ebpf::{
 };
 use joular_ebpf::{CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, DROP_TARGETS_MAP_FULL};
 
-use crate::account::count_drop;
-use crate::maps::{CONFIG, CPU_STATE, TARGETS};
+use crate::maps::{count_drop, CONFIG, CPU_STATE, TARGETS};
 
 const CLONE_THREAD: u64 = 0x0001_0000;
 /// Offsets in the task_newtask record (see its `format`; unchanged since it was added in 3.14).

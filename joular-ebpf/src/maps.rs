@@ -1,14 +1,16 @@
 //! Every map has a fixed size; the double-buffered ones come as `_0`/`_1` pairs selected by
-//! `CONFIG[CONFIG_ACTIVE_BUFFER]` (see `joular_ebpf::BUFFERS`).
+//! `CONFIG[CONFIG_ACTIVE_BUFFER]` (see `joular_ebpf::BUFFERS`). The per-CPU state types the maps
+//! hold, and `count_drop` that every program uses, live here too, so no program module imports another
+//! to reach them.
 
-use crate::walk::{RecentStacks, WalkState};
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use joular_ebpf::{
-    CpuState, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BUFFERS,
-    CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
+    blob_cache::BlobCache, CpuState, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey,
+    ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS, MAX_SAMPLE_KEYS,
+    MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
 /// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
@@ -86,3 +88,58 @@ pub static WALK_STATE: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(1,
 /// Where `joular_ksym` writes the names user space asked for (see `ksym.rs`).
 #[map]
 pub static KSYM_NAMES: Array<KsymNames> = Array::with_max_entries(1, 0);
+
+/// Counts one loss of kind `kind` (a `DROP_*`) in `DROPS`.
+#[inline(always)]
+pub fn count_drop(kind: u32) {
+    if let Some(n) = DROPS.get_ptr_mut(kind) {
+        // SAFETY: per-CPU slot, only this CPU writes it.
+        unsafe { *n += 1 };
+    }
+}
+
+/// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
+pub const RECENT_STACK_SLOTS: usize = 64;
+
+/// Words of the sampled thread's stack one read brings in: the frames of the callers
+/// below the Java code (libjvm, libc) are small and adjacent, so most of their
+/// frame-pointer steps are served from the last read instead of a read of their own.
+pub const STACK_WINDOW_WORDS: usize = 32;
+
+/// Per CPU: (hash, tag) of stacks stored lately, by `hash % RECENT_STACK_SLOTS`.
+#[repr(C)]
+pub struct RecentStacks {
+    pub slots: [[u64; 2]; RECENT_STACK_SLOTS],
+}
+
+/// Per CPU: the walk in progress (`bpf_loop` calls the step with no other state).
+#[repr(C)]
+pub struct WalkState {
+    pub cfg: JvmConfig,
+    pub pc: u64,
+    pub sp: u64,
+    pub fp: u64,
+    /// r13 at the sample, for the leaf frame.
+    pub live_bcp: u64,
+    pub hash: u64,
+    pub len: u32,
+    pub flags: u32,
+    /// The JVM walked.
+    pub tgid: u32,
+    /// The last `JVMS` answer (see `load_jvm`): for `cfg_tgid`, read under
+    /// `CONFIG_TARGETS_GEN` = `cfg_generation`; `cfg` holds its config when `cfg_is_jvm`.
+    /// Next to the cursor, so a sample's first look at the state touches the line the walk
+    /// uses anyway.
+    pub cfg_is_jvm: u32,
+    pub cfg_generation: u64,
+    pub cfg_tgid: u32,
+    pub _pad: u32,
+    /// The code heap block the current frame's pc is in, as read.
+    pub blob: [u64; BLOB_WINDOW_WORDS],
+    /// `STACK_WINDOW_WORDS` of the thread's stack read at `stack_base` during this walk
+    /// (0: none yet).
+    pub stack_base: u64,
+    pub stack: [u64; STACK_WINDOW_WORDS],
+    /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
+    pub cache: BlobCache,
+}

@@ -52,8 +52,7 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 use joular_ebpf::{
-    blob_cache::{BlobCache, BLOB_CACHE_SLOTS},
-    JavaFrame, JavaStack, JvmConfig, BLOB_WINDOW_WORDS, CONFIG_TARGETS_GEN, DROP_JAVA_STACK_COLLISION,
+    blob_cache::BLOB_CACHE_SLOTS, JavaFrame, JavaStack, CONFIG_TARGETS_GEN, DROP_JAVA_STACK_COLLISION,
     DROP_JAVA_STACK_MAP_FULL, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_PROLOGUE,
     DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED,
     FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT,
@@ -65,25 +64,14 @@ use joular_ebpf::{
     JAVA_STACK_CAUSE_SHIFT,
 };
 
-use crate::account::count_drop;
 use crate::codeblob::{blob_facts, follows_call, known_nmethod, place};
-use crate::maps::{CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, WALK_STATE};
+use crate::maps::{
+    count_drop, WalkState, CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, RECENT_STACK_SLOTS,
+    STACK_WINDOW_WORDS, WALK_STATE,
+};
 use crate::native::{find_row, Lookup};
 
 const BPF_NOEXIST: u64 = 1;
-/// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
-pub const RECENT_STACK_SLOTS: usize = 64;
-
-/// Words of the sampled thread's stack one read brings in: the frames of the callers
-/// below the Java code (libjvm, libc) are small and adjacent, so most of their
-/// frame-pointer steps are served from the last read instead of a read of their own.
-const STACK_WINDOW_WORDS: usize = 32;
-
-/// Per CPU: (hash, tag) of stacks stored lately, by `hash % RECENT_STACK_SLOTS`.
-#[repr(C)]
-pub struct RecentStacks {
-    pub slots: [[u64; 2]; RECENT_STACK_SLOTS],
-}
 const EEXIST: i32 = 17;
 /// Words read for an interpreted frame: the slot window below fp, then saved fp and
 /// return address.
@@ -105,38 +93,6 @@ pub struct UserRegs {
     pub fp: u64,
     /// r13: the template interpreter's live bcp register on x86_64.
     pub bcp: u64,
-}
-
-/// Per CPU: the walk in progress (`bpf_loop` calls the step with no other state).
-#[repr(C)]
-pub struct WalkState {
-    pub cfg: JvmConfig,
-    pub pc: u64,
-    pub sp: u64,
-    pub fp: u64,
-    /// r13 at the sample, for the leaf frame.
-    pub live_bcp: u64,
-    pub hash: u64,
-    pub len: u32,
-    pub flags: u32,
-    /// The JVM walked.
-    pub tgid: u32,
-    /// The last `JVMS` answer (see `load_jvm`): for `cfg_tgid`, read under
-    /// `CONFIG_TARGETS_GEN` = `cfg_generation`; `cfg` holds its config when `cfg_is_jvm`.
-    /// Next to the cursor, so a sample's first look at the state touches the line the walk
-    /// uses anyway.
-    pub cfg_is_jvm: u32,
-    pub cfg_generation: u64,
-    pub cfg_tgid: u32,
-    pub _pad: u32,
-    /// The code heap block the current frame's pc is in, as read.
-    pub blob: [u64; BLOB_WINDOW_WORDS],
-    /// `STACK_WINDOW_WORDS` of the thread's stack read at `stack_base` during this walk
-    /// (0: none yet).
-    pub stack_base: u64,
-    pub stack: [u64; STACK_WINDOW_WORDS],
-    /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
-    pub cache: BlobCache,
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
