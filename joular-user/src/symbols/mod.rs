@@ -32,36 +32,35 @@ mod jvm;
 mod kernel;
 mod native;
 mod native_maps;
+mod process;
+mod resolve;
 pub(crate) use native::on_fuse;
 pub(crate) mod stall_guard;
+mod stats;
 mod truncation;
 mod walk_config;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
-use jvm_symbols::hotspot::HotspotError;
-use jvm_symbols::{classify, short_name, stable_name, CodeKind, FlagState};
+use jvm_symbols::FlagState;
 
 use crate::ebpf::kernel_names::KernelNames;
-use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedFrame, WalkedStack};
+use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedStack};
 use budget::{Consumer, SymbolBudget};
-use hotspot::{Code, HotspotProcess, Wanted, INTERPRETER, UNKNOWN_JIT};
+use hotspot::{HotspotProcess, Wanted};
 use intern::{FrameId, Interner};
-use jvm::{JobSettings, JvmState};
+use jvm::JobSettings;
 use kernel::KernelResolver;
+use native::NativeResolver;
 pub use native::{names_at_file_offsets, panic_message, NameError, NativeStats};
-use native::{NativeName, NativeResolver};
+use process::{Hotspot, ProcessState};
+use resolve::{user_inputs, UserInput};
+pub use stats::SymbolStats;
 
 const UNKNOWN: &str = "[unknown]";
-/// Cycles a process is looked at again to see whether it became a JVM (`record` sees the
-/// launcher before it loads libjvm), and a JVM's tables are tried again (they are filled
-/// while the VM starts) before its perf map is used instead.
-const DISCOVERY_ATTEMPTS: u32 = 10;
-/// Warn about cut stacks once this many Java stacks were seen, if most were cut.
-const CUT_STACKS_MIN_SAMPLE: u64 = 20;
 /// The interner may hold this fraction of the budget in stacks before its table starts over.
 const STACKS_SHARE_OF_BUDGET: u64 = 4;
 /// Private copies of native files' symbol tables may hold this fraction of the budget.
@@ -106,92 +105,6 @@ impl Default for SymbolizerOptions {
     }
 }
 
-/// Counters since the start (bad lines: in the maps currently loaded).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SymbolStats {
-    pub jvms: usize,
-    pub perf_map_entries: usize,
-    pub perf_map_bad_lines: u64,
-    pub perf_map_dumps: u64,
-    pub perf_map_dump_failures: u64,
-    pub perf_map_reloads: u64,
-    /// Sampled addresses in a code cache that the perf map did not cover.
-    pub jit_misses: u64,
-    pub unresolved_frames: u64,
-    /// Java stacks whose root is Java code: unwinding stopped inside the JVM.
-    pub cut_java_stacks: u64,
-    pub jvms_without_frame_pointers: u64,
-    pub distinct_stacks: usize,
-    /// Well-formed lines of the loaded maps left out for lack of memory.
-    pub perf_map_entries_not_indexed: u64,
-    /// The same, summed over every load since the start (a map read again counts again).
-    pub perf_map_entries_not_indexed_total: u64,
-    /// Maps dropped because a smaller share of the budget was left for them.
-    pub perf_map_drops_for_budget: u64,
-    /// Symbol memory accounted for now, and the budget.
-    pub symbol_bytes: u64,
-    pub symbol_budget_bytes: u64,
-    /// Cycles symbolized before a JVM's job they waited for had finished (their misses
-    /// stay `[unknown JIT code]`).
-    pub settle_timeouts: u64,
-    /// Times kallsyms was copied and parsed again because the module list changed.
-    pub kallsyms_reloads: u64,
-    /// JVMs named through their HotSpot tables since the start (the others use their perf map).
-    pub hotspot_jvms: usize,
-    /// `Method*`s read and checked (once each, then served from the cache), and nmethods
-    /// whose debug information (inlining, lines) was read.
-    pub hotspot_methods_read: u64,
-    pub hotspot_nmethods_read: u64,
-    /// Why a `Method*` or pc could not be named (`jvm_symbols::hotspot::Misses`).
-    pub method_unreadable: u64,
-    pub method_stale: u64,
-    pub method_corrupt: u64,
-    pub code_unreadable: u64,
-    /// Code-cache re-reads, most of them to resolve a miss in the cycle it happened.
-    pub code_cache_refreshes: u64,
-    /// Distinct JIT pcs per cycle that stayed `[unknown JIT code]` (HotSpot path).
-    pub unknown_jit_frames: u64,
-    /// Interpreted frames shown as `Interpreter`: their `Method*` failed the check.
-    pub unnamed_interpreted_frames: u64,
-    /// Stacks the sampler walked (per thread, CPU and cycle), and those of them that
-    /// stopped before the thread's first frame or at the frame limit.
-    pub walked_stacks: u64,
-    pub walked_stacks_cut: u64,
-    pub walked_stacks_truncated: u64,
-    /// Approximate heap bytes of the HotSpot readers' caches now.
-    pub hotspot_cache_bytes: usize,
-    /// Compiled frames whose nmethod was freed and reused before it was named.
-    pub stale_compiled_frames: u64,
-    /// Per live JVM whose stacks the sampler walks: which unwinder, and its stacks.
-    pub unwinders: BTreeMap<u32, JavaUnwinder>,
-    /// Wall time spent symbolizing stacks (`symbolize`, `symbolize_walked`), discovery included.
-    pub symbolize_ns: u64,
-    /// JVMs whose HotSpot tables could not be read (their perf map names them instead), and
-    /// why (`pid: reason`, the first [`MAX_UNREADABLE_REASONS`]).
-    pub jvms_unreadable: u64,
-    pub jvms_unreadable_reasons: Vec<String>,
-    /// Times a JVM was backed off for spending its per-cycle budget of HotSpot reads.
-    pub jvms_backed_off: u64,
-    /// Panics caught in a JVM's HotSpot reader (that JVM is then read no more).
-    pub hotspot_panics: u64,
-    /// JVMs one of whose reads blocked past its deadline (then read no more), and reads of
-    /// targets (JVM memory, mapped files) that did, or were refused while too many threads were
-    /// left blocked (`stall_guard`).
-    pub jvms_blocked: u64,
-    pub target_reads_blocked: u64,
-    pub target_reads_refused: u64,
-    /// Native files copied and named, and those that could not be.
-    pub native: NativeStats,
-    /// Panics the symbol worker caught, and the samples of the cycles they cost their names
-    /// (set by the worker, `session::symbolize`).
-    pub worker_panics: u64,
-    pub samples_unsymbolized: u64,
-}
-
-/// Reasons kept in [`SymbolStats::jvms_unreadable_reasons`]: a host full of hostile fakes
-/// must not grow the summary without bound.
-const MAX_UNREADABLE_REASONS: usize = 32;
-
 /// A change to the kernel's maps the symbolizer asks for: it learns which processes are
 /// HotSpot JVMs, and the sampler walks those stacks itself. Plain data, so the symbolizer
 /// can run on another thread than the one that owns the maps.
@@ -205,89 +118,12 @@ pub enum KernelUpdate {
     NativeUnwind { pid: u32, table: Vec<crate::unwind::tables::MappedRows> },
 }
 
-/// How far a JVM's HotSpot tables got.
-enum Hotspot {
-    Ready(Box<HotspotProcess>),
-    /// Not readable yet: tried again after `wait_cycles` cycles, a wait that doubles with
-    /// each attempt (tables that never become readable are not read every cycle).
-    Pending {
-        attempts_left: u32,
-        wait_cycles: u32,
-    },
-    /// Not readable: the perf map names its JIT code.
-    Unavailable,
-    /// A cycle's reads of its memory blocked: its reader is left with the blocked thread, its
-    /// Java frames stay unnamed (no attach, no perf map for a target that blocks us).
-    Blocked,
-}
-
-struct ProcessState {
-    jvm: Option<JvmState>,
-    hotspot: Hotspot,
-    /// Cycles left to check whether a process that is not a JVM became one.
-    discovery_attempts_left: u32,
-    /// Walked stacks of this process: (HotSpot-unwound, frame pointers only, cut).
-    walked: (u64, u64, u64),
-    /// Walked samples with a Java frame, and those whose leaf is compiled Java code.
-    java_samples: (u64, u64),
-    /// Frames from the perf map; cleared when the map is reloaded.
-    jit: HashMap<u64, FrameId>,
-    native: HashMap<u64, FrameId>,
-}
-
-impl ProcessState {
-    fn hotspot(&mut self) -> Option<&mut HotspotProcess> {
-        match &mut self.hotspot {
-            Hotspot::Ready(h) => Some(h),
-            _ => None,
-        }
-    }
-
-    /// A JVM named through its perf map: its tables cannot be read (or `--java-symbols
-    /// perf-map`), or not yet (then a map some other tool wrote is read, but none is dumped).
-    /// A JVM named through its tables never attaches, dumps or loads a map.
-    fn uses_perf_map(&self) -> Option<&JvmState> {
-        match self.hotspot {
-            Hotspot::Ready(_) | Hotspot::Blocked => None,
-            _ => self.jvm.as_ref(),
-        }
-    }
-
-    /// Whether its perf map may be dumped over attach: only once its tables are known to be
-    /// unreadable.
-    fn may_dump(&self) -> bool {
-        matches!(self.hotspot, Hotspot::Unavailable)
-    }
-}
-
 /// A stack of a cycle, for [`Symbolizer::prefetch_hotspot`].
 #[derive(Debug, Clone, Copy)]
 pub enum StackInput<'a> {
     Walked(&'a WalkedStack),
     /// Bare user pcs, leaf first.
     Bare(&'a [u64]),
-}
-
-/// The frames the sampler walked, to resolve.
-fn user_inputs(walked: &WalkedStack) -> Vec<UserInput> {
-    walked
-        .frames
-        .iter()
-        .map(|f| match *f {
-            WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
-            WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
-            WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id },
-            WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
-        })
-        .collect()
-}
-
-/// One user frame to resolve: a pc, or an interpreted frame the sampler walked.
-#[derive(Debug, Clone, Copy)]
-enum UserInput {
-    Pc { pc: u64, code: bool },
-    Compiled { pc: u64, compile_id: u32 },
-    Interpreted { method: u64, bcp: u64 },
 }
 
 pub struct Symbolizer {
@@ -580,302 +416,6 @@ impl Symbolizer {
         let stack = self.interner.stack(&root_first);
         self.stats.symbolize_ns += started.elapsed().as_nanos() as u64;
         stack
-    }
-
-    fn ensure_process(&mut self, pid: u32) {
-        if self.processes.contains_key(&pid) {
-            return;
-        }
-        let mut process = ProcessState {
-            jvm: None,
-            hotspot: Hotspot::Unavailable,
-            discovery_attempts_left: DISCOVERY_ATTEMPTS,
-            walked: (0, 0, 0),
-            java_samples: (0, 0),
-            jit: HashMap::new(),
-            native: HashMap::new(),
-        };
-        self.discover(pid, &mut process);
-        self.processes.insert(pid, process);
-        self.note_frame_pointers(pid);
-    }
-
-    /// A process that was not a JVM, or a JVM whose tables were not readable yet, is
-    /// looked at again for a few cycles.
-    fn retry_discovery(&mut self, pid: u32) {
-        let process = self.processes.get_mut(&pid).expect("known process");
-        if process.jvm.is_none() && process.discovery_attempts_left > 0 {
-            process.discovery_attempts_left -= 1;
-            let mut process = self.processes.remove(&pid).expect("known process");
-            self.discover(pid, &mut process);
-            let found = process.jvm.is_some();
-            self.processes.insert(pid, process);
-            if found {
-                self.note_frame_pointers(pid);
-            }
-        } else if let Hotspot::Pending { .. } = process.hotspot {
-            Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats);
-        }
-    }
-
-    /// A JVM found here is named through its HotSpot tables when they can be read; otherwise
-    /// its first perf-map job (flags, dump, map) starts in `settle` (or the next `begin_cycle`),
-    /// once every JVM of the cycle is known to share the budget.
-    fn discover(&mut self, pid: u32, process: &mut ProcessState) {
-        match JvmState::discover(&self.opts.proc_root, pid) {
-            Ok(Some(mut jvm)) => {
-                if self.opts.hotspot {
-                    // No perf map is asked for while the HotSpot tables may still be read.
-                    jvm.needs_dump = false;
-                    process.hotspot = Hotspot::Pending { attempts_left: DISCOVERY_ATTEMPTS, wait_cycles: 0 };
-                }
-                process.jvm = Some(jvm);
-                Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats);
-            }
-            Ok(None) => {}
-            Err(e) => log::debug!("process {pid}: {e}"),
-        }
-    }
-
-    /// Reads the JVM's HotSpot tables; after the last failed attempt its perf map is used.
-    fn attach_hotspot(proc_root: &std::path::Path, pid: u32, process: &mut ProcessState, stats: &mut SymbolStats) {
-        let Hotspot::Pending { attempts_left, wait_cycles } = process.hotspot else {
-            return;
-        };
-        let Some(jvm) = &mut process.jvm else {
-            return;
-        };
-        if wait_cycles > 0 {
-            process.hotspot = Hotspot::Pending { attempts_left, wait_cycles: wait_cycles - 1 };
-            return;
-        }
-        let started = std::time::Instant::now();
-        match HotspotProcess::attach(proc_root, pid) {
-            Ok(h) => {
-                log::debug!("JVM {pid}: named through its HotSpot tables (read in {:?})", started.elapsed());
-                process.hotspot = Hotspot::Ready(Box::new(h));
-                // A map read while the tables were pending has no use any more.
-                jvm.map.forget();
-            }
-            // Not HotSpot, or one without the tables: retrying cannot help.
-            Err(e) if attempts_left <= 1 || !e.may_pass() => {
-                match e {
-                    // Tables no HotSpot writes: a hostile or broken target, worth a warning.
-                    HotspotError::Bound { .. }
-                    | HotspotError::Panicked(_)
-                    | HotspotError::TooLarge { .. }
-                    | HotspotError::Blocked(_) => {
-                        log::warn!("JVM {pid}: HotSpot tables unreadable ({e}); naming its JIT code from its perf map")
-                    }
-                    _ => log::info!(
-                        "JVM {pid}: HotSpot tables not readable ({e}); naming its JIT code from its perf map"
-                    ),
-                }
-                stats.jvms_unreadable += 1;
-                stats.hotspot_panics += u64::from(matches!(e, HotspotError::Panicked(_)));
-                stats.jvms_blocked += u64::from(matches!(e, HotspotError::Blocked(_)));
-                if stats.jvms_unreadable_reasons.len() < MAX_UNREADABLE_REASONS {
-                    stats.jvms_unreadable_reasons.push(format!("{pid}: {e}"));
-                }
-                process.hotspot = Hotspot::Unavailable;
-                jvm.needs_dump = true;
-            }
-            Err(e) => {
-                log::debug!("JVM {pid}: HotSpot tables not readable yet ({e})");
-                let tried = DISCOVERY_ATTEMPTS - attempts_left;
-                process.hotspot =
-                    Hotspot::Pending { attempts_left: attempts_left - 1, wait_cycles: (1 << tried.min(3)) - 1 };
-            }
-        }
-    }
-
-    /// Counts a JVM that runs without frame pointers, when that becomes known. Whether that
-    /// needs a word to the user depends on the unwinder it gets (`take_kernel_updates`).
-    fn note_frame_pointers(&mut self, pid: u32) {
-        let Some(jvm) = self.processes.get(&pid).and_then(|p| p.jvm.as_ref()) else {
-            return;
-        };
-        if jvm.info.preserve_frame_pointer == FlagState::Off {
-            self.stats.jvms_without_frame_pointers += 1;
-        }
-    }
-
-    /// Says once that a JVM's Java stacks are cut at compiled frames, and why.
-    fn warn_frame_pointers(&mut self, pid: u32, reason: &str) {
-        if !std::mem::replace(&mut self.frame_pointer_warned, true) {
-            log::warn!(
-                "JVM {pid} runs without frame pointers in JIT code and {reason}, so its Java stacks \
-                 are cut at the first compiled method: restart it with -XX:+PreserveFramePointer"
-            );
-        }
-    }
-
-    /// Resolves user frames, leaf first; a compiled pc with inlined methods gives several
-    /// frames (innermost first), so the output can be longer than the input.
-    fn resolve_user(&mut self, pid: u32, inputs: &[UserInput]) -> Vec<FrameId> {
-        let process = self.processes.get_mut(&pid).expect("ensure_process ran");
-        // Each input's frames; a native pc waits for one blazesym batch.
-        let mut slots: Vec<Option<std::sync::Arc<[FrameId]>>> = vec![None; inputs.len()];
-        let mut pending: Vec<(usize, u64)> = Vec::new();
-        let one = |id: FrameId| -> Option<std::sync::Arc<[FrameId]>> { Some(std::sync::Arc::from([id])) };
-        for (slot, input) in inputs.iter().enumerate() {
-            let (pc, kernel_says_code) = match *input {
-                UserInput::Interpreted { method, bcp } => {
-                    let id = match process.hotspot().and_then(|h| h.interpreted(&mut self.interner, method, bcp)) {
-                        Some(id) => id,
-                        None => {
-                            self.stats.unnamed_interpreted_frames += 1;
-                            self.interner.frame(FrameKind::Stub, INTERPRETER, INTERPRETER)
-                        }
-                    };
-                    slots[slot] = one(id);
-                    continue;
-                }
-                UserInput::Pc { pc, code } => (pc, code),
-                UserInput::Compiled { pc, compile_id } => {
-                    let code = process.hotspot().map(|h| h.compiled(&mut self.interner, pc, compile_id));
-                    slots[slot] = match code {
-                        Some((Code::Frames(ids), _)) => Some(ids),
-                        Some((_, outcome)) => {
-                            self.stats.unknown_jit_frames += u64::from(outcome.unknown);
-                            one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT))
-                        }
-                        // Only a JVM read through its tables is walked this way.
-                        None => one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT)),
-                    };
-                    continue;
-                }
-            };
-            if let Some(&id) = process.native.get(&pc) {
-                slots[slot] = one(id);
-                continue;
-            }
-            let in_mappings = process.jvm.as_ref().is_some_and(|j| j.in_code_cache(pc));
-            if let Some(h) = process.hotspot() {
-                match h.code(&mut self.interner, pc, kernel_says_code || in_mappings) {
-                    (Code::Frames(ids), _) => slots[slot] = Some(ids),
-                    (Code::UnknownJit, outcome) => {
-                        self.stats.unknown_jit_frames += u64::from(outcome.unknown);
-                        slots[slot] = one(self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT));
-                    }
-                    (Code::Native, _) => pending.push((slot, pc)),
-                }
-                continue;
-            }
-            if let Some(&id) = process.jit.get(&pc) {
-                slots[slot] = one(id);
-                continue;
-            }
-            if let Some(jvm) = &mut process.jvm {
-                if let Some(symbol) = jvm.map.index().lookup(pc) {
-                    let id = match classify(symbol.name) {
-                        CodeKind::JavaMethod => self.interner.frame(
-                            FrameKind::JavaJit,
-                            &stable_name(symbol.name),
-                            &short_name(&stable_name(symbol.name)),
-                        ),
-                        CodeKind::Stub => self.interner.frame(FrameKind::Stub, symbol.name, symbol.name),
-                    };
-                    process.jit.insert(pc, id);
-                    slots[slot] = one(id);
-                    continue;
-                }
-                if in_mappings {
-                    // A dump this cycle already answered what `prepare` saw missing.
-                    jvm.needs_dump |= !jvm.dumped_since(self.cycle_started);
-                    self.stats.jit_misses += 1;
-                    let id = self.interner.frame(FrameKind::JavaJit, UNKNOWN_JIT, UNKNOWN_JIT);
-                    process.jit.insert(pc, id);
-                    slots[slot] = one(id);
-                    continue;
-                }
-            }
-            pending.push((slot, pc));
-        }
-        if !pending.is_empty() {
-            let addrs: Vec<u64> = pending.iter().map(|&(_, ip)| ip).collect();
-            let names = self.native.user(pid, &addrs);
-            self.budget.report(Consumer::NativeCopies, self.native.stats().copy_bytes);
-            for ((slot, ip), name) in pending.into_iter().zip(names) {
-                let (name, for_good) = match name {
-                    NativeName::Named(name) => (name, true),
-                    unnamed => {
-                        self.stats.unresolved_frames += 1;
-                        (UNKNOWN.to_owned(), unnamed == NativeName::Unknown)
-                    }
-                };
-                let id = self.interner.frame(FrameKind::Native, &name, &name);
-                // A file unreadable now (being rewritten, over the budget) may be read later.
-                if for_good {
-                    process.native.insert(ip, id);
-                }
-                slots[slot] = one(id);
-            }
-        }
-        slots.into_iter().flatten().flat_map(|ids| ids.iter().copied().collect::<Vec<_>>()).collect()
-    }
-
-    fn resolve_kernel(&mut self, kernel: &[u64]) -> Vec<FrameId> {
-        let missing: Vec<u64> = kernel.iter().copied().filter(|ip| !self.kernel.contains_key(ip)).collect();
-        let mut unknown = HashMap::new();
-        if !missing.is_empty() {
-            let names = self.kernel_symbols.resolve(&missing);
-            for (ip, name) in missing.into_iter().zip(names) {
-                match name {
-                    Some(name) => {
-                        let id = self.interner.frame(FrameKind::Kernel, &name, &name);
-                        self.kernel.insert(ip, id);
-                    }
-                    // Not cached: a module loaded later may cover it (see `kernel.rs`).
-                    None => {
-                        self.stats.unresolved_frames += 1;
-                        unknown.insert(ip, self.interner.frame(FrameKind::Kernel, UNKNOWN, UNKNOWN));
-                    }
-                }
-            }
-        }
-        kernel
-            .iter()
-            .map(|ip| self.kernel.get(ip).or_else(|| unknown.get(ip)).copied().expect("resolved above"))
-            .collect()
-    }
-
-    /// With frame pointers, a Java thread's stack unwinds down to native thread start;
-    /// one whose root is Java code was cut (no -XX:+PreserveFramePointer).
-    fn note_cut_stack(&mut self, pid: u32, user_leaf_first: &[FrameId]) {
-        let is_java = |kind: FrameKind| kind.is_java() || kind == FrameKind::Stub;
-        let Some(process) = self.processes.get_mut(&pid) else {
-            return;
-        };
-        // Frame pointers would not help a JVM the HotSpot unwinder walks.
-        let hotspot_unwound = process.hotspot().and_then(|h| h.published_unwind()) == Some(JVM_UNWIND_HOTSPOT);
-        let Some(jvm) = process.jvm.as_mut() else {
-            return;
-        };
-        if !user_leaf_first.iter().any(|&id| is_java(self.interner.kind(id))) {
-            return;
-        }
-        jvm.java_stacks += 1;
-        let root = *user_leaf_first.last().expect("a Java frame is present");
-        if is_java(self.interner.kind(root)) {
-            jvm.cut_stacks += 1;
-            self.stats.cut_java_stacks += 1;
-        }
-        // The flag to add is said once: when discovery already warned, cut stacks are expected.
-        if !self.cut_warned
-            && !self.frame_pointer_warned
-            && !hotspot_unwound
-            && jvm.java_stacks >= CUT_STACKS_MIN_SAMPLE
-            && jvm.cut_stacks * 2 > jvm.java_stacks
-        {
-            self.cut_warned = true;
-            log::warn!(
-                "JVM {pid}: {} of {} Java stacks end in JIT code (cut call stacks): \
-                 restart it with -XX:+PreserveFramePointer",
-                jvm.cut_stacks,
-                jvm.java_stacks
-            );
-        }
     }
 }
 

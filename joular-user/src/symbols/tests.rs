@@ -2,6 +2,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::hotspot::UNKNOWN_JIT;
 use super::*;
 
 /// One cycle's symbolization of one stack, as the session's symbol worker runs it: begin,
