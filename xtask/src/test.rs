@@ -35,7 +35,8 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     let java = compile_java()?;
     let mut tests = Command::new(env!("CARGO"));
     tests
-        .args(["test", "-p", "joular-tests"])
+        // Every root test runs even after one fails: a CI log then shows all that failed.
+        .args(["test", "-p", "joular-tests", "--no-fail-fast"])
         .args(&filter_args)
         .args(["--", "--test-threads=1"])
         .env("JOULAR_BIN", bin)
