@@ -65,7 +65,7 @@ use joular_ebpf::{
 use crate::account::count_drop;
 use crate::codeblob::{blob_facts, follows_call, known_nmethod, place};
 use crate::maps::{CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, WALK_STATE};
-use crate::native::{find_row, Lookup};
+use crate::native::{cached_row, find_row, Lookup};
 
 const BPF_NOEXIST: u64 = 1;
 /// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
@@ -420,13 +420,17 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
 #[inline(always)]
 fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
     let (pc, sp) = (state.pc, state.sp);
-    let row = match find_row(state.tgid, if leaf { pc } else { pc - 1 }) {
-        Lookup::Row(row) => row,
-        Lookup::NoTable => {
-            count_drop(DROP_NATIVE_NO_TABLE);
-            return fp_step(state, frame);
-        }
-        Lookup::Unmapped => return Step::cut(Some(frame), DROP_NATIVE_UNMAPPED),
+    let at = if leaf { pc } else { pc - 1 };
+    let row = match cached_row(state.tgid, at) {
+        Some(row) => row,
+        None => match find_row(state.tgid, at) {
+            Lookup::Row(row) => row,
+            Lookup::NoTable => {
+                count_drop(DROP_NATIVE_NO_TABLE);
+                return fp_step(state, frame);
+            }
+            Lookup::Unmapped => return Step::cut(Some(frame), DROP_NATIVE_UNMAPPED),
+        },
     };
     let base = match row.kind {
         UNWIND_CFA_RSP | UNWIND_PLT => sp,
