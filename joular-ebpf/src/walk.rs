@@ -457,15 +457,17 @@ fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
             Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
         };
     }
-    let Some(ret) = stack_word(state, cfa - 8) else {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
-    };
+    // The saved rbp first: it is below the return address, so the window read for it holds
+    // the return address too (the other order reads the stack twice).
     let fp = match words {
         0 => state.fp,
         w => match stack_word(state, cfa.wrapping_add((w * 8) as u64)) {
             Some(v) => v,
             None => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
         },
+    };
+    let Some(ret) = stack_word(state, cfa - 8) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
     };
     advance(state, frame, ret, cfa, fp)
 }
