@@ -1,11 +1,12 @@
 //! The native rows of a walked process (`joular_ebpf::unwind`): user space loads each
 //! executable file's rows once into `UNWIND_ROWS` and every walked process's table of
 //! executable mappings into `UNWIND_PROCS`; the walk finds a native pc's row with two bounded
-//! binary searches (mapping, then row).
+//! binary searches (mapping, then row), remembered per CPU by pc (`ROW_CACHE`): a Java
+//! thread's native frames are the same few libjvm and libc return addresses sample after sample.
 
 use aya_ebpf::{
     macros::map,
-    maps::{Array, HashMap},
+    maps::{Array, HashMap, PerCpuArray},
 };
 use joular_ebpf::{
     unwind::{
@@ -23,6 +24,27 @@ pub static UNWIND_ROWS: Array<UnwindRow> = Array::with_max_entries(MAX_UNWIND_RO
 #[map]
 pub static UNWIND_PROCS: HashMap<u32, ProcUnwind> = HashMap::with_max_entries(MAX_JVMS, 0);
 
+/// Bumped by user space after each write of `UNWIND_PROCS` (one entry): a cached row found
+/// under an older generation may come from a table since replaced.
+#[map]
+pub static UNWIND_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Slots of the per-CPU row cache (direct-mapped by hashed pc).
+const ROW_CACHE_SLOTS: u32 = 256;
+
+/// One remembered lookup: the row for `pc` of process `tgid`, found under `generation`.
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct CachedRow {
+    pc: u64,
+    generation: u64,
+    tgid: u32,
+    row: UnwindRow,
+}
+
+#[map]
+pub static ROW_CACHE: PerCpuArray<CachedRow> = PerCpuArray::with_max_entries(ROW_CACHE_SLOTS, 0);
+
 /// What the table says of a pc.
 pub enum Lookup {
     /// The row holding the pc (kind `UNWIND_NONE`: a gap or a rule not kept).
@@ -34,9 +56,35 @@ pub enum Lookup {
     Unmapped,
 }
 
-/// The row for `pc` of process `tgid`.
+/// This CPU's cache slot for `pc` (direct-mapped: the top 8 bits of pc * 2^64/phi).
+#[inline(always)]
+fn cache_slot(pc: u64) -> Option<*mut CachedRow> {
+    let slot = (pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u32 & (ROW_CACHE_SLOTS - 1);
+    ROW_CACHE.get_ptr_mut(slot)
+}
+
+/// The generation `UNWIND_PROCS` is at.
+#[inline(always)]
+fn generation() -> u64 {
+    UNWIND_GENERATION.get(0).copied().unwrap_or(0)
+}
+
+/// The row this CPU last found for `pc` of process `tgid`, when found under the current
+/// generation.
+#[inline(always)]
+pub fn cached_row(tgid: u32, pc: u64) -> Option<UnwindRow> {
+    let entry = cache_slot(pc)?;
+    // SAFETY: this CPU's slot; programs on a CPU do not nest into the sampler.
+    let entry = unsafe { &*entry };
+    (entry.pc == pc && entry.tgid == tgid && entry.generation == generation()).then_some(entry.row)
+}
+
+/// The row for `pc` of process `tgid`, by binary search of its mappings then of its file's
+/// rows; a row found is cached for `cached_row`.
 #[inline(always)]
 pub fn find_row(tgid: u32, pc: u64) -> Lookup {
+    // Read before the table: a table replaced during the search voids what is cached here.
+    let generation = generation();
     let Some(table) = UNWIND_PROCS.get_ptr(tgid) else {
         return Lookup::NoTable;
     };
@@ -85,7 +133,13 @@ pub fn find_row(tgid: u32, pc: u64) -> Lookup {
         return none;
     }
     match UNWIND_ROWS.get(first.wrapping_add(lo - 1)) {
-        Some(r) => Lookup::Row(*r),
+        Some(r) => {
+            if let Some(entry) = cache_slot(pc) {
+                // SAFETY: as in `cached_row`.
+                unsafe { *entry = CachedRow { pc, generation, tgid, row: *r } };
+            }
+            Lookup::Row(*r)
+        }
         None => none,
     }
 }

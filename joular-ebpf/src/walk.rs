@@ -69,7 +69,7 @@ use crate::maps::{
     count_drop, WalkState, CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, RECENT_STACK_SLOTS,
     STACK_WINDOW_WORDS, WALK_STATE,
 };
-use crate::native::{find_row, Lookup};
+use crate::native::{cached_row, find_row, Lookup};
 
 const BPF_NOEXIST: u64 = 1;
 const EEXIST: i32 = 17;
@@ -386,13 +386,17 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
 #[inline(always)]
 fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
     let (pc, sp) = (state.pc, state.sp);
-    let row = match find_row(state.tgid, if leaf { pc } else { pc - 1 }) {
-        Lookup::Row(row) => row,
-        Lookup::NoTable => {
-            count_drop(DROP_NATIVE_NO_TABLE);
-            return fp_step(state, frame);
-        }
-        Lookup::Unmapped => return Step::cut(Some(frame), DROP_NATIVE_UNMAPPED),
+    let at = if leaf { pc } else { pc - 1 };
+    let row = match cached_row(state.tgid, at) {
+        Some(row) => row,
+        None => match find_row(state.tgid, at) {
+            Lookup::Row(row) => row,
+            Lookup::NoTable => {
+                count_drop(DROP_NATIVE_NO_TABLE);
+                return fp_step(state, frame);
+            }
+            Lookup::Unmapped => return Step::cut(Some(frame), DROP_NATIVE_UNMAPPED),
+        },
     };
     let base = match row.kind {
         UNWIND_CFA_RSP | UNWIND_PLT => sp,
@@ -419,15 +423,17 @@ fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
             Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
         };
     }
-    let Some(ret) = stack_word(state, cfa - 8) else {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
-    };
+    // The saved rbp first: it is below the return address, so the window read for it holds
+    // the return address too (the other order reads the stack twice).
     let fp = match words {
         0 => state.fp,
         w => match stack_word(state, cfa.wrapping_add((w * 8) as u64)) {
             Some(v) => v,
             None => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
         },
+    };
+    let Some(ret) = stack_word(state, cfa - 8) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
     };
     advance(state, frame, ret, cfa, fp)
 }

@@ -30,9 +30,19 @@ fn cycles_keep_their_length_while_a_jvm_starts_5000_busy_threads() {
     assert_success(&out);
     let cycles = read_jsonl(&json);
     assert!(cycles.len() >= 7, "an 8 s run gives 8 cycles or so: {}", cycles.len());
-    // The JVM did start its threads while it was profiled.
+    // The JVM did start its threads while it was profiled. Counted over the run, not per cycle:
+    // 5,000 threads that each want 1 ms in 100 ms ask ~50 CPUs of 2, so on a loaded machine a
+    // thread can miss a whole cycle without the profiler missing anything.
+    let seen: std::collections::HashSet<u64> = cycles
+        .iter()
+        .flat_map(|c| c["threads"].as_array().unwrap().iter().map(|t| t["tid"].as_u64().unwrap()))
+        .collect();
     let peak_threads = cycles.iter().map(|c| c["threads"].as_array().unwrap().len()).max().unwrap();
-    assert!(peak_threads >= THREADS, "the JVM's {THREADS} threads were not seen: at most {peak_threads} in a cycle");
+    assert!(
+        seen.len() >= THREADS,
+        "the JVM's {THREADS} threads were not seen: {} over the run, at most {peak_threads} in a cycle",
+        seen.len()
+    );
     // Every cycle but the last, which ends when the JVM exits.
     let spans_s: Vec<f64> = cycles[..cycles.len() - 1]
         .iter()

@@ -124,7 +124,10 @@ fn assert_cadence(json: &Path) -> (f64, f64, f64) {
     let max_s = full[full.len() - 1];
     eprintln!("cycles: {} full, median {median_s:.3} s, p95 {p95_s:.3} s, max {max_s:.3} s", full.len());
     assert!((0.9..=1.1).contains(&median_s), "median cycle {median_s:.3} s, not 1 s: {lengths_s:?}");
-    assert!(p95_s <= 1.1, "p95 cycle {p95_s:.3} s, over 1.1 s: {lengths_s:?}");
+    // One in twenty, rounded up: a run of 7 full cycles may have one (a p95 over so few cycles
+    // would be the longest one, and one late cycle is made up by the pacer's next).
+    let late = full.iter().filter(|&&s| s > 1.1).count();
+    assert!(late <= full.len().div_ceil(20), "{late} cycles over 1.1 s of {} full: {lengths_s:?}", full.len());
     assert!(max_s <= MAX_CYCLE_S, "longest cycle {max_s:.3} s, over {MAX_CYCLE_S} s: {lengths_s:?}");
     (median_s, p95_s, max_s)
 }

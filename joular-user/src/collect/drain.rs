@@ -9,6 +9,7 @@ use std::time::Duration;
 use joular_ebpf::{JavaFrame, JavaStack, CONFIG_ACTIVE_BUFFER, DROP_KINDS, DROP_NAMES, STACK_ID_OVERFLOW};
 
 use super::cpu_time::{self, comm_str};
+use super::exit::ThreadExit;
 use super::incarnations::{Incarnations, Rows};
 use super::monotonic;
 use super::{sample_log, sample_names, walked};
@@ -22,16 +23,6 @@ const QUIESCE: Duration = Duration::from_millis(2);
 /// Drop cause: rows of a process older than the one its PID names, or of another process than
 /// a `--pid` target with its PID (see `incarnations.rs`).
 pub const OTHER_PROCESS_ROWS: &str = "other_process_rows";
-
-/// A thread that exited during the cycle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadExit {
-    pub pid: u32,
-    pub tid: u32,
-    pub comm: String,
-    /// The whole process ended with this thread.
-    pub process_ended: bool,
-}
 
 /// Everything the kernel counted in one cycle.
 #[derive(Debug, Clone, Default)]

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::drain::ThreadExit;
+use super::exit::ThreadExit;
 use crate::model::{RawSample, ThreadCpuTime};
 
 /// Cycles between two /proc sweeps of the live PIDs.

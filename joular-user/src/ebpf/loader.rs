@@ -182,8 +182,14 @@ impl Probe {
             scheduler_hook,
             walks_jvms,
             kernel_names,
-            unwind: match (take(&mut ebpf, "UNWIND_ROWS"), take(&mut ebpf, "UNWIND_PROCS")) {
-                (Ok(rows), Ok(procs)) if walks_jvms => Some(crate::unwind::kernel_maps::UnwindMaps::new(rows, procs)),
+            unwind: match (
+                take(&mut ebpf, "UNWIND_ROWS"),
+                take(&mut ebpf, "UNWIND_PROCS"),
+                take(&mut ebpf, "UNWIND_GENERATION"),
+            ) {
+                (Ok(rows), Ok(procs), Ok(generation)) if walks_jvms => {
+                    Some(crate::unwind::kernel_maps::UnwindMaps::new(rows, procs, generation))
+                }
                 _ => None,
             },
             targets_changes: 0,

@@ -21,9 +21,9 @@ use jvm_symbols::hotspot::{
 };
 
 use super::intern::{FrameId, Interner};
-use super::stall_guard::{self, GuardedMemory, Stall};
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
+use crate::target_read::stall_guard::{self, GuardedMemory, Stall};
 
 /// Shown for an interpreted frame whose `Method*` could not be read, and for a pc in the
 /// interpreter whose frame was not walked: what the perf map says for both.

@@ -34,8 +34,6 @@ mod native;
 mod native_maps;
 mod process;
 mod resolve;
-pub(crate) use native::on_fuse;
-pub(crate) mod stall_guard;
 mod stats;
 mod truncation;
 mod walk_config;
@@ -49,6 +47,7 @@ use jvm_symbols::FlagState;
 
 use crate::ebpf::kernel_names::KernelNames;
 use crate::model::{FrameKind, JavaUnwinder, Stack, WalkedStack};
+use crate::target_read::stall_guard;
 use budget::{Consumer, SymbolBudget};
 use hotspot::{HotspotProcess, Wanted};
 use intern::{FrameId, Interner};

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
-use super::elf_copy::{copy_symbol_sections, ByteSource, CopyError, ElfCopy, MemoryImage};
+use super::elf_copy::{copy_symbol_sections, CopyError, ElfCopy};
 use super::native_maps::{find, read_file_mappings, FileMapping, Mapped};
-use super::stall_guard::{self, GuardedSource, Stall};
+use crate::target_read::stall_guard::{self, GuardedSource, Stall};
+use crate::target_read::{on_fuse, ByteSource, MemoryImage};
 
 /// Bad file versions remembered (so each is tried once); past this the memory starts over.
 const MAX_BAD_VERSIONS: usize = 4096;
@@ -35,8 +36,6 @@ const RETRY_UNAVAILABLE_AFTER: std::time::Duration = std::time::Duration::from_m
 const RECOPY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// A vDSO is a page or two; anything larger is not one.
 const MAX_VDSO_BYTES: u64 = 1 << 20;
-/// `statfs` type of a FUSE filesystem: its daemon, which may be the target's, serves every read.
-const FUSE_SUPER_MAGIC: libc::c_long = 0x6573_5546;
 
 /// One version of one mapped file (or one process's vDSO).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -368,18 +367,6 @@ fn open_mapped_file(
     let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
     let key = FileKey::File { dev: meta.dev(), inode: meta.ino(), size_bytes: meta.size(), mtime_ns };
     Ok((key, file, Some(meta.size())))
-}
-
-/// Whether `file` is on a FUSE filesystem.
-pub(crate) fn on_fuse(file: &File) -> std::io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a plain C struct, all zeroes valid.
-    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: fstatfs writes only the struct given; the descriptor is open for the call.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(fs.f_type == FUSE_SUPER_MAGIC)
 }
 
 fn open_memory(proc_root: &Path, pid: u32) -> std::io::Result<File> {

@@ -9,7 +9,7 @@ use std::io;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
 use object::{Object, ObjectSection};
 
-use crate::symbols::elf_copy::ByteSource;
+use crate::target_read::ByteSource;
 use crate::unwind::rows::{extract_rows, CfiSections, RowsError};
 use joular_ebpf::unwind::UnwindRow;
 

@@ -2,6 +2,7 @@
 //! the array, freed when no walked process maps the file any more) and each walked process's
 //! mapping table in `UNWIND_PROCS`. A file that does not fit is left out of the tables: its
 //! pcs are stepped by frame pointers, as before (counted by the kernel as `native_no_table`).
+//! Every table write bumps `UNWIND_GENERATION`, which voids the rows the sampler cached.
 
 use std::collections::{HashMap, HashSet};
 
@@ -13,6 +14,8 @@ use super::tables::MappedRows;
 pub struct UnwindMaps {
     rows: Array<MapData, UnwindRow>,
     procs: BpfHashMap<MapData, u32, ProcUnwind>,
+    generation_map: Array<MapData, u64>,
+    generation: u64,
     /// File id -> (first row, rows).
     placed: HashMap<u64, (u32, u32)>,
     /// The file ids each process's table uses.
@@ -24,11 +27,17 @@ pub struct UnwindMaps {
 }
 
 impl UnwindMaps {
-    pub fn new(rows: Array<MapData, UnwindRow>, procs: BpfHashMap<MapData, u32, ProcUnwind>) -> Self {
+    pub fn new(
+        rows: Array<MapData, UnwindRow>,
+        procs: BpfHashMap<MapData, u32, ProcUnwind>,
+        generation_map: Array<MapData, u64>,
+    ) -> Self {
         let capacity = rows.len();
         UnwindMaps {
             rows,
             procs,
+            generation_map,
+            generation: 0,
             placed: HashMap::new(),
             users: HashMap::new(),
             free: vec![(0, capacity)],
@@ -53,6 +62,7 @@ impl UnwindMaps {
         }
         value.mappings[..value.count as usize].sort_by_key(|m| m.start);
         self.procs.insert(pid, value, 0)?;
+        self.bump_generation()?;
         self.users.insert(pid, used);
         self.release_unused();
         Ok(())
@@ -60,9 +70,18 @@ impl UnwindMaps {
 
     pub fn forget_process(&mut self, pid: u32) {
         let _ = self.procs.remove(&pid);
+        // A reused pid must not find the rows cached for the process it had.
+        let _ = self.bump_generation();
         if self.users.remove(&pid).is_some() {
             self.release_unused();
         }
+    }
+
+    /// Written after the table it voids the cache for: a row the sampler caches under the
+    /// old generation while the table changes is never found again.
+    fn bump_generation(&mut self) -> Result<(), MapError> {
+        self.generation += 1;
+        self.generation_map.set(0, self.generation, 0)
     }
 
     /// Where the mapping's file's rows are, written now if they were not yet; `None` when

@@ -14,9 +14,8 @@ use joular_ebpf::unwind::{UnwindRow, MAX_UNWIND_MAPPINGS};
 use jvm_symbols::MAX_MAPS_BYTES;
 
 use super::elf_read::{read_file_rows, Segment};
-use crate::symbols::elf_copy::{ByteSource, MemoryImage};
-use crate::symbols::on_fuse;
-use crate::symbols::stall_guard::{self, GuardedSource};
+use crate::target_read::stall_guard::{self, GuardedSource};
+use crate::target_read::{on_fuse, ByteSource, MemoryImage};
 
 /// The rows of all files may hold 1/this of `--max-symbol-mb` (libjvm's are some 3 MiB).
 pub const SHARE_OF_SYMBOL_BUDGET: u64 = 16;

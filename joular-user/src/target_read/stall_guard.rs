@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use jvm_symbols::hotspot::{MemoryReader, ProcessMemory, ReadError};
 
-use super::elf_copy::ByteSource;
+use super::ByteSource;
 
 /// Stack of a read thread: it copies bytes, parses a libjvm.so's dynamic symbols, and resolves a
 /// JVM's cycle of frames through its tables (as the symbols worker would).
@@ -387,7 +387,7 @@ mod tests {
         let guard = Arc::new(StallGuard::new("mapped file read", DEADLINE, 1));
         let source = GuardedSource::new(Blocking(Mutex::new(wait)), Arc::clone(&guard));
         let started = Instant::now();
-        let err = super::super::elf_copy::copy_symbol_sections(&source, 1 << 20, 1 << 20).unwrap_err();
+        let err = crate::symbols::elf_copy::copy_symbol_sections(&source, 1 << 20, 1 << 20).unwrap_err();
         assert!(started.elapsed() < DEADLINE * 5, "waited {:?}", started.elapsed());
         assert!(matches!(err.stall(), Some(Stall::TimedOut { .. })), "{err}");
         assert_eq!(guard.stuck(), 1);
