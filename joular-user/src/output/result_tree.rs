@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::cycle_sums::{add, cycle_sums, methods_only, CycleSums};
 use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
 use super::render::{render_process, OutputFiles, RenderSet};
-use super::retired_writer::{RetiredTree, RetiredTreeWriter, Submitted};
+use super::retired_writer::{RetiredTree, RetiredTreeWriter};
 use super::sink::{BackgroundWrites, Sink, SinkError};
 use super::OutputError;
 use crate::attribution::stacks::aggregate::{named, Scope};
@@ -235,13 +235,19 @@ impl Sink for ResultTree {
         if self.writer.is_some() {
             let Some(tree) = self.take_retired(retired) else { return Ok(None) };
             let writer = self.writer.as_mut().expect("checked above");
-            if let Submitted::Refused { first } = writer.submit(tree) {
-                self.background.refused += 1;
-                if first {
-                    self.background.first_refused = Some(retired.pid);
-                }
+            let Err(refused) = writer.try_submit(tree) else { return Ok(None) };
+            let (tree, first) = *refused;
+            self.background.refused += 1;
+            if first {
+                self.background.first_refused = Some(retired.pid);
             }
-            return Ok(None);
+            // The writer is behind: this process's files are written here, on the cycle, as
+            // before there was a writer. Nothing is lost; only these cycles may run long.
+            return tree.write().map(Some).map_err(|e| SinkError {
+                failed: e.failed("--output"),
+                outcome: "the process's results were not written",
+                stopped: false,
+            });
         }
         self.retire(retired).map_err(|e| SinkError {
             failed: e.failed("--output"),

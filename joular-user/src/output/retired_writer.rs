@@ -24,8 +24,9 @@ use crate::attribution::stacks::profile::ProcessProfile;
 /// holds its profile in memory, not a descriptor).
 pub const RETIRED_QUEUE_TREES: usize = 256;
 
-/// `degraded` cause: ended processes whose files were not written because the queue was full.
-pub const RETIRED_TREES_QUEUE_FULL: &str = "ended_process_results_not_written_queue_full";
+/// `degraded` cause: ended processes whose files the session wrote itself, on the cycle, because
+/// the writer's queue was full (nothing is lost; those cycles may run long).
+pub const RETIRED_TREES_QUEUE_FULL: &str = "ended_process_results_written_inline_queue_full";
 /// `degraded` cause: ended processes whose files were still queued when the run ended.
 pub const RETIRED_TREES_UNFINISHED: &str = "ended_process_results_not_written_at_exit";
 
@@ -121,6 +122,15 @@ impl RetiredTreeWriter {
 
     /// Queues `tree` without waiting: a full queue drops it.
     pub fn submit(&mut self, tree: RetiredTree) -> Submitted {
+        match self.try_submit(tree) {
+            Ok(()) => Submitted::Queued,
+            Err(refused) => Submitted::Refused { first: refused.1 },
+        }
+    }
+
+    /// Queues `tree` without waiting; a full queue (or a writer gone) hands it back, with
+    /// whether this is the run's first refusal, for the caller to write itself.
+    pub fn try_submit(&mut self, tree: RetiredTree) -> Result<(), Box<(RetiredTree, bool)>> {
         let sent = match &self.queue {
             Some(queue) => queue.try_send(tree),
             None => Err(TrySendError::Disconnected(tree)),
@@ -128,11 +138,11 @@ impl RetiredTreeWriter {
         match sent {
             Ok(()) => {
                 self.submitted += 1;
-                Submitted::Queued
+                Ok(())
             }
-            Err(_) => {
+            Err(TrySendError::Full(tree) | TrySendError::Disconnected(tree)) => {
                 self.refused += 1;
-                Submitted::Refused { first: self.refused == 1 }
+                Err(Box::new((tree, self.refused == 1)))
             }
         }
     }

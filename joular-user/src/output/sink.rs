@@ -23,7 +23,7 @@ pub struct SinkError {
 #[derive(Debug, Default)]
 pub struct BackgroundWrites {
     pub written: Vec<RetiredWrite>,
-    /// Ended processes whose files were dropped: the queue was full.
+    /// Ended processes whose files the sink wrote on the cycle: its queue was full.
     pub refused: u64,
     /// The run's first refused process, to say once.
     pub first_refused: Option<u32>,

@@ -224,7 +224,7 @@ impl Sinks {
     fn on_background(&mut self, writes: BackgroundWrites, at_end: Option<Duration>) {
         if let Some(pid) = writes.first_refused {
             errln!(
-                "joular-ebpf: warning: processes end faster than their results are written: the files of ended process {pid} (and of others, counted in summary.json degraded {RETIRED_TREES_QUEUE_FULL}) are not written"
+                "joular-ebpf: warning: processes end faster than their results are written in the background: the files of ended process {pid} (and of others, counted in summary.json degraded {RETIRED_TREES_QUEUE_FULL}) are written during the cycle, which may run long"
             );
         }
         if writes.refused > 0 {
