@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use joular_user::model::{Frame, FrameKind};
-use joular_user::output::thread_kind::ThreadKind;
+use joular_user::attribution::stacks::thread_kind::ThreadKind;
 use joular_user::output::{report_to, write_raw_profile, ProcessProfile, ReportArgs, ReportFormat, RunSummary, StackTotal, ThreadTotal, RAW_PROFILE_FILE};
 use joular_user::safe_write::{Modes, OutDir};
 use libfuzzer_sys::fuzz_target;

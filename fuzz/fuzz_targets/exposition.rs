@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use joular_user::attribution::stacks::AttributedCycle;
 use joular_user::fleet::{MetricsRegistry, ProcessLabels, ProcessTable, RegistryConfig};
 use joular_user::model::{CycleReport, MethodReport, ProcessReport, SocketReport, ThreadReport};
 use libfuzzer_sys::fuzz_target;
@@ -104,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
             methods: methods.iter().map(|m| MethodReport { pid: PID, tid: PID, method: m.clone(), energy_uj: 1e5, samples: 1 }).collect(),
             ..CycleReport::default()
         };
-        registry.on_cycle(&report, &table);
+        registry.on_cycle(&AttributedCycle::of_report(report), &table);
     }
     check(&registry.render());
 });
