@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use joular_user::model::{CycleReport, Frame, FrameKind, Stack, ThreadReport, ThreadStack};
-use joular_user::output::{MethodFilter, ReportArgs, ReportFormat, Results, ResultsConfig, ThreadStacks};
+use joular_user::output::{MethodFilter, ReportArgs, ReportFormat, ResultsConfig, ThreadStacks};
+use joular_user::stages::Results;
 
 const CYCLES: u64 = 3600;
 const THREADS: u32 = 200;

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use base64::Engine;
 use joular_user::model::{CycleReport, Frame, FrameKind, SocketReport, Stack, ThreadReport, ThreadStack};
-use joular_user::output::{MethodFilter, Results, ResultsConfig, RunSummary, ThreadStacks};
+use joular_user::output::{MethodFilter, ResultsConfig, RunSummary, ThreadStacks};
+use joular_user::stages::Results;
 use serde_json::{json, Value};
 
 const PID: u32 = 4242;

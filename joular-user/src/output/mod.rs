@@ -4,7 +4,6 @@
 //! - `ResultTree`: the JoularJX tree. Each cycle it rewrites the runtime files and evolution
 //!   rows; when a process is retired or the run ends it writes totals, folded stacks, flame
 //!   graphs, pprof, `summary.json`, the raw profile and `report.html`.
-//! - `Results`: the stage and the tree together, for library users replaying recorded cycles.
 //! - `IntervalProfile`: serve mode's per-interval, host-wide pprof and folded files.
 //! - `report`: re-renders those outputs from a saved raw profile.
 
@@ -20,7 +19,6 @@ mod raw_profile;
 mod render;
 mod report;
 mod result_tree;
-mod results;
 mod retired_writer;
 mod sink;
 mod table;
@@ -41,12 +39,12 @@ pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RA
 pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use result_tree::{ResultTree, ResultsConfig};
-pub use results::{table, FinishSummary, Results};
 pub use retired_writer::{
     RetiredTree, RetiredTreeWriter, RetiredWrite, RetiredWriterEnd, Submitted, RETIRED_QUEUE_TREES,
     RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
 };
-pub use sink::{BackgroundWrites, Sink, SinkError};
+pub use sink::{BackgroundWrites, FinishSummary, Sink, SinkError};
+pub use table::table;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OutputError {

@@ -171,8 +171,8 @@ fn write_summary(dir: &OutDir, summary: &RunSummary) -> Result<(), OutputError> 
 mod tests {
     use std::fs;
 
-    use crate::output::results::tests::{config, fixture};
-    use crate::output::results::Results;
+    use crate::stages::results::tests::{config, fixture};
+    use crate::stages::Results;
 
     #[test]
     fn a_file_that_cannot_be_written_stops_no_other_and_summary_json_lists_it() {

@@ -182,12 +182,12 @@ impl RetiredTreeWriter {
 
 #[cfg(test)]
 mod tests {
-    use super::super::results::tests::config;
-    use super::super::Results;
     use super::*;
     use crate::attribution::stacks::methods::tests::java;
     use crate::attribution::stacks::ThreadStacks;
     use crate::model::{CycleReport, ThreadReport, ThreadStack};
+    use crate::stages::results::tests::config;
+    use crate::stages::Results;
 
     /// One 1 s cycle in which a thread of `pid` ran one Java method.
     fn one_cycle(pid: u32) -> (CycleReport, Vec<ThreadStacks>) {

@@ -31,6 +31,13 @@ pub struct BackgroundWrites {
     pub unfinished: u64,
 }
 
+/// The end of the run: the files every sink's `finish` wrote, and the top-methods table to print.
+#[derive(Debug, Clone, Default)]
+pub struct FinishSummary {
+    pub outputs: Vec<OutputFiles>,
+    pub table: String,
+}
+
 pub trait Sink {
     /// One cycle, attributed and symbolized.
     fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError>;

@@ -5,6 +5,7 @@ use std::fmt::Write;
 use crate::attribution::stacks::aggregate::{method_totals, Scope};
 use crate::attribution::stacks::methods::MethodFilter;
 use crate::attribution::stacks::profile::{ProcessProfile, Share};
+use crate::attribution::stacks::RunEnd;
 
 /// Longest method name shown; longer ones keep their end (the method, not the package).
 const MAX_NAME_CHARS: usize = 90;
@@ -15,6 +16,11 @@ struct Row {
     energy_j: f64,
     power_w: f64,
     samples: u64,
+}
+
+/// The end-of-run table of the top `top_n` methods of every process of the run.
+pub fn table(run: &RunEnd, top_n: usize) -> String {
+    top_methods_table(&run.profiles, None, top_n)
 }
 
 /// One table for "all" and, where a process has filters (or `filter` overrides them), one

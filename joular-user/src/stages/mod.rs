@@ -6,4 +6,7 @@
 
 pub mod energy;
 pub mod report;
+pub(crate) mod results;
 pub mod symbolize;
+
+pub use results::Results;

@@ -6,9 +6,9 @@ use std::fs;
 use base64::Engine;
 
 use super::*;
-use crate::output::results::tests::{config, csv_rows, fixture, PID};
-use crate::output::results::Results;
 use crate::output::ResultsConfig;
+use crate::stages::results::tests::{config, csv_rows, fixture, PID};
+use crate::stages::Results;
 
 /// The fixture run with `--html`; returns the page and the run directory.
 fn page() -> (tempfile::TempDir, String, std::path::PathBuf) {

@@ -5,7 +5,7 @@ use crate::attribution::stacks::methods::tests::{frame, java};
 use crate::attribution::stacks::methods::{MethodFilter, NO_SAMPLES};
 use crate::attribution::stacks::profile::RunSummary;
 use crate::model::{Frame, FrameKind, SocketReport, Stack, ThreadReport, ThreadStack};
-use crate::output::report::{report_to, ReportArgs, ReportFormat};
+use crate::output::{report_to, ReportArgs, ReportFormat};
 use crate::safe_write::Modes;
 use std::collections::BTreeMap;
 use std::fs;

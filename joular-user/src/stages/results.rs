@@ -1,22 +1,12 @@
-//! The result tree with its stack stage, for a library user (a test, a bench, a tool replaying
-//! recorded cycles) who wants only the JoularJX tree: each cycle goes through the stage, then
-//! the tree. The session wires the same two with its other sinks.
+//! The stack stage wired to one sink, the JoularJX result tree, for a library user (a test, a
+//! bench, a tool replaying recorded cycles) who wants only that tree: each cycle goes through
+//! the stage, which builds the attributed cycle, then the tree reads it. The session wires the
+//! same stage to all its sinks (`session/emit.rs`).
 
-use super::render::OutputFiles;
-use super::result_tree::{ResultTree, ResultsConfig};
-use super::retired_writer::RetiredTree;
-use super::table::top_methods_table;
-use super::OutputError;
 use crate::attribution::stacks::profile::{FailedOutput, ProcessProfile};
-use crate::attribution::stacks::{RunEnd, StackStage, ThreadStacks};
+use crate::attribution::stacks::{StackStage, ThreadStacks};
 use crate::model::{CycleReport, JavaUnwinder};
-
-/// What `finish` wrote and the table to print.
-#[derive(Debug, Clone, Default)]
-pub struct FinishSummary {
-    pub outputs: Vec<OutputFiles>,
-    pub table: String,
-}
+use crate::output::{table, FinishSummary, OutputError, OutputFiles, ResultTree, ResultsConfig, RetiredTree};
 
 pub struct Results {
     stage: StackStage,
@@ -29,8 +19,9 @@ impl Results {
         Ok(Self { stage: StackStage::new(config.stack_config()), top_n: config.top_n, tree: ResultTree::new(config)? })
     }
 
-    /// Attributes the cycle (the stage fills `report.methods` and, if configured,
-    /// `report.threads[].stacks`), then writes the runtime and evolution files.
+    /// Attributes the cycle, then the tree writes the runtime and evolution files from it. The
+    /// report comes back as the stage left it (`methods` filled and, if configured,
+    /// `threads[].stacks`), for a caller that prints or checks it.
     pub fn on_cycle(&mut self, report: &mut CycleReport, stacks: &[ThreadStacks]) -> Result<(), OutputError> {
         let cycle = self.stage.on_cycle(std::mem::take(report), stacks);
         let written = self.tree.write_cycle(&cycle);
@@ -86,11 +77,6 @@ impl Results {
         let run = self.stage.run_end();
         Ok(FinishSummary { outputs: self.tree.write_end(&run), table: table(&run, self.top_n) })
     }
-}
-
-/// The end-of-run table of the top `top_n` methods.
-pub fn table(run: &RunEnd, top_n: usize) -> String {
-    top_methods_table(&run.profiles, None, top_n)
 }
 
 #[cfg(test)]
