@@ -1,15 +1,15 @@
-//! Run totals for the end summary: energy per thread, process and socket over every cycle,
-//! and average power over the whole run.
+//! Run totals for the end summary: energy per thread, process and socket over the attributed
+//! cycles' reports (what the energy stage filled in), and average power over the whole run.
 
 use std::collections::BTreeMap;
 
-use super::{power_w, Attribution};
+use super::power_w;
+use crate::model::CycleReport;
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TotalEnergy {
     pub on_cpu_ns: u64,
     pub energy_uj: f64,
-    pub dynamic_energy_uj: f64,
 }
 
 impl TotalEnergy {
@@ -46,16 +46,17 @@ pub struct Totals {
 }
 
 impl Totals {
-    pub fn add(&mut self, cycle: &Attribution) {
+    /// Adds one cycle's report, once its energy is filled in (`Attribution::fill_report`).
+    pub fn add(&mut self, report: &CycleReport) {
         self.cycles += 1;
-        self.duration_ns += cycle.duration_ns;
-        for t in &cycle.threads {
-            accumulate(self.threads.entry((t.pid, t.tid)).or_default(), t.on_cpu_ns, t.energy_uj, t.dynamic_energy_uj);
+        self.duration_ns += report.end_ns.saturating_sub(report.start_ns);
+        for t in &report.threads {
+            accumulate(self.threads.entry((t.pid, t.tid)).or_default(), t.on_cpu_ns, t.energy_uj);
         }
-        for p in &cycle.processes {
-            accumulate(self.processes.entry(p.pid).or_default(), p.on_cpu_ns, p.energy_uj, p.dynamic_energy_uj);
+        for p in &report.processes {
+            accumulate(self.processes.entry(p.pid).or_default(), p.on_cpu_ns, p.energy_uj);
         }
-        for s in &cycle.sockets {
+        for s in &report.sockets {
             let total = self.sockets.entry(s.socket).or_default();
             total.energy_uj += s.energy_uj;
             total.unattributed_uj += s.unattributed_uj;
@@ -100,18 +101,24 @@ impl Totals {
     }
 }
 
-fn accumulate(total: &mut TotalEnergy, on_cpu_ns: u64, energy_uj: f64, dynamic_energy_uj: f64) {
+fn accumulate(total: &mut TotalEnergy, on_cpu_ns: u64, energy_uj: f64) {
     total.on_cpu_ns += on_cpu_ns;
     total.energy_uj += energy_uj;
-    total.dynamic_energy_uj += dynamic_energy_uj;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attribution::{attribute, IdleBaseline};
-    use crate::energy::{SocketEnergy, Topology};
+    use crate::attribution::{attribute, Attribution, IdleBaseline};
+    use crate::energy::{SocketEnergy, SourceKind, Topology};
     use crate::model::{CpuTime, ThreadCpuTime};
+
+    /// The report of a cycle of `duration_ns` once the energy stage has filled it.
+    fn report(a: &Attribution, duration_ns: u64) -> CycleReport {
+        let mut report = CycleReport { end_ns: duration_ns, ..CycleReport::default() };
+        a.fill_report(&mut report, SourceKind::Model, true);
+        report
+    }
 
     #[test]
     fn totals_add_cycles_and_average_power_over_the_run() {
@@ -124,7 +131,7 @@ mod tests {
             let rows = [ThreadCpuTime { pid: 1, tid: 2, cpu: 0, on_cpu_ns: sec / 2 }];
             let reading = SocketEnergy { socket: 0, energy_uj, flagged, ..Default::default() };
             let a = attribute(&cpus, &rows, &topo, &[reading], sec, &IdleBaseline::new(None));
-            totals.add(&a);
+            totals.add(&report(&a, sec));
             cycles.push(a);
         }
         let thread_uj: f64 = cycles.iter().map(|a| a.threads[0].energy_uj).sum();
@@ -155,7 +162,9 @@ mod tests {
         let topo = Topology::from_pairs([(0, 0)]);
         let cpus = [CpuTime { cpu: 0, busy_ns: sec, idle_ns: 0 }];
         let reading = [SocketEnergy { socket: 0, energy_uj: 1e6, ..Default::default() }];
-        let cycle = |rows: &[ThreadCpuTime]| attribute(&cpus, rows, &topo, &reading, sec, &IdleBaseline::new(None));
+        let cycle = |rows: &[ThreadCpuTime]| {
+            report(&attribute(&cpus, rows, &topo, &reading, sec, &IdleBaseline::new(None)), sec)
+        };
         let mut totals = Totals::default();
         totals.add(&cycle(&[
             ThreadCpuTime { pid: 7, tid: 7, cpu: 0, on_cpu_ns: sec / 2 },

@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use joular_user::attribution::stacks::{StackStage, ThreadStacks};
-use joular_user::attribution::Totals;
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
 use joular_user::output::{
@@ -82,7 +81,7 @@ impl Sinks {
 
     /// Writes the cycle the reply is for (with the ones before it, if the worker skipped
     /// them, which it does only for cycles already written).
-    pub fn on_reply(&mut self, reply: SymbolReply, totals: &mut Totals) -> anyhow::Result<()> {
+    pub fn on_reply(&mut self, reply: SymbolReply) -> anyhow::Result<()> {
         self.unreported_not_indexed += reply
             .stats
             .perf_map_entries_not_indexed_total
@@ -97,10 +96,10 @@ impl Sinks {
             }
             let cycle = self.pending.pop_front().expect("front exists");
             if cycle.report.cycle < reply.cycle {
-                self.write_late(cycle, totals)?;
+                self.write_late(cycle)?;
                 continue;
             }
-            self.write(cycle, &reply.stacks, totals)?;
+            self.write(cycle, &reply.stacks)?;
             break;
         }
         Ok(())
@@ -108,36 +107,36 @@ impl Sinks {
 
     /// Writes without their symbols the cycles drained more than `max_wait` ago. Returns the
     /// last cycle so written, for the worker to skip.
-    pub fn write_overdue(&mut self, max_wait: Duration, totals: &mut Totals) -> anyhow::Result<Option<u64>> {
+    pub fn write_overdue(&mut self, max_wait: Duration) -> anyhow::Result<Option<u64>> {
         let mut last = None;
         while self.pending.front().is_some_and(|c| c.drained_at.elapsed() > max_wait) {
             let cycle = self.pending.pop_front().expect("front exists");
             last = Some(cycle.report.cycle);
-            self.write_late(cycle, totals)?;
+            self.write_late(cycle)?;
         }
         Ok(last)
     }
 
     /// Writes every cycle still waiting, without its symbols (the worker is gone or too slow
     /// at shutdown).
-    pub fn write_all_late(&mut self, totals: &mut Totals) -> anyhow::Result<()> {
+    pub fn write_all_late(&mut self) -> anyhow::Result<()> {
         while let Some(cycle) = self.pending.pop_front() {
-            self.write_late(cycle, totals)?;
+            self.write_late(cycle)?;
         }
         Ok(())
     }
 
-    fn write_late(&mut self, mut cycle: PendingCycle, totals: &mut Totals) -> anyhow::Result<()> {
+    fn write_late(&mut self, mut cycle: PendingCycle) -> anyhow::Result<()> {
         let threads: Vec<(u32, u32, u64)> = cycle.report.threads.iter().map(|t| (t.pid, t.tid, t.samples)).collect();
         let samples: u64 = threads.iter().map(|t| t.2).sum();
         if samples > 0 {
             *cycle.report.drops.entry(UNSYMBOLIZED.into()).or_default() += samples;
         }
         self.cycles_written_late += 1;
-        self.write(cycle, &late_stacks(&threads), totals)
+        self.write(cycle, &late_stacks(&threads))
     }
 
-    fn write(&mut self, mut cycle: PendingCycle, stacks: &[ThreadStacks], totals: &mut Totals) -> anyhow::Result<()> {
+    fn write(&mut self, mut cycle: PendingCycle, stacks: &[ThreadStacks]) -> anyhow::Result<()> {
         if self.unreported_not_indexed > 0 {
             *cycle.report.drops.entry(OVER_BUDGET.into()).or_default() +=
                 std::mem::take(&mut self.unreported_not_indexed);
@@ -159,14 +158,13 @@ impl Sinks {
         for e in errors {
             self.fail(e.failed, e.outcome);
         }
-        self.summary.add(&attributed.report, stacks);
+        self.summary.add(&attributed);
         let ended = retire::ended(&cycle.exits);
         if !self.retire {
             // Kept for the end, but apart: a later process with the PID is another process.
             for &pid in &ended.pids {
                 self.stage.set_aside(pid);
-                self.summary.set_aside(pid, totals);
-                totals.set_aside(pid);
+                self.summary.set_aside(pid);
             }
             return Ok(());
         }
@@ -197,8 +195,6 @@ impl Sinks {
             self.on_background(writes, None);
         }
         self.summary.forget(&ended);
-        totals.forget_processes(&ended.pids);
-        totals.forget_threads(&ended.threads);
         Ok(())
     }
 

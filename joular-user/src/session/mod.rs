@@ -187,13 +187,13 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             Wake::Tick => {}
             Wake::Symbols(mut reply) => {
                 symbolize::apply_kernel_updates(std::mem::take(&mut reply.kernel_updates), &mut probe);
-                pacer.on_reply(*reply, wake, &mut sinks, &mut energy.totals)?;
+                pacer.on_reply(*reply, wake, &mut sinks)?;
                 continue;
             }
             Wake::SymbolsGone => {
-                pacer.write_deferred(&mut sinks, &mut energy.totals)?;
+                pacer.write_deferred(&mut sinks)?;
                 errln!("joular-ebpf: warning: the symbol worker stopped; cycles are written without symbols");
-                sinks.write_all_late(&mut energy.totals)?;
+                sinks.write_all_late()?;
                 continue;
             }
             Wake::Signal(why) => match stopper.on_signal(&mut target, &probe, why) {
@@ -250,25 +250,25 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             ended: raw.exits.iter().filter(|e| e.process_ended).map(|e| e.pid).collect(),
         });
         sinks.hold(PendingCycle { report, exits: raw.exits, drained_at: std::time::Instant::now() });
-        pacer.write_deferred(&mut sinks, &mut energy.totals)?;
-        if let Some(cycle) = sinks.write_overdue(MAX_SYMBOL_WAIT.max(2 * interval), &mut energy.totals)? {
+        pacer.write_deferred(&mut sinks)?;
+        if let Some(cycle) = sinks.write_overdue(MAX_SYMBOL_WAIT.max(2 * interval))? {
             symbols.abandon_through(cycle);
         }
     }
     pace::relaxed();
     // The worker's answers for the last cycles, or (past the wait) the cycles without them.
-    pacer.write_deferred(&mut sinks, &mut energy.totals)?;
+    pacer.write_deferred(&mut sinks)?;
     let give_up = Instant::now() + SHUTDOWN_SYMBOL_WAIT;
     while sinks.pending() > 0 && symbols.alive() {
         tokio::select! {
             reply = symbols.recv() => match reply {
-                Some(reply) => sinks.on_reply(reply, &mut energy.totals)?,
+                Some(reply) => sinks.on_reply(reply)?,
                 None => break,
             },
             _ = tokio::time::sleep_until(give_up) => break,
         }
     }
-    sinks.write_all_late(&mut energy.totals)?;
+    sinks.write_all_late()?;
     sinks.finish_background(RETIRED_WRITES_WAIT);
     errln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
     if energy.failed_reads > 0 {
@@ -300,7 +300,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = sinks.finish(common.top);
-    out!("{}", sinks.summary.render(common.top, &energy.totals, energy.source_label(), energy.estimated()));
+    out!("{}", sinks.summary.render(common.top, energy.source_label(), energy.estimated()));
     sinks.print_failed(&finished);
     outln!("\n{}", finished.table);
     for out in &finished.outputs {

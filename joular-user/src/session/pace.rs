@@ -15,7 +15,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use joular_user::attribution::Totals;
 use tokio::time::Instant;
 
 use super::emit::Sinks;
@@ -57,30 +56,24 @@ pub struct ReplyPacer {
 
 impl ReplyPacer {
     /// Writes the reply now if that ends before `boundary`, else keeps it for [`Self::write_deferred`].
-    pub fn on_reply(
-        &mut self,
-        reply: SymbolReply,
-        boundary: Instant,
-        sinks: &mut Sinks,
-        totals: &mut Totals,
-    ) -> anyhow::Result<()> {
+    pub fn on_reply(&mut self, reply: SymbolReply, boundary: Instant, sinks: &mut Sinks) -> anyhow::Result<()> {
         match self.admit(reply, Instant::now(), boundary) {
-            Some(reply) => self.write(reply, sinks, totals),
+            Some(reply) => self.write(reply, sinks),
             None => Ok(()),
         }
     }
 
     /// Writes the replies kept, oldest first: right after a flip, or at the end.
-    pub fn write_deferred(&mut self, sinks: &mut Sinks, totals: &mut Totals) -> anyhow::Result<()> {
+    pub fn write_deferred(&mut self, sinks: &mut Sinks) -> anyhow::Result<()> {
         for reply in std::mem::take(&mut self.deferred) {
-            self.write(reply, sinks, totals)?;
+            self.write(reply, sinks)?;
         }
         Ok(())
     }
 
-    fn write(&mut self, reply: SymbolReply, sinks: &mut Sinks, totals: &mut Totals) -> anyhow::Result<()> {
+    fn write(&mut self, reply: SymbolReply, sinks: &mut Sinks) -> anyhow::Result<()> {
         let began = Instant::now();
-        sinks.on_reply(reply, totals)?;
+        sinks.on_reply(reply)?;
         self.wrote(began.elapsed());
         Ok(())
     }

@@ -1,14 +1,14 @@
-//! Run totals and the end-of-run summary printed to the terminal.
+//! Run totals and the end-of-run summary printed to the terminal, from the attributed cycles
+//! alone: what the energy and stack stages produced, never their own state.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use joular_user::attribution::stacks::methods::{is_method_name, top_user_frame};
+use joular_user::attribution::stacks::AttributedCycle;
 use joular_user::attribution::{TotalEnergy, Totals};
-use joular_user::model::{CycleReport, Stack};
-
-use joular_user::attribution::stacks::ThreadStacks;
+use joular_user::model::Stack;
 
 use super::retire::Ended;
 
@@ -44,10 +44,14 @@ pub struct Summary {
     /// Threads of processes that ended (`set_aside`).
     ended: Vec<EndedThread>,
     drops: HashMap<String, u64>,
+    /// Energy per socket, process and thread over the cycles read.
+    totals: Totals,
 }
 
 impl Summary {
-    pub fn add(&mut self, report: &CycleReport, stacks: &[ThreadStacks]) {
+    pub fn add(&mut self, cycle: &AttributedCycle) {
+        let report = &cycle.report;
+        self.totals.add(report);
         self.cycles += 1;
         self.first_start_ns.get_or_insert(report.start_ns);
         self.last_end_ns = report.end_ns;
@@ -59,9 +63,10 @@ impl Summary {
             e.on_cpu_ns += t.on_cpu_ns;
             e.samples += t.samples;
         }
-        for (pid, tid, thread_stacks) in stacks {
-            for s in thread_stacks {
-                *self.stacks.entry((*pid, *tid, s.stack.clone())).or_default() += s.samples;
+        // Sampled call paths only: a thread's energy without a sample went to a bucket.
+        for charge in &cycle.charges {
+            for s in charge.stacks.iter().filter(|s| s.samples > 0) {
+                *self.stacks.entry((charge.pid, charge.tid, s.stack.clone())).or_default() += s.samples;
             }
         }
         for (k, v) in &report.drops {
@@ -78,11 +83,14 @@ impl Summary {
         self.threads.retain(|&(pid, tid), _| !ended.pids.contains(&pid) && !ended.threads.contains(&(pid, tid)));
         let threads = &self.threads;
         self.stacks.retain(|(pid, tid, _), _| threads.contains_key(&(*pid, *tid)));
+        self.totals.forget_processes(&ended.pids);
+        self.totals.forget_threads(&ended.threads);
     }
 
-    /// Keeps an ended process's threads apart, with their energy from `totals` (call before
-    /// `Totals::set_aside`): a later process with the same PID is another process.
-    pub fn set_aside(&mut self, pid: u32, totals: &Totals) {
+    /// Keeps an ended process's threads and totals apart: a later process with the same PID is
+    /// another process.
+    pub fn set_aside(&mut self, pid: u32) {
+        let totals = &self.totals;
         let tids: Vec<u32> = self.threads.keys().filter(|(p, _)| *p == pid).map(|&(_, tid)| tid).collect();
         for tid in tids {
             let total = self.threads.remove(&(pid, tid)).expect("listed above");
@@ -94,9 +102,11 @@ impl Summary {
             let energy = totals.threads.get(&(pid, tid)).copied().unwrap_or_default();
             self.ended.push(EndedThread { pid, tid, total, energy, stacks });
         }
+        self.totals.set_aside(pid);
     }
 
-    pub fn render(&self, top: usize, totals: &Totals, source: &str, estimated: bool) -> String {
+    pub fn render(&self, top: usize, source: &str, estimated: bool) -> String {
+        let totals = &self.totals;
         let mut out = String::new();
         let secs = self.last_end_ns.saturating_sub(self.first_start_ns.unwrap_or(0)) as f64 / 1e9;
         let _ = writeln!(out, "\n== joular-ebpf summary: {} cycles, {secs:.2} s ==", self.cycles);
@@ -214,8 +224,8 @@ fn truncate(s: &str, n: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use joular_user::attribution::TotalEnergy;
-    use joular_user::model::{Frame, FrameKind, ThreadReport, ThreadStack};
+    use joular_user::attribution::stacks::{StackConfig, StackStage, ThreadStacks};
+    use joular_user::model::{CycleReport, Frame, FrameKind, ProcessReport, ThreadReport, ThreadStack};
 
     fn cycle(pid: u32, comm: &str, frame: &str) -> (CycleReport, Vec<ThreadStacks>) {
         let report = CycleReport {
@@ -234,19 +244,23 @@ mod tests {
         (report, vec![(pid, pid, vec![ThreadStack { stack, samples: 100 }])])
     }
 
+    /// The cycle as the stack stage hands it to the session.
+    fn attributed(stage: &mut StackStage, (report, stacks): (CycleReport, Vec<ThreadStacks>)) -> AttributedCycle {
+        stage.on_cycle(report, &stacks)
+    }
+
     #[test]
     fn a_reused_pid_is_two_processes_in_the_summary() {
         let mut summary = Summary::default();
-        let mut totals = Totals::default();
-        let (report, stacks) = cycle(7, "md5sum", "md5_process_block");
-        summary.add(&report, &stacks);
-        totals.threads.insert((7, 7), TotalEnergy { on_cpu_ns: 1, energy_uj: 2e6, dynamic_energy_uj: 0.0 });
-        totals.processes.insert(7, TotalEnergy { on_cpu_ns: 1, energy_uj: 2e6, dynamic_energy_uj: 0.0 });
-        summary.set_aside(7, &totals);
-        totals.set_aside(7);
-        let (report, stacks) = cycle(7, "sha256sum", "sha256_process_block");
-        summary.add(&report, &stacks);
-        let text = summary.render(10, &totals, "model", true);
+        let mut stage = StackStage::new(StackConfig::default());
+        let (mut report, stacks) = cycle(7, "md5sum", "md5_process_block");
+        report.threads[0].energy_uj = 2e6;
+        report.processes = vec![ProcessReport { pid: 7, energy_uj: 2e6, on_cpu_ns: 1, ..Default::default() }];
+        summary.add(&attributed(&mut stage, (report, stacks)));
+        summary.set_aside(7);
+        stage.set_aside(7);
+        summary.add(&attributed(&mut stage, cycle(7, "sha256sum", "sha256_process_block")));
+        let text = summary.render(10, "model", true);
         assert!(text.contains("process 7 (ended): 2.000 J"), "{text}");
         let rows: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("7 ")).collect();
         assert_eq!(rows.len(), 2, "{text}");
@@ -281,8 +295,8 @@ mod tests {
             vec![ThreadStack { stack: interpreter, samples: 60 }, ThreadStack { stack: java, samples: 40 }],
         )];
         let mut summary = Summary::default();
-        summary.add(&report, &stacks);
-        let text = summary.render(10, &Totals::default(), "model", true);
+        summary.add(&attributed(&mut StackStage::new(StackConfig::default()), (report, stacks)));
+        let text = summary.render(10, "model", true);
         assert!(text.contains("Mix.alpha <- java.lang.Thread.run\n"), "{text}");
         assert!(!text.contains("call_stub") && !text.contains("call_helper"), "{text}");
         let leaves: Vec<&str> = text

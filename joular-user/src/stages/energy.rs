@@ -1,8 +1,8 @@
-//! The energy stage of a cycle: read each socket's energy at the flip, split it over threads
-//! and processes (attribution), and keep run totals. The source and the topology are passed
+//! The energy stage of a cycle: read each socket's energy at the flip and split it over threads
+//! and processes (attribution), into the cycle's report. The source and the topology are passed
 //! in, so a test or a bench drives it with a fake meter.
 
-use crate::attribution::{attribute, Attribution, IdleBaseline, Totals};
+use crate::attribution::{attribute, Attribution, IdleBaseline};
 use crate::energy::{open_source, CycleUtilisation, EnergyError, EnergyOptions, EnergySource, SocketEnergy, Topology};
 use crate::model::{CpuTime, CycleReport, ThreadCpuTime};
 
@@ -10,7 +10,6 @@ pub struct EnergyStage {
     topology: Topology,
     source: Box<dyn EnergySource>,
     idle: IdleBaseline,
-    pub totals: Totals,
     pending: Vec<SocketEnergy>,
     /// Cycles whose energy could not be read (they count no energy; a counter's next reading
     /// still covers the whole time since the last good one).
@@ -20,14 +19,7 @@ pub struct EnergyStage {
 impl EnergyStage {
     /// `idle_power_w`: `--idle-power`, else the lowest socket power seen so far.
     pub fn new(topology: Topology, source: Box<dyn EnergySource>, idle_power_w: Option<f64>) -> Self {
-        Self {
-            topology,
-            source,
-            idle: IdleBaseline::new(idle_power_w),
-            totals: Totals::default(),
-            pending: Vec::new(),
-            failed_reads: 0,
-        }
+        Self { topology, source, idle: IdleBaseline::new(idle_power_w), pending: Vec::new(), failed_reads: 0 }
     }
 
     /// Opens the first working source (or the one asked for); returns the stage and why that
@@ -89,7 +81,6 @@ impl EnergyStage {
         self.idle.observe(&self.pending, duration_ns);
         let att = attribute(cpus, threads, &self.topology, &self.pending, duration_ns, &self.idle);
         att.fill_report(report, self.source.kind(), self.source.estimated());
-        self.totals.add(&att);
         (att, failed)
     }
 }
