@@ -200,7 +200,7 @@ impl PanicGuard {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::symbols::SymbolizerOptions;
 
@@ -209,7 +209,8 @@ mod tests {
         std::hint::black_box(x.wrapping_mul(7))
     }
 
-    fn sample(tid: u32, count: u64) -> RawSample {
+    /// A sample of this process whose one frame is `marker_function_for_the_worker`.
+    pub(crate) fn sample(tid: u32, count: u64) -> RawSample {
         let ip = marker_function_for_the_worker as *const () as u64 + 1;
         RawSample {
             pid: std::process::id(),
@@ -222,7 +223,8 @@ mod tests {
         }
     }
 
-    fn options() -> SymbolizerOptions {
+    /// A symbolizer for user stacks of this process only.
+    pub(crate) fn options() -> SymbolizerOptions {
         SymbolizerOptions { kernel: false, attach: false, ..Default::default() }
     }
 

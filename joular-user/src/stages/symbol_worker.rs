@@ -1,0 +1,209 @@
+//! The symbol worker runs the symbolize stage on a thread of its own: it owns the `Symbolizer`
+//! and turns each cycle's sampled stacks into symbolized, interned `Stack`s, grouped per thread.
+//! The session loop hands it a cycle and goes on flipping and draining; the reply comes back on
+//! a channel the loop selects on, and the cycle's results are written then.
+//!
+//! Per cycle the worker looks ahead at what the stacks need (a JVM seen for the first time, JIT
+//! addresses its map misses), waits for the JVM jobs that supply it until a deadline
+//! ([`settle_within`] after it took the cycle up; none when more cycles are queued behind it),
+//! and only then symbolizes: a JIT miss is resolved in the same cycle when its dump comes in
+//! time, and a cycle written without it is counted (`settle_timeouts`).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+use super::symbolize::{install_quiet_panic_hook, symbolize_cycle, PanicGuard};
+use crate::attribution::stacks::ThreadStacks;
+use crate::model::RawSample;
+use crate::symbols::{KernelUpdate, SymbolStats, Symbolizer, SymbolizerOptions};
+
+/// One cycle handed to the worker.
+pub struct CycleSamples {
+    pub cycle: u64,
+    pub samples: Vec<RawSample>,
+    /// Processes that ended in the cycle: forgotten once it is symbolized.
+    pub ended: Vec<u32>,
+}
+
+/// The worker's answer for one cycle. Everything the loop must apply for a cycle comes back
+/// here, so the `Symbolizer` never touches the probe.
+pub struct SymbolReply {
+    pub cycle: u64,
+    /// Per thread, its stacks, busiest first; threads sorted by (pid, tid).
+    pub stacks: Vec<ThreadStacks>,
+    /// The symbolizer's counters after this cycle.
+    pub stats: SymbolStats,
+    /// JVMs whose stacks the sampler is to walk from now on (or no longer): the loop writes
+    /// them into the probe's maps.
+    pub kernel_updates: Vec<KernelUpdate>,
+}
+
+/// How long the start waits for the targets' HotSpot tables (read in milliseconds normally).
+const WATCH_WAIT: Duration = Duration::from_secs(2);
+
+/// How long the worker may wait for a JVM's job to complete a cycle's symbols: half a cycle
+/// (so it keeps up with the loop), at most 2 s.
+pub fn settle_within(interval: Duration) -> Duration {
+    (interval / 2).min(Duration::from_secs(2))
+}
+
+pub struct SymbolWorker {
+    cycles: Option<mpsc::Sender<CycleSamples>>,
+    replies: UnboundedReceiver<SymbolReply>,
+    /// Cycles handed over and not yet taken up.
+    queued: Arc<AtomicUsize>,
+    /// One more than the last cycle the loop wrote without waiting (0: none): the worker skips
+    /// those.
+    abandoned_below: Arc<AtomicU64>,
+    alive: bool,
+}
+
+impl SymbolWorker {
+    /// Starts the worker, which first looks at `targets` ([`Symbolizer::watch`]): what the
+    /// kernel needs to walk their JVMs' stacks is returned, within `WATCH_WAIT`, so they are
+    /// walked from the first cycle on. A JVM that takes longer is walked once a reply says so.
+    /// (The symbolizer is built on the worker's thread: blazesym's caches stay on one thread.)
+    pub fn start(
+        opts: SymbolizerOptions,
+        settle_within: Duration,
+        targets: Vec<u32>,
+    ) -> std::io::Result<(Self, Vec<KernelUpdate>)> {
+        let (cycles_tx, cycles_rx) = mpsc::channel::<CycleSamples>();
+        let (replies_tx, replies) = unbounded_channel();
+        let (watched_tx, watched_rx) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let abandoned_below = Arc::new(AtomicU64::new(0));
+        let (q, a) = (Arc::clone(&queued), Arc::clone(&abandoned_below));
+        install_quiet_panic_hook();
+        std::thread::Builder::new().name("symbols".into()).spawn(move || {
+            let mut symbolizer = Symbolizer::new(opts);
+            let mut guard = PanicGuard::default();
+            for pid in targets {
+                guard.contain(|| symbolizer.watch(pid), "looking at a target");
+            }
+            let _ = watched_tx.send(
+                guard
+                    .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
+                    .unwrap_or_default(),
+            );
+            run(symbolizer, guard, settle_within, &cycles_rx, &replies_tx, &q, &a)
+        })?;
+        let updates = watched_rx.recv_timeout(WATCH_WAIT).unwrap_or_default();
+        Ok((SymbolWorker { cycles: Some(cycles_tx), replies, queued, abandoned_below, alive: true }, updates))
+    }
+
+    pub fn submit(&mut self, cycle: CycleSamples) {
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        let sent = self.cycles.as_ref().is_some_and(|tx| tx.send(cycle).is_ok());
+        if !sent {
+            self.alive = false;
+        }
+    }
+
+    /// The next reply; `None` once the worker is gone (it cannot be, unless it panicked).
+    pub async fn recv(&mut self) -> Option<SymbolReply> {
+        let reply = self.replies.recv().await;
+        self.alive &= reply.is_some();
+        reply
+    }
+
+    pub fn alive(&self) -> bool {
+        self.alive
+    }
+
+    /// The loop wrote the cycles up to `cycle` without their symbols: the worker skips them.
+    pub fn abandon_through(&self, cycle: u64) {
+        self.abandoned_below.fetch_max(cycle + 1, Ordering::AcqRel);
+    }
+}
+
+impl Drop for SymbolWorker {
+    fn drop(&mut self) {
+        // The worker ends with its queue; a JVM job still running ends by its own deadlines.
+        self.cycles = None;
+    }
+}
+
+fn run(
+    mut symbolizer: Symbolizer,
+    mut guard: PanicGuard,
+    settle_within: Duration,
+    cycles: &mpsc::Receiver<CycleSamples>,
+    replies: &UnboundedSender<SymbolReply>,
+    queued: &AtomicUsize,
+    abandoned_below: &AtomicU64,
+) {
+    while let Ok(cycle) = cycles.recv() {
+        let behind = queued.fetch_sub(1, Ordering::AcqRel) > 1;
+        if cycle.cycle >= abandoned_below.load(Ordering::Acquire) {
+            // Catching up matters more than completing one cycle's JIT frames.
+            let deadline = Instant::now() + if behind { Duration::ZERO } else { settle_within };
+            let stacks = symbolize_cycle(&mut symbolizer, &cycle.samples, deadline, &mut guard);
+            forget(&mut symbolizer, &cycle.ended, &mut guard);
+            let mut stats = guard.contain(|| symbolizer.stats(), "reading its counters").unwrap_or_default();
+            stats.worker_panics = guard.panics;
+            stats.samples_unsymbolized = guard.samples_unsymbolized;
+            let kernel_updates = guard
+                .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
+                .unwrap_or_default();
+            let reply = SymbolReply { cycle: cycle.cycle, stacks, stats, kernel_updates };
+            if replies.send(reply).is_err() {
+                return;
+            }
+        } else {
+            forget(&mut symbolizer, &cycle.ended, &mut guard);
+        }
+    }
+}
+
+fn forget(symbolizer: &mut Symbolizer, ended: &[u32], guard: &mut PanicGuard) {
+    for &pid in ended {
+        guard.contain(|| symbolizer.forget_process(pid), "forgetting an ended process");
+        guard.forget(pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stages::symbolize::tests::{options, sample};
+
+    #[tokio::test]
+    async fn replies_come_in_cycle_order_and_skip_abandoned_cycles() {
+        let (mut worker, updates) = SymbolWorker::start(options(), Duration::from_millis(100), vec![]).unwrap();
+        assert!(updates.is_empty());
+        worker.submit(CycleSamples {
+            cycle: 0,
+            samples: vec![sample(1, 3), sample(2, 1), sample(1, 2)],
+            ended: vec![],
+        });
+        let reply = worker.recv().await.unwrap();
+        assert_eq!(reply.cycle, 0);
+        let threads: Vec<(u32, u64)> =
+            reply.stacks.iter().map(|(_, tid, s)| (*tid, s.iter().map(|s| s.samples).sum())).collect();
+        assert_eq!(threads, [(1, 5), (2, 1)]);
+        assert!(
+            reply.stacks[0].2[0].stack[0].name.contains("marker_function_for_the_worker"),
+            "{:?}",
+            reply.stacks[0].2[0].stack
+        );
+        // Two equal stacks of one thread are one interned stack.
+        assert_eq!(reply.stacks[0].2.len(), 1);
+
+        worker.abandon_through(2);
+        for cycle in 1..=3 {
+            worker.submit(CycleSamples { cycle, samples: vec![sample(1, 1)], ended: vec![] });
+        }
+        assert_eq!(worker.recv().await.unwrap().cycle, 3, "cycles 1 and 2 were written without waiting");
+        assert!(worker.alive());
+    }
+
+    #[test]
+    fn the_wait_is_half_a_cycle_at_most_two_seconds() {
+        assert_eq!(settle_within(Duration::from_secs(1)), Duration::from_millis(500));
+        assert_eq!(settle_within(Duration::from_secs(60)), Duration::from_secs(2));
+    }
+}
