@@ -8,9 +8,12 @@
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use joular_user::model::{Frame, FrameKind};
 use joular_user::attribution::stacks::thread_kind::ThreadKind;
-use joular_user::output::{report_to, write_raw_profile, ProcessProfile, ReportArgs, ReportFormat, RunSummary, StackTotal, ThreadTotal, RAW_PROFILE_FILE};
+use joular_user::model::{Frame, FrameKind};
+use joular_user::output::{
+    report_to, write_raw_profile, ProcessProfile, ReportArgs, ReportFormat, RunSummary, StackTotal, ThreadTotal,
+    RAW_PROFILE_FILE,
+};
 use joular_user::safe_write::{Modes, OutDir};
 use libfuzzer_sys::fuzz_target;
 
@@ -34,12 +37,23 @@ fn xml_root(xml: &str, what: &str) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let names: Vec<String> = data.split(|&b| b == 0).take(17).map(|n| String::from_utf8_lossy(n).into_owned()).collect();
+    let names: Vec<String> =
+        data.split(|&b| b == 0).take(17).map(|n| String::from_utf8_lossy(n).into_owned()).collect();
     let comm = names[0].clone();
     let frames: Vec<Frame> = names.iter().enumerate().map(|(i, n)| frame(n, i)).collect();
     let stacks = vec![
-        StackTotal { stack: Arc::from(frames.clone()), thread: ThreadKind::Application, energy_uj: 9_000.0, samples: 9 },
-        StackTotal { stack: Arc::from(&frames[..frames.len().div_ceil(2)]), thread: ThreadKind::Application, energy_uj: 1_000.0, samples: 1 },
+        StackTotal {
+            stack: Arc::from(frames.clone()),
+            thread: ThreadKind::Application,
+            energy_uj: 9_000.0,
+            samples: 9,
+        },
+        StackTotal {
+            stack: Arc::from(&frames[..frames.len().div_ceil(2)]),
+            thread: ThreadKind::Application,
+            energy_uj: 1_000.0,
+            samples: 1,
+        },
     ];
     let profile = ProcessProfile {
         summary: RunSummary {
@@ -77,14 +91,19 @@ fuzz_target!(|data: &[u8]| {
     let svg = std::fs::read_to_string(output.join("flamegraph-all.svg")).unwrap();
     xml_root(&svg, "flamegraph-all.svg");
     let html = std::fs::read_to_string(Path::new(&output).join("report.html")).unwrap();
-    let bad: Vec<char> = html.chars().filter(|&c| (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}').collect();
+    let bad: Vec<char> = html
+        .chars()
+        .filter(|&c| (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}')
+        .collect();
     assert!(bad.is_empty(), "report.html holds {bad:?}");
-    let inline = &html[html.find("<svg").expect("inline flame graph")..html.rfind("</svg>").expect("its end") + "</svg>".len()];
+    let inline =
+        &html[html.find("<svg").expect("inline flame graph")..html.rfind("</svg>").expect("its end") + "</svg>".len()];
     xml_root(inline, "report.html's flame graph");
     for tag in ["title", "h1"] {
         let open = format!("<{tag}>");
         let at = html.find(&open).unwrap_or_else(|| panic!("no <{tag}>")) + open.len();
-        let text = &html[at..at + html[at..].find(&format!("</{tag}>")).unwrap_or_else(|| panic!("<{tag}> never closed"))];
+        let text =
+            &html[at..at + html[at..].find(&format!("</{tag}>")).unwrap_or_else(|| panic!("<{tag}> never closed"))];
         assert!(!text.contains('<') && !text.contains('>'), "markup in <{tag}>: {text:?}");
     }
 });

@@ -92,17 +92,52 @@ fuzz_target!(|data: &[u8]| {
     let mut next = || names.next().unwrap_or_default();
     let (comm, exe, cgroup, thread) = (next(), next(), next(), next());
     let methods: Vec<String> = std::iter::from_fn(|| Some(next())).take(8).filter(|m| !m.is_empty()).collect();
-    let table = OneProcess(ProcessLabels { pid: PID, comm: comm.clone(), exe: Some(exe.clone()), cgroup: Some(cgroup.clone()), container_id: None, start_ticks: 7 });
+    let table = OneProcess(ProcessLabels {
+        pid: PID,
+        comm: comm.clone(),
+        exe: Some(exe.clone()),
+        cgroup: Some(cgroup.clone()),
+        container_id: None,
+        start_ticks: 7,
+    });
     let mut registry = MetricsRegistry::new(RegistryConfig::default());
     for n in 1..=2u64 {
         let report = CycleReport {
             cycle: n,
             start_ns: (n - 1) * 1_000_000_000,
             end_ns: n * 1_000_000_000,
-            sockets: vec![SocketReport { socket: 0, energy_uj: 2e6, source: "model".into(), unattributed_uj: 1e6, power_w: 2.0, ..SocketReport::default() }],
-            processes: vec![ProcessReport { pid: PID, comm: comm.clone(), energy_uj: 1e6, power_w: 1.0, on_cpu_ns: 1, exe: Some(exe.clone()), cgroup: Some(cgroup.clone()), ..ProcessReport::default() }],
-            threads: vec![ThreadReport { pid: PID, tid: PID, comm: thread.clone(), on_cpu_ns: 1, samples: 1, energy_uj: 1e6, power_w: 1.0, ..ThreadReport::default() }],
-            methods: methods.iter().map(|m| MethodReport { pid: PID, tid: PID, method: m.clone(), energy_uj: 1e5, samples: 1 }).collect(),
+            sockets: vec![SocketReport {
+                socket: 0,
+                energy_uj: 2e6,
+                source: "model".into(),
+                unattributed_uj: 1e6,
+                power_w: 2.0,
+                ..SocketReport::default()
+            }],
+            processes: vec![ProcessReport {
+                pid: PID,
+                comm: comm.clone(),
+                energy_uj: 1e6,
+                power_w: 1.0,
+                on_cpu_ns: 1,
+                exe: Some(exe.clone()),
+                cgroup: Some(cgroup.clone()),
+                ..ProcessReport::default()
+            }],
+            threads: vec![ThreadReport {
+                pid: PID,
+                tid: PID,
+                comm: thread.clone(),
+                on_cpu_ns: 1,
+                samples: 1,
+                energy_uj: 1e6,
+                power_w: 1.0,
+                ..ThreadReport::default()
+            }],
+            methods: methods
+                .iter()
+                .map(|m| MethodReport { pid: PID, tid: PID, method: m.clone(), energy_uj: 1e5, samples: 1 })
+                .collect(),
             ..CycleReport::default()
         };
         registry.on_cycle(&AttributedCycle::of_report(report), &table);

@@ -20,7 +20,9 @@ fn quiet_caught_panics() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let first = Once::new();
-        std::panic::set_hook(Box::new(move |info| first.call_once(|| eprintln!("caught (as the profiler does): {info}"))));
+        std::panic::set_hook(Box::new(move |info| {
+            first.call_once(|| eprintln!("caught (as the profiler does): {info}"))
+        }));
     });
 }
 

@@ -9,7 +9,9 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     // An odd first byte also sets a small line limit, so the over-long path is taken too.
     let (limits, map) = match data.split_first() {
-        Some((&b, rest)) if b & 1 == 1 => (Limits { max_file_bytes: 1 << 20, max_line_bytes: usize::from(b >> 1) + 1 }, rest),
+        Some((&b, rest)) if b & 1 == 1 => {
+            (Limits { max_file_bytes: 1 << 20, max_line_bytes: usize::from(b >> 1) + 1 }, rest)
+        }
         Some((_, rest)) => (Limits::default(), rest),
         None => (Limits::default(), data),
     };
@@ -35,7 +37,11 @@ fuzz_target!(|data: &[u8]| {
         match (want, got) {
             (None, None) => {}
             (Some((start, end, name)), Some(sym)) => {
-                assert_eq!((sym.start, sym.start + sym.size, sym.name), (*start, *end, name.as_str()), "lookup({addr:#x})");
+                assert_eq!(
+                    (sym.start, sym.start + sym.size, sym.name),
+                    (*start, *end, name.as_str()),
+                    "lookup({addr:#x})"
+                );
             }
             _ => panic!("lookup({addr:#x}): index {got:?}, reference {want:?}"),
         }

@@ -55,13 +55,22 @@ impl FakeMachine {
             let mut tokens = line.split(|&b| b == b' ');
             match tokens.next().unwrap_or_default() {
                 b"cpu" => {
-                    let (Some(n), Some(id)) = (tokens.next().and_then(parse_num::<u8>), tokens.next()) else { continue };
+                    let (Some(n), Some(id)) = (tokens.next().and_then(parse_num::<u8>), tokens.next()) else {
+                        continue;
+                    };
                     m.cpus.push((n, id.to_vec()));
                 }
                 b"zone" => {
-                    let (Some(dir), Some(name), Some(range)) = (tokens.next(), tokens.next(), tokens.next()) else { continue };
+                    let (Some(dir), Some(name), Some(range)) = (tokens.next(), tokens.next(), tokens.next()) else {
+                        continue;
+                    };
                     if safe_name(dir) {
-                        m.zones.push((dir.to_vec(), name.to_vec(), range.to_vec(), tokens.map(<[u8]>::to_vec).collect()));
+                        m.zones.push((
+                            dir.to_vec(),
+                            name.to_vec(),
+                            range.to_vec(),
+                            tokens.map(<[u8]>::to_vec).collect(),
+                        ));
                     }
                 }
                 b"cpuinfo" => {
@@ -69,7 +78,11 @@ impl FakeMachine {
                     m.cpuinfo.push(b'\n');
                 }
                 b"msr" => {
-                    let (Some(cpu), Some(register)) = (tokens.next().and_then(parse_num::<u8>), tokens.next().and_then(parse_hex)) else { continue };
+                    let (Some(cpu), Some(register)) =
+                        (tokens.next().and_then(parse_num::<u8>), tokens.next().and_then(parse_hex))
+                    else {
+                        continue;
+                    };
                     if register <= MAX_REGISTER {
                         m.msrs.insert((cpu, register), tokens.filter_map(parse_hex).collect());
                     }
