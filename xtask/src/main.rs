@@ -84,9 +84,10 @@ enum Task {
         hotspot_only: bool,
     },
     /// The Rust gates CI runs: clippy with warnings denied on the host workspace (all targets)
-    /// and on the eBPF crate for bpfel-unknown-none.
+    /// and on the eBPF crate for bpfel-unknown-none; the fuzz targets checked to compile.
     Clippy,
-    /// `cargo fmt --all -- --check` (the width is in rustfmt.toml).
+    /// `cargo fmt --all -- --check` on the host workspace and on fuzz/ (the width is in
+    /// rustfmt.toml).
     FmtCheck,
     /// Run every cargo-fuzz target (fuzz/) for SECONDS each; prints the coverage reached and
     /// fails on any crash. Installs nightly and cargo-fuzz if missing.
