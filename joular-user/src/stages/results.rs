@@ -80,5 +80,4 @@ impl Results {
 }
 
 #[cfg(test)]
-#[path = "results_tests.rs"]
 pub(crate) mod tests;

@@ -475,5 +475,4 @@ fn push_methods(out: &mut Vec<MethodReport>, pid: u32, tid: u32, methods: HashMa
 }
 
 #[cfg(test)]
-#[path = "stage_tests.rs"]
 mod tests;
