@@ -8,6 +8,7 @@
 //! - `IntervalProfile`: serve mode's per-interval, host-wide pprof and folded files.
 //! - `report`: re-renders those outputs from a saved raw profile.
 
+mod cycle_files;
 mod cycle_sums;
 mod flamegraph;
 mod folded;
@@ -43,8 +44,8 @@ pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, Repor
 pub use result_tree::{ResultTree, ResultsConfig};
 pub use results::{table, FinishSummary, Results};
 pub use retired_writer::{
-    RetiredTree, RetiredTreeWriter, RetiredWrite, RetiredWriterEnd, Submitted, RETIRED_QUEUE_TREES,
-    RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
+    RetiredTree, RetiredTreeWriter, RetiredWrite, RetiredWriterEnd, Submitted, LIVE_FILES_QUEUE_FULL,
+    LIVE_FILES_SUPERSEDED, RETIRED_QUEUE_TREES, RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
 };
 pub use sink::{BackgroundWrites, Sink, SinkError};
 
