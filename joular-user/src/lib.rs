@@ -20,7 +20,7 @@ pub mod output;
 pub mod procstat;
 pub mod stages;
 pub mod symbols;
-pub mod target_read;
+pub(crate) mod target_read;
 pub mod unwind;
 
 // The types every stage hands on, and the one way results reach the disk.

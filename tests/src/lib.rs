@@ -14,9 +14,11 @@ pub mod child;
 pub mod fake_jvm;
 pub mod java_stack;
 pub mod results;
+pub mod stderr_tap;
 
 pub use child::{await_ready, wait_with_rusage, KillOnDrop};
 pub use results::{csv_rows, profile_outputs, result_dir, ProfiledRun};
+pub use stderr_tap::StderrTap;
 
 pub fn bin() -> PathBuf {
     let p = PathBuf::from(

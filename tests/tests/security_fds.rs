@@ -159,15 +159,17 @@ fn pids_with_results(results: &Path) -> HashSet<u32> {
         .collect()
 }
 
-/// At least 80% of `pids` have a result directory, with their end-of-run files: the profiler
+/// At least 95% of `pids` have a result directory, with their end-of-run files: the profiler
 /// kept up with them. (A process that ran between two samples of a cycle with no other process
-/// may get none.) This was 95% until 2026-11-25; the tree merged that day gives 89.9-94.7%, for a
-/// reason not yet found (an open part of issue 22, see that day's closing note).
+/// may get none.) The processes start once the profiler says it profiles: what ran while its
+/// programs loaded was never profiled (that cost this check 5-10% when it started at `serve`'s
+/// port, bound first).
 fn assert_results_for(results: &Path, pids: &HashSet<u32>) {
     let written = pids_with_results(results);
     let covered = pids.iter().filter(|p| written.contains(p)).count();
+    eprintln!("{covered} of {} processes have a result directory", pids.len());
     assert!(
-        covered * 100 >= pids.len() * 80,
+        covered * 100 >= pids.len() * 95,
         "only {covered} of {} processes have a result directory in {}",
         pids.len(),
         results.display()
@@ -219,13 +221,13 @@ fn wait_listening(addr: SocketAddr, child: &mut Child) {
 fn descriptors_host_run_with_results_outlives_1500_processes_at_1024_descriptors() {
     let dir = Tmpfs::mount();
     let (json, results) = (dir.path().join("all.jsonl"), dir.path().join("results"));
-    let prof = start_limited(&["--all", "--json", json.to_str().unwrap(), "--output", results.to_str().unwrap()]);
+    let mut prof = start_limited(&["--all", "--json", json.to_str().unwrap(), "--output", results.to_str().unwrap()]);
+    let stderr = StderrTap::await_profiling(&mut prof, Duration::from_secs(60));
     let fds = FdWatch::start(prof.id());
-    thread::sleep(Duration::from_millis(1500));
     let pids = short_lived_processes(SHORT_LIVED);
     thread::sleep(Duration::from_millis(2500));
     interrupt(&prof);
-    let out = wait_bounded(prof, Duration::from_secs(60));
+    let out = stderr.into_output(wait_bounded(prof, Duration::from_secs(60)));
     assert_success(&out);
     let max_fds = fds.max();
     assert!(max_fds < MAX_FDS, "the profiler held up to {max_fds} descriptors");
@@ -250,7 +252,8 @@ fn descriptors_serve_with_results_outlives_1500_processes_at_1024_descriptors() 
         "--output",
         results.to_str().unwrap(),
     ]);
-    wait_listening(addr, &mut prof);
+    // Its port is bound before anything loads: listening is not profiling yet.
+    let stderr = StderrTap::await_profiling(&mut prof, Duration::from_secs(60));
     let fds = FdWatch::start(prof.id());
     let pids = short_lived_processes(SHORT_LIVED);
     thread::sleep(Duration::from_millis(2500));
@@ -258,7 +261,7 @@ fn descriptors_serve_with_results_outlives_1500_processes_at_1024_descriptors() 
     let (code, took) = scrape(addr);
     assert_eq!(code, 200, "/metrics after {} processes (took {took:?})", pids.len());
     interrupt(&prof);
-    let out = wait_bounded(prof, Duration::from_secs(60));
+    let out = stderr.into_output(wait_bounded(prof, Duration::from_secs(60)));
     assert_success(&out);
     let max_fds = fds.max();
     assert!(max_fds < MAX_FDS, "serve held up to {max_fds} descriptors");

@@ -149,6 +149,10 @@ impl Probe {
             attach_fork(&mut ebpf)?;
         }
 
+        // The sampler is verified before anything counts: its verification takes about a second
+        // (the Java and native walks), and what the scheduler hook counted meanwhile had no
+        // samples and went to no cycle (the session drops what precedes its first cycle).
+        let (sampler, walks_jvms) = load_sampler(&mut ebpf)?;
         let scheduler_hook = if opts.scheduler {
             match attach_scheduler(&mut ebpf) {
                 Ok(hook) => Some(hook),
@@ -161,7 +165,7 @@ impl Probe {
             None
         };
         attach_exit(&mut ebpf)?;
-        let walks_jvms = attach_sampler(&mut ebpf, &online_cpus, opts.frequency_hz)?;
+        attach_sampler(&mut ebpf, sampler, &online_cpus, opts.frequency_hz)?;
         let kernel_names = match KernelNames::load(&mut ebpf) {
             Ok(names) => Some(names),
             Err(e) => {
@@ -292,12 +296,12 @@ fn attach_fork(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
     Ok(())
 }
 
-/// Attaches the JVM-walking sampler, or the `bpf_get_stackid`-only one on a kernel that
-/// refuses it. Returns whether JVM stacks are walked.
-fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<bool, ProbeError> {
+/// Loads (verifies) the JVM-walking sampler, or the `bpf_get_stackid`-only one on a kernel that
+/// refuses it. Returns the program loaded and whether JVM stacks are walked.
+fn load_sampler(ebpf: &mut Ebpf) -> Result<(&'static str, bool), ProbeError> {
     let walking: &mut PerfEvent = program(ebpf, "joular_sample")?;
-    let (name, walks) = match walking.load() {
-        Ok(()) => ("joular_sample", true),
+    match walking.load() {
+        Ok(()) => Ok(("joular_sample", true)),
         Err(e) => {
             log::debug!("joular_sample: {e}");
             log::warn!(
@@ -306,9 +310,13 @@ fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<bo
             );
             let prog: &mut PerfEvent = program(ebpf, "joular_sample_stackid")?;
             prog.load().map_err(|e| ProbeError::Program("joular_sample_stackid", e))?;
-            ("joular_sample_stackid", false)
+            Ok(("joular_sample_stackid", false))
         }
-    };
+    }
+}
+
+/// Attaches the sampler `load_sampler` loaded to every CPU.
+fn attach_sampler(ebpf: &mut Ebpf, name: &'static str, cpus: &[u32], frequency_hz: u64) -> Result<(), ProbeError> {
     let prog: &mut PerfEvent = program(ebpf, name)?;
     for &cpu in cpus {
         prog.attach(
@@ -319,7 +327,7 @@ fn attach_sampler(ebpf: &mut Ebpf, cpus: &[u32], frequency_hz: u64) -> Result<bo
         )
         .map_err(|source| ProbeError::AttachSampler { cpu, source })?;
     }
-    Ok(walks)
+    Ok(())
 }
 
 fn program<'a, T>(ebpf: &'a mut Ebpf, name: &'static str) -> Result<&'a mut T, ProbeError>

@@ -134,39 +134,6 @@ impl RunDirRef {
     }
 }
 
-impl RunDirRef {
-    /// The directory by name alone, for another thread (an ended process's files, written off the
-    /// session thread): its held descriptor, if any, is given back, so that a queue of these
-    /// holds none, and nothing is shared with this thread but the results root's descriptor.
-    pub fn detach(self) -> DetachedRunDir {
-        DetachedRunDir { root: self.root, name: self.name, id: self.id, pid: self.pid }
-    }
-}
-
-/// A [`RunDirRef`] owned by one thread: reopened by name from the results root when written,
-/// only while it is still the directory created (a directory moved away since is not written).
-#[derive(Debug)]
-pub struct DetachedRunDir {
-    root: Arc<OutDir>,
-    name: String,
-    id: DirId,
-    pid: u32,
-}
-
-impl DetachedRunDir {
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    pub fn open(&self) -> Result<RunDir, OutputError> {
-        let dir = self
-            .root
-            .reopen_subdir(&self.name, self.id)
-            .map_err(|e| OutputError::io(&self.root.join(&self.name), e))?;
-        Ok(RunDir { dir, pid: self.pid })
-    }
-}
-
 /// One process's `<pid>-<epochms>` directory, open: files go into the directory that was
 /// opened, whatever happens to its name meanwhile.
 #[derive(Debug)]

@@ -7,6 +7,7 @@
 //! - `IntervalProfile`: serve mode's per-interval, host-wide pprof and folded files.
 //! - `report`: re-renders those outputs from a saved raw profile.
 
+mod cycle_files;
 mod cycle_sums;
 mod flamegraph;
 mod folded;
@@ -40,8 +41,8 @@ pub use render::OutputFiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use result_tree::{ResultTree, ResultsConfig};
 pub use retired_writer::{
-    RetiredTree, RetiredTreeWriter, RetiredWrite, RetiredWriterEnd, Submitted, RETIRED_QUEUE_TREES,
-    RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
+    RetiredTree, RetiredTreeWriter, RetiredWrite, RetiredWriterEnd, Submitted, LIVE_FILES_QUEUE_FULL,
+    LIVE_FILES_SUPERSEDED, RETIRED_QUEUE_TREES, RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
 };
 pub use sink::{BackgroundWrites, FinishSummary, Sink, SinkError};
 pub use table::table;

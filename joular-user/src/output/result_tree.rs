@@ -8,15 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::cycle_sums::{add, cycle_sums, methods_only, CycleSums};
-use super::joularjx::{HeldRunDirs, Kind, RunDirRef, HELD_RUN_DIRS};
+use super::cycle_files::{cycle_files, CycleFiles, CycleWritten};
+use super::joularjx::{HeldRunDirs, RunDirRef, HELD_RUN_DIRS};
 use super::render::{render_process, OutputFiles, RenderSet};
-use super::retired_writer::{RetiredTree, RetiredTreeWriter};
+use super::retired_writer::{Outcomes, RefusedTree, RetiredTree, RetiredTreeWriter};
 use super::sink::{BackgroundWrites, Sink, SinkError};
 use super::OutputError;
-use crate::attribution::stacks::aggregate::{named, Scope};
-use crate::attribution::stacks::methods::{is_method_name, join_frames, MethodFilter};
-use crate::attribution::stacks::paths::{all_path, PathStyle};
+use crate::attribution::stacks::methods::MethodFilter;
 use crate::attribution::stacks::{AttributedCycle, ProcessKey, Retired, RunEnd, StackConfig};
 use crate::safe_write::{Modes, OutDir};
 
@@ -79,12 +77,14 @@ pub struct ResultTree {
     /// Run directories whose descriptor stays open between writes (the most recent few).
     held_dirs: Arc<HeldRunDirs>,
     /// Each process's directory, opened for each write (a descriptor held per process runs out
-    /// on a busy host); `None` once it could not be reopened.
-    dirs: HashMap<ProcessKey, Option<RunDirRef>>,
-    /// Serve mode: ended processes' files are written by this thread, off the cycle (tens of
-    /// exits a second on a real disk stretched 1 s cycles to 2 s when written inline).
-    writer: Option<RetiredTreeWriter>,
-    /// Refusals of the writer not yet reported.
+    /// on a busy host); `None` once it could not be reopened. Shared with the jobs queued for
+    /// the writer.
+    dirs: HashMap<ProcessKey, Option<Arc<RunDirRef>>>,
+    /// Serve mode: live processes' cycle files and ended processes' files are written by this
+    /// thread, off the cycle (tens of exits a second, or a busy disk, stretched 1 s cycles to 2 s
+    /// when written inline).
+    pub(super) writer: Option<RetiredTreeWriter>,
+    /// Refusals of the writer and failed files not yet reported.
     background: BackgroundWrites,
 }
 
@@ -125,74 +125,61 @@ impl ResultTree {
             if !self.dirs.contains_key(&p.key) {
                 let epoch_ms = unused_epoch_ms(root, p.pid, self.config.start_epoch_ms);
                 let dir = RunDirRef::create(root, &self.held_dirs, p.pid, epoch_ms)?;
-                self.dirs.insert(p.key, Some(dir));
+                self.dirs.insert(p.key, Some(Arc::new(dir)));
             }
         }
         Ok(())
     }
 
-    /// Rewrites the runtime files and appends the evolution rows of each process in the cycle.
-    pub fn write_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), OutputError> {
+    /// The cycle's runtime files and evolution rows of each process in it, to write.
+    pub(super) fn cycle_files(&mut self, cycle: &AttributedCycle) -> Result<Option<CycleFiles>, OutputError> {
         self.create_dirs(cycle)?;
         if self.root.is_none() {
-            return Ok(());
+            return Ok(None);
         }
-        let (duration_s, end_epoch_s) = (cycle.duration_s, cycle.end_epoch_ms / 1000);
-        let filter = &self.config.filter;
-        let mut lost = Vec::new();
-        for (pid, sums) in cycle_sums(cycle) {
-            let process = cycle.process(pid).expect("every charged process is listed");
-            let Some(Some(dir)) = self.dirs.get(&process.key) else { continue };
-            let dir = match dir.open() {
-                Ok(dir) => dir,
-                // Moved away and replaced, or removed: that process's files stop, said once; the
-                // run and the other processes' files go on.
-                Err(e) => {
-                    log::warn!("results of process {pid} are no longer written: {e}");
-                    lost.push(process.key);
-                    continue;
-                }
-            };
-            let CycleSums { all_methods, app_methods, all_trees, app_trees } = sums;
-            // JoularJX files hold methods only; the rest is `unattributed` in summary.json.
-            let all_methods = methods_only(named(all_methods, |m| m));
-            let app_methods = methods_only(named(app_methods, |m| m));
-            let app = Scope::App(filter);
-            dir.write_runtime(Scope::All, Kind::Methods, &all_methods, duration_s)?;
-            dir.write_runtime(app, Kind::Methods, &app_methods, duration_s)?;
-            if self.config.runtime_call_trees {
-                // Stacks that differ only in frames the tree leaves out share a row.
-                let mut trees: HashMap<Arc<str>, (f64, u64)> = HashMap::new();
-                for (energy_uj, samples, share) in all_trees.into_values() {
-                    if !is_method_name(&share.all_method) {
-                        continue;
-                    }
-                    let path = all_path(&share.stack, share.kind, process.rules, PathStyle::CallTree);
-                    let tree: Arc<str> = Arc::from(join_frames(path.into_iter(), false));
-                    add(trees.entry(tree).or_default(), energy_uj, samples);
-                }
-                let all_trees = named(trees, |t| t);
-                // A stack whose app method is not a method has that name as its app tree.
-                let app_trees = methods_only(named(app_trees, |t| t));
-                dir.write_runtime(Scope::All, Kind::CallTrees, &all_trees, duration_s)?;
-                dir.write_runtime(app, Kind::CallTrees, &app_trees, duration_s)?;
-            }
-            if self.config.evolution {
-                dir.append_evolution(Scope::All, &all_methods, end_epoch_s, duration_s)?;
-                dir.append_evolution(app, &app_methods, end_epoch_s, duration_s)?;
+        let dirs = &self.dirs;
+        let dir_of = |key: ProcessKey| dirs.get(&key).cloned().flatten();
+        let (config, filter) = (&self.config, &self.config.filter);
+        Ok(Some(cycle_files(cycle, dir_of, filter, config.runtime_call_trees, config.evolution)))
+    }
+
+    /// Rewrites the runtime files and appends the evolution rows of each process in the cycle,
+    /// now; returns the first file that failed.
+    pub fn write_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), OutputError> {
+        let Some(files) = self.cycle_files(cycle)? else { return Ok(()) };
+        let mut failed = self.on_cycle_written(files.write());
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(failed.swap_remove(0)),
+        }
+    }
+
+    /// Forgets the directories that could not be reopened; returns the files that failed.
+    fn on_cycle_written(&mut self, written: CycleWritten) -> Vec<OutputError> {
+        for key in written.lost {
+            // Still live: its files stop. (An ended one's directory is already forgotten.)
+            if let Some(dir) = self.dirs.get_mut(&key) {
+                *dir = None;
             }
         }
-        for key in lost {
-            self.dirs.insert(key, None);
+        written.failed
+    }
+
+    /// What the writer wrote: ended processes' outcomes go to the session, cycles' failures
+    /// into `writes`.
+    fn on_outcomes(&mut self, outcomes: Outcomes, writes: &mut BackgroundWrites) {
+        writes.written.extend(outcomes.retired);
+        for cycle in outcomes.cycles {
+            let failed = self.on_cycle_written(cycle);
+            writes.failed.extend(failed.iter().map(|e| e.failed("--output")));
         }
-        Ok(())
     }
 
     /// Forgets a retired process's directory and returns its end-of-run files to write, owned
     /// (the directory by name), for whichever thread writes them.
     pub fn take_retired(&mut self, retired: &Retired) -> Option<RetiredTree> {
         let dir = self.dirs.remove(&retired.key)??;
-        Some(RetiredTree::new(dir.detach(), retired.profile(), self.config.filter.clone(), self.render_set()))
+        Some(RetiredTree::new(retired.pid, dir, retired.profile(), self.config.filter.clone(), self.render_set()))
     }
 
     /// Writes a retired process's end-of-run files now and forgets its directory.
@@ -224,51 +211,72 @@ impl ResultTree {
 impl Sink for ResultTree {
     fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError> {
         // A result file that cannot be written this cycle (a full disk) may be next cycle.
-        self.write_cycle(cycle).map_err(|e| SinkError {
-            failed: e.failed("--output"),
-            outcome: "the run goes on",
-            stopped: false,
-        })
+        let failed =
+            |e: OutputError| SinkError { failed: e.failed("--output"), outcome: "the run goes on", stopped: false };
+        // Evolution rows are appended, never superseded: written in turn, here (serve writes none).
+        if self.writer.is_none() || self.config.evolution {
+            return self.write_cycle(cycle).map_err(failed);
+        }
+        let Some(files) = self.cycle_files(cycle).map_err(failed)? else { return Ok(()) };
+        let writer = self.writer.as_mut().expect("checked above");
+        let Err(refused) = writer.try_submit_cycle(files) else { return Ok(()) };
+        let (files, first) = *refused;
+        // The writer is behind: these files are written here, on the cycle, after everything
+        // queued before them. Nothing is lost; only these cycles may run long.
+        self.background.cycles_refused += files.processes();
+        self.background.first_cycle_refused |= first;
+        let outcomes = writer.written();
+        let mut writes = std::mem::take(&mut self.background);
+        self.on_outcomes(outcomes, &mut writes);
+        let failed = self.on_cycle_written(files.write());
+        writes.failed.extend(failed.iter().map(|e| e.failed("--output")));
+        self.background = writes;
+        Ok(())
     }
 
     fn on_retire(&mut self, retired: &Retired) -> Result<Option<OutputFiles>, SinkError> {
-        if self.writer.is_some() {
-            let Some(tree) = self.take_retired(retired) else { return Ok(None) };
-            let writer = self.writer.as_mut().expect("checked above");
-            let Err(refused) = writer.try_submit(tree) else { return Ok(None) };
-            let (tree, first) = *refused;
-            self.background.refused += 1;
-            if first {
-                self.background.first_refused = Some(retired.pid);
-            }
-            // The writer is behind: this process's files are written here, on the cycle, as
-            // before there was a writer. Nothing is lost; only these cycles may run long.
-            return tree.write().map(Some).map_err(|e| SinkError {
-                failed: e.failed("--output"),
-                outcome: "the process's results were not written",
-                stopped: false,
-            });
-        }
-        self.retire(retired).map_err(|e| SinkError {
+        let failed = |e: OutputError| SinkError {
             failed: e.failed("--output"),
             outcome: "the process's results were not written",
             stopped: false,
-        })
+        };
+        if self.writer.is_none() {
+            return self.retire(retired).map_err(failed);
+        }
+        let Some(tree) = self.take_retired(retired) else { return Ok(None) };
+        let writer = self.writer.as_mut().expect("checked above");
+        let Err(refused) = writer.try_submit_retired(retired.key, tree) else { return Ok(None) };
+        let RefusedTree { files, tree, first } = *refused;
+        self.background.refused += 1;
+        if first {
+            self.background.first_refused = Some(retired.pid);
+        }
+        // The writer is behind: this process's files are written here, on the cycle, after
+        // everything queued before them, as before there was a writer. Nothing is lost; only
+        // these cycles may run long.
+        if let Some(files) = files {
+            let failed = self.on_cycle_written(files.write());
+            self.background.failed.extend(failed.iter().map(|e| e.failed("--output")));
+        }
+        tree.write().map(Some).map_err(failed)
     }
 
     fn background_writes(&mut self) -> BackgroundWrites {
         let mut writes = std::mem::take(&mut self.background);
         if let Some(writer) = self.writer.as_mut() {
-            writes.written = writer.written();
+            writes.superseded += writer.take_superseded();
+            let outcomes = writer.written();
+            self.on_outcomes(outcomes, &mut writes);
         }
         writes
     }
 
     fn finish_background(&mut self, within: Duration) -> BackgroundWrites {
         let mut writes = std::mem::take(&mut self.background);
-        if let Some(writer) = self.writer.take() {
+        if let Some(mut writer) = self.writer.take() {
+            writes.superseded += writer.take_superseded();
             let end = writer.finish(within);
-            writes.written = end.written;
+            self.on_outcomes(end.written, &mut writes);
             writes.unfinished = end.unfinished;
         }
         writes

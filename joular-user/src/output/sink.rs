@@ -18,8 +18,8 @@ pub struct SinkError {
     pub stopped: bool,
 }
 
-/// What a sink wrote off the cycle thread (serve's result tree writes ended processes' files on
-/// a thread of its own), or could not, since it was last asked.
+/// What a sink wrote off the cycle thread (serve's result tree writes live processes' cycle files
+/// and ended processes' files on a thread of its own), or could not, since it was last asked.
 #[derive(Debug, Default)]
 pub struct BackgroundWrites {
     pub written: Vec<RetiredWrite>,
@@ -27,7 +27,17 @@ pub struct BackgroundWrites {
     pub refused: u64,
     /// The run's first refused process, to say once.
     pub first_refused: Option<u32>,
-    /// At the end: ended processes whose files were still queued when the wait ran out.
+    /// Live processes' cycle files the sink wrote on the cycle (per process and cycle): its queue
+    /// was full.
+    pub cycles_refused: u64,
+    /// This includes the run's first such cycle, to say once.
+    pub first_cycle_refused: bool,
+    /// Live processes' runtime files replaced by a later cycle's before the disk took them.
+    pub superseded: u64,
+    /// Live processes' cycle files that could not be written (the run goes on).
+    pub failed: Vec<FailedOutput>,
+    /// At the end: jobs (an ended process's files, a cycle's files) still queued when the wait
+    /// ran out.
     pub unfinished: u64,
 }
 

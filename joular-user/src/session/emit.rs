@@ -10,8 +10,8 @@ use joular_user::attribution::stacks::{StackStage, ThreadStacks};
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
 use joular_user::output::{
-    table, BackgroundWrites, FailedOutput, FinishSummary, RetiredWrite, Sink, RETIRED_TREES_QUEUE_FULL,
-    RETIRED_TREES_UNFINISHED,
+    table, BackgroundWrites, FailedOutput, FinishSummary, RetiredWrite, Sink, LIVE_FILES_QUEUE_FULL,
+    LIVE_FILES_SUPERSEDED, RETIRED_TREES_QUEUE_FULL, RETIRED_TREES_UNFINISHED,
 };
 use joular_user::stages::symbolize::late_stacks;
 use joular_user::symbols::SymbolStats;
@@ -51,6 +51,10 @@ pub struct Sinks {
     /// Ended processes whose files a sink's writer refused since the last cycle written: its
     /// drops say so (metrics).
     unreported_retired_refused: u64,
+    /// Live processes' cycle files a sink's writer refused since the last cycle written.
+    unreported_cycles_refused: u64,
+    /// Live processes' runtime files superseded unwritten since the last cycle written.
+    unreported_superseded: u64,
     /// Outputs that failed during the run, each said once.
     failed: Vec<FailedOutput>,
 }
@@ -67,6 +71,8 @@ impl Sinks {
             cycles_written_late: 0,
             unreported_not_indexed: 0,
             unreported_retired_refused: 0,
+            unreported_cycles_refused: 0,
+            unreported_superseded: 0,
             failed: Vec::new(),
         }
     }
@@ -144,6 +150,14 @@ impl Sinks {
         if self.unreported_retired_refused > 0 {
             *cycle.report.drops.entry(RETIRED_TREES_QUEUE_FULL.into()).or_default() +=
                 std::mem::take(&mut self.unreported_retired_refused);
+        }
+        if self.unreported_cycles_refused > 0 {
+            *cycle.report.drops.entry(LIVE_FILES_QUEUE_FULL.into()).or_default() +=
+                std::mem::take(&mut self.unreported_cycles_refused);
+        }
+        if self.unreported_superseded > 0 {
+            *cycle.report.drops.entry(LIVE_FILES_SUPERSEDED.into()).or_default() +=
+                std::mem::take(&mut self.unreported_superseded);
         }
         let attributed = self.stage.on_cycle(cycle.report, stacks);
         let mut errors = Vec::new();
@@ -227,6 +241,22 @@ impl Sinks {
             self.stage.add_degraded(RETIRED_TREES_QUEUE_FULL, writes.refused);
             self.unreported_retired_refused += writes.refused;
         }
+        if writes.first_cycle_refused {
+            errln!(
+                "joular-ebpf: warning: the disk is behind on the live processes' result files: a cycle's files are written during the cycle, which may run long (counted in summary.json degraded {LIVE_FILES_QUEUE_FULL})"
+            );
+        }
+        if writes.cycles_refused > 0 {
+            self.stage.add_degraded(LIVE_FILES_QUEUE_FULL, writes.cycles_refused);
+            self.unreported_cycles_refused += writes.cycles_refused;
+        }
+        if writes.superseded > 0 {
+            self.stage.add_degraded(LIVE_FILES_SUPERSEDED, writes.superseded);
+            self.unreported_superseded += writes.superseded;
+        }
+        for failed in writes.failed {
+            self.fail(failed, "the run goes on");
+        }
         for RetiredWrite { pid, result } in writes.written {
             match result {
                 Ok(files) => {
@@ -241,7 +271,7 @@ impl Sinks {
         if writes.unfinished > 0 {
             let within = at_end.unwrap_or_default();
             errln!(
-                "joular-ebpf: warning: the files of {} ended process(es) were not written within {within:?} of the end",
+                "joular-ebpf: warning: {} queued result write(s) (ended processes' files, live processes' cycle files) were not done within {within:?} of the end",
                 writes.unfinished
             );
             self.stage.add_degraded(RETIRED_TREES_UNFINISHED, writes.unfinished);
