@@ -123,6 +123,9 @@ pub struct WalkState {
     pub fp: u64,
     /// r13 at the sample, for the leaf frame.
     pub live_bcp: u64,
+    /// The pc a signal interrupted, as the step out of its signal frame found it (0: none):
+    /// where that frame was, not a return address.
+    pub interrupted_pc: u64,
     pub hash: u64,
     pub len: u32,
     pub flags: u32,

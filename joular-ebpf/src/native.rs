@@ -5,6 +5,7 @@
 //! thread's native frames are the same few libjvm and libc return addresses sample after sample.
 
 use aya_ebpf::{
+    bindings::BPF_F_MMAPABLE,
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
 };
@@ -16,9 +17,10 @@ use joular_ebpf::{
     MAX_JVMS,
 };
 
-/// Every loaded file's rows, each file's contiguous and sorted by pc.
+/// Every loaded file's rows, each file's contiguous and sorted by pc. Memory-mapped by user
+/// space, which writes a file's rows with one copy (`rows_mmap`).
 #[map]
-pub static UNWIND_ROWS: Array<UnwindRow> = Array::with_max_entries(MAX_UNWIND_ROWS, 0);
+pub static UNWIND_ROWS: Array<UnwindRow> = Array::with_max_entries(MAX_UNWIND_ROWS, BPF_F_MMAPABLE);
 
 /// Per walked process (tgid): its executable mappings and where their files' rows are.
 #[map]

@@ -18,6 +18,17 @@ pub const UNWIND_CFA_RBP: u8 = 2;
 pub const UNWIND_PLT: u8 = 3;
 /// The return address is undefined: the thread's first frame (`_start`, `clone3`'s child).
 pub const UNWIND_END: u8 = 4;
+/// A signal trampoline (`__restore_rt`, an FDE whose CIE says "S"): sp is at the `ucontext_t`
+/// the kernel pushed, and the interrupted frame's registers are in its `uc_mcontext`. The
+/// interrupted pc is where the thread was, not a return address.
+pub const UNWIND_SIGNAL: u8 = 5;
+
+/// Where `ucontext_t.uc_mcontext.gregs` keeps the interrupted registers (x86_64 Linux): after
+/// `uc_flags`, `uc_link` and `uc_stack` (40 bytes), `REG_RBP` = 10, `REG_RSP` = 15, `REG_RIP`
+/// = 16.
+pub const SIGNAL_FRAME_RBP_BYTES: u64 = 40 + 10 * 8;
+pub const SIGNAL_FRAME_RSP_BYTES: u64 = 40 + 15 * 8;
+pub const SIGNAL_FRAME_RIP_BYTES: u64 = 40 + 16 * 8;
 
 /// One unwind row: 8 bytes, so libjvm's whole table is a few MiB.
 #[repr(C)]

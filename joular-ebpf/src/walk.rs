@@ -59,7 +59,10 @@ use joular_ebpf::{
     JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 use joular_ebpf::{
-    unwind::{UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_PLT},
+    unwind::{
+        SIGNAL_FRAME_RBP_BYTES, SIGNAL_FRAME_RIP_BYTES, SIGNAL_FRAME_RSP_BYTES, UNWIND_CFA_RBP, UNWIND_CFA_RSP,
+        UNWIND_END, UNWIND_PLT, UNWIND_SIGNAL,
+    },
     CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_ROW, DROP_NATIVE_NO_TABLE, DROP_NATIVE_UNMAPPED, JAVA_STACK_CAUSE_MASK,
     JAVA_STACK_CAUSE_SHIFT,
 };
@@ -189,6 +192,7 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
     }
     state.tgid = tgid;
     state.stack_base = 0;
+    state.interrupted_pc = 0;
     state.pc = regs.pc;
     state.sp = regs.sp;
     state.fp = regs.fp;
@@ -386,7 +390,8 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
 #[inline(always)]
 fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
     let (pc, sp) = (state.pc, state.sp);
-    let at = if leaf { pc } else { pc - 1 };
+    // A frame a signal interrupted (`signal_step`) is where it was, as the leaf is.
+    let at = if leaf || pc == state.interrupted_pc { pc } else { pc - 1 };
     let row = match cached_row(state.tgid, at) {
         Some(row) => row,
         None => match find_row(state.tgid, at) {
@@ -402,6 +407,7 @@ fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
         UNWIND_CFA_RSP | UNWIND_PLT => sp,
         UNWIND_CFA_RBP => state.fp,
         UNWIND_END => return Step::stop(Some(frame), 0),
+        UNWIND_SIGNAL => return signal_step(state, frame),
         _ => return Step::cut(Some(frame), DROP_NATIVE_NO_ROW),
     };
     let mut cfa = base.wrapping_add(row.cfa_offset as i64 as u64);
@@ -436,6 +442,28 @@ fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
         return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
     };
     advance(state, frame, ret, cfa, fp)
+}
+
+/// Steps out of a signal trampoline (`__restore_rt`) to the frame the signal interrupted: its
+/// registers are in the `ucontext_t` at sp, and its pc is where it was (a native frame there is
+/// looked up at its pc, as a leaf; Java code there is checked as a caller's, and cut when its pc
+/// follows no call). The saved sp may be on another stack (`sigaltstack`): it is not compared
+/// with this one.
+#[inline(always)]
+fn signal_step(state: &mut WalkState, frame: JavaFrame) -> Step {
+    const WORDS: usize = ((SIGNAL_FRAME_RIP_BYTES - SIGNAL_FRAME_RBP_BYTES) / 8) as usize + 1;
+    let word = |bytes: u64| ((bytes - SIGNAL_FRAME_RBP_BYTES) / 8) as usize;
+    let Some(i) = stack_window(state, state.sp.wrapping_add(SIGNAL_FRAME_RBP_BYTES), WORDS) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
+    };
+    let w = &state.stack;
+    let at = |n: usize| w[(i + n) & (STACK_WINDOW_WORDS - 1)];
+    let (fp, sp, pc) = (at(0), at(word(SIGNAL_FRAME_RSP_BYTES)), at(word(SIGNAL_FRAME_RIP_BYTES)));
+    if pc == 0 {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN);
+    }
+    state.interrupted_pc = pc;
+    advance(state, frame, pc, sp, fp)
 }
 
 /// The stack word at `at` (see `stack_window`).

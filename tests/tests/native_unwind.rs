@@ -32,10 +32,11 @@ fn build_jni_library(dir: &Path) -> PathBuf {
 }
 
 /// A worker thread's samples, those keeping `method` and `java.lang.Thread.run` above it (and,
-/// in the JNI library, `middle` above `leaf`: frame pointers skip it), and those with no Java
-/// frame.
-fn chains(cycles: &[Value], tid: u64, method: &str) -> (u64, u64, u64) {
-    let (mut total, mut kept, mut no_java) = (0, 0, 0);
+/// in the JNI library, `middle` above `leaf`: frame pointers skip it), those with no Java
+/// frame, and those whose native root names libc's `start_thread` (a local symbol of the
+/// stripped libc: only its debug file, Debian's `libc6-dbg`, names it).
+fn chains(cycles: &[Value], tid: u64, method: &str) -> (u64, u64, u64, u64) {
+    let (mut total, mut kept, mut no_java, mut start_thread) = (0, 0, 0, 0);
     for (frames, samples, _) in thread_stacks(cycles, tid) {
         total += samples;
         let has = |name: &str| frames.iter().any(|f| is_java(f) && short(f) == name);
@@ -47,8 +48,11 @@ fn chains(cycles: &[Value], tid: u64, method: &str) -> (u64, u64, u64) {
         if !frames.iter().any(is_java) {
             no_java += samples;
         }
+        if native("start_thread") {
+            start_thread += samples;
+        }
     }
-    (total, kept, no_java)
+    (total, kept, no_java, start_thread)
 }
 
 fn native_callers_are_kept(jdk: u32) {
@@ -88,14 +92,22 @@ fn native_callers_are_kept(jdk: u32) {
         ("millis", "NativeUnwind.millis", 0.98),
     ] {
         let tid = u64::from(jvm.tid_of(thread));
-        let (total, kept, no_java) = chains(&cycles, tid, method);
+        let (total, kept, no_java, start_thread) = chains(&cycles, tid, method);
         let share = kept as f64 / total.max(1) as f64;
+        let named_root = start_thread as f64 / total.max(1) as f64;
         report.push_str(&format!(
-            "JDK {jdk} {thread}: {kept}/{total} samples keep {method} and Thread.run ({:.1}%), {no_java} with no Java frame\n",
+            "JDK {jdk} {thread}: {kept}/{total} samples keep {method} and Thread.run ({:.1}%), {no_java} with no Java frame, {start_thread} rooted in start_thread\n",
             share * 100.0
         ));
         if total < 200 || share < floor {
             failures.push(format!("{thread}: {:.1}% of {total} samples (floor {:.0}%)", share * 100.0, floor * 100.0));
+        }
+        if named_root < floor {
+            failures.push(format!(
+                "{thread}: start_thread named in {:.1}% of {total} samples (floor {:.0}%)",
+                named_root * 100.0,
+                floor * 100.0
+            ));
         }
     }
     eprint!("{report}");

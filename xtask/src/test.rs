@@ -9,9 +9,14 @@ use crate::run::{build_profiler, compile_java, is_root, root, status};
 
 /// Debian packages the tests use: `go tool pprof` reads our pprof files, a real Prometheus
 /// scrapes the exporter, `setcap` gives the least-privilege test its file capabilities, a
-/// headless Chromium opens report.html.
-const DEBIAN_PACKAGES: [(&str, &str); 4] =
-    [("golang-go", "go"), ("prometheus", "prometheus"), ("libcap2-bin", "setcap"), ("chromium", "chromium")];
+/// headless Chromium opens report.html, libc's debug file names `start_thread`.
+const DEBIAN_PACKAGES: [(&str, &str); 5] = [
+    ("golang-go", "go"),
+    ("prometheus", "prometheus"),
+    ("libcap2-bin", "setcap"),
+    ("chromium", "chromium"),
+    ("libc6-dbg", "/usr/share/doc/libc6-dbg/copyright"),
+];
 
 pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     if !is_root() {

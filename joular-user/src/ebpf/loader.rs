@@ -187,12 +187,18 @@ impl Probe {
             walks_jvms,
             kernel_names,
             unwind: match (
-                take(&mut ebpf, "UNWIND_ROWS"),
+                ebpf.take_map("UNWIND_ROWS"),
                 take(&mut ebpf, "UNWIND_PROCS"),
                 take(&mut ebpf, "UNWIND_GENERATION"),
             ) {
-                (Ok(rows), Ok(procs), Ok(generation)) if walks_jvms => {
-                    Some(crate::unwind::kernel_maps::UnwindMaps::new(rows, procs, generation))
+                (Some(aya::maps::Map::Array(rows)), Ok(procs), Ok(generation)) if walks_jvms => {
+                    match crate::unwind::rows_mmap::RowsMmap::new(rows) {
+                        Ok(rows) => Some(crate::unwind::kernel_maps::UnwindMaps::new(rows, procs, generation)),
+                        Err(e) => {
+                            log::warn!("native frames are stepped by frame pointers only: UNWIND_ROWS: {e}");
+                            None
+                        }
+                    }
                 }
                 _ => None,
             },

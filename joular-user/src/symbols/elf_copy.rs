@@ -62,19 +62,61 @@ pub struct ElfCopy {
     file: File,
     /// Bytes actually copied (what the copy costs; holes cost nothing).
     pub bytes: u64,
+    /// What leads to the file's separate debug file (`debug_file`), read from the copy.
+    pub build_id: Option<Vec<u8>>,
+    pub debuglink: Option<DebugLink>,
+    /// The file's loaded segments: a mapped file offset's virtual address (a debug file's
+    /// program headers keep the addresses but not the offsets).
+    loads: Vec<Load>,
 }
+
+/// A `.gnu_debuglink` section: the debug file's name and the CRC-32 of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DebugLink {
+    pub name: Vec<u8>,
+    pub crc: u32,
+}
+
+/// One `PT_LOAD` segment: `file_bytes` at file `offset` are loaded at `vaddr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Load {
+    offset: u64,
+    vaddr: u64,
+    file_bytes: u64,
+}
+
+/// Longest build id taken (GNU's are 20 bytes; other linkers' up to 32).
+const MAX_BUILD_ID_BYTES: usize = 64;
+/// Most bytes of one note section or of `.gnu_debuglink` read back from a copy.
+const MAX_NOTE_SECTION_BYTES: u64 = 64 << 10;
+/// Most bytes of the section-name table read (a library's is a few hundred bytes).
+const MAX_SECTION_NAMES_BYTES: u64 = 1 << 20;
 
 impl ElfCopy {
     /// A path blazesym can open: our own descriptor, which nobody else can change.
     pub fn path(&self) -> std::path::PathBuf {
         format!("/proc/self/fd/{}", self.file.as_raw_fd()).into()
     }
+
+    /// The virtual address a file offset is loaded at, when a loaded segment holds it.
+    pub fn vaddr_of(&self, offset: u64) -> Option<u64> {
+        let load = self.loads.iter().find(|l| offset >= l.offset && offset - l.offset < l.file_bytes)?;
+        Some(load.vaddr.wrapping_add(offset - load.offset))
+    }
+}
+
+/// Where a copy's sections of interest are (all within the copied ranges).
+struct Layout {
+    ranges: Vec<std::ops::Range<u64>>,
+    notes: Vec<std::ops::Range<u64>>,
+    debuglink: Option<std::ops::Range<u64>>,
+    loads: Vec<Load>,
 }
 
 /// Copies the headers and the symbol, string and note sections of `src` (`size_bytes` long when
 /// it was opened), refusing when they need more than `max_bytes`.
 pub fn copy_symbol_sections(src: &dyn ByteSource, size_bytes: u64, max_bytes: u64) -> Result<ElfCopy, CopyError> {
-    let ranges = symbol_ranges(src, size_bytes)?;
+    let Layout { ranges, notes, debuglink, loads } = symbol_ranges(src, size_bytes)?;
     let needed_bytes: u64 = ranges.iter().map(|r| r.end - r.start).sum();
     if needed_bytes > max_bytes {
         return Err(CopyError::OverBudget { needed_bytes, limit_bytes: max_bytes });
@@ -98,14 +140,52 @@ pub fn copy_symbol_sections(src: &dyn ByteSource, size_bytes: u64, max_bytes: u6
         }
     }
     seal(&copy)?;
-    Ok(ElfCopy { file: copy, bytes })
+    // Read back from the sealed copy: the bytes parsed are the bytes named from.
+    let build_id = notes.iter().find_map(|r| build_id_in(&read_range(&copy, r).ok()?));
+    let debuglink = match debuglink {
+        Some(r) => parse_debuglink(&read_range(&copy, &r)?),
+        None => None,
+    };
+    Ok(ElfCopy { file: copy, bytes, build_id, debuglink, loads })
+}
+
+/// The bytes of `range` of a copy, at most `MAX_NOTE_SECTION_BYTES`.
+fn read_range(copy: &File, range: &std::ops::Range<u64>) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; (range.end - range.start).min(MAX_NOTE_SECTION_BYTES) as usize];
+    let got = read_at_most(copy, &mut buf, range.start)?;
+    buf.truncate(got);
+    Ok(buf)
+}
+
+/// The GNU build id in a note section's bytes.
+fn build_id_in(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut notes = object::read::elf::NoteIterator::<FileHeader64<LE>>::new(LE, 4, bytes).ok()?;
+    while let Ok(Some(note)) = notes.next() {
+        let desc = note.desc();
+        if note.name() == elf::ELF_NOTE_GNU
+            && note.n_type(LE) == elf::NT_GNU_BUILD_ID
+            && !desc.is_empty()
+            && desc.len() <= MAX_BUILD_ID_BYTES
+        {
+            return Some(desc.to_vec());
+        }
+    }
+    None
+}
+
+/// `.gnu_debuglink`: a NUL-terminated file name, padding to 4 bytes, a little-endian CRC-32.
+fn parse_debuglink(bytes: &[u8]) -> Option<DebugLink> {
+    let len = bytes.iter().position(|&b| b == 0)?;
+    let at = (len + 1).next_multiple_of(4);
+    let crc = u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?);
+    (len > 0).then(|| DebugLink { name: bytes[..len].to_vec(), crc })
 }
 
 /// What to copy, sorted and merged: the ELF header, program and section headers, and the
 /// sections that name code, each clipped to the file. The headers are read here, each with one
 /// bounded read, and parsed by `object` from those bytes: nothing the file says is read or
 /// allocated before it is checked against the file's size.
-fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::Range<u64>>, CopyError> {
+fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Layout, CopyError> {
     let mut header_bytes = [0u8; ELF64_HEADER_BYTES as usize];
     if read_at_most(src, &mut header_bytes, 0)? < header_bytes.len() {
         return Err(CopyError::NotElf("shorter than an ELF header"));
@@ -135,6 +215,7 @@ fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::
     }
     let sections: &[SectionHeader64<LE>] =
         pod::slice_from_all_bytes(&table).map_err(|_| CopyError::NotElf("section headers cut short"))?;
+    let loads = loads(src, phdrs.clone())?;
     // `.symtab` names everything `.dynsym` does: the dynamic table is the fallback of files
     // stripped of the full one.
     // A symbol table of 24-byte entries whose strings are a string table; anything else (a
@@ -153,24 +234,60 @@ fn symbol_ranges(src: &dyn ByteSource, size_bytes: u64) -> Result<Vec<std::ops::
         false => return Err(CopyError::NotElf("no symbol table")),
     };
     let shstrndx = usize::from(header.e_shstrndx.get(LE));
+    let clipped = |s: &SectionHeader64<LE>| {
+        let offset = s.sh_offset.get(LE);
+        (s.sh_type.get(LE) != elf::SHT_NOBITS && offset < size_bytes)
+            .then(|| offset..offset.saturating_add(s.sh_size.get(LE)).min(size_bytes))
+    };
+    let section_names = match sections.get(shstrndx).and_then(clipped) {
+        Some(r) => {
+            let mut names = vec![0u8; (r.end - r.start).min(MAX_SECTION_NAMES_BYTES) as usize];
+            let got = read_at_most(src, &mut names, r.start)?;
+            names.truncate(got);
+            names
+        }
+        None => Vec::new(),
+    };
+    let is_debuglink = |s: &SectionHeader64<LE>| {
+        let at = s.sh_name.get(LE) as usize;
+        section_names.get(at..).is_some_and(|n| n.starts_with(b".gnu_debuglink\0"))
+    };
     let mut wanted: Vec<&SectionHeader64<LE>> = Vec::new();
+    let (mut notes, mut debuglink) = (Vec::new(), None);
     for (index, s) in sections.iter().enumerate() {
         let sh_type = s.sh_type.get(LE);
         if sh_type == symbols && valid(s) {
             wanted.extend(sections.get(s.sh_link.get(LE) as usize));
             wanted.push(s);
-        } else if sh_type == elf::SHT_NOTE || index == shstrndx {
+        } else if sh_type == elf::SHT_NOTE {
+            notes.extend(clipped(s));
+            wanted.push(s);
+        } else if index == shstrndx {
+            wanted.push(s);
+        } else if debuglink.is_none() && is_debuglink(s) {
+            debuglink = clipped(s);
             wanted.push(s);
         }
     }
     let mut ranges = vec![0..ELF64_HEADER_BYTES, phdrs, shdrs];
-    for s in wanted.into_iter().filter(|s| s.sh_type.get(LE) != elf::SHT_NOBITS) {
-        let offset = s.sh_offset.get(LE);
-        if offset < size_bytes {
-            ranges.push(offset..offset.saturating_add(s.sh_size.get(LE)).min(size_bytes));
-        }
+    ranges.extend(wanted.into_iter().filter_map(clipped));
+    Ok(Layout { ranges: merge(ranges), notes, debuglink, loads })
+}
+
+/// The `PT_LOAD` entries of the program headers at `phdrs` (checked to be within the file).
+fn loads(src: &dyn ByteSource, phdrs: std::ops::Range<u64>) -> Result<Vec<Load>, CopyError> {
+    // At most 65,535 headers of 56 bytes: 3.5 MiB.
+    let mut table = vec![0u8; (phdrs.end - phdrs.start) as usize];
+    if read_at_most(src, &mut table, phdrs.start)? < table.len() {
+        return Err(CopyError::NotElf("program headers cut short"));
     }
-    Ok(merge(ranges))
+    let headers: &[ProgramHeader64<LE>] =
+        pod::slice_from_all_bytes(&table).map_err(|_| CopyError::NotElf("program headers cut short"))?;
+    Ok(headers
+        .iter()
+        .filter(|p| p.p_type.get(LE) == elf::PT_LOAD)
+        .map(|p| Load { offset: p.p_offset.get(LE), vaddr: p.p_vaddr.get(LE), file_bytes: p.p_filesz.get(LE) })
+        .collect())
 }
 
 /// Sorted, non-empty, non-overlapping.
@@ -271,7 +388,7 @@ mod tests {
         std::fs::copy(std::env::current_exe().unwrap(), &path).unwrap();
         let src = File::open(&path).unwrap();
         let size = src.metadata().unwrap().len();
-        let ranges = symbol_ranges(&src, size).unwrap();
+        let ranges = symbol_ranges(&src, size).unwrap().ranges;
         // Cut the file inside its last copied range, after its headers were read.
         let cut = ranges.last().unwrap().start + 1;
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(cut).unwrap();

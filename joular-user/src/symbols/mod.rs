@@ -24,6 +24,7 @@
 //! that overruns is backed off, so hostile tables cannot starve the other JVMs.
 
 pub mod budget;
+mod debug_file;
 pub(crate) mod elf_copy;
 mod hotspot;
 mod intern;

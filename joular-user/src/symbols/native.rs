@@ -9,6 +9,10 @@
 //! every process mapping it; it is dropped when no mapping holds it any more. Copies count
 //! against `--max-symbol-mb`; a file whose tables do not fit in what is left is not copied and
 //! its addresses stay unnamed (counted). A panic inside blazesym marks that file version bad.
+//!
+//! A stripped library's full symbol table (libc's `start_thread`) is in its separate debug file
+//! under `/usr/lib/debug` ([`debug_file`]): copied beside the library's own copy, the same
+//! way and within the same budget, and asked first, by virtual address.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -19,6 +23,7 @@ use std::path::{Path, PathBuf};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 
+use super::debug_file::{find_debug_file, DEBUG_ROOT};
 use super::elf_copy::{copy_symbol_sections, CopyError, ElfCopy};
 use super::native_maps::{find, read_file_mappings, FileMapping, Mapped};
 use crate::target_read::stall_guard::{self, GuardedSource, Stall};
@@ -46,6 +51,8 @@ enum FileKey {
 
 struct Held {
     copy: ElfCopy,
+    /// The copy of its separate debug file, if it has one.
+    debug: Option<ElfCopy>,
     /// Mappings using this copy.
     holders: u32,
 }
@@ -63,8 +70,10 @@ pub enum NativeName {
 /// What native symbolization did and could not do, since the start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NativeStats {
-    /// File versions copied, and the bytes the copies hold now.
+    /// File versions copied, and the bytes the copies hold now (debug files' copies too).
     pub files_copied: u64,
+    /// Separate debug files copied.
+    pub debug_files: u64,
     pub copy_bytes: u64,
     /// File versions that could not be named, by reason (`not_elf`, `over_budget`,
     /// `unreadable`, `parser_panic`).
@@ -76,6 +85,7 @@ pub struct NativeStats {
 pub struct NativeResolver {
     user: Symbolizer,
     proc_root: PathBuf,
+    debug_root: PathBuf,
     copies: HashMap<FileKey, Held>,
     /// Which copy each (pid, mapping start) uses.
     held_by: HashMap<(u32, u64), FileKey>,
@@ -100,6 +110,7 @@ impl NativeResolver {
             // Names are all we show: no source lines, no inlined-function chains.
             user: Symbolizer::builder().enable_code_info(false).enable_inlined_fns(false).build(),
             proc_root: proc_root.to_owned(),
+            debug_root: PathBuf::from(DEBUG_ROOT),
             copies: HashMap::new(),
             held_by: HashMap::new(),
             bad: HashMap::new(),
@@ -165,7 +176,7 @@ impl NativeResolver {
             };
             self.unavailable_since.remove(&(pid, mapping.start));
             let offsets: Vec<u64> = wanted.iter().map(|&(_, off)| off).collect();
-            match names_in_copy(&self.user, &self.copies[&key].copy, &offsets) {
+            match names_in_held(&self.user, &self.copies[&key], &offsets) {
                 Ok(resolved) => {
                     for ((slot, _), name) in wanted.into_iter().zip(resolved) {
                         names[slot] = name.map_or(NativeName::Unknown, NativeName::Named);
@@ -245,7 +256,8 @@ impl NativeResolver {
             Ok(copy) => {
                 self.stats.files_copied += 1;
                 self.stats.copy_bytes += copy.bytes;
-                self.copies.insert(key, Held { copy, holders: 1 });
+                let debug = self.debug_copy(&copy, mapping);
+                self.copies.insert(key, Held { copy, debug, holders: 1 });
                 Some(key)
             }
             Err(e) => {
@@ -257,6 +269,30 @@ impl NativeResolver {
                 None
             }
         }
+    }
+
+    /// The copy of the separate debug file of `copy` (the mapping's file), within what is left
+    /// of the budget. The debug directory is root's: its reads need no guard.
+    fn debug_copy(&mut self, copy: &ElfCopy, mapping: &FileMapping) -> Option<ElfCopy> {
+        let Mapped::File(path) = &mapping.what else { return None };
+        let (file, size_bytes) =
+            find_debug_file(&self.debug_root, copy.build_id.as_deref(), copy.debuglink.as_ref(), Path::new(path))?;
+        let left_bytes = self.max_copy_bytes.saturating_sub(self.stats.copy_bytes);
+        let debug = match copy_symbol_sections(&file, size_bytes, left_bytes) {
+            Ok(debug) => debug,
+            Err(e) => {
+                log::debug!("{}: debug file not used: {e}", describe(mapping));
+                return None;
+            }
+        };
+        // A build id names one build: a debug file of another one would name wrong.
+        if copy.build_id.is_some() && debug.build_id != copy.build_id {
+            log::debug!("{}: debug file of another build not used", describe(mapping));
+            return None;
+        }
+        self.stats.debug_files += 1;
+        self.stats.copy_bytes += debug.bytes;
+        Some(debug)
     }
 
     /// A read of the mapping's file blocked past its deadline: the mapping is read no more (its
@@ -294,9 +330,11 @@ impl NativeResolver {
         held.holders = held.holders.saturating_sub(1);
         if held.holders == 0 {
             let held = self.copies.remove(&key).expect("present");
-            // blazesym caches by path, and the descriptor number will be reused.
-            let _ = self.user.evict(&blazesym::symbolize::evict::Elf::new(held.copy.path()).into());
-            self.stats.copy_bytes -= held.copy.bytes;
+            for copy in std::iter::once(&held.copy).chain(&held.debug) {
+                // blazesym caches by path, and the descriptor number will be reused.
+                let _ = self.user.evict(&blazesym::symbolize::evict::Elf::new(copy.path()).into());
+                self.stats.copy_bytes -= copy.bytes;
+            }
             // Room was made: files refused for lack of it may fit now.
             self.bad.retain(|_, kind| *kind != "over_budget");
         }
@@ -373,14 +411,31 @@ fn open_memory(proc_root: &Path, pid: u32) -> std::io::Result<File> {
     File::open(proc_root.join(pid.to_string()).join("mem"))
 }
 
-/// Names file offsets of a copy; a panic inside blazesym is caught and returned as its message.
-fn names_in_copy(symbolizer: &Symbolizer, copy: &ElfCopy, offsets: &[u64]) -> Result<Vec<Option<String>>, String> {
+/// Names file offsets of a file: from its debug file's copy where that names them (it has the
+/// symbols the file was stripped of), else from the file's own copy.
+fn names_in_held(symbolizer: &Symbolizer, held: &Held, offsets: &[u64]) -> Result<Vec<Option<String>>, String> {
+    let mut names = names_in_copy(symbolizer, &held.copy, Input::FileOffset(offsets))?;
+    let Some(debug) = &held.debug else { return Ok(names) };
+    // A debug file keeps the addresses of the file's segments but not their offsets.
+    let (slots, vaddrs): (Vec<usize>, Vec<u64>) =
+        offsets.iter().enumerate().filter_map(|(i, &o)| Some((i, held.copy.vaddr_of(o)?))).unzip();
+    let better = names_in_copy(symbolizer, debug, Input::VirtOffset(&vaddrs))?;
+    for (slot, name) in slots.into_iter().zip(better) {
+        if name.is_some() {
+            names[slot] = name;
+        }
+    }
+    Ok(names)
+}
+
+/// Names addresses of a copy; a panic inside blazesym is caught and returned as its message.
+fn names_in_copy(symbolizer: &Symbolizer, copy: &ElfCopy, input: Input<&[u64]>) -> Result<Vec<Option<String>>, String> {
     let mut elf = Elf::new(copy.path());
-    // Debug files are found through paths the target's file names: none are read.
+    // blazesym would look for debug files through paths the copy names: our own lookup
+    // (`debug_file`) does, bounded.
     elf.debug_syms = false;
     let source = Source::Elf(elf);
-    catch_unwind(AssertUnwindSafe(|| resolve(symbolizer, &source, Input::FileOffset(offsets))))
-        .map_err(|payload| panic_message(&*payload))
+    catch_unwind(AssertUnwindSafe(|| resolve(symbolizer, &source, input))).map_err(|payload| panic_message(&*payload))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -402,7 +457,7 @@ pub fn names_at_file_offsets(
 ) -> Result<(Vec<Option<String>>, u64), NameError> {
     let copy = copy_symbol_sections(src, size_bytes, max_copy_bytes)?;
     let symbolizer = Symbolizer::builder().enable_code_info(false).enable_inlined_fns(false).build();
-    let names = names_in_copy(&symbolizer, &copy, offsets).map_err(NameError::Panicked)?;
+    let names = names_in_copy(&symbolizer, &copy, Input::FileOffset(offsets)).map_err(NameError::Panicked)?;
     Ok((names, copy.bytes))
 }
 
@@ -485,6 +540,43 @@ mod tests {
 
     fn resolver() -> NativeResolver {
         NativeResolver::new(Path::new("/proc"), 256 << 20)
+    }
+
+    /// The value of `name` in the symbol table of libc's debug file (read with `object`, not
+    /// blazesym), and that file's path.
+    fn libc_debug_symbol(name: &str) -> (u64, PathBuf) {
+        use object::{Object, ObjectSymbol};
+        let libc = std::fs::read("/lib/x86_64-linux-gnu/libc.so.6").unwrap();
+        let build_id = object::File::parse(&*libc).unwrap().build_id().unwrap().expect("libc has a build id").to_vec();
+        let path = super::super::debug_file::build_id_path(Path::new(DEBUG_ROOT), &build_id).unwrap();
+        let bytes = std::fs::read(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (Debian's libc6-dbg must be installed)", path.display()));
+        let debug = object::File::parse(&*bytes).unwrap();
+        let sym = debug.symbols().find(|s| s.name() == Ok(name)).unwrap_or_else(|| panic!("{name} in {path:?}"));
+        (sym.address(), path)
+    }
+
+    #[test]
+    fn libc_start_thread_is_named_from_its_debug_file() {
+        let (getpid, _) = libc_debug_symbol("__getpid");
+        let (start_thread, path) = libc_debug_symbol("start_thread");
+        // libc's load bias, from a function this process calls through it.
+        let bias = libc::getpid as *const () as u64 - getpid;
+        let pc = bias + start_thread + 4;
+        let pid = std::process::id();
+        let mut r = resolver();
+        assert_eq!(named(r.user(pid, &[pc])[0].clone()), "start_thread", "with {}", path.display());
+        assert_eq!(r.stats().debug_files, 1, "{:?}", r.stats());
+        let held = r.stats().copy_bytes;
+        r.process_ended(pid);
+        assert_eq!(r.stats().copy_bytes, 0, "the debug copy ({held} bytes with the rest) is released");
+
+        // Without the debug directory, the stripped libc does not know the name.
+        let empty = tempfile::tempdir().unwrap();
+        let mut r = resolver();
+        r.debug_root = empty.path().to_owned();
+        assert_ne!(named(r.user(pid, &[pc])[0].clone()), "start_thread");
+        assert_eq!(r.stats().debug_files, 0);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The unwind rows in the kernel: each file's rows once in `UNWIND_ROWS` (placed first-fit in
-//! the array, freed when no walked process maps the file any more) and each walked process's
+//! the array, written through its memory mapping (`rows_mmap`), freed when no walked process
+//! maps the file any more) and each walked process's
 //! mapping table in `UNWIND_PROCS`. A file that does not fit is left out of the tables: its
 //! pcs are stepped by frame pointers, as before (counted by the kernel as `native_no_table`).
 //! Every table write bumps `UNWIND_GENERATION`, which voids the rows the sampler cached.
@@ -7,12 +8,13 @@
 use std::collections::{HashMap, HashSet};
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, MapError};
-use joular_ebpf::unwind::{ProcUnwind, UnwindMapping, UnwindRow, MAX_UNWIND_MAPPINGS};
+use joular_ebpf::unwind::{ProcUnwind, UnwindMapping, MAX_UNWIND_MAPPINGS};
 
+use super::rows_mmap::RowsMmap;
 use super::tables::MappedRows;
 
 pub struct UnwindMaps {
-    rows: Array<MapData, UnwindRow>,
+    rows: RowsMmap,
     procs: BpfHashMap<MapData, u32, ProcUnwind>,
     generation_map: Array<MapData, u64>,
     generation: u64,
@@ -28,11 +30,11 @@ pub struct UnwindMaps {
 
 impl UnwindMaps {
     pub fn new(
-        rows: Array<MapData, UnwindRow>,
+        rows: RowsMmap,
         procs: BpfHashMap<MapData, u32, ProcUnwind>,
         generation_map: Array<MapData, u64>,
     ) -> Self {
-        let capacity = rows.len();
+        let capacity = rows.capacity();
         UnwindMaps {
             rows,
             procs,
@@ -101,9 +103,13 @@ impl UnwindMaps {
         } else {
             self.free[slot] = (first + len, free - len);
         }
-        for (i, row) in m.rows.rows.iter().enumerate() {
-            self.rows.set(first + i as u32, row, 0)?;
+        let started = std::time::Instant::now();
+        if !self.rows.write(first, &m.rows.rows) {
+            // Never: the free ranges are within the array (`write` checks all the same).
+            self.files_left_out += 1;
+            return Ok(None);
         }
+        log::debug!("unwind rows: {len} rows of a file written in {} us", started.elapsed().as_micros());
         self.placed.insert(m.rows.id, (first, len));
         Ok(Some((first, len)))
     }

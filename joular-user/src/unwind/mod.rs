@@ -6,6 +6,7 @@
 pub mod elf_read;
 pub mod kernel_maps;
 pub mod rows;
+pub mod rows_mmap;
 pub mod tables;
 
 #[cfg(test)]

@@ -2,12 +2,16 @@
 //! the CFA as rsp or rbp plus an offset and where the caller's rbp is saved. A rule these rows
 //! cannot say (a DWARF expression other than the PLT's, a return address not at CFA - 8, an
 //! offset too large) becomes an explicit `UNWIND_NONE` row, as do the gaps between functions.
+//! A signal trampoline's FDE (its CIE says "S") is one `UNWIND_SIGNAL` row: its DWARF
+//! expressions read the registers the kernel saved, which the sampler reads itself.
 
 use gimli::{
     BaseAddresses, CfaRule, CieOrFde, DebugFrame, EhFrame, LittleEndian, Reader, RegisterRule, UnwindContext,
     UnwindSection, X86_64,
 };
-use joular_ebpf::unwind::{UnwindRow, UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_NONE, UNWIND_PLT};
+use joular_ebpf::unwind::{
+    UnwindRow, UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_NONE, UNWIND_PLT, UNWIND_SIGNAL,
+};
 
 /// The unwind sections of one file, with the addresses they are loaded at.
 pub struct CfiSections<'a> {
@@ -71,6 +75,12 @@ fn collect<R: Reader<Offset = usize>, S: UnwindSection<R>>(
         let CieOrFde::Fde(partial) = entry else { continue };
         // One bad FDE costs its function's rows, not the file's.
         let Ok(fde) = partial.parse(|s, b, o| s.cie_from_offset(b, o)) else { continue };
+        if fde.is_signal_trampoline() {
+            let start = fde.initial_address();
+            let row = UnwindRow { kind: UNWIND_SIGNAL, ..UnwindRow::default() };
+            out.push((start, start.saturating_add(fde.len()), row));
+            continue;
+        }
         let Ok(mut table) = fde.rows(section, bases, ctx) else { continue };
         while let Ok(Some(row)) = table.next_row() {
             if row.start_address() < row.end_address() {

@@ -7,7 +7,9 @@ use std::fs::File;
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, EhFrameHdr, LittleEndian, RegisterRule, UnwindContext, UnwindSection, X86_64,
 };
-use joular_ebpf::unwind::{UnwindRow, UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_NONE, UNWIND_PLT};
+use joular_ebpf::unwind::{
+    UnwindRow, UNWIND_CFA_RBP, UNWIND_CFA_RSP, UNWIND_END, UNWIND_NONE, UNWIND_PLT, UNWIND_SIGNAL,
+};
 use object::{Object, ObjectSection};
 
 use super::elf_read::read_file_rows;
@@ -57,6 +59,11 @@ fn check_against_gimli(path: &str) {
                 let ours = ours.unwrap_or_else(|| panic!("{path} {pc:#x}: no row of ours"));
                 checked += 1;
                 let ra = row.register(X86_64::RA);
+                if ours.kind == UNWIND_SIGNAL {
+                    // The kernel's saved registers, which the rows do not describe by rule.
+                    assert!(matches!(row.cfa(), CfaRule::Expression(_)), "{path} {pc:#x}: {row:?}");
+                    continue;
+                }
                 if ours.kind == UNWIND_END {
                     assert_eq!(ra, Some(RegisterRule::Undefined), "{path} {pc:#x}");
                     continue;
@@ -118,4 +125,27 @@ fn plt_entries_get_the_plt_rule() {
     let row = find_row(&table.rows, plt.address() + 16).unwrap();
     assert_eq!(row.kind, UNWIND_PLT, "{row:?}");
     assert!((10..=11).contains(&row.rbp_words), "{row:?}");
+}
+
+#[test]
+fn libc_signal_trampoline_gets_the_signal_row() {
+    use object::ObjectSymbol;
+    // `__restore_rt` is a local symbol: only libc's debug file (libc6-dbg) names it.
+    let libc = std::fs::read(LIBC).unwrap();
+    let build_id = object::File::parse(&*libc).unwrap().build_id().unwrap().expect("libc has a build id");
+    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+    let debug = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+    let bytes = std::fs::read(&debug).unwrap_or_else(|e| panic!("{debug}: {e} (Debian's libc6-dbg must be installed)"));
+    let debug = object::File::parse(&*bytes).unwrap();
+    let restore_rt = debug.symbols().find(|s| s.name() == Ok("__restore_rt")).expect("__restore_rt").address();
+    let src = File::open(LIBC).unwrap();
+    let table = read_file_rows(&src, src.metadata().unwrap().len(), u64::MAX).unwrap();
+    // A handler returns to `__restore_rt`: the row the sampler takes is the one of pc - 1 (the
+    // FDE starts one byte early for that), and the trampoline's own instructions.
+    for pc in [restore_rt - 1, restore_rt, restore_rt + 7] {
+        let row = find_row(&table.rows, pc).unwrap();
+        assert_eq!(row.kind, UNWIND_SIGNAL, "{pc:#x}: {row:?}");
+    }
+    // The function before it is an ordinary one.
+    assert_ne!(find_row(&table.rows, restore_rt - 0x20).unwrap().kind, UNWIND_SIGNAL);
 }

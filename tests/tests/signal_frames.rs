@@ -1,0 +1,121 @@
+//! Issue 24, signal frames: a JNI function spinning in a signal handler is sampled with the
+//! handler, libc's `__restore_rt` (the signal frame), the native function the signal
+//! interrupted and its callers up to the Java thread's root, on a JVM with no flags: the
+//! sampler steps out of the signal frame with the registers the kernel saved in it.
+//! Run as root by `cargo xtask test`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use joular_tests::java_stack::{is_java, short, thread_stacks};
+use joular_tests::*;
+use serde_json::Value;
+
+/// The fixture's JNI library, built now without frame pointers.
+fn build_jni_library(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/signal_spin.c");
+    let include = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/include");
+    let out = dir.join("libsignalspin.so");
+    let status = Command::new("gcc")
+        .args(["-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-pthread", "-o"])
+        .arg(&out)
+        .arg("-I")
+        .arg(include)
+        .arg("-I")
+        .arg(include.join("linux"))
+        .arg(&source)
+        .status()
+        .expect("run gcc");
+    assert!(status.success(), "gcc failed on {}", source.display());
+    out
+}
+
+/// Root first, the frames a stack sampled in the handler has, in this order (gcc may add a
+/// suffix such as `.isra.0` to a static function's name).
+const CHAIN: [&str; 7] = [
+    "java.lang.Thread.run",
+    "SignalSpin.caller",
+    "Java_SignalSpin_spin",
+    "spin_outer",
+    "spin_inner",
+    "__restore_rt",
+    "signal_spin_handler",
+];
+
+fn name(frame: &Value) -> &str {
+    if is_java(frame) {
+        short(frame)
+    } else {
+        frame["name"].as_str().unwrap_or("?")
+    }
+}
+
+/// Whether the root-first frames hold `CHAIN` in order, each link right after the one before
+/// it from `Java_SignalSpin_spin` on (no native frame lost or made up in between).
+fn has_chain(frames: &[Value]) -> bool {
+    let names: Vec<&str> = frames.iter().map(name).collect();
+    let find = |from: usize, want: &str| {
+        names[from..].iter().position(|n| *n == want || n.starts_with(&format!("{want}."))).map(|i| from + i)
+    };
+    let (Some(run), Some(caller)) = (find(0, CHAIN[0]), find(0, CHAIN[1])) else { return false };
+    let Some(mut at) = find(caller, CHAIN[2]) else { return false };
+    if run > caller {
+        return false;
+    }
+    for want in &CHAIN[3..] {
+        match find(at + 1, want) {
+            Some(next) if next == at + 1 => at = next,
+            _ => return false,
+        }
+    }
+    true
+}
+
+#[test]
+fn jdk17_native_unwind_steps_out_of_a_signal_frame_to_the_interrupted_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = build_jni_library(dir.path());
+    let jvm = Jvm::start_bare_on(&java_launcher(17), "SignalSpin", &["30", library.to_str().unwrap()], &[]);
+    let rapl = FakePowercap::start(40.0);
+    let json = dir.path().join("run.jsonl");
+    let out_dir = dir.path().join("results");
+    let pid = jvm.pid().to_string();
+    let root = rapl.sysfs_root();
+    let args = [
+        "--pid",
+        &pid,
+        "--json",
+        json.to_str().unwrap(),
+        "--sysfs-root",
+        &root,
+        "--output",
+        out_dir.to_str().unwrap(),
+        "--duration",
+        "8",
+        "--frequency",
+        "250",
+    ];
+    let out = profile(&args, Duration::from_secs(120));
+    assert_success(&out);
+    // The first cycle is the one the rows load in (and the signal arrives 0.2 s in).
+    let cycles = read_jsonl(&json).split_off(1);
+    let tid = u64::from(jvm.tid_of("signal"));
+    let (mut total, mut kept) = (0, 0);
+    let mut lost = Vec::new();
+    for (frames, samples, _) in thread_stacks(&cycles, tid) {
+        total += samples;
+        if has_chain(frames) {
+            kept += samples;
+        } else if lost.len() < 20 {
+            lost.push(format!("{samples} {}", frames.iter().map(name).collect::<Vec<_>>().join(";")));
+        }
+    }
+    let share = kept as f64 / total.max(1) as f64;
+    eprintln!("signal: {kept}/{total} samples keep the whole chain ({:.1}%)", share * 100.0);
+    assert!(
+        total >= 200 && share >= 0.98,
+        "{kept} of {total} samples keep {CHAIN:?} (floor 98%); the others:\n{}",
+        lost.join("\n")
+    );
+}
