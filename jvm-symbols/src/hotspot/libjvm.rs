@@ -134,22 +134,8 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
             addrs.insert(name.to_owned(), sym.address().wrapping_add(bias));
         }
     }
-    let symtab_bytes: u64 = sections
-        .iter()
-        .filter(|s| s.sh_type(endian) == object::elf::SHT_SYMTAB)
-        .map(|s| {
-            s.sh_size(endian).saturating_add(
-                sections.section(object::SectionIndex(s.sh_link(endian) as usize)).map_or(0, |t| t.sh_size(endian)),
-            )
-        })
-        .sum();
-    if symtab_bytes <= MAX_SYMTAB_BYTES {
-        for sym in elf.symbols() {
-            let Ok(name) = sym.name() else { continue };
-            if STUB_SYMBOLS.contains(&name) && sym.address() != 0 {
-                addrs.insert(name.to_owned(), sym.address().wrapping_add(bias));
-            }
-        }
+    for (name, value) in stub_symbols(&elf, data) {
+        addrs.insert(name.to_owned(), value.wrapping_add(bias));
     }
     for name in TABLE_SYMBOLS {
         if !addrs.contains_key(*name) {
@@ -157,6 +143,47 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
         }
     }
     Ok(TableSymbols { addrs })
+}
+
+/// The [`STUB_SYMBOLS`] in the full symbol table (file values), if it is there and not over
+/// `MAX_SYMTAB_BYTES`. Each table is read in one piece and scanned as bytes: the names are
+/// found in the string table first, then the symbols that point at them (asking `object`
+/// for every symbol's name would read the string table once per symbol, some 60,000 reads).
+fn stub_symbols<'data, R: ReadRef<'data>>(elf: &ElfFile64<'data, Endianness, R>, data: R) -> Vec<(&'static str, u64)> {
+    let endian = elf.endian();
+    let sections = elf.elf_section_table();
+    let mut found = Vec::new();
+    for symtab in sections.iter().filter(|s| s.sh_type(endian) == object::elf::SHT_SYMTAB) {
+        let Ok(strtab) = sections.section(object::SectionIndex(symtab.sh_link(endian) as usize)) else {
+            continue;
+        };
+        if symtab.sh_size(endian).saturating_add(strtab.sh_size(endian)) > MAX_SYMTAB_BYTES {
+            continue;
+        }
+        let (Ok(symbols), Ok(strings)) = (symtab.data(endian, data), strtab.data(endian, data)) else {
+            continue;
+        };
+        let Ok(symbols) = object::pod::slice_from_all_bytes::<object::elf::Sym64<Endianness>>(symbols) else {
+            continue;
+        };
+        for &name in STUB_SYMBOLS {
+            let mut wanted = name.as_bytes().to_vec();
+            wanted.push(0);
+            // A name starts the string table or follows a NUL.
+            let Some(at) = strings
+                .windows(wanted.len())
+                .enumerate()
+                .position(|(i, w)| w == wanted.as_slice() && (i == 0 || strings[i - 1] == 0))
+            else {
+                continue;
+            };
+            let value = symbols.iter().find(|s| s.st_name.get(endian) as usize == at).map(|s| s.st_value.get(endian));
+            if let Some(value) = value.filter(|&v| v != 0) {
+                found.push((name, value));
+            }
+        }
+    }
+    found
 }
 
 /// Opens libjvm.so for lazy reads: only the ELF headers and the symbol and string tables
