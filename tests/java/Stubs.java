@@ -3,7 +3,7 @@
 // "virtual" calls Shape.work on four classes in turn (a megamorphic call site: a vtable stub),
 // "interface" calls Job.work the same way (an itable stub); each class does 1, 2, 3 and 4
 // units of the same work, so its share of the samples in `work` is 10/20/30/40%. Between
-// two, eight megamorphic calls of `tiny` (next to no work) make the stubs often sampled.
+// two, 32 megamorphic calls of `tiny` (next to no work) make the stubs often sampled.
 // "arraycopy" copies arrays (System.arraycopy, Arrays.copyOf), "string" edits a
 // StringBuilder (its arraycopy stubs), "sha256", "aesgcm" and "crc32" run the JDK's
 // intrinsics (SHA-256's compression stub, AES/GCM's, CRC32's).
@@ -21,7 +21,7 @@ public final class Stubs {
     static volatile long sink;
     /// Iterations of one unit of work. Not final: a trip count the JIT does not know keeps it
     /// from unrolling the small loops fully and folding them.
-    static int unit = 64;
+    static int unit = 256;
 
     abstract static class Shape {
         abstract long work(long x);
@@ -131,7 +131,7 @@ public final class Stubs {
             for (int i = 0; i < 4096; i++) {
                 Shape s = shapes[i & 3];
                 x = s.work(x);
-                for (int j = 0; j < 8; j++) x += shapes[(i + j) & 3].tiny();
+                for (int j = 0; j < 32; j++) x += shapes[(i + j) & 3].tiny();
             }
         }
         return x;
@@ -142,7 +142,7 @@ public final class Stubs {
         while (System.nanoTime() < until) {
             for (int i = 0; i < 4096; i++) {
                 x = jobs[i & 3].work(x);
-                for (int j = 0; j < 8; j++) x += jobs[(i + j) & 3].tiny();
+                for (int j = 0; j < 32; j++) x += jobs[(i + j) & 3].tiny();
             }
         }
         return x;

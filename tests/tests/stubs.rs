@@ -52,6 +52,8 @@ fn has_method(frames: &[Value], method: &str) -> bool {
 struct ThreadCount {
     total: u64,
     rooted: u64,
+    /// Cut in a compiled method's prologue (`[truncated: prologue]`).
+    prologue_cut: u64,
     stubs: BTreeMap<String, (u64, u64)>,
     leaf_methods: BTreeMap<String, u64>,
 }
@@ -62,6 +64,9 @@ fn count(cycles: &[Value], tid: u64, caller: &str) -> ThreadCount {
         let user = user_frames(frames);
         let chain = has_method(user, "java.lang.Thread.run") && has_method(user, caller);
         c.total += samples;
+        if frames.first().is_some_and(|f| f["name"] == "[truncated: prologue]") {
+            c.prologue_cut += samples;
+        }
         c.rooted += if chain { samples } else { 0 };
         if let Some(leaf) = user.last().filter(|f| f["kind"] == "stub") {
             let e = c.stubs.entry(leaf["name"].as_str().unwrap().to_owned()).or_default();
@@ -83,7 +88,8 @@ fn split(c: &ThreadCount, class: &[&str; 4]) -> Vec<f64> {
     counts.iter().map(|&n| n as f64 * 100.0 / sum).collect()
 }
 
-/// Profiles the fixture running `workloads` for 10 s at 400 Hz: its cycles after the first
+/// Profiles the fixture running `workloads` for 10 s at 1 kHz (enough samples for a split
+/// within 3 pp): its cycles after the first
 /// two (the first loads the native unwind rows while the JIT warms up), and the JVM.
 fn profile_workloads(jdk: u32, workloads: &str) -> (Vec<Value>, Jvm) {
     let dir = tempfile::tempdir().unwrap();
@@ -105,21 +111,29 @@ fn profile_workloads(jdk: u32, workloads: &str) -> (Vec<Value>, Jvm) {
         "--duration",
         "12",
         "--frequency",
-        "400",
+        "1000",
     ];
     let out = profile(&args, Duration::from_secs(120));
     assert_success(&out);
     (read_jsonl(&json).split_off(2), jvm)
 }
 
-/// Each thread's samples, checked for their callers (at least `floor` of them keep their
-/// chain, and 95% of those in stubs), reported in `report`.
+/// The share of a thread's samples that must keep their chain: of all of them, or of those
+/// not cut in a compiled method's prologue.
+#[derive(Clone, Copy)]
+struct Floor {
+    share: f64,
+    without_prologue_cuts: bool,
+}
+
+/// Each thread's samples, checked for their callers (`floor` of them, and 95% of those in
+/// stubs, keep their chain), reported in `report`.
 fn count_threads(
     jdk: u32,
     cycles: &[Value],
     jvm: &Jvm,
     callers: &[(&'static str, &str)],
-    floor: f64,
+    floor: Floor,
     report: &mut String,
     failures: &mut Vec<String>,
 ) -> BTreeMap<&'static str, ThreadCount> {
@@ -129,13 +143,15 @@ fn count_threads(
         let stub_samples: u64 = c.stubs.values().map(|s| s.0).sum();
         let stub_rooted: u64 = c.stubs.values().map(|s| s.1).sum();
         report.push_str(&format!(
-            "JDK {jdk} {thread}: {}/{} samples keep {caller} and Thread.run ({:.1}%); stub leaves {stub_rooted}/{stub_samples} keep them: {:?}\n",
+            "JDK {jdk} {thread}: {}/{} samples keep {caller} and Thread.run ({:.1}%), {} cut in a prologue; stub leaves {stub_rooted}/{stub_samples} keep them: {:?}\n",
             c.rooted,
             c.total,
             c.rooted as f64 * 100.0 / c.total.max(1) as f64,
+            c.prologue_cut,
             c.stubs
         ));
-        if c.total < 100 || (c.rooted as f64) < floor * c.total as f64 {
+        let judged = if floor.without_prologue_cuts { c.total - c.prologue_cut } else { c.total };
+        if c.total < 100 || (c.rooted as f64) < floor.share * judged as f64 {
             failures.push(format!("{thread}: {} of {} samples keep {caller} and Thread.run", c.rooted, c.total));
         }
         if (stub_rooted as f64) < 0.95 * stub_samples as f64 {
@@ -154,9 +170,17 @@ fn stubs_keep_callers_and_names(jdk: u32) {
     // implementation gets its share of the work.
     let (cycles, jvm) = profile_workloads(jdk, "virtual,interface");
     let callers = [("virtual", "Stubs.megaVirtual"), ("interface", "Stubs.megaInterface")];
-    // The megamorphic threads' own floor is lower: `tiny` is all prologue and epilogue, and a
-    // compiled method caught in its prologue is cut (not a stub's doing).
-    let counts = count_threads(jdk, &cycles, &jvm, &callers, 0.93, &mut report, &mut failures);
+    // `tiny` is nearly all prologue and epilogue, and a compiled method caught in its prologue
+    // is cut (not a stub's doing): those samples are reported, not judged.
+    let counts = count_threads(
+        jdk,
+        &cycles,
+        &jvm,
+        &callers,
+        Floor { share: 0.98, without_prologue_cuts: true },
+        &mut report,
+        &mut failures,
+    );
     let mut lost = lost_stacks(&cycles, &jvm, &callers);
     for (thread, stub, classes) in [
         ("virtual", "vtable stub", ["One", "Two", "Three", "Four"]),
@@ -194,10 +218,24 @@ fn stubs_keep_callers_and_names(jdk: u32) {
         ("aesgcm", "Stubs.encrypt"),
         ("crc32", "Stubs.checksum"),
     ];
-    let counts = count_threads(jdk, &cycles, &jvm, &callers, 0.98, &mut report, &mut failures);
+    // 97%: AES/GCM loses a few samples under `GHASH.processBlocks`, a compiled frame whose
+    // caller is sometimes unmapped (not a stub's doing).
+    let counts = count_threads(
+        jdk,
+        &cycles,
+        &jvm,
+        &callers,
+        Floor { share: 0.97, without_prologue_cuts: false },
+        &mut report,
+        &mut failures,
+    );
     lost.push_str(&lost_stacks(&cycles, &jvm, &callers));
-    for (thread, expected, least) in [("sha256", "sha256", 20), ("aesgcm", "aes", 3), ("crc32", "updateBytesCRC32", 20)]
-    {
+    // AES/GCM's time goes to its AES stubs or to GHASH's (`ghash_processBlocks`), by JDK.
+    for (thread, expected, least) in [
+        ("sha256", &["sha256"][..], 20),
+        ("aesgcm", &["aes", "ghash"][..], 3),
+        ("crc32", &["updatebytescrc32"][..], 20),
+    ] {
         let c = &counts[thread];
         for name in c.stubs.keys().filter(|n| n.contains("::")) {
             if !table.contains(name) {
@@ -206,8 +244,8 @@ fn stubs_keep_callers_and_names(jdk: u32) {
         }
         let top = c.stubs.iter().filter(|(n, _)| n.contains("::")).max_by_key(|(_, s)| s.0);
         match top {
-            Some((name, s)) if name.to_lowercase().contains(&expected.to_lowercase()) && s.0 >= least => {}
-            _ => failures.push(format!("{thread}: the most sampled stub is not a `{expected}` one: {:?}", c.stubs)),
+            Some((name, s)) if expected.iter().any(|e| name.to_lowercase().contains(e)) && s.0 >= least => {}
+            _ => failures.push(format!("{thread}: the most sampled stub is not a {expected:?} one: {:?}", c.stubs)),
         }
     }
     eprint!("{report}");
