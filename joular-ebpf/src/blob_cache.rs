@@ -9,8 +9,9 @@
 //! - the block the segment map gave. Every use re-reads the block's header window and
 //!   requires it used and holding the pc, as a fresh lookup does; only the segment-map
 //!   hops are saved. A block that no longer passes falls back to the segment map.
-//! - which `_name` pointer was read as an nmethod's: the same pointer names the same
-//!   string in libjvm, so the string is not read again.
+//! - which `_name` pointer was read as an nmethod's (or as `vtable chunks`, whose stubs
+//!   push no frame): the same pointer names the same string in libjvm, so the string is not
+//!   read again.
 //! - one return address proven to follow a call instruction, with the compile id of the
 //!   nmethod it was proven in. The id is read from the block on every use: compile ids are
 //!   never reused, so a freed block reused by any other nmethod (even of the same method
@@ -56,7 +57,9 @@ pub struct BlobCacheEntry {
     /// `code_end` is not 0.
     pub frame_words: u32,
     pub frame_complete: u32,
-    pub _pad: u32,
+    /// Whether `name`'s string is the one of blobs whose code pushes no frame at all
+    /// (`vtable chunks`: vtable and itable stubs jump on to their target).
+    pub frameless: u32,
     /// Its code, `[code_begin, code_end)`.
     pub code_begin: u64,
     pub code_end: u64,
@@ -100,6 +103,21 @@ impl BlobCacheEntry {
     pub fn learn_name(&mut self, name: u64, nmethod: bool) {
         self.name = name;
         self.nmethod = nmethod as u32;
+        self.frameless = 0;
+    }
+
+    /// Whether the blob whose `_name` is `name` pushes no frame, if that pointer's string
+    /// was read before (`learn_frameless` after `learn_name`).
+    #[inline(always)]
+    pub fn known_frameless(&self, name: u64) -> bool {
+        self.name != 0 && self.name == name && self.frameless != 0
+    }
+
+    #[inline(always)]
+    pub fn learn_frameless(&mut self, name: u64, frameless: bool) {
+        if self.name == name {
+            self.frameless = frameless as u32;
+        }
     }
 
     /// Records the compile id just read from the block: another id is another nmethod,

@@ -18,6 +18,10 @@ use crate::maps::WalkState;
 /// "native nmethod" (JNI wrappers), little-endian.
 const NAME_NMETHOD: u64 = u64::from_le_bytes(*b"nmethod\0");
 const NAME_NATIVE_NMETHOD: u64 = u64::from_le_bytes(*b"native n");
+/// The first 8 bytes of "vtable chunks", the blob of vtable and itable stubs (JDK 11 to 25):
+/// they load the target from the receiver's class and jump to it, pushing nothing, so
+/// their return address is at sp wherever they are interrupted (`VtableStubs::create_*`).
+const NAME_VTABLE_CHUNKS: u64 = u64::from_le_bytes(*b"vtable c");
 /// Segment-map value of a free segment.
 const FREE_SEGMENT: u8 = 0xff;
 
@@ -146,11 +150,24 @@ pub fn known_nmethod(state: &WalkState, pc: u64, place: &CodePlace) -> Option<u3
     e.serves(used != 0, id).then_some(id)
 }
 
-/// The facts of the blob holding `pc` read from its block now: code start, frame size
-/// (words), frame-complete offset, whether it is an nmethod and its compile id. Else the
-/// `DROP_*` counter of why not: no live blob holds `pc`, or its compile id cannot be read.
+/// What the walk needs of a blob.
+#[derive(Copy, Clone)]
+pub struct BlobFacts {
+    pub code_begin: u64,
+    /// Frame size in words (0: the blob has none, as stubs).
+    pub frame_words: u32,
+    /// `_frame_complete_offset` (-1 as u32 for blobs that never set up a frame).
+    pub complete: u32,
+    pub nmethod: bool,
+    pub compile_id: u32,
+    /// A vtable or itable stub: pushes no frame, its return address is at sp.
+    pub frameless: bool,
+}
+
+/// The facts of the blob holding `pc` read from its block now. Else the `DROP_*` counter
+/// of why not: no live blob holds `pc`, or its compile id cannot be read.
 #[inline(always)]
-pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<(u64, u32, u32, bool, u32), u32> {
+pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<BlobFacts, u32> {
     let block = find_block(state, pc, place).ok_or(DROP_JAVA_WALK_NO_BLOB)?;
     if !holds_pc(state, block, pc) {
         return Err(DROP_JAVA_WALK_NO_BLOB);
@@ -163,17 +180,20 @@ pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<(
     let complete = blob_cache::window_frame_complete(&state.blob, &l);
     let name = window_field(state, l.name, 8);
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
-    let nmethod = match state.cache.entries[slot].known_name(name) {
-        Some(nmethod) => nmethod,
+    let (nmethod, frameless) = match state.cache.entries[slot].known_name(name) {
+        Some(nmethod) => (nmethod, state.cache.entries[slot].known_frameless(name)),
         None => {
             // SAFETY: user-space reads that fail cleanly.
             match unsafe { bpf_probe_read_user(name as *const u64) } {
                 Ok(s) => {
                     let nmethod = s == NAME_NMETHOD || s == NAME_NATIVE_NMETHOD;
-                    state.cache.entries[slot].learn_name(name, nmethod);
-                    nmethod
+                    let frameless = s == NAME_VTABLE_CHUNKS;
+                    let e = &mut state.cache.entries[slot];
+                    e.learn_name(name, nmethod);
+                    e.learn_frameless(name, frameless);
+                    (nmethod, frameless)
                 }
-                Err(_) => false,
+                Err(_) => (false, false),
             }
         }
     };
@@ -186,5 +206,5 @@ pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<(
         e.saw_compile_id(compile_id);
         e.learn_nmethod(compile_id, code_begin, code_end, frame_words, complete);
     }
-    Ok((code_begin, frame_words, complete, nmethod, compile_id))
+    Ok(BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless })
 }

@@ -13,10 +13,13 @@
 //!   the heap's segment map to find its `CodeBlob`, and the frame is stepped by the blob's
 //!   frame size from sp to the caller's sp, with the return address and saved rbp just below
 //!   it (how HotSpot's own `frame::sender` does it; the lookup is in `codeblob.rs`).
-//!   Interpreted frames, stubs with no frame size and native code (libjvm keeps frame
-//!   pointers in the functions that call others, on JDK 11, 17 and 21) step by fp. An
-//!   interpreted frame's caller sp is the one it saved. A leaf caught in an epilogue (on
-//!   `pop rbp` or `ret`) steps by what is left of its frame.
+//!   Interpreted frames step by fp (their caller sp is the one they saved). Stubs without
+//!   a frame size: a vtable or itable stub (blob `vtable chunks`) pushes nothing, so its
+//!   return address is at sp; any other stub leaf steps by rbp when rbp points just above
+//!   sp (the frame it set up, or the one around a second frame it nests inside), else by a
+//!   return address at sp (a stub that pushed no frame, under a compiled caller whose rbp
+//!   is a scratch register). A leaf caught in an epilogue (on `pop rbp` or `ret`) steps by
+//!   what is left of its frame.
 //!
 //! Nothing is made up: a pc in the code cache that no live blob holds, a leaf interrupted in
 //! a prologue (its frame is not set up yet) and a return address that no call instruction
@@ -67,7 +70,7 @@ use joular_ebpf::{
     JAVA_STACK_CAUSE_SHIFT,
 };
 
-use crate::codeblob::{blob_facts, follows_call, known_nmethod, place};
+use crate::codeblob::{blob_facts, follows_call, known_nmethod, place, BlobFacts};
 use crate::maps::{
     count_drop, WalkState, CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, RECENT_STACK_SLOTS,
     STACK_WINDOW_WORDS, WALK_STATE,
@@ -85,6 +88,9 @@ const MAX_BYTECODE_BYTES: u64 = 1 << 16;
 /// Most bytes between a frame's sp and its frame pointer (Java threads' stacks are 1 MiB by
 /// default; no frame of the JVM or of compiled code comes near).
 const MAX_FRAME_BYTES: u64 = 1 << 20;
+/// Most bytes between a stub's sp and the rbp frame it set up (the largest, the vector
+/// crypto stubs, spill a few hundred bytes of registers).
+const MAX_STUB_FRAME_BYTES: u64 = 1 << 12;
 /// Most bytes an interpreted frame's saved caller sp may lie above its fp (its arguments
 /// and locals sit in between; a method has at most 255 argument words and 65535 locals).
 const MAX_INTERPRETER_EXTENSION_BYTES: u64 = 1 << 20;
@@ -319,16 +325,24 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
-    let (code_begin, frame_words, complete, nmethod, compile_id) = match known_nmethod(state, pc, &place) {
+    let facts = match known_nmethod(state, pc, &place) {
         Some(id) => {
             let e = &state.cache.entries[slot];
-            (e.code_begin, e.frame_words, e.frame_complete, true, id)
+            BlobFacts {
+                code_begin: e.code_begin,
+                frame_words: e.frame_words,
+                complete: e.frame_complete,
+                nmethod: true,
+                compile_id: id,
+                frameless: false,
+            }
         }
         None => match blob_facts(state, pc, &place) {
             Ok(facts) => facts,
             Err(drop) => return Step::cut(leaf.then_some(frame), drop),
         },
     };
+    let BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless } = facts;
     // A frame-pointer walk looks up the leaf's blob for its prologue only: its frames are
     // named from their pcs as they always were (a miss there re-reads the code cache).
     if nmethod && hotspot {
@@ -345,8 +359,25 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         return Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE);
     }
     if leaf {
+        // A vtable or itable stub pushes nothing: its caller's return address is at sp,
+        // and rbp is still the caller's (stepping by it would skip the caller).
+        if frameless {
+            return return_at(state, frame, sp, state.fp);
+        }
         if let Some(step) = epilogue_step(state, frame) {
             return step;
+        }
+        // Other stubs without a frame size (`StubRoutines`, adapters) set up an rbp frame
+        // once past their first instructions, and a few never do. Without frame pointers
+        // in compiled code, an rbp that points just above sp is this stub's frame; any
+        // other rbp (a compiled caller's scratch value) means the stub pushed no frame, so
+        // its return address is at sp. A wrong guess returns to where no call precedes,
+        // which the next step cuts.
+        if hotspot && !nmethod && frame_words == 0 {
+            return match stub_frame_at_fp(state) {
+                true => stub_fp_step(state, frame),
+                false => return_at(state, frame, sp, state.fp),
+            };
         }
     }
     if !hotspot || frame_words == 0 || frame_words > 1 << 16 {
@@ -365,6 +396,37 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         }
         Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
     }
+}
+
+/// Whether rbp points at a frame a stub set up: 8-aligned, at or above sp and within
+/// `MAX_STUB_FRAME_BYTES` of it.
+#[inline(always)]
+fn stub_frame_at_fp(state: &WalkState) -> bool {
+    let (sp, fp) = (state.sp, state.fp);
+    fp & 7 == 0 && fp >= sp && fp - sp < MAX_STUB_FRAME_BYTES
+}
+
+/// Steps a stub leaf by the rbp frame it set up. Some stubs set up a second one inside
+/// their own (the AVX-512 AES/GCM stubs push rbp again and align the stack below it): when
+/// the word above the saved rbp is no return address, the frame that saved rbp is tried.
+/// Neither: the walk is cut, as a stub always has a caller.
+#[inline(always)]
+fn stub_fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
+    let fp = state.fp;
+    let Ok([saved_fp, ret]) = stack_pair(state, fp) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
+    };
+    if ret != 0 && follows_call(ret) {
+        return advance(state, frame, ret, fp + 16, saved_fp);
+    }
+    if saved_fp & 7 == 0 && saved_fp > fp && saved_fp - fp < MAX_STUB_FRAME_BYTES {
+        if let Ok([outer_fp, outer_ret]) = stack_pair(state, saved_fp) {
+            if outer_ret != 0 && follows_call(outer_ret) {
+                return advance(state, frame, outer_ret, saved_fp + 16, outer_fp);
+            }
+        }
+    }
+    Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN)
 }
 
 /// Moves the cursor to the caller (pc `ret`, sp, fp): a return address of 0 is the

@@ -87,7 +87,8 @@ const MAX_BLOCKS: usize = 1 << 16;
 /// Runs the fixture queries against `reader` (a live JVM) and returns what they read: the
 /// tables, every nmethod whose holder class is `class` (each PcDesc's pc queried, which
 /// covers inlined scopes and line tables), one interpreter pc, the call stub's return
-/// address and one adapter pc.
+/// address, one adapter pc, and the start of every stub the JVM describes and every
+/// exported stub entry.
 pub fn record<R: MemoryReader>(
     reader: R,
     symbols: &TableSymbols,
@@ -154,6 +155,12 @@ pub fn record<R: MemoryReader>(
     for pc in manifest.pcs.iter().chain(singles.iter().flatten()) {
         jvm.code_at(*pc);
         jvm.blob_at(*pc);
+    }
+    // Every stub the JVM describes, and every exported stub entry, named (`stub_names`).
+    let stub_pcs: Vec<u64> =
+        jvm.stub_ranges().iter().map(|r| r.begin).chain(jvm.stub_entries().map(|(pc, _)| pc)).collect();
+    for pc in stub_pcs {
+        jvm.code_at(pc);
     }
     drop(jvm);
     Ok((rec.recorded(), manifest))

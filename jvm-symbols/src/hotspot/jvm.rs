@@ -13,6 +13,7 @@ use super::libjvm::{locate_tables, TableSymbols};
 use super::memory::{MemoryReader, ProcessMemory};
 use super::method::{read_method, still_valid, JavaMethod, MethodMiss};
 use super::scopes::NmethodDebugInfo;
+use super::stub_names::{self, StubDescs, StubRange, STUB_CODE_DESC_LIST, VTABLE_CHUNKS, VTABLE_STUBS_TABLE};
 use super::vmstructs::VmStructs;
 
 /// How a Java frame runs.
@@ -44,8 +45,9 @@ pub enum CodeAt {
     Java(Vec<JavaFrame>),
     /// The template interpreter: the method is in the frame, not in the pc.
     Interpreter,
-    /// Other code-cache code: a `StubRoutines::<stub>` name when the pc follows a known
-    /// stub entry, else the blob name (`StubRoutines (1)`, `I2C/C2I adapters`,
+    /// Other code-cache code: the name the JVM gives the stub whose range holds the pc
+    /// (`StubRoutines::sha256_implCompress`, `vtable stub`, `itable stub`; see
+    /// [`super::stub_names`]), else the blob name (`StubRoutines (1)`, `I2C/C2I adapters`,
     /// `_new_array_Java`; an nmethod whose `Method*` cannot be read shows as `nmethod`).
     Blob(String),
     /// Not in the code cache (libjvm, libc, ... or freed code).
@@ -90,6 +92,13 @@ pub struct HotspotJvm<R> {
     code_bounds: Option<(u64, u64)>,
     interpreter: Option<(u64, u64)>,
     stubs: Vec<(u64, String)>,
+    /// `StubCodeDesc::_list` and `VtableStubs::_table`, when libjvm's symbol table has them.
+    stub_list: Option<u64>,
+    vtable_table: Option<u64>,
+    stub_descs: StubDescs,
+    /// Every vtable and itable stub: (code start, is a vtable stub), read when a pc in their
+    /// blob is in none of them.
+    vtable_stubs: Vec<(u64, bool)>,
     methods: HashMap<u64, Arc<JavaMethod>>,
     nmethods: HashMap<u64, (u32, Arc<NmethodDebugInfo>)>,
     /// Approximate heap bytes held by `methods` and `nmethods`, and their cap.
@@ -126,6 +135,10 @@ impl<R: MemoryReader> HotspotJvm<R> {
             code_bounds: None,
             interpreter: None,
             stubs: Vec::new(),
+            stub_list: symbols.addrs.get(STUB_CODE_DESC_LIST).copied(),
+            vtable_table: symbols.addrs.get(VTABLE_STUBS_TABLE).copied(),
+            stub_descs: StubDescs::default(),
+            vtable_stubs: Vec::new(),
             methods: HashMap::new(),
             nmethods: HashMap::new(),
             cached_bytes: 0,
@@ -234,6 +247,60 @@ impl<R: MemoryReader> HotspotJvm<R> {
             self.interpreter = codecache::interpreter_bounds(&self.reader, code).ok();
         }
         self.stubs = codecache::stub_entries(&self.reader, &self.layout.stub_entry_fields);
+        self.refresh_stub_descs();
+    }
+
+    /// The stubs the JVM describes (`StubCodeDesc`), by address.
+    pub fn stub_ranges(&self) -> &[StubRange] {
+        self.stub_descs.ranges()
+    }
+
+    /// The exported `StubRoutines` entries: (address, `StubRoutines::<name>`).
+    pub fn stub_entries(&self) -> impl Iterator<Item = (u64, &str)> {
+        self.stubs.iter().map(|(pc, name)| (*pc, name.as_str()))
+    }
+
+    /// Reads the stub descriptors the JVM added since the last read (see [`StubDescs`]).
+    fn refresh_stub_descs(&mut self) {
+        if let (Some(list), Some(code)) = (self.stub_list, self.code_bounds) {
+            if self.stub_descs.refresh(&self.reader, list, code).is_err() {
+                self.misses.code_unreadable += 1;
+            }
+        }
+    }
+
+    /// The JVM's name for the stub holding `pc` in the non-nmethod `blob`: a vtable or
+    /// itable stub by its own header, any other by the `StubCodeDesc` whose range holds it
+    /// (the list is read again once when none does: JDK 21+ generates stubs after startup),
+    /// else the exported `StubRoutines` address it is exactly (the call stub's return
+    /// address), else the blob's name. Never the nearest entry before it: that is another
+    /// stub's whenever the pc's own stub is not exported.
+    fn stub_name(&mut self, blob: &CodeBlob, pc: u64) -> String {
+        if blob.name == VTABLE_CHUNKS {
+            return self.vtable_stub_at(pc).unwrap_or(VTABLE_CHUNKS).to_owned();
+        }
+        if self.stub_descs.name_at(pc).is_none() {
+            self.refresh_stub_descs();
+        }
+        if let Some(name) = self.stub_descs.name_at(pc) {
+            return name.to_owned();
+        }
+        match self.stubs.iter().find(|(entry, _)| *entry == pc) {
+            Some((_, name)) => name.clone(),
+            None => blob.name.clone(),
+        }
+    }
+
+    fn vtable_stub_at(&mut self, pc: u64) -> Option<&'static str> {
+        if let Some(name) = stub_names::vtable_stub_name(&self.vtable_stubs, pc) {
+            return Some(name);
+        }
+        let (table, code) = (self.vtable_table?, self.code_bounds?);
+        match stub_names::read_vtable_stubs(&self.reader, table, code) {
+            Ok(stubs) => self.vtable_stubs = stubs,
+            Err(_) => self.misses.code_unreadable += 1,
+        }
+        stub_names::vtable_stub_name(&self.vtable_stubs, pc)
     }
 
     /// Re-reads only the code heaps' bounds (cheap: a few words per heap).
@@ -349,12 +416,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             return CodeAt::NotCode;
         };
         let BlobKind::Nmethod { method, compile_id } = blob.kind else {
-            if blob.name.starts_with("StubRoutines") {
-                if let Some(name) = codecache::stub_name(&self.stubs, &blob, pc) {
-                    return CodeAt::Blob(name.to_owned());
-                }
-            }
-            return CodeAt::Blob(blob.name);
+            return CodeAt::Blob(self.stub_name(&blob, pc));
         };
         let scopes = match self.debug_info(&blob, method, compile_id) {
             Some(info) => info.frames_at(pc),

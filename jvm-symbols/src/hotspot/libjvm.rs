@@ -43,11 +43,20 @@ pub const TABLE_SYMBOLS: &[&str] = &[
     "gHotSpotVMLongConstantEntryValueOffset",
 ];
 
+/// Statics that name HotSpot's stubs (`stub_names`), looked up in libjvm's full symbol table
+/// (`.symtab`; OpenJDK builds keep it, Debian's and Temurin's from JDK 11 to 25 do): none of
+/// them is exported, nor in the VMStructs tables. A libjvm without them names stubs by their
+/// blob only.
+pub const STUB_SYMBOLS: &[&str] = &[super::stub_names::STUB_CODE_DESC_LIST, super::stub_names::VTABLE_STUBS_TABLE];
+
 /// A stripped libjvm.so is about 20 MB; the target controls this file, so bound it.
 const MAX_LIBJVM_BYTES: u64 = 256 << 20;
 /// libjvm.so's dynamic symbol and string tables are about 12 and 8 KB (JDK 17): whatever
 /// the file says, no more than this is read of either.
 const MAX_DYNAMIC_TABLE_BYTES: u64 = 4 << 20;
+/// libjvm.so's full symbol and string tables are about 1.5 and 3 MB (JDK 11 to 25): a larger
+/// one is not read (its stubs are then named by their blob).
+const MAX_SYMTAB_BYTES: u64 = 32 << 20;
 
 /// Runtime addresses (in the target) of the [`TABLE_SYMBOLS`].
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -125,6 +134,9 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
             addrs.insert(name.to_owned(), sym.address().wrapping_add(bias));
         }
     }
+    for (name, value) in stub_symbols(&elf, data) {
+        addrs.insert(name.to_owned(), value.wrapping_add(bias));
+    }
     for name in TABLE_SYMBOLS {
         if !addrs.contains_key(*name) {
             return Err(HotspotError::MissingSymbol { symbol: (*name).to_owned() });
@@ -133,8 +145,49 @@ pub fn table_symbols_from_elf<'data, R: ReadRef<'data>>(
     Ok(TableSymbols { addrs })
 }
 
-/// Opens libjvm.so for lazy reads: only the ELF headers and the dynamic symbol and string
-/// tables are read, not the whole (about 20 MB) file.
+/// The [`STUB_SYMBOLS`] in the full symbol table (file values), if it is there and not over
+/// `MAX_SYMTAB_BYTES`. Each table is read in one piece and scanned as bytes: the names are
+/// found in the string table first, then the symbols that point at them (asking `object`
+/// for every symbol's name would read the string table once per symbol, some 60,000 reads).
+fn stub_symbols<'data, R: ReadRef<'data>>(elf: &ElfFile64<'data, Endianness, R>, data: R) -> Vec<(&'static str, u64)> {
+    let endian = elf.endian();
+    let sections = elf.elf_section_table();
+    let mut found = Vec::new();
+    for symtab in sections.iter().filter(|s| s.sh_type(endian) == object::elf::SHT_SYMTAB) {
+        let Ok(strtab) = sections.section(object::SectionIndex(symtab.sh_link(endian) as usize)) else {
+            continue;
+        };
+        if symtab.sh_size(endian).saturating_add(strtab.sh_size(endian)) > MAX_SYMTAB_BYTES {
+            continue;
+        }
+        let (Ok(symbols), Ok(strings)) = (symtab.data(endian, data), strtab.data(endian, data)) else {
+            continue;
+        };
+        let Ok(symbols) = object::pod::slice_from_all_bytes::<object::elf::Sym64<Endianness>>(symbols) else {
+            continue;
+        };
+        for &name in STUB_SYMBOLS {
+            let mut wanted = name.as_bytes().to_vec();
+            wanted.push(0);
+            // A name starts the string table or follows a NUL.
+            let Some(at) = strings
+                .windows(wanted.len())
+                .enumerate()
+                .position(|(i, w)| w == wanted.as_slice() && (i == 0 || strings[i - 1] == 0))
+            else {
+                continue;
+            };
+            let value = symbols.iter().find(|s| s.st_name.get(endian) as usize == at).map(|s| s.st_value.get(endian));
+            if let Some(value) = value.filter(|&v| v != 0) {
+                found.push((name, value));
+            }
+        }
+    }
+    found
+}
+
+/// Opens libjvm.so for lazy reads: only the ELF headers and the symbol and string tables
+/// are read, not the whole (about 20 MB) file.
 fn open_bounded(path: &Path) -> Result<ReadCache<File>, HotspotError> {
     let io = |source| HotspotError::Io { path: path.to_owned(), source };
     let file = File::open(path).map_err(io)?;
@@ -197,7 +250,7 @@ mod tests {
         let data = open_bounded(path).expect("the JDK 17 the project needs is installed");
         let at0 = table_symbols_from_elf(&data, 0, path).unwrap();
         let at_bias = table_symbols_from_elf(&data, 0x7f00_0000_0000, path).unwrap();
-        assert_eq!(at0.addrs.len(), TABLE_SYMBOLS.len());
+        assert_eq!(at0.addrs.len(), TABLE_SYMBOLS.len() + STUB_SYMBOLS.len(), "{:?}", at0.addrs.keys());
         for (name, addr) in &at0.addrs {
             assert_eq!(at_bias.get(name).unwrap(), addr + 0x7f00_0000_0000, "{name}");
         }

@@ -48,7 +48,9 @@
 //!   `CompiledMethod` up to JDK 22), `_compile_id`. Blob kinds come from `_name` (`nmethod`,
 //!   `native nmethod`), as JDK 9 to 22 have no kind field. Interpreter: `AbstractInterpreter::_code` ->
 //!   `StubQueue::_stub_buffer`, `_buffer_limit`. Stubs: every static `address` field of
-//!   `StubRoutines` is a stub entry.
+//!   `StubRoutines` is a stub entry (the call stub's return address is the one used); stubs
+//!   are named from HotSpot's own lists, `StubCodeDesc::_list` and `VtableStubs::_table`,
+//!   found in libjvm's `.symtab` ([`stub_names`]).
 //! - Inlining ([`scopes`]), where the tables say the debug info is
 //!   ([`layout::DebugInfoAt`], chosen by which fields exist, never by version): JDK 9 to 22
 //!   `nmethod::_metadata_offset`, `_scopes_data_begin`, `_scopes_pcs_offset`,
@@ -90,6 +92,7 @@ pub mod memory;
 pub mod method;
 pub mod scopes;
 pub mod stream;
+pub mod stub_names;
 pub mod vmstructs;
 
 #[cfg(test)]
