@@ -20,6 +20,7 @@ use jvm_symbols::hotspot::{
     Overrun, ReadBudget, Reads,
 };
 
+use super::compiled_names::{CompiledNames, MethodNames};
 use super::intern::{FrameId, Interner};
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
@@ -109,8 +110,13 @@ pub struct HotspotProcess<R = GuardedMemory> {
     /// This cycle's read time budget (bounds how long its batch may take).
     read_time: Duration,
     /// Compiled frames whose nmethod had another compile id by the time it was named (the
-    /// code was freed and its space reused), shown as `[unknown JIT code]`.
+    /// code was freed and its space reused) and that no earlier cycle named, shown as
+    /// `[unknown JIT code]`.
     stale_compiled_frames: u64,
+    /// What compiled code was named in earlier cycles, for frames whose code is freed since.
+    compiled_names: CompiledNames,
+    /// What interpreted `Method*`s were named in earlier cycles, for those unreadable since.
+    method_names: MethodNames,
     /// `-XX:+DebugNonSafepoints` as the JVM runs (its flag table); `None`: unreadable.
     debug_non_safepoints: Option<bool>,
 }
@@ -250,6 +256,8 @@ impl<R: MemoryReader> HotspotProcess<R> {
             compile_ids: HashMap::new(),
             read_time: Duration::ZERO,
             stale_compiled_frames: 0,
+            compiled_names: CompiledNames::default(),
+            method_names: MethodNames::default(),
         })
     }
 
@@ -296,6 +304,14 @@ impl<R: MemoryReader> HotspotProcess<R> {
             false => jvm.refresh_code_heaps(),
         });
         start
+    }
+
+    /// Between cycles, while the kernel has no walk configuration for this JVM: re-reads the
+    /// code cache, where the interpreter and the call stub appear as the VM starts.
+    pub fn refresh_while_starting(&mut self) {
+        if self.published.is_none() && !self.stopped() {
+            self.guarded(|jvm| jvm.refresh_code_cache());
+        }
     }
 
     /// True the first time only: whether a back-off is worth a warning (later ones are
@@ -353,6 +369,8 @@ impl<R: MemoryReader> HotspotProcess<R> {
         self.jvm.cached_bytes()
             + self.code.len() * (std::mem::size_of::<(u64, Code)>() + 16)
             + self.interpreted.len() * std::mem::size_of::<((u64, u64), FrameId)>()
+            + self.compiled_names.len() * 128
+            + self.method_names.len() * 64
     }
 
     /// The walk configuration for the kernel, if it differs from what was published last
@@ -428,12 +446,19 @@ impl<R: MemoryReader> HotspotProcess<R> {
         if let Some(&id) = self.interpreted.get(&(method, bcp)) {
             return Some(id);
         }
-        if self.stopped() {
-            return None;
-        }
-        let frame = self.guarded(|jvm| jvm.interpreted_frame(method, bcp))??;
+        let frame = match self.stopped() {
+            true => None,
+            false => self.guarded(|jvm| jvm.interpreted_frame(method, bcp)).flatten(),
+        };
+        let Some(frame) = frame else {
+            // Unreadable now (its class unloaded, or the JVM gone): the name an earlier
+            // cycle read at this `Method*`, without a line.
+            let f = self.method_names.lookup(method)?;
+            return Some(interner.frame_at_line(f.kind, &f.name, &f.short, None));
+        };
         let id = java_frame(interner, &frame);
         self.interpreted.insert((method, bcp), id);
+        self.method_names.remember(method, interner.frame_of(id));
         Some(id)
     }
 
@@ -466,21 +491,40 @@ impl<R: MemoryReader> HotspotProcess<R> {
     /// only if the nmethod at `pc` still has that compile id (checked once per pc and
     /// cycle), else `[unknown JIT code]`, counted.
     pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32) -> (Code, CodeOutcome) {
+        // `None`: not read (stopped); `Some(None)`: no nmethod at `pc` any more.
         let now = match self.compile_ids.get(&pc) {
-            Some(&id) => id,
-            // Not read: unknown, but not known to be stale either.
-            None if self.stopped() => return (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true }),
+            Some(&id) => Some(id),
+            None if self.stopped() => None,
             None => {
                 let id = self.guarded(|jvm| jvm.compile_id_at(pc)).flatten();
                 self.compile_ids.insert(pc, id);
-                id
+                Some(id)
             }
         };
-        if now != Some(compile_id) {
-            self.stale_compiled_frames += 1;
-            return (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true });
+        let unknown = (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true });
+        if now == Some(Some(compile_id)) {
+            let (code, outcome) = self.code(interner, pc, true);
+            if let Code::Frames(ids) = &code {
+                self.compiled_names
+                    .remember(compile_id, pc, || ids.iter().map(|&id| interner.frame_of(id).clone()).collect());
+                return (code, outcome);
+            }
+            return self.named_before(interner, compile_id, pc).map_or((code, outcome), |c| (c, outcome));
         }
-        self.code(interner, pc, true)
+        if let Some(code) = self.named_before(interner, compile_id, pc) {
+            return (code, CodeOutcome::default());
+        }
+        // Not read: unknown, but not known to be stale either.
+        if now.is_some() {
+            self.stale_compiled_frames += 1;
+        }
+        unknown
+    }
+
+    /// What an earlier cycle named `pc` of nmethod `compile_id` (it is freed, or unreadable now).
+    fn named_before(&self, interner: &mut Interner, compile_id: u32, pc: u64) -> Option<Code> {
+        let frames = self.compiled_names.lookup(compile_id, pc)?;
+        Some(Code::Frames(frames.iter().map(|f| interner.frame_at_line(f.kind, &f.name, &f.short, f.line)).collect()))
     }
 
     fn resolve(&mut self, interner: &mut Interner, pc: u64) -> Code {
