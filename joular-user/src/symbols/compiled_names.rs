@@ -63,7 +63,7 @@ impl CompiledNames {
 /// `Method*`s kept per JVM; past it the map starts over.
 const MAX_METHODS: usize = 65_536;
 
-/// The names interpreted `Method*`s were read with. A `Method*` that cannot be read any more
+/// The names interpreted `Method*`s (or stub pcs) were read with. A `Method*` that cannot be read any more
 /// (its class unloaded, its JVM exited before the cycle was named) was, when sampled, the
 /// method last read there. Only a read that fails falls back to this: a `Method*` freed and
 /// reused is read anew.

@@ -117,6 +117,8 @@ pub struct HotspotProcess<R = GuardedMemory> {
     compiled_names: CompiledNames,
     /// What interpreted `Method*`s were named in earlier cycles, for those unreadable since.
     method_names: MethodNames,
+    /// Stub names by pc (stubs are never freed), for pcs unreadable since (the JVM exited).
+    stub_names: MethodNames,
     /// `-XX:+DebugNonSafepoints` as the JVM runs (its flag table); `None`: unreadable.
     debug_non_safepoints: Option<bool>,
 }
@@ -258,6 +260,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             stale_compiled_frames: 0,
             compiled_names: CompiledNames::default(),
             method_names: MethodNames::default(),
+            stub_names: MethodNames::default(),
         })
     }
 
@@ -370,7 +373,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             + self.code.len() * (std::mem::size_of::<(u64, Code)>() + 16)
             + self.interpreted.len() * std::mem::size_of::<((u64, u64), FrameId)>()
             + self.compiled_names.len() * 128
-            + self.method_names.len() * 64
+            + (self.method_names.len() + self.stub_names.len()) * 64
     }
 
     /// The walk configuration for the kernel, if it differs from what was published last
@@ -481,6 +484,17 @@ impl<R: MemoryReader> HotspotProcess<R> {
         }
         if code == Code::Native && looks_like_code {
             code = Code::UnknownJit;
+        }
+        match &code {
+            Code::Frames(ids) if ids.len() == 1 && interner.kind(ids[0]) == FrameKind::Stub => {
+                self.stub_names.remember(pc, interner.frame_of(ids[0]))
+            }
+            Code::UnknownJit => {
+                if let Some(f) = self.stub_names.lookup(pc) {
+                    code = Code::Frames(Arc::from([interner.frame(f.kind, &f.name, &f.short)]));
+                }
+            }
+            _ => {}
         }
         outcome.unknown = code == Code::UnknownJit;
         self.code.insert(pc, code.clone());
