@@ -50,6 +50,10 @@ enum Task {
         /// Fewer, shorter rounds and no JFR (for iteration); implies --overhead.
         #[arg(long)]
         quick: bool,
+        /// The overhead benchmark over the JVM's whole run, profiler start-up included (none,
+        /// --pid and bpftrace); implies --overhead.
+        #[arg(long)]
+        from_start: bool,
         /// Rounds of the overhead benchmark (default 5, 2 with --quick).
         #[arg(long, value_name = "N")]
         rounds: Option<usize>,
@@ -120,6 +124,7 @@ fn main() -> anyhow::Result<()> {
         Task::Bench {
             overhead,
             quick,
+            from_start,
             rounds,
             no_frame_pointers,
             host,
@@ -134,6 +139,7 @@ fn main() -> anyhow::Result<()> {
         } => {
             let any = overhead
                 || quick
+                || from_start
                 || host
                 || criterion
                 || hotspot
@@ -143,8 +149,12 @@ fn main() -> anyhow::Result<()> {
                 || host_only
                 || soak_only
                 || hotspot_only;
-            let run_overhead = overhead || quick || overhead_only || !any;
-            let mut opts = if quick { overhead::Options::quick() } else { overhead::Options::full() };
+            let run_overhead = overhead || quick || from_start || overhead_only || !any;
+            let mut opts = match (from_start, quick) {
+                (true, _) => overhead::Options::from_start(),
+                (false, true) => overhead::Options::quick(),
+                (false, false) => overhead::Options::full(),
+            };
             opts.rounds = rounds.unwrap_or(opts.rounds).max(1);
             opts.frame_pointers = !no_frame_pointers;
             bench::run(bench::Selection {

@@ -24,7 +24,7 @@ use joular_user::output::{MethodFilter, ResultTree, ResultsConfig, RetiredTreeWr
 use joular_user::stages::energy::EnergyStage;
 use joular_user::stages::report::{base_report, epoch_ms};
 use joular_user::symbols::SymbolizerOptions;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 
 use crate::cli::args::{CommonArgs, CpuTimeSource, JavaSymbols};
@@ -86,6 +86,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     };
     let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids())?;
     symbolize::apply_kernel_updates(walk, &mut probe);
+    let mut early = symbols.take_early();
     let mut collector = Collector::new(common.proc_root.clone());
     if let Target::Pids { pids, starts, .. } = &target {
         for (&pid, &start) in pids.iter().zip(starts) {
@@ -183,11 +184,16 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     // writing one would delay the next flip (then just after it).
     while stop_reason.is_none() {
         let wake = deadline.map_or(next_tick, |d| d.min(next_tick));
-        match wait_for(wake, stopper.kill_at(), &mut sigint, &mut sigterm, &mut sigchld, &mut symbols).await {
+        let signals = (&mut sigint, &mut sigterm, &mut sigchld);
+        match wait_for(wake, stopper.kill_at(), signals, &mut symbols, &mut early).await {
             Wake::Tick => {}
             Wake::Symbols(mut reply) => {
                 symbolize::apply_kernel_updates(std::mem::take(&mut reply.kernel_updates), &mut probe);
                 pacer.on_reply(*reply, wake, &mut sinks)?;
+                continue;
+            }
+            Wake::KernelUpdates(updates) => {
+                symbolize::apply_kernel_updates(updates, &mut probe);
                 continue;
             }
             Wake::SymbolsGone => {
@@ -341,16 +347,17 @@ enum Wake {
     Child,
     /// The symbol worker answered for a cycle.
     Symbols(Box<SymbolReply>),
+    /// The symbol worker found a JVM walkable between cycles.
+    KernelUpdates(Vec<joular_user::symbols::KernelUpdate>),
     SymbolsGone,
 }
 
 async fn wait_for(
     tick: Instant,
     kill_at: Option<Instant>,
-    sigint: &mut tokio::signal::unix::Signal,
-    sigterm: &mut tokio::signal::unix::Signal,
-    sigchld: &mut tokio::signal::unix::Signal,
+    (sigint, sigterm, sigchld): (&mut Signal, &mut Signal, &mut Signal),
     symbols: &mut SymbolWorker,
+    early: &mut symbolize::EarlyUpdates,
 ) -> Wake {
     let listening = symbols.alive();
     tokio::select! {
@@ -360,6 +367,7 @@ async fn wait_for(
         _ = tokio::time::sleep_until(kill_at.unwrap_or(tick)), if kill_at.is_some() => Wake::Grace,
         _ = sigchld.recv() => Wake::Child,
         reply = symbols.recv(), if listening => reply.map_or(Wake::SymbolsGone, |r| Wake::Symbols(Box::new(r))),
+        updates = early.recv() => Wake::KernelUpdates(updates),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The symbol worker's side in the session: the kernel updates it asks for, and the lines it
 //! prints at the end. The worker itself is a library stage (`stages::symbol_worker`).
 
-pub use joular_user::stages::symbol_worker::{settle_within, CycleSamples, SymbolReply, SymbolWorker};
+pub use joular_user::stages::symbol_worker::{settle_within, CycleSamples, EarlyUpdates, SymbolReply, SymbolWorker};
 
 use joular_user::ebpf::Probe;
 use joular_user::stages::symbolize::SYMBOLS_FAILED;

@@ -53,6 +53,8 @@ pub fn settle_within(interval: Duration) -> Duration {
 pub struct SymbolWorker {
     cycles: Option<mpsc::Sender<CycleSamples>>,
     replies: UnboundedReceiver<SymbolReply>,
+    /// Kernel map changes found between cycles, until the loop takes them ([`Self::take_early`]).
+    early: Option<EarlyUpdates>,
     /// Cycles handed over and not yet taken up.
     queued: Arc<AtomicUsize>,
     /// One more than the last cycle the loop wrote without waiting (0: none): the worker skips
@@ -73,6 +75,7 @@ impl SymbolWorker {
     ) -> std::io::Result<(Self, Vec<KernelUpdate>)> {
         let (cycles_tx, cycles_rx) = mpsc::channel::<CycleSamples>();
         let (replies_tx, replies) = unbounded_channel();
+        let (early_tx, early) = unbounded_channel();
         let (watched_tx, watched_rx) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let abandoned_below = Arc::new(AtomicU64::new(0));
@@ -89,10 +92,19 @@ impl SymbolWorker {
                     .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
                     .unwrap_or_default(),
             );
-            run(symbolizer, guard, settle_within, &cycles_rx, &replies_tx, &q, &a)
+            let channels = Channels { cycles: &cycles_rx, replies: &replies_tx, early: &early_tx };
+            run(symbolizer, guard, settle_within, channels, &q, &a)
         })?;
         let updates = watched_rx.recv_timeout(WATCH_WAIT).unwrap_or_default();
-        Ok((SymbolWorker { cycles: Some(cycles_tx), replies, queued, abandoned_below, alive: true }, updates))
+        let worker = SymbolWorker {
+            cycles: Some(cycles_tx),
+            replies,
+            early: Some(EarlyUpdates(Some(early))),
+            queued,
+            abandoned_below,
+            alive: true,
+        };
+        Ok((worker, updates))
     }
 
     pub fn submit(&mut self, cycle: CycleSamples) {
@@ -114,9 +126,31 @@ impl SymbolWorker {
         self.alive
     }
 
+    /// The kernel map changes the worker finds between cycles (a JVM that became walkable
+    /// while it starts), for the loop to apply as they come.
+    pub fn take_early(&mut self) -> EarlyUpdates {
+        self.early.take().unwrap_or(EarlyUpdates(None))
+    }
+
     /// The loop wrote the cycles up to `cycle` without their symbols: the worker skips them.
     pub fn abandon_through(&self, cycle: u64) {
         self.abandoned_below.fetch_max(cycle + 1, Ordering::AcqRel);
+    }
+}
+
+/// The worker's kernel map changes between cycles.
+pub struct EarlyUpdates(Option<UnboundedReceiver<Vec<KernelUpdate>>>);
+
+impl EarlyUpdates {
+    /// The next changes; never returns once the worker is gone.
+    pub async fn recv(&mut self) -> Vec<KernelUpdate> {
+        if let Some(rx) = self.0.as_mut() {
+            if let Some(updates) = rx.recv().await {
+                return updates;
+            }
+            self.0 = None;
+        }
+        std::future::pending().await
     }
 }
 
@@ -127,16 +161,46 @@ impl Drop for SymbolWorker {
     }
 }
 
+/// The worker's ends of its channels.
+struct Channels<'a> {
+    cycles: &'a mpsc::Receiver<CycleSamples>,
+    replies: &'a UnboundedSender<SymbolReply>,
+    early: &'a UnboundedSender<Vec<KernelUpdate>>,
+}
+
 fn run(
     mut symbolizer: Symbolizer,
     mut guard: PanicGuard,
     settle_within: Duration,
-    cycles: &mpsc::Receiver<CycleSamples>,
-    replies: &UnboundedSender<SymbolReply>,
+    channels: Channels,
     queued: &AtomicUsize,
     abandoned_below: &AtomicU64,
 ) {
-    while let Ok(cycle) = cycles.recv() {
+    let Channels { cycles, replies, early } = channels;
+    // While a target starts, it is looked at between cycles: its JVM is walked from its
+    // first Java code, not from the end of the first cycle.
+    let mut poll_in = Some(Duration::ZERO);
+    loop {
+        let cycle = match poll_in {
+            Some(wait) => match cycles.recv_timeout(wait) {
+                Ok(cycle) => cycle,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    poll_in = guard.contain(|| symbolizer.poll_young(), "looking at a starting target").flatten();
+                    let updates = guard
+                        .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
+                        .unwrap_or_default();
+                    if !updates.is_empty() && early.send(updates).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            },
+            None => match cycles.recv() {
+                Ok(cycle) => cycle,
+                Err(_) => return,
+            },
+        };
         let behind = queued.fetch_sub(1, Ordering::AcqRel) > 1;
         if cycle.cycle >= abandoned_below.load(Ordering::Acquire) {
             // Catching up matters more than completing one cycle's JIT frames.
@@ -156,6 +220,8 @@ fn run(
         } else {
             forget(&mut symbolizer, &cycle.ended, &mut guard);
         }
+        // A cycle may bring new processes (children, `--all`) that are still starting.
+        poll_in = Some(Duration::ZERO);
     }
 }
 

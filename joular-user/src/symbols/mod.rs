@@ -24,6 +24,7 @@
 //! that overruns is backed off, so hostile tables cannot starve the other JVMs.
 
 pub mod budget;
+mod compiled_names;
 mod debug_file;
 pub(crate) mod elf_copy;
 mod hotspot;
@@ -178,6 +179,9 @@ impl Symbolizer {
     /// JVM's stacks are walked from the first cycle on.
     pub fn watch(&mut self, pid: u32) {
         self.ensure_process(pid);
+        if let Some(process) = self.processes.get_mut(&pid) {
+            process.watched = true;
+        }
     }
 
     /// Kernel map changes asked for since the last call, in order.

@@ -2,6 +2,7 @@
 //! can be read, and whether it keeps frame pointers.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use jvm_symbols::hotspot::HotspotError;
 use jvm_symbols::FlagState;
@@ -16,6 +17,17 @@ use super::Symbolizer;
 /// launcher before it loads libjvm), and a JVM's tables are tried again (they are filled
 /// while the VM starts) before its perf map is used instead.
 const DISCOVERY_ATTEMPTS: u32 = 10;
+
+/// For this long after a process is first seen, its JVM is also looked for between cycles
+/// ([`Symbolizer::poll_young`]): a JVM launched by `record` loads libjvm and runs its first
+/// Java code well within the first cycle, which would otherwise go unwalked.
+const YOUNG_FOR: Duration = Duration::from_secs(5);
+/// How often a young process is looked at: /proc reads of a few hundred microseconds, or an
+/// attempt at its tables (libjvm's symbols and a few table reads, a few milliseconds).
+const YOUNG_POLL: Duration = Duration::from_millis(10);
+/// Looks a young process gets at most (2 s worth), so tables that never become readable cost a
+/// bounded amount.
+const MAX_YOUNG_POLLS: u32 = 200;
 
 /// How far a JVM's HotSpot tables got.
 pub(super) enum Hotspot {
@@ -38,6 +50,13 @@ pub(super) struct ProcessState {
     pub(super) hotspot: Hotspot,
     /// Cycles left to check whether a process that is not a JVM became one.
     pub(super) discovery_attempts_left: u32,
+    /// When the symbolizer first saw it.
+    pub(super) seen_at: Instant,
+    /// Looks between cycles it may still get.
+    young_polls_left: u32,
+    /// A target named at the start (`record`'s command, `--pid`): looked for between cycles
+    /// even before it is a JVM. Other processes only once they are.
+    pub(super) watched: bool,
     /// Walked stacks of this process: (HotSpot-unwound, frame pointers only, cut).
     pub(super) walked: (u64, u64, u64),
     /// Walked samples with a Java frame, and those whose leaf is compiled Java code.
@@ -48,6 +67,16 @@ pub(super) struct ProcessState {
 }
 
 impl ProcessState {
+    /// Whether the kernel walks its stacks with a JVM configuration already, or never will.
+    fn walked_by_kernel(&self) -> bool {
+        match &self.hotspot {
+            Hotspot::Ready(h) => h.published_unwind().is_some(),
+            Hotspot::Pending { .. } => false,
+            Hotspot::Unavailable => self.jvm.is_some() || self.discovery_attempts_left == 0 || !self.watched,
+            Hotspot::Blocked => true,
+        }
+    }
+
     pub(super) fn hotspot(&mut self) -> Option<&mut HotspotProcess> {
         match &mut self.hotspot {
             Hotspot::Ready(h) => Some(h),
@@ -81,6 +110,9 @@ impl Symbolizer {
             jvm: None,
             hotspot: Hotspot::Unavailable,
             discovery_attempts_left: DISCOVERY_ATTEMPTS,
+            seen_at: Instant::now(),
+            young_polls_left: MAX_YOUNG_POLLS,
+            watched: false,
             walked: (0, 0, 0),
             java_samples: (0, 0),
             jit: HashMap::new(),
@@ -105,8 +137,45 @@ impl Symbolizer {
                 self.note_frame_pointers(pid);
             }
         } else if let Hotspot::Pending { .. } = process.hotspot {
-            Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats);
+            Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats, false);
         }
+    }
+
+    /// Between cycles: looks again at the processes seen less than [`YOUNG_FOR`] ago that are
+    /// not walked yet (not a JVM yet, tables not readable yet, or no interpreter yet), so the
+    /// kernel gets a JVM's walk configuration ([`Symbolizer::take_kernel_updates`]) within
+    /// [`YOUNG_POLL`] of its tables becoming readable, not at the end of the cycle. These
+    /// looks use none of the cycles' discovery attempts. Returns when to look again, `None`
+    /// when no process is worth it any more.
+    pub fn poll_young(&mut self) -> Option<Duration> {
+        let young: Vec<u32> = self
+            .processes
+            .iter()
+            .filter(|(_, p)| p.seen_at.elapsed() < YOUNG_FOR && p.young_polls_left > 0 && !p.walked_by_kernel())
+            .map(|(&pid, _)| pid)
+            .collect();
+        for &pid in &young {
+            let mut process = self.processes.remove(&pid).expect("known process");
+            process.young_polls_left -= 1;
+            match &mut process.hotspot {
+                _ if process.jvm.is_none() => {
+                    self.discover(pid, &mut process);
+                    let found = process.jvm.is_some();
+                    self.processes.insert(pid, process);
+                    if found {
+                        self.note_frame_pointers(pid);
+                    }
+                    continue;
+                }
+                Hotspot::Pending { .. } => {
+                    Self::attach_hotspot(&self.opts.proc_root, pid, &mut process, &mut self.stats, true)
+                }
+                Hotspot::Ready(h) => h.refresh_while_starting(),
+                Hotspot::Unavailable | Hotspot::Blocked => {}
+            }
+            self.processes.insert(pid, process);
+        }
+        (!young.is_empty()).then_some(YOUNG_POLL)
     }
 
     /// A JVM found here is named through its HotSpot tables when they can be read; otherwise
@@ -121,7 +190,7 @@ impl Symbolizer {
                     process.hotspot = Hotspot::Pending { attempts_left: DISCOVERY_ATTEMPTS, wait_cycles: 0 };
                 }
                 process.jvm = Some(jvm);
-                Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats);
+                Self::attach_hotspot(&self.opts.proc_root, pid, process, &mut self.stats, true);
             }
             Ok(None) => {}
             Err(e) => log::debug!("process {pid}: {e}"),
@@ -129,14 +198,22 @@ impl Symbolizer {
     }
 
     /// Reads the JVM's HotSpot tables; after the last failed attempt its perf map is used.
-    fn attach_hotspot(proc_root: &std::path::Path, pid: u32, process: &mut ProcessState, stats: &mut SymbolStats) {
+    /// `polled`: a look between cycles or at discovery, which neither waits nor uses an
+    /// attempt when the tables are just not filled yet.
+    fn attach_hotspot(
+        proc_root: &std::path::Path,
+        pid: u32,
+        process: &mut ProcessState,
+        stats: &mut SymbolStats,
+        polled: bool,
+    ) {
         let Hotspot::Pending { attempts_left, wait_cycles } = process.hotspot else {
             return;
         };
         let Some(jvm) = &mut process.jvm else {
             return;
         };
-        if wait_cycles > 0 {
+        if wait_cycles > 0 && !polled {
             process.hotspot = Hotspot::Pending { attempts_left, wait_cycles: wait_cycles - 1 };
             return;
         }
@@ -171,6 +248,7 @@ impl Symbolizer {
                 process.hotspot = Hotspot::Unavailable;
                 jvm.needs_dump = true;
             }
+            Err(e) if polled => log::debug!("JVM {pid}: HotSpot tables not readable yet ({e})"),
             Err(e) => {
                 log::debug!("JVM {pid}: HotSpot tables not readable yet ({e})");
                 let tried = DISCOVERY_ATTEMPTS - attempts_left;

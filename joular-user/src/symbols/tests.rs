@@ -303,3 +303,40 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
     assert_eq!(symbolizer.take_kernel_updates(), [KernelUpdate::ForgetJvm { pid }]);
     drop(java);
 }
+
+/// A target watched before it is a JVM (`record`'s command before its exec) is looked at
+/// between cycles: it is found as soon as libjvm is mapped, its tables are tried while they
+/// are not readable, and none of that spends the cycles' discovery attempts; the looks stop
+/// after a bounded number.
+#[test]
+fn a_starting_target_is_looked_at_between_cycles_a_bounded_number_of_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid = 4_190_002;
+    let p = dir.path().join(pid.to_string());
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(p.join("maps"), "55d0a0000000-55d0a0001000 r-xp 00000000 fe:00 1 /usr/bin/joular-launcher\n")
+        .unwrap();
+    let mut symbolizer = Symbolizer::new(SymbolizerOptions { proc_root: dir.path().to_owned(), ..options() });
+    symbolizer.watch(pid);
+    assert!(symbolizer.poll_young().is_some(), "a watched process that is no JVM yet is looked at");
+    assert!(symbolizer.processes[&pid].jvm.is_none());
+    std::fs::write(
+        p.join("maps"),
+        "7f1b24851000-7f1b255a4000 r-xp 00251000 fe:00 315160 /usr/lib/jvm/java-17/lib/server/libjvm.so\n",
+    )
+    .unwrap();
+    let (uid, gid) = (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+    std::fs::write(p.join("status"), format!("Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{gid}\t{gid}\t{gid}\t{gid}\nNSpid:\t{pid}\nSigCgt:\t0000000101005ccd\n")).unwrap();
+    std::fs::write(p.join("cmdline"), b"java\0Main\0").unwrap();
+    assert!(symbolizer.poll_young().is_some(), "its tables are not readable yet: looked at again");
+    let process = &symbolizer.processes[&pid];
+    assert!(process.jvm.is_some(), "found as soon as libjvm is mapped");
+    assert!(matches!(process.hotspot, Hotspot::Pending { attempts_left: 10, wait_cycles: 0 }), "no attempt spent");
+    let mut polls = 2;
+    while symbolizer.poll_young().is_some() {
+        polls += 1;
+        assert!(polls <= 1000, "looked at without end");
+    }
+    assert!(matches!(symbolizer.processes[&pid].hotspot, Hotspot::Pending { attempts_left: 10, .. }));
+    assert!(symbolizer.take_kernel_updates().is_empty(), "nothing walkable");
+}

@@ -6,12 +6,14 @@
 //! Resolved pcs and interpreted frames are cached for one cycle only: between cycles code
 //! can be freed and its address reused, and a `Method*` can be freed by class unloading.
 //! The library's own caches (by `Method*` and nmethod, checked on each use) carry the work
-//! across cycles.
+//! across cycles, and what was named once is kept for code and `Method*`s that are gone by a
+//! later cycle ([`super::compiled_names`]). Attaching and naming live here; the per-cycle
+//! batch that runs them on the guarded read thread is in [`prefetch`].
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
@@ -20,6 +22,7 @@ use jvm_symbols::hotspot::{
     Overrun, ReadBudget, Reads,
 };
 
+use super::compiled_names::{CompiledNames, MethodNames};
 use super::intern::{FrameId, Interner};
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
@@ -51,27 +54,11 @@ pub struct CodeOutcome {
     pub unknown: bool,
 }
 
-/// One frame of a cycle's batch ([`HotspotProcess::prefetch`]).
-#[derive(Debug, Clone, Copy)]
-pub enum Wanted {
-    /// A pc; `looks_like_code` as for [`HotspotProcess::code`].
-    Pc {
-        pc: u64,
-        looks_like_code: bool,
-    },
-    Compiled {
-        pc: u64,
-        compile_id: u32,
-    },
-    Interpreted {
-        method: u64,
-        bcp: u64,
-    },
-}
+mod prefetch;
+#[cfg(test)]
+mod tests;
 
-/// The most a cycle's batch of one JVM is waited for beyond the per-read deadline: its read
-/// budget stops it well before (at most 150 ms a cycle); a batch past this is blocked.
-const MAX_BATCH_READ_TIME: Duration = Duration::from_secs(1);
+pub use prefetch::Wanted;
 
 /// Longest back-off, in cycles, of a JVM that keeps spending its budget.
 const MAX_BACKOFF_CYCLES: u32 = 64;
@@ -109,8 +96,15 @@ pub struct HotspotProcess<R = GuardedMemory> {
     /// This cycle's read time budget (bounds how long its batch may take).
     read_time: Duration,
     /// Compiled frames whose nmethod had another compile id by the time it was named (the
-    /// code was freed and its space reused), shown as `[unknown JIT code]`.
+    /// code was freed and its space reused) and that no earlier cycle named, shown as
+    /// `[unknown JIT code]`.
     stale_compiled_frames: u64,
+    /// What compiled code was named in earlier cycles, for frames whose code is freed since.
+    compiled_names: CompiledNames,
+    /// What interpreted `Method*`s were named in earlier cycles, for those unreadable since.
+    method_names: MethodNames,
+    /// Stub names by pc (stubs are never freed), for pcs unreadable since (the JVM exited).
+    stub_names: MethodNames,
     /// `-XX:+DebugNonSafepoints` as the JVM runs (its flag table); `None`: unreadable.
     debug_non_safepoints: Option<bool>,
 }
@@ -144,74 +138,6 @@ impl HotspotProcess<GuardedMemory> {
     /// warn once); its reads all fail from then on, its frames stay unnamed.
     pub fn take_stall(&self) -> Option<Stall> {
         self.jvm.reader().inner().take_new_stall()
-    }
-}
-
-impl HotspotProcess<GuardedMemory> {
-    /// Resolves this cycle's frames of the JVM in one job on the guarded read thread (one hop
-    /// for the cycle, not one per read: a hop costs a few microseconds of our CPU, and a busy
-    /// JVM's cycle reads its memory hundreds of times), into the cycle's caches, where
-    /// [`HotspotProcess::code`] and the others then find them. Returns the JVM and how many
-    /// of the frames stayed unknown JIT code; or the stall, when the job blocked past its
-    /// deadline (the per-read one plus the cycle's read budget): the JVM is then left with
-    /// its thread, and read no more.
-    pub fn prefetch(h: Box<Self>, interner: &mut Interner, wanted: Vec<Wanted>) -> Result<(Box<Self>, u64), Stall> {
-        let guard = stall_guard::hotspot_reads();
-        let deadline = guard.deadline() + h.read_time.min(MAX_BATCH_READ_TIME);
-        // Shared so that a job refused before it ran gives the JVM back.
-        let slot = Arc::new(Mutex::new(Some(h)));
-        let job_slot = Arc::clone(&slot);
-        let run = guard.run_within(deadline, move || {
-            let mut h = job_slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
-            let mut scratch = Interner::default();
-            let mut unknown = 0;
-            for w in wanted {
-                let outcome = match w {
-                    Wanted::Pc { pc, looks_like_code } => h.code(&mut scratch, pc, looks_like_code).1,
-                    Wanted::Compiled { pc, compile_id } => h.compiled(&mut scratch, pc, compile_id).1,
-                    Wanted::Interpreted { method, bcp } => {
-                        h.interpreted(&mut scratch, method, bcp);
-                        CodeOutcome::default()
-                    }
-                };
-                unknown += u64::from(outcome.unknown);
-            }
-            Some((h, scratch, unknown))
-        });
-        match run {
-            Ok(Some((mut h, scratch, unknown))) => {
-                h.adopt(&scratch, interner);
-                Ok((h, unknown))
-            }
-            Err(stall @ Stall::TimedOut { .. }) => Err(stall),
-            // Not run (other JVMs' jobs are stuck, or no thread): its frames are read one by one.
-            other => match slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                Some(h) => Ok((h, 0)),
-                None => Err(other.err().unwrap_or(Stall::NoThread {
-                    what: "HotSpot memory read",
-                    reason: "the batch lost its JVM".into(),
-                })),
-            },
-        }
-    }
-
-    /// Moves the cycle's caches, named in `scratch`, to `interner`'s ids.
-    fn adopt(&mut self, scratch: &Interner, interner: &mut Interner) {
-        let mut ids: HashMap<FrameId, FrameId> = HashMap::new();
-        let mut move_id = |id: FrameId| {
-            *ids.entry(id).or_insert_with(|| {
-                let frame = scratch.frame_of(id);
-                interner.frame_at_line(frame.kind, &frame.name, &frame.short, frame.line)
-            })
-        };
-        for code in self.code.values_mut() {
-            if let Code::Frames(frames) = code {
-                *frames = frames.iter().map(|&id| move_id(id)).collect();
-            }
-        }
-        for id in self.interpreted.values_mut() {
-            *id = move_id(*id);
-        }
     }
 }
 
@@ -250,6 +176,9 @@ impl<R: MemoryReader> HotspotProcess<R> {
             compile_ids: HashMap::new(),
             read_time: Duration::ZERO,
             stale_compiled_frames: 0,
+            compiled_names: CompiledNames::default(),
+            method_names: MethodNames::default(),
+            stub_names: MethodNames::default(),
         })
     }
 
@@ -296,6 +225,14 @@ impl<R: MemoryReader> HotspotProcess<R> {
             false => jvm.refresh_code_heaps(),
         });
         start
+    }
+
+    /// Between cycles, while the kernel has no walk configuration for this JVM: re-reads the
+    /// code cache, where the interpreter and the call stub appear as the VM starts.
+    pub fn refresh_while_starting(&mut self) {
+        if self.published.is_none() && !self.stopped() {
+            self.guarded(|jvm| jvm.refresh_code_cache());
+        }
     }
 
     /// True the first time only: whether a back-off is worth a warning (later ones are
@@ -353,6 +290,8 @@ impl<R: MemoryReader> HotspotProcess<R> {
         self.jvm.cached_bytes()
             + self.code.len() * (std::mem::size_of::<(u64, Code)>() + 16)
             + self.interpreted.len() * std::mem::size_of::<((u64, u64), FrameId)>()
+            + self.compiled_names.len() * 128
+            + (self.method_names.len() + self.stub_names.len()) * 64
     }
 
     /// The walk configuration for the kernel, if it differs from what was published last
@@ -428,12 +367,19 @@ impl<R: MemoryReader> HotspotProcess<R> {
         if let Some(&id) = self.interpreted.get(&(method, bcp)) {
             return Some(id);
         }
-        if self.stopped() {
-            return None;
-        }
-        let frame = self.guarded(|jvm| jvm.interpreted_frame(method, bcp))??;
+        let frame = match self.stopped() {
+            true => None,
+            false => self.guarded(|jvm| jvm.interpreted_frame(method, bcp)).flatten(),
+        };
+        let Some(frame) = frame else {
+            // Unreadable now (its class unloaded, or the JVM gone): the name an earlier
+            // cycle read at this `Method*`, without a line.
+            let f = self.method_names.lookup(method)?;
+            return Some(interner.frame_at_line(f.kind, &f.name, &f.short, None));
+        };
         let id = java_frame(interner, &frame);
         self.interpreted.insert((method, bcp), id);
+        self.method_names.remember(method, interner.frame_of(id));
         Some(id)
     }
 
@@ -457,6 +403,17 @@ impl<R: MemoryReader> HotspotProcess<R> {
         if code == Code::Native && looks_like_code {
             code = Code::UnknownJit;
         }
+        match &code {
+            Code::Frames(ids) if ids.len() == 1 && interner.kind(ids[0]) == FrameKind::Stub => {
+                self.stub_names.remember(pc, interner.frame_of(ids[0]))
+            }
+            Code::UnknownJit => {
+                if let Some(f) = self.stub_names.lookup(pc) {
+                    code = Code::Frames(Arc::from([interner.frame(f.kind, &f.name, &f.short)]));
+                }
+            }
+            _ => {}
+        }
         outcome.unknown = code == Code::UnknownJit;
         self.code.insert(pc, code.clone());
         (code, outcome)
@@ -466,21 +423,40 @@ impl<R: MemoryReader> HotspotProcess<R> {
     /// only if the nmethod at `pc` still has that compile id (checked once per pc and
     /// cycle), else `[unknown JIT code]`, counted.
     pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32) -> (Code, CodeOutcome) {
+        // `None`: not read (stopped); `Some(None)`: no nmethod at `pc` any more.
         let now = match self.compile_ids.get(&pc) {
-            Some(&id) => id,
-            // Not read: unknown, but not known to be stale either.
-            None if self.stopped() => return (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true }),
+            Some(&id) => Some(id),
+            None if self.stopped() => None,
             None => {
                 let id = self.guarded(|jvm| jvm.compile_id_at(pc)).flatten();
                 self.compile_ids.insert(pc, id);
-                id
+                Some(id)
             }
         };
-        if now != Some(compile_id) {
-            self.stale_compiled_frames += 1;
-            return (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true });
+        let unknown = (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true });
+        if now == Some(Some(compile_id)) {
+            let (code, outcome) = self.code(interner, pc, true);
+            if let Code::Frames(ids) = &code {
+                self.compiled_names
+                    .remember(compile_id, pc, || ids.iter().map(|&id| interner.frame_of(id).clone()).collect());
+                return (code, outcome);
+            }
+            return self.named_before(interner, compile_id, pc).map_or((code, outcome), |c| (c, outcome));
         }
-        self.code(interner, pc, true)
+        if let Some(code) = self.named_before(interner, compile_id, pc) {
+            return (code, CodeOutcome::default());
+        }
+        // Not read: unknown, but not known to be stale either.
+        if now.is_some() {
+            self.stale_compiled_frames += 1;
+        }
+        unknown
+    }
+
+    /// What an earlier cycle named `pc` of nmethod `compile_id` (it is freed, or unreadable now).
+    fn named_before(&self, interner: &mut Interner, compile_id: u32, pc: u64) -> Option<Code> {
+        let frames = self.compiled_names.lookup(compile_id, pc)?;
+        Some(Code::Frames(frames.iter().map(|f| interner.frame_at_line(f.kind, &f.name, &f.short, f.line)).collect()))
     }
 
     fn resolve(&mut self, interner: &mut Interner, pc: u64) -> Code {
@@ -519,255 +495,4 @@ fn java_frame(interner: &mut Interner, frame: &JavaFrame) -> FrameId {
         HotspotKind::Inlined => FrameKind::JavaInlined,
     };
     interner.frame_at_line(kind, &frame.method.full_name(), &frame.method.short_name(), frame.line)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cell::Cell;
-    use std::path::PathBuf;
-
-    use jvm_symbols::hotspot::fixture::Manifest;
-    use jvm_symbols::hotspot::{ReadError, SegmentsMemory};
-
-    use super::*;
-
-    fn fixture(jdk: u32) -> (SegmentsMemory, Manifest) {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/hotspot-{jdk}"));
-        let memory = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
-        let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
-        (memory, manifest)
-    }
-
-    fn frames(interner: &mut Interner, ids: &[FrameId]) -> Vec<crate::model::Frame> {
-        interner.stack(ids).to_vec()
-    }
-
-    /// Compiled pcs of the recorded JDK 11, 17 and 21 workloads: the inlined callees first,
-    /// named in the perf map's full form with their lines, the nmethod's own method last.
-    #[test]
-    fn compiled_pcs_give_inlined_chains_stubs_and_misses() {
-        for jdk in [11, 17, 21] {
-            let (mem, manifest) = fixture(jdk);
-            let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
-            let mut interner = Interner::default();
-            let mut inlined_chains = 0;
-            for &pc in &manifest.pcs {
-                let (Code::Frames(ids), outcome) = h.code(&mut interner, pc, true) else {
-                    panic!("JDK {jdk}: pc {pc:#x} not named");
-                };
-                assert!(!outcome.unknown);
-                let chain = frames(&mut interner, &ids);
-                let (last, inner) = chain.split_last().unwrap();
-                assert_eq!(last.kind, FrameKind::JavaJit, "JDK {jdk}: {chain:?}");
-                assert!(inner.iter().all(|f| f.kind == FrameKind::JavaInlined), "JDK {jdk}: {chain:?}");
-                if let [callee, .., caller] = chain.as_slice() {
-                    if &*callee.short == "HotspotFixture.mix" && &*caller.short == "HotspotFixture.outer" {
-                        inlined_chains += 1;
-                        assert_eq!(&*callee.name, "int HotspotFixture.mix(int)");
-                        assert_eq!(&*caller.name, "long HotspotFixture.outer(int)");
-                        assert!(callee.line.is_some() && caller.line.is_some(), "JDK {jdk}: {chain:?}");
-                    }
-                }
-            }
-            assert!(inlined_chains > 0, "JDK {jdk}: mix never inlined into outer");
-
-            let stub = |h: &mut HotspotProcess<&SegmentsMemory>, interner: &mut Interner, pc: u64| match h
-                .code(interner, pc, true)
-                .0
-            {
-                Code::Frames(ids) => frames(interner, &ids),
-                other => panic!("JDK {jdk}: {pc:#x} is {other:?}"),
-            };
-            let call_stub = stub(&mut h, &mut interner, manifest.stub_pc.unwrap());
-            assert_eq!((&*call_stub[0].name, call_stub[0].kind), ("StubRoutines::call_stub", FrameKind::Stub));
-            let interp = stub(&mut h, &mut interner, manifest.interpreter_pc.unwrap());
-            assert_eq!((&*interp[0].name, interp[0].kind), (INTERPRETER, FrameKind::Stub));
-            // Outside the code cache: native code, unless other evidence says it is code.
-            assert_eq!(h.code(&mut interner, 0x1000, false).0, Code::Native);
-            h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
-            let (code, outcome) = h.code(&mut interner, 0x1000, true);
-            assert_eq!(code, Code::UnknownJit);
-            assert!(outcome.refreshed && outcome.unknown);
-        }
-    }
-
-    /// An interpreted frame is named from its `Method*`, its line from the bcp; a `Method*`
-    /// that does not check out is a counted miss, not a name.
-    #[test]
-    fn interpreted_frames_are_named_from_method_and_bcp() {
-        let (mem, manifest) = fixture(17);
-        let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
-        let outer = manifest
-            .pcs
-            .iter()
-            .find_map(|&pc| match jvm.code_at(pc) {
-                CodeAt::Java(chain) => chain.into_iter().find(|f| f.method.name == "outer" && f.bci.is_some()),
-                _ => None,
-            })
-            .expect("outer in a chain");
-        let mut h = HotspotProcess::new(jvm).unwrap();
-        let mut interner = Interner::default();
-        let bci = outer.bci.unwrap().max(0);
-        let id = h.interpreted(&mut interner, outer.method_ptr, outer.method.code_start + bci as u64).unwrap();
-        let frame = &frames(&mut interner, &[id])[0];
-        assert_eq!((&*frame.name, frame.kind), ("long HotspotFixture.outer(int)", FrameKind::JavaInterpreted));
-        assert_eq!(frame.line, outer.method.line_for_bci(bci));
-        assert!(frame.line.is_some());
-        // A bcp outside the method: named, without a line.
-        let id = h.interpreted(&mut interner, outer.method_ptr, 8).unwrap();
-        assert_eq!(frames(&mut interner, &[id])[0].line, None);
-        assert_eq!(h.interpreted(&mut interner, 0x10, 0), None);
-        assert_eq!(h.misses().method_unreadable, 1);
-    }
-
-    /// Memory in which one nmethod's block cannot be read until the code cache is read
-    /// again: code the JIT installed after the reader last looked.
-    struct Appearing<'a> {
-        mem: &'a SegmentsMemory,
-        hidden: (u64, u64),
-        heaps_static: u64,
-        heap_reads: Cell<u32>,
-    }
-
-    impl MemoryReader for Appearing<'_> {
-        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
-            if addr == self.heaps_static {
-                self.heap_reads.set(self.heap_reads.get() + 1);
-            }
-            let (lo, hi) = self.hidden;
-            if self.heap_reads.get() < 2 && addr < hi && addr + buf.len() as u64 > lo {
-                return Err(ReadError { addr, len: buf.len() });
-            }
-            self.mem.read(addr, buf)
-        }
-    }
-
-    #[test]
-    fn a_code_cache_miss_is_read_again_and_named_in_the_same_cycle() {
-        let (mem, manifest) = fixture(17);
-        let heaps_static =
-            HotspotJvm::new(&mem, &manifest.symbols).unwrap().layout().code.as_ref().unwrap().code_cache_heaps;
-        let pc = manifest.pcs[0];
-        let nmethod = manifest.nmethods.iter().copied().filter(|&n| n <= pc).max().unwrap();
-        let reader =
-            Appearing { mem: &mem, hidden: (nmethod - 64, nmethod + 0x400), heaps_static, heap_reads: Cell::new(0) };
-        let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
-        let mut interner = Interner::default();
-        let (code, outcome) = h.code(&mut interner, pc, true);
-        assert!(matches!(code, Code::Frames(_)), "{code:?}");
-        assert!(outcome.refreshed && !outcome.unknown, "{outcome:?}");
-        // At most one re-read per cycle: another miss in the same cycle stays a miss.
-        let (code, outcome) = h.code(&mut interner, 0x1000, true);
-        assert_eq!((code, outcome.refreshed), (Code::UnknownJit, false));
-        // Resolved pcs are kept for the cycle only.
-        h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
-        assert!(h.code(&mut interner, 0x1000, true).1.refreshed);
-    }
-
-    /// A compiled frame is named only while the nmethod at its pc has the compile id the
-    /// unwinder read: code freed and reused in between is `[unknown JIT code]`, counted.
-    #[test]
-    fn compiled_frames_are_named_only_with_their_compile_id() {
-        let (mem, manifest) = fixture(17);
-        let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
-        let pc = manifest.pcs[0];
-        let id = jvm.compile_id_at(pc).expect("an nmethod at a recorded pc");
-        let mut h = HotspotProcess::new(jvm).unwrap();
-        let mut interner = Interner::default();
-        let (code, _) = h.compiled(&mut interner, pc, id);
-        assert!(matches!(code, Code::Frames(_)), "{code:?}");
-        assert_eq!(h.stale_compiled_frames(), 0);
-        let (code, outcome) = h.compiled(&mut interner, pc, id + 1);
-        assert_eq!((code, outcome.unknown), (Code::UnknownJit, true));
-        assert_eq!(h.stale_compiled_frames(), 1);
-    }
-
-    /// A JVM that spends its read budget is backed off for 1, then 2, then 4 cycles, and
-    /// nothing of it is read meanwhile.
-    #[test]
-    fn a_jvm_over_its_read_budget_is_backed_off_exponentially() {
-        let (mem, manifest) = fixture(17);
-        let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
-        let mut interner = Interner::default();
-        let tiny = ReadBudget { max_bytes: 64, max_time: std::time::Duration::MAX };
-        let mut starts = Vec::new();
-        for (cycle, &pc) in manifest.pcs.iter().cycle().take(12).enumerate() {
-            let start = h.begin_cycle(tiny, usize::MAX);
-            let read_before = h.jvm.bytes_read();
-            let (code, _) = h.code(&mut interner, pc, true);
-            if start != CycleStart::Read && !matches!(start, CycleStart::BackedOff { .. }) {
-                assert_eq!(h.jvm.bytes_read(), read_before, "cycle {cycle}: read while backed off");
-                assert_eq!(code, Code::UnknownJit);
-            }
-            starts.push(match start {
-                CycleStart::Read => 'R',
-                CycleStart::Skipped => 's',
-                CycleStart::BackedOff { cycles, .. } => char::from_digit(cycles, 10).unwrap(),
-            });
-        }
-        assert_eq!(starts.iter().collect::<String>(), "R1R2sR4sssR8");
-        assert!(h.first_back_off() && !h.first_back_off(), "warned once");
-        // Within budget, a cycle names again, and ends the streak.
-        for _ in 0..12 {
-            h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
-        }
-        let (code, _) = h.code(&mut interner, manifest.pcs[0], true);
-        assert!(matches!(code, Code::Frames(_)), "{code:?}");
-    }
-
-    /// Memory whose reads panic once armed: a bug the tables might find in the reader.
-    struct Bomb<'a> {
-        mem: &'a SegmentsMemory,
-        armed: &'a Cell<bool>,
-    }
-
-    impl MemoryReader for Bomb<'_> {
-        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
-            assert!(!self.armed.get(), "reader bug");
-            self.mem.read(addr, buf)
-        }
-    }
-
-    #[test]
-    fn a_panic_in_the_reader_is_caught_and_the_jvm_read_no_more() {
-        let (mem, manifest) = fixture(17);
-        let armed = Cell::new(false);
-        let mut h = HotspotProcess::new(HotspotJvm::new(Bomb { mem: &mem, armed: &armed }, &manifest.symbols).unwrap())
-            .unwrap();
-        let mut interner = Interner::default();
-        armed.set(true);
-        let (code, _) = h.code(&mut interner, manifest.pcs[0], true);
-        assert_eq!(code, Code::UnknownJit);
-        assert!(h.panicked());
-        assert_eq!(h.take_panic().as_deref(), Some("reader bug"));
-        assert_eq!(h.take_panic(), None, "said once");
-        h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
-        assert_eq!(h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX), CycleStart::Skipped);
-        assert_eq!(h.code(&mut interner, manifest.pcs[1], true).0, Code::UnknownJit, "no read, no second panic");
-        assert_eq!(h.interpreted(&mut interner, 0x1000, 0x2000), None);
-    }
-
-    #[test]
-    fn walk_config_carries_the_interpreter_and_its_frame_slots_once() {
-        let (mem, manifest) = fixture(21);
-        let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
-        let config = h.take_walk_config(true).expect("a config");
-        assert_eq!((config.method_slot, config.bcp_slot, config.sender_sp_slot), (-3, -8, -1));
-        assert_eq!(config.unwind, JVM_UNWIND_FP);
-        // Entry frames are known by the call stub's return address, the pc the call stub
-        // is named at.
-        assert_eq!(Some(config.call_stub_return), manifest.stub_pc);
-        assert_ne!(config.call_stub_return, 0);
-        let interp = manifest.interpreter_pc.unwrap();
-        assert!((config.interpreter_start..config.interpreter_end).contains(&interp));
-        assert!(config.code_start <= config.interpreter_start && config.interpreter_end <= config.code_end);
-        assert!(manifest.pcs.iter().all(|pc| (config.code_start..config.code_end).contains(pc)));
-        assert_eq!(h.take_walk_config(true), None, "unchanged: nothing to publish again");
-        // Without frame pointers: the HotSpot unwinder, with the heaps holding every pc.
-        let config = h.take_walk_config(false).expect("a new config");
-        assert_eq!(config.unwind, JVM_UNWIND_HOTSPOT);
-        let heaps = &config.heaps[..config.heap_count as usize];
-        assert!(manifest.pcs.iter().all(|pc| heaps.iter().any(|hp| (hp.low..hp.high).contains(pc))));
-        assert_eq!(h.published_unwind(), Some(JVM_UNWIND_HOTSPOT));
-    }
 }

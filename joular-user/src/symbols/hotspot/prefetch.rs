@@ -1,0 +1,100 @@
+//! A cycle's frames of one JVM, resolved in one job on the guarded read thread
+//! ([`HotspotProcess::prefetch`]), into the cycle's caches the symbolizer then reads.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{Code, CodeOutcome, HotspotProcess};
+use crate::symbols::intern::{FrameId, Interner};
+use crate::target_read::stall_guard::{self, GuardedMemory, Stall};
+
+/// One frame of a cycle's batch ([`HotspotProcess::prefetch`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Wanted {
+    /// A pc; `looks_like_code` as for [`HotspotProcess::code`].
+    Pc {
+        pc: u64,
+        looks_like_code: bool,
+    },
+    Compiled {
+        pc: u64,
+        compile_id: u32,
+    },
+    Interpreted {
+        method: u64,
+        bcp: u64,
+    },
+}
+
+/// The most a cycle's batch of one JVM is waited for beyond the per-read deadline: its read
+/// budget stops it well before (at most 150 ms a cycle); a batch past this is blocked.
+const MAX_BATCH_READ_TIME: Duration = Duration::from_secs(1);
+
+impl HotspotProcess<GuardedMemory> {
+    /// Resolves this cycle's frames of the JVM in one job on the guarded read thread (one hop
+    /// for the cycle, not one per read: a hop costs a few microseconds of our CPU, and a busy
+    /// JVM's cycle reads its memory hundreds of times), into the cycle's caches, where
+    /// [`HotspotProcess::code`] and the others then find them. Returns the JVM and how many
+    /// of the frames stayed unknown JIT code; or the stall, when the job blocked past its
+    /// deadline (the per-read one plus the cycle's read budget): the JVM is then left with
+    /// its thread, and read no more.
+    pub fn prefetch(h: Box<Self>, interner: &mut Interner, wanted: Vec<Wanted>) -> Result<(Box<Self>, u64), Stall> {
+        let guard = stall_guard::hotspot_reads();
+        let deadline = guard.deadline() + h.read_time.min(MAX_BATCH_READ_TIME);
+        // Shared so that a job refused before it ran gives the JVM back.
+        let slot = Arc::new(Mutex::new(Some(h)));
+        let job_slot = Arc::clone(&slot);
+        let run = guard.run_within(deadline, move || {
+            let mut h = job_slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+            let mut scratch = Interner::default();
+            let mut unknown = 0;
+            for w in wanted {
+                let outcome = match w {
+                    Wanted::Pc { pc, looks_like_code } => h.code(&mut scratch, pc, looks_like_code).1,
+                    Wanted::Compiled { pc, compile_id } => h.compiled(&mut scratch, pc, compile_id).1,
+                    Wanted::Interpreted { method, bcp } => {
+                        h.interpreted(&mut scratch, method, bcp);
+                        CodeOutcome::default()
+                    }
+                };
+                unknown += u64::from(outcome.unknown);
+            }
+            Some((h, scratch, unknown))
+        });
+        match run {
+            Ok(Some((mut h, scratch, unknown))) => {
+                h.adopt(&scratch, interner);
+                Ok((h, unknown))
+            }
+            Err(stall @ Stall::TimedOut { .. }) => Err(stall),
+            // Not run (other JVMs' jobs are stuck, or no thread): its frames are read one by one.
+            other => match slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                Some(h) => Ok((h, 0)),
+                None => Err(other.err().unwrap_or(Stall::NoThread {
+                    what: "HotSpot memory read",
+                    reason: "the batch lost its JVM".into(),
+                })),
+            },
+        }
+    }
+
+    /// Moves the cycle's caches, named in `scratch`, to `interner`'s ids.
+    fn adopt(&mut self, scratch: &Interner, interner: &mut Interner) {
+        let mut ids: HashMap<FrameId, FrameId> = HashMap::new();
+        let mut move_id = |id: FrameId| {
+            *ids.entry(id).or_insert_with(|| {
+                let frame = scratch.frame_of(id);
+                interner.frame_at_line(frame.kind, &frame.name, &frame.short, frame.line)
+            })
+        };
+        for code in self.code.values_mut() {
+            if let Code::Frames(frames) = code {
+                *frames = frames.iter().map(|&id| move_id(id)).collect();
+            }
+        }
+        for id in self.interpreted.values_mut() {
+            *id = move_id(*id);
+        }
+    }
+}
