@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,18 +26,29 @@ const THREAD_ROOTS: [&str; 4] = [
     "java.util.concurrent.ForkJoinWorkerThread.run",
     "jdk.internal.misc.InnocuousThread.run",
 ];
+/// JFR's settings: execution samples only, every 2 ms. `settings=profile` samples every 10 ms,
+/// and a web server's threads are in Java code a third of the time: some 300 samples in 15 s,
+/// whose split-half noise (near 20 pp) would hide any disagreement.
+const JFR_SETTINGS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<configuration version="2.0" label="execution samples">
+  <event name="jdk.ExecutionSample">
+    <setting name="enabled">true</setting>
+    <setting name="period">2 ms</setting>
+  </event>
+</configuration>
+"#;
 /// How many leaf methods the agreement with JFR is measured on.
 pub const TOP_METHODS: usize = 15;
 
 /// The JSP Jetty serves: string formatting, hashing and a map, the kind of work a page does.
 const JSP: &str = r#"<%@ page contentType="text/plain" %><%
-  StringBuilder page = new StringBuilder();
+  StringBuilder text = new StringBuilder();
   long sum = 0;
   for (int i = 0; i < 2000; i++) { sum += Integer.toString(i * 31).hashCode(); }
   java.util.Map<String, Integer> items = new java.util.HashMap<>();
   for (int i = 0; i < 200; i++) { items.put("item-" + i, i); }
-  page.append("sum=").append(sum).append(" items=").append(items.size());
-%><%= page %>
+  text.append("sum=").append(sum).append(" items=").append(items.size());
+%><%= text %>
 "#;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,8 +97,7 @@ pub struct Comparison {
     pub ours_no_java_share: f64,
     /// summary.json `jvm.native.percent`: application threads' energy with no Java frame.
     pub native_energy_percent: f64,
-    /// Our samples in Java code (leaf a Java frame or a stub under one), JFR's definition of
-    /// an execution sample.
+    /// Our samples in Java code (see [`in_java_leaf`]), JFR's definition of an execution sample.
     pub ours_in_java_samples: u64,
     pub jfr_samples: u64,
     pub jfr_rooted_share: f64,
@@ -97,9 +108,14 @@ pub struct Comparison {
     pub jfr_split_half_pp: f64,
     /// (method, our share %, JFR's share %) over the union of both top-15 lists.
     pub top: Vec<(String, f64, f64)>,
-    /// Our most frequent application stacks that do not reach a thread root (folded, root
-    /// first), with their samples: what lost its callers.
+    /// Where our application stacks that do not reach a thread root stop: (the root frame
+    /// the walk ended on, the outermost Java method, the leaf frame), with their samples.
     pub unrooted: Vec<(String, u64)>,
+    /// summary.json `java_unwinder` (which unwinder, `DebugNonSafepoints` as the JVM had it).
+    pub java_unwinder: Value,
+    /// Per cycle: the share of the application threads' samples that reach a thread root (the
+    /// first cycle is the one the profiler loads the JVM's tables and native unwind rows in).
+    pub rooted_by_cycle: Vec<f64>,
 }
 
 impl std::fmt::Display for Comparison {
@@ -125,11 +141,14 @@ impl std::fmt::Display for Comparison {
             "top-{TOP_METHODS} leaf methods ({} of our samples in Java code): {:.1} pp from JFR; JFR's split-half noise {:.1} pp",
             self.ours_in_java_samples, self.leaf_distance_pp, self.jfr_split_half_pp
         )?;
+        writeln!(f, "java_unwinder: {}", self.java_unwinder)?;
+        let cycles: Vec<String> = self.rooted_by_cycle.iter().map(|r| format!("{:.1}", 100.0 * r)).collect();
+        writeln!(f, "thread root by cycle (%): {}", cycles.join(" "))?;
         for (method, ours, jfr) in &self.top {
             writeln!(f, "  {ours:5.1}% {jfr:5.1}%  {method}")?;
         }
         if !self.unrooted.is_empty() {
-            writeln!(f, "our most frequent stacks without a thread root:")?;
+            writeln!(f, "where our stacks without a thread root stop (root frame | outermost Java | leaf):")?;
             for (stack, n) in &self.unrooted {
                 writeln!(f, "  {n:6} {stack}")?;
             }
@@ -143,10 +162,13 @@ pub fn compare(run: Run) -> Comparison {
     let java = java_launcher(run.jdk);
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join(format!("{}.jfr", run.app.name()));
+    let settings = dir.path().join("execution-samples.jfc");
+    std::fs::write(&settings, JFR_SETTINGS).unwrap();
     let jfr_flag = format!(
-        "-XX:StartFlightRecording=delay={}s,duration={}s,settings=profile,filename={}",
+        "-XX:StartFlightRecording=delay={}s,duration={}s,settings={},filename={}",
         run.warmup_s,
         run.window_s,
+        settings.display(),
         recording.display()
     );
     // JFR's default depth (64) would cut a web server's stacks before their thread's root.
@@ -172,33 +194,17 @@ pub fn compare(run: Run) -> Comparison {
 pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample]) -> Comparison {
     let mut c = Comparison {
         native_energy_percent: summary["jvm"]["native"]["percent"].as_f64().unwrap_or(0.0),
+        java_unwinder: summary["java_unwinder"].clone(),
         ..Comparison::default()
     };
     let (mut rooted, mut no_java) = (0, 0);
     let mut ours_leaves: HashMap<String, u64> = HashMap::new();
     let mut unrooted: BTreeMap<String, u64> = BTreeMap::new();
-    for thread in cycles.iter().flat_map(|cycle| cycle["threads"].as_array().unwrap()) {
-        if !is_application_thread(thread["comm"].as_str().unwrap_or("")) {
-            continue;
-        }
-        for stack in thread["stacks"].as_array().unwrap() {
-            let frames = stack["frames"].as_array().unwrap();
-            let n = stack["samples"].as_u64().unwrap();
-            c.ours_samples += n;
-            let java: Vec<&Value> = frames.iter().filter(|f| is_java(f)).collect();
-            match java.first() {
-                None => no_java += n,
-                Some(outermost) if is_thread_root(short(outermost)) => rooted += n,
-                Some(_) => {
-                    let folded: Vec<&str> = frames.iter().map(|f| f["name"].as_str().unwrap_or("?")).collect();
-                    *unrooted.entry(folded.join(";")).or_default() += n;
-                }
-            }
-            if let Some(leaf) = in_java_leaf(frames) {
-                *ours_leaves.entry(stable(leaf)).or_default() += n;
-                c.ours_in_java_samples += n;
-            }
-        }
+    for cycle in cycles {
+        let (rooted_before, samples_before) = (rooted, c.ours_samples);
+        measure_cycle(cycle, &mut c, &mut rooted, &mut no_java, &mut ours_leaves, &mut unrooted);
+        let samples = c.ours_samples - samples_before;
+        c.rooted_by_cycle.push((rooted - rooted_before) as f64 / samples.max(1) as f64);
     }
     c.ours_rooted_share = rooted as f64 / c.ours_samples.max(1) as f64;
     c.ours_no_java_share = no_java as f64 / c.ours_samples.max(1) as f64;
@@ -228,6 +234,42 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample]) -> Comparis
     c.top = top;
     c.jfr_split_half_pp = top_distance(&even, &odd).0;
     c
+}
+
+/// One `--json` cycle's application-thread stacks, added to the run's counts.
+fn measure_cycle(
+    cycle: &Value,
+    c: &mut Comparison,
+    rooted: &mut u64,
+    no_java: &mut u64,
+    ours_leaves: &mut HashMap<String, u64>,
+    unrooted: &mut BTreeMap<String, u64>,
+) {
+    for thread in cycle["threads"].as_array().unwrap() {
+        if !is_application_thread(thread["comm"].as_str().unwrap_or("")) {
+            continue;
+        }
+        for stack in thread["stacks"].as_array().unwrap() {
+            let frames = stack["frames"].as_array().unwrap();
+            let n = stack["samples"].as_u64().unwrap();
+            c.ours_samples += n;
+            let java: Vec<&Value> = frames.iter().filter(|f| is_java(f)).collect();
+            match java.first() {
+                None => *no_java += n,
+                Some(outermost) if is_thread_root(short(outermost)) => *rooted += n,
+                Some(outermost) => {
+                    let name = |f: Option<&Value>| f.and_then(|f| f["name"].as_str()).unwrap_or("?").to_owned();
+                    let leaf = frames.last().map(|f| if is_java(f) { short(f).to_owned() } else { name(Some(f)) });
+                    let key = format!("{} | {} | {}", name(frames.first()), short(outermost), leaf.unwrap_or_default());
+                    *unrooted.entry(key).or_default() += n;
+                }
+            }
+            if let Some(leaf) = in_java_leaf(frames) {
+                *ours_leaves.entry(stable(leaf)).or_default() += n;
+                c.ours_in_java_samples += n;
+            }
+        }
+    }
 }
 
 /// Half the L1 distance in pp between two count tables' shares over the union of their
@@ -274,11 +316,13 @@ fn is_thread_root(method: &str) -> bool {
 }
 
 /// The innermost Java method of a stack in Java code: its leaf is a Java frame, or HotSpot
-/// stubs under one (arraycopy, vtable...), which JFR charges to that method too. A stack in
-/// native or kernel code is not (JFR's execution samples leave out threads in native code).
+/// stubs under one (arraycopy, vtable...), or the kernel entered from either without a call
+/// (a page fault), all of which JFR charges to that method too. A stack in native code (JNI,
+/// the JVM's runtime, a syscall through libc) is not: JFR's execution samples leave out
+/// threads in native code and in the VM.
 fn in_java_leaf(frames: &[Value]) -> Option<&str> {
     let (i, leaf) = frames.iter().enumerate().rev().find(|(_, f)| is_java(f))?;
-    frames[i + 1..].iter().all(|f| f["kind"] == "stub").then(|| short(leaf))
+    frames[i + 1..].iter().all(|f| f["kind"] == "stub" || f["kind"] == "kernel").then(|| short(leaf))
 }
 
 /// Application threads, told from their names as joular-ebpf's `thread_kind` does: not the
@@ -333,6 +377,7 @@ fn launch(run: Run, java: &str, flags: &[String], dir: &Path) -> Launched {
             let base = jetty_base(dir);
             let port = free_port();
             let jvm = Command::new(java)
+                .with_parent_death_signal()
                 .args(flags)
                 .arg("-jar")
                 .arg(format!("{JETTY_HOME}/start.jar"))
@@ -346,6 +391,7 @@ fn launch(run: Run, java: &str, flags: &[String], dir: &Path) -> Launched {
             let jvm = KillOnDrop::new(jvm);
             await_http(port, Duration::from_secs(60), dir);
             let load = Command::new("wrk")
+                .with_parent_death_signal()
                 .args(["-t1", "-c4", &format!("-d{lifetime_s}s"), &format!("http://127.0.0.1:{port}/index.jsp")])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -359,6 +405,7 @@ fn launch(run: Run, java: &str, flags: &[String], dir: &Path) -> Launched {
                 _ => (java_dir().display().to_string(), "InlineSplit", vec![lifetime_s.to_string(), "1".into()]),
             };
             let mut child = Command::new(java)
+                .with_parent_death_signal()
                 .args(flags)
                 .args(["-cp", &classpath, class])
                 .args(&args)
@@ -368,6 +415,27 @@ fn launch(run: Run, java: &str, flags: &[String], dir: &Path) -> Launched {
                 .unwrap_or_else(|e| panic!("start {class}: {e}"));
             await_ready(&mut child, class);
             Launched { jvm: KillOnDrop::new(child), _load: None, log }
+        }
+    }
+}
+
+trait ParentDeathSignal {
+    fn with_parent_death_signal(&mut self) -> &mut Self;
+}
+
+impl ParentDeathSignal for Command {
+    /// The child is killed when the thread that started it ends: a comparison interrupted
+    /// (Ctrl-C on `cargo xtask compare-jfr`) leaves no server running.
+    fn with_parent_death_signal(&mut self) -> &mut Self {
+        // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+        unsafe {
+            self.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
         }
     }
 }
@@ -402,7 +470,7 @@ fn await_http(port: u16, timeout: Duration, dir: &Path) {
         std::thread::sleep(Duration::from_millis(200));
     }
     let err = std::fs::read_to_string(dir.join("app.err")).unwrap_or_default();
-    panic!("Jetty did not serve /index.jsp within {timeout:?}; its log:\n{err}");
+    panic!("Jetty did not serve /index.jsp with 200 within {timeout:?}; its log:\n{err}");
 }
 
 /// Waits for JFR to write its recording (at the end of its duration).
