@@ -209,7 +209,7 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample]) -> Comparis
     c.ours_rooted_share = rooted as f64 / c.ours_samples.max(1) as f64;
     c.ours_no_java_share = no_java as f64 / c.ours_samples.max(1) as f64;
     let mut unrooted: Vec<(String, u64)> = unrooted.into_iter().collect();
-    unrooted.sort_by(|a, b| b.1.cmp(&a.1));
+    unrooted.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     unrooted.truncate(12);
     c.unrooted = unrooted;
 
@@ -461,10 +461,11 @@ fn await_http(port: u16, timeout: Duration, dir: &Path) {
             let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
             let request = "GET /index.jsp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
             let mut response = String::new();
-            if s.write_all(request.as_bytes()).is_ok() && s.read_to_string(&mut response).is_ok() {
-                if response.starts_with("HTTP/1.1 200") {
-                    return;
-                }
+            if s.write_all(request.as_bytes()).is_ok()
+                && s.read_to_string(&mut response).is_ok()
+                && response.starts_with("HTTP/1.1 200")
+            {
+                return;
             }
         }
         std::thread::sleep(Duration::from_millis(200));
