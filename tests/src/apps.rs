@@ -116,6 +116,9 @@ pub struct Comparison {
     /// Per cycle: the share of the application threads' samples that reach a thread root (the
     /// first cycle is the one the profiler loads the JVM's tables and native unwind rows in).
     pub rooted_by_cycle: Vec<f64>,
+    /// Per cycle: its three largest losses, by the frame their stacks start from (a
+    /// `[truncated: <cause>]` root, or the native frame of a stack with no Java frame).
+    pub losses_by_cycle: Vec<Vec<(String, u64)>>,
 }
 
 impl std::fmt::Display for Comparison {
@@ -144,6 +147,12 @@ impl std::fmt::Display for Comparison {
         writeln!(f, "java_unwinder: {}", self.java_unwinder)?;
         let cycles: Vec<String> = self.rooted_by_cycle.iter().map(|r| format!("{:.1}", 100.0 * r)).collect();
         writeln!(f, "thread root by cycle (%): {}", cycles.join(" "))?;
+        for (i, (share, losses)) in self.rooted_by_cycle.iter().zip(&self.losses_by_cycle).enumerate() {
+            if *share < 0.9 {
+                let shown: Vec<String> = losses.iter().map(|(cause, n)| format!("{cause} x{n}")).collect();
+                writeln!(f, "  cycle {i} ({:.1}%) lost: {}", 100.0 * share, shown.join(", "))?;
+            }
+        }
         for (method, ours, jfr) in &self.top {
             writeln!(f, "  {ours:5.1}% {jfr:5.1}%  {method}")?;
         }
@@ -202,9 +211,15 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample]) -> Comparis
     let mut unrooted: BTreeMap<String, u64> = BTreeMap::new();
     for cycle in cycles {
         let (rooted_before, samples_before) = (rooted, c.ours_samples);
-        measure_cycle(cycle, &mut c, &mut rooted, &mut no_java, &mut ours_leaves, &mut unrooted);
+        let mut losses = BTreeMap::new();
+        let counts = Counts { rooted: &mut rooted, no_java: &mut no_java, losses: &mut losses };
+        measure_cycle(cycle, &mut c, counts, &mut ours_leaves, &mut unrooted);
         let samples = c.ours_samples - samples_before;
         c.rooted_by_cycle.push((rooted - rooted_before) as f64 / samples.max(1) as f64);
+        let mut losses: Vec<(String, u64)> = losses.into_iter().collect();
+        losses.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        losses.truncate(3);
+        c.losses_by_cycle.push(losses);
     }
     c.ours_rooted_share = rooted as f64 / c.ours_samples.max(1) as f64;
     c.ours_no_java_share = no_java as f64 / c.ours_samples.max(1) as f64;
@@ -236,12 +251,19 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample]) -> Comparis
     c
 }
 
+/// Counters one cycle adds to: samples reaching a thread root, samples with no Java frame
+/// (both over the run), and this cycle's losses by the frame their stacks start from.
+struct Counts<'a> {
+    rooted: &'a mut u64,
+    no_java: &'a mut u64,
+    losses: &'a mut BTreeMap<String, u64>,
+}
+
 /// One `--json` cycle's application-thread stacks, added to the run's counts.
 fn measure_cycle(
     cycle: &Value,
     c: &mut Comparison,
-    rooted: &mut u64,
-    no_java: &mut u64,
+    counts: Counts<'_>,
     ours_leaves: &mut HashMap<String, u64>,
     unrooted: &mut BTreeMap<String, u64>,
 ) {
@@ -254,10 +276,15 @@ fn measure_cycle(
             let n = stack["samples"].as_u64().unwrap();
             c.ours_samples += n;
             let java: Vec<&Value> = frames.iter().filter(|f| is_java(f)).collect();
+            let first = frames.first().and_then(|f| f["name"].as_str()).unwrap_or("?");
             match java.first() {
-                None => *no_java += n,
-                Some(outermost) if is_thread_root(short(outermost)) => *rooted += n,
+                None => {
+                    *counts.no_java += n;
+                    *counts.losses.entry(format!("no Java frame, from {first}")).or_default() += n;
+                }
+                Some(outermost) if is_thread_root(short(outermost)) => *counts.rooted += n,
                 Some(outermost) => {
+                    *counts.losses.entry(first.to_owned()).or_default() += n;
                     let name = |f: Option<&Value>| f.and_then(|f| f["name"].as_str()).unwrap_or("?").to_owned();
                     let leaf = frames.last().map(|f| if is_java(f) { short(f).to_owned() } else { name(Some(f)) });
                     let key = format!("{} | {} | {}", name(frames.first()), short(outermost), leaf.unwrap_or_default());
