@@ -9,10 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod apps;
 pub mod attack;
 pub mod child;
 pub mod fake_jvm;
 pub mod java_stack;
+pub mod jfr;
 pub mod results;
 pub mod stderr_tap;
 

@@ -3,6 +3,7 @@
 mod bench;
 mod bpf_stats;
 mod cgroup;
+mod compare_jfr;
 mod demo;
 mod fuzz;
 mod host_bench;
@@ -102,6 +103,26 @@ enum Task {
         /// Only the targets whose name contains this.
         target: Option<String>,
     },
+    /// Real applications (Jetty, H2 from Debian; a CPU fixture) profiled beside JFR in the same
+    /// JVM, no other JVM flag: thread-root share, no-Java-frame share, native energy without a
+    /// Java caller, top-15 leaf methods against JFR's split-half noise. Installs what it needs.
+    CompareJfr {
+        /// Applications: jetty, h2, cpu (repeat or comma-separate).
+        #[arg(long, value_delimiter = ',', default_values_t = ["jetty".to_string(), "h2".to_string()])]
+        app: Vec<String>,
+        /// JDKs: 11, 17 (the system's), 21, 25 (repeat or comma-separate).
+        #[arg(long, value_delimiter = ',', default_values_t = [11, 17, 21, 25])]
+        jdk: Vec<u32>,
+        /// Seconds under load before the measured window (start-up, JSP compile, JIT warm-up).
+        #[arg(long, default_value_t = 10)]
+        warmup: u64,
+        /// Seconds measured by both profilers.
+        #[arg(long, default_value_t = 15)]
+        window: u64,
+        /// joular-ebpf's sampling frequency, in Hz.
+        #[arg(long, default_value_t = 200)]
+        frequency: u32,
+    },
     /// Record a HotSpot introspection fixture (tables, nmethods, scopes) from a live JVM.
     DumpHotspotFixture {
         /// The `java` launcher of the JDK to record.
@@ -169,6 +190,13 @@ fn main() -> anyhow::Result<()> {
         Task::Clippy => lint::clippy(),
         Task::FmtCheck => lint::fmt_check(),
         Task::Fuzz { seconds, target } => fuzz::run(seconds, target.as_deref()),
+        Task::CompareJfr { app, jdk, warmup, window, frequency } => compare_jfr::run(&compare_jfr::Options {
+            apps: app,
+            jdks: jdk,
+            warmup_s: warmup,
+            window_s: window,
+            frequency_hz: frequency,
+        }),
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),
     }

@@ -7,9 +7,10 @@ use anyhow::bail;
 
 use crate::run::{build_profiler, compile_java, is_root, root, status};
 
-/// Debian packages the tests use: `go tool pprof` reads our pprof files, a real Prometheus
-/// scrapes the exporter, `setcap` gives the least-privilege test its file capabilities, a
-/// headless Chromium opens report.html, libc's debug file names `start_thread`.
+/// Debian packages the tests use, each with a command or file it installs: `go tool pprof`
+/// reads our pprof files, a real Prometheus scrapes the exporter, `setcap` gives the
+/// least-privilege test its file capabilities, a headless Chromium opens report.html, libc's
+/// debug file names `start_thread`, and the real applications ([`APP_PACKAGES`]).
 const DEBIAN_PACKAGES: [(&str, &str); 5] = [
     ("golang-go", "go"),
     ("prometheus", "prometheus"),
@@ -18,12 +19,18 @@ const DEBIAN_PACKAGES: [(&str, &str); 5] = [
     ("libc6-dbg", "/usr/share/doc/libc6-dbg/copyright"),
 ];
 
+/// The real applications of the Jetty test and `compare-jfr`: Jetty 9.4 and H2 2.1 from Debian,
+/// and `wrk` to load Jetty over loopback.
+pub const APP_PACKAGES: [(&str, &str); 3] =
+    [("jetty9", "/usr/share/jetty9/start.jar"), ("libh2-java", "/usr/share/java/h2.jar"), ("wrk", "wrk")];
+
 pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     if !is_root() {
         bail!("the test suite loads eBPF programs and needs root: run it as root (e.g. `sudo -E cargo xtask test`)");
     }
     crate::setup::ensure()?;
     ensure_debian_packages(&DEBIAN_PACKAGES)?;
+    ensure_debian_packages(&APP_PACKAGES)?;
     let filter_args: Vec<&str> = filter.into_iter().collect();
 
     // The eBPF crate only builds for the BPF target (joular-user's build script does that).
@@ -54,15 +61,9 @@ pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     status(&mut tests)
 }
 
-/// Installs the (package, command) pairs whose command is missing.
+/// Installs the (package, command or absolute file) pairs whose command or file is missing.
 pub fn ensure_debian_packages(packages: &[(&str, &str)]) -> anyhow::Result<()> {
-    let missing: Vec<&str> = packages
-        .iter()
-        .filter(|(_, bin)| {
-            !Command::new("sh").args(["-c", &format!("command -v {bin}")]).output().is_ok_and(|o| o.status.success())
-        })
-        .map(|(pkg, _)| *pkg)
-        .collect();
+    let missing: Vec<&str> = packages.iter().filter(|(_, what)| !installed(what)).map(|(pkg, _)| *pkg).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -72,5 +73,18 @@ pub fn ensure_debian_packages(packages: &[(&str, &str)]) -> anyhow::Result<()> {
             .args(["install", "-y", "-q", "--no-install-recommends"])
             .args(&missing)
             .env("DEBIAN_FRONTEND", "noninteractive"),
-    )
+    )?;
+    if missing.contains(&"jetty9") {
+        // The package starts a Jetty service on a machine run by systemd; the tests start their
+        // own, and an idle server beside them would only add a JVM to every host-wide run.
+        let _ = Command::new("systemctl").args(["disable", "--now", "jetty9.service", "jetty9.timer"]).status();
+    }
+    Ok(())
+}
+
+fn installed(what: &str) -> bool {
+    if what.starts_with('/') {
+        return std::path::Path::new(what).exists();
+    }
+    Command::new("sh").args(["-c", &format!("command -v {what}")]).output().is_ok_and(|o| o.status.success())
 }

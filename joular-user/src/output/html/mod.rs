@@ -154,6 +154,15 @@ fn header(profile: &ProcessProfile) -> Markup {
                     "native without a Java caller " (joules(jvm.native.energy_uj)) " J (" (format!("{:.1}", jvm.native.percent)) "%)"
                 }
             }
+            @if let Some(share) = s.java_unwinder.as_ref().and_then(|u| u.inlining_approximate_share).filter(|&s| s > 0.0) {
+                dt { "inlined methods" }
+                dd #jr-inlining-approximate data-share=(format!("{share:.4}")) {
+                    "at safepoint granularity: " (format!("{:.1}", share * 100.0)) "% of the Java samples are in compiled code "
+                    "without an exact debug record (the JVM runs without -XX:+DebugNonSafepoints), so a method inlined "
+                    "there is charged to its caller. Run the JVM with "
+                    code { "-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints" } " to make them exact."
+                }
+            }
         }
     }
 }

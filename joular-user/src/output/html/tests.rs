@@ -176,3 +176,29 @@ fn a_hostile_comm_is_escaped_in_the_title_and_heading_and_no_control_character_i
     }
     assert!(texts.contains("\\x1b[31m<a&\"'>"), "flame graph title");
 }
+
+/// Issue 23: a JVM without -XX:+DebugNonSafepoints gets the approximate share and the advice.
+#[test]
+fn the_inlining_approximate_share_and_its_advice_are_in_the_header() {
+    let (_tmp, html, _dir) = page();
+    assert!(!html.contains("jr-inlining-approximate"), "no unwinder, no line");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let mut results = Results::new(ResultsConfig { html: true, ..config(tmp.path()) }).unwrap();
+    let unwinder = crate::model::JavaUnwinder {
+        unwinder: "hotspot".into(),
+        debug_non_safepoints: Some(false),
+        inlining_approximate_share: Some(0.4213),
+        ..Default::default()
+    };
+    for (mut report, stacks) in fixture() {
+        results.on_cycle(&mut report, &stacks).unwrap();
+        // As the session does: after the cycle that saw the JVM.
+        results.set_java_unwinder(PID, &unwinder);
+    }
+    let dir = results.finish().unwrap().outputs[0].dir.clone();
+    let html = fs::read_to_string(dir.join(HTML_FILE)).unwrap();
+    assert!(html.contains("id=\"jr-inlining-approximate\" data-share=\"0.4213\""), "{html}");
+    assert!(html.contains("42.1% of the Java samples"));
+    assert!(html.contains("-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints"));
+}

