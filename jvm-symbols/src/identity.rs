@@ -50,6 +50,9 @@ pub enum RunAsError {
     Timeout,
     #[error("cannot start a thread: {0}")]
     Spawn(io::Error),
+    /// The job panicked (a reader tripped by what the target wrote); the caller goes on.
+    #[error("the job panicked: {0}")]
+    Panicked(String),
 }
 
 /// Runs `job` on a new thread that has become `who` (uid, gid, no supplementary group, no
@@ -64,15 +67,25 @@ where
     thread::Builder::new()
         .name("as-target".into())
         .spawn(move || {
-            let result = become_on_this_thread(who).map(|()| job()).map_err(|source| RunAsError::Become {
-                uid: who.uid,
-                gid: who.gid,
-                source,
-            });
+            let result = become_on_this_thread(who)
+                .map_err(|source| RunAsError::Become { uid: who.uid, gid: who.gid, source })
+                .and_then(|()| {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+                        .map_err(|payload| RunAsError::Panicked(panic_text(&*payload)))
+                });
             let _ = tx.send(result);
         })
         .map_err(RunAsError::Spawn)?;
     rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).unwrap_or(Err(RunAsError::Timeout))
+}
+
+/// The text a panic was raised with.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
 }
 
 /// The calling thread becomes `who` for good. Only for threads that end afterwards.
@@ -200,5 +213,14 @@ mod tests {
         let deadline = Instant::now() + Duration::from_millis(50);
         let err = run_as(me, deadline, || thread::sleep(Duration::from_millis(500))).unwrap_err();
         assert!(matches!(err, RunAsError::Timeout));
+    }
+
+    #[test]
+    fn a_panicking_job_is_an_error_not_a_timeout() {
+        let me = Identity::user(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let err = run_as(me, deadline, || -> u8 { panic!("a hostile reply") }).unwrap_err();
+        assert!(matches!(&err, RunAsError::Panicked(m) if m == "a hostile reply"), "{err}");
+        assert!(Instant::now() < deadline, "answered at once, not at the deadline");
     }
 }

@@ -286,6 +286,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ("energy_read_failures", energy.failed_reads),
         ("jit_addresses_missing_from_perf_map", st.jit_misses),
         ("perf_map_dump_failures", st.perf_map_dump_failures),
+        ("perf_map_job_panics", st.perf_map_job_panics),
         ("perf_map_malformed_lines", st.perf_map_bad_lines),
         ("perf_map_entries_over_budget", st.perf_map_entries_not_indexed_total),
         ("cut_java_stacks", st.cut_java_stacks),

@@ -167,6 +167,7 @@ impl Symbolizer {
     fn count_refresh(stats: &mut SymbolStats, process: &mut ProcessState, refresh: &Refresh) {
         stats.perf_map_dumps += u64::from(refresh.dumped);
         stats.perf_map_dump_failures += u64::from(refresh.dump_failed);
+        stats.perf_map_job_panics += u64::from(refresh.panicked);
         stats.perf_map_entries_not_indexed_total += refresh.not_indexed;
         if refresh.reloaded {
             stats.perf_map_reloads += 1;

@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io::{BufReader, Read as _};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::mpsc::{self, TryRecvError};
 use std::sync::Arc;
@@ -57,7 +58,11 @@ pub struct JvmState {
     reread: bool,
     /// Size of the map file last read (kept when its index is dropped).
     map_file_bytes: Option<u64>,
-    job: Option<mpsc::Receiver<Outcome>>,
+    /// The job's outcome, or the message of the panic that ended it.
+    job: Option<mpsc::Receiver<Result<Outcome, String>>>,
+    /// A job panicked: the perf-map path of this JVM is bad, and no job is started again (a
+    /// target's map or attach reply that makes a reader panic would do it every time).
+    job_panicked: bool,
     dump_error_logged: bool,
     map_refusal_logged: bool,
     partial_logged: bool,
@@ -76,6 +81,8 @@ pub struct Refresh {
     pub flags_learned: bool,
     /// Well-formed lines of the new map left out for lack of memory.
     pub not_indexed: u64,
+    /// The job panicked; the JVM gets no job again.
+    pub panicked: bool,
 }
 
 /// What a job was asked to do.
@@ -116,6 +123,7 @@ impl JvmState {
             reread: false,
             map_file_bytes: None,
             job: None,
+            job_panicked: false,
             dump_error_logged: false,
             map_refusal_logged: false,
             partial_logged: false,
@@ -182,7 +190,7 @@ impl JvmState {
     /// reload of the map if it changed, within `cap_bytes`. A reload that could not fit beside
     /// the current map drops it first (it is about to be replaced).
     pub fn start(&mut self, settings: &JobSettings, cap_bytes: u64) {
-        if self.job.is_some() {
+        if self.job.is_some() || self.job_panicked {
             return;
         }
         let first = !std::mem::replace(&mut self.started, true);
@@ -201,10 +209,10 @@ impl JvmState {
         if (plan.dump || plan.reread) && room < cap_bytes {
             self.map.forget();
         }
-        let (tx, rx) = mpsc::channel();
         let (info, source, settings) = (self.info.clone(), self.map.source().clone(), settings.clone());
         let known = if plan.reread { None } else { self.map.fingerprint() };
-        let spawned = std::thread::Builder::new().name(format!("jvm-{}", info.pid)).spawn(move || {
+        let pid = info.pid;
+        let spawned = spawn_job(pid, move || {
             let timeout = settings.attach_timeout.unwrap_or_default();
             let flags = plan.flags.then(|| {
                 attach::jcmd(&info, "VM.flags", timeout).map(|out| flag_from_vm_flags(&out, "PreserveFramePointer"))
@@ -213,11 +221,10 @@ impl JvmState {
             let code_cache = matches!(dump, Some(Ok(()))).then(|| read_code_cache(&info.proc_dir));
             let reservation = Reservation::new(settings.pool, plan.cap_bytes);
             let map = source.load(known, reservation, Some(settings.load_timeout));
-            // The JVM may be forgotten meanwhile: then nobody listens, and that is fine.
-            let _ = tx.send(Outcome { flags, dump, code_cache, map });
+            Outcome { flags, dump, code_cache, map }
         });
         match spawned {
-            Ok(_) => self.job = Some(rx),
+            Ok(rx) => self.job = Some(rx),
             Err(e) => log::warn!("JVM {}: cannot start a symbol job: {e}", self.info.pid),
         }
     }
@@ -225,7 +232,17 @@ impl JvmState {
     /// Takes the result of the job in flight, if it has finished.
     pub fn collect(&mut self, min_dump_interval: Duration) -> Option<Refresh> {
         let outcome = match self.job.as_ref()?.try_recv() {
-            Ok(outcome) => outcome,
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(message)) => {
+                self.job = None;
+                self.job_panicked = true;
+                log::warn!(
+                    "JVM {}: its perf-map job panicked ({message}); its perf map is used no more, and the end \
+                     of the run counts it (perf_map_job_panics)",
+                    self.info.pid
+                );
+                return Some(Refresh { panicked: true, ..Refresh::default() });
+            }
             Err(TryRecvError::Empty) => return None,
             Err(TryRecvError::Disconnected) => {
                 self.job = None;
@@ -310,6 +327,21 @@ fn read_code_cache(proc_dir: &Path) -> Vec<Mapping> {
     }
 }
 
+/// Runs `work` on a job thread of JVM `pid`'s own. A panic there (a reader tripped by what the
+/// target wrote) ends the job with its message instead of an outcome.
+fn spawn_job(
+    pid: u32,
+    work: impl FnOnce() -> Outcome + Send + 'static,
+) -> std::io::Result<mpsc::Receiver<Result<Outcome, String>>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new().name(format!("jvm-{pid}")).spawn(move || {
+        let outcome = catch_unwind(AssertUnwindSafe(work)).map_err(|payload| super::panic_message(&*payload));
+        // The JVM may be forgotten meanwhile: then nobody listens, and that is fine.
+        let _ = tx.send(outcome);
+    })?;
+    Ok(rx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,6 +381,20 @@ mod tests {
 
     fn map_of(n: u64) -> String {
         (0..n).map(|i| format!("{:#x} 0x40 void com.acme.K.m{i}()\n", 0x7f00_0000_0000u64 + i * 0x40)).collect()
+    }
+
+    /// A job that panics (a reader tripped by what the target wrote) ends with a counted
+    /// refresh, and the JVM gets no job again, which would panic the same way every cycle.
+    #[test]
+    fn a_panicking_job_is_caught_counted_once_and_never_restarted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut jvm = fake_jvm(dir.path(), &map_of(10));
+        jvm.job = Some(spawn_job(jvm.info.pid, || panic!("a hostile map line")).unwrap());
+        let r = wait(&mut jvm);
+        assert!(r.panicked && !r.reloaded, "{r:?}");
+        jvm.start(&settings(MemoryPool::new(u64::MAX)), u64::MAX);
+        assert!(!jvm.in_flight(), "no job after a panic");
+        assert!(jvm.collect(Duration::from_secs(1)).is_none(), "the panic is reported once");
     }
 
     #[test]

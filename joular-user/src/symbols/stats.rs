@@ -13,6 +13,8 @@ pub struct SymbolStats {
     pub perf_map_bad_lines: u64,
     pub perf_map_dumps: u64,
     pub perf_map_dump_failures: u64,
+    /// JVMs whose perf-map job panicked (their perf map is used no more).
+    pub perf_map_job_panics: u64,
     pub perf_map_reloads: u64,
     /// Sampled addresses in a code cache that the perf map did not cover.
     pub jit_misses: u64,

@@ -24,6 +24,7 @@ use jvm_symbols::hotspot::{
 
 use super::compiled_names::{CompiledNames, MethodNames};
 use super::intern::{FrameId, Interner};
+use super::panic_message;
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
 use crate::target_read::stall_guard::{self, GuardedMemory, Stall};
@@ -478,14 +479,6 @@ impl<R: MemoryReader> HotspotProcess<R> {
             CodeAt::NotCode => Code::UnknownJit,
         }
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into())
 }
 
 fn java_frame(interner: &mut Interner, frame: &JavaFrame) -> FrameId {
