@@ -26,7 +26,7 @@ fn scratch() -> &'static tempfile::TempDir {
 }
 
 fn frame(name: &str, i: usize) -> Frame {
-    Frame { name: name.into(), short: name.into(), kind: KINDS[i % KINDS.len()], line: None }
+    Frame::new(KINDS[i % KINDS.len()], name, name, None)
 }
 
 fn xml_root(xml: &str, what: &str) {

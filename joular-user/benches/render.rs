@@ -49,7 +49,7 @@ fn frame(short: String, kind: FrameKind) -> Frame {
         }
         _ => short.clone(),
     };
-    Frame { name: Arc::from(name), short: Arc::from(short), kind, line: None }
+    Frame { name: Arc::from(name), short: Arc::from(short), kind, line: None, raw_name: None }
 }
 
 /// A realistic mix: app and JDK JIT frames, some native, kernel on top of a few.

@@ -140,6 +140,18 @@ pub struct Frame {
     /// Source line, for Java frames whose bytecode index is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// The full name as the JVM spelled it, where `name` differs: `name` leaves out what
+    /// changes between runs of the same program (a hidden class's address, a lambda's or
+    /// proxy's counter), JSON keeps it here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_name: Option<Arc<str>>,
+}
+
+impl Frame {
+    /// A frame whose name is the JVM's own (no `raw_name`).
+    pub fn new(kind: FrameKind, name: impl Into<Arc<str>>, short: impl Into<Arc<str>>, line: Option<u32>) -> Self {
+        Frame { name: name.into(), short: short.into(), kind, line, raw_name: None }
+    }
 }
 
 impl FrameKind {
@@ -234,6 +246,9 @@ pub struct FrameReport {
     pub kind: FrameKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// The JVM's own name where `name` leaves out what changes between runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]

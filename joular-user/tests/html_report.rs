@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 const PID: u32 = 4242;
 
 fn frame(short: &str, kind: FrameKind) -> Frame {
-    Frame { name: Arc::from(format!("void {short}()")), short: Arc::from(short), kind, line: None }
+    Frame { name: Arc::from(format!("void {short}()")), short: Arc::from(short), kind, line: None, raw_name: None }
 }
 
 /// Three 1 s cycles of a JVM: a worker (3 J a cycle; modPow under checkout 3 samples in 4,

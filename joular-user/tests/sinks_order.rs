@@ -35,7 +35,7 @@ impl Rng {
 }
 
 fn frame(short: &str, kind: FrameKind) -> Frame {
-    Frame { name: Arc::from(format!("{short}(x)")), short: Arc::from(short), kind, line: None }
+    Frame { name: Arc::from(format!("{short}(x)")), short: Arc::from(short), kind, line: None, raw_name: None }
 }
 
 /// Twelve 1 s cycles: JVM stacks (app, JDK, interpreter, stubs, kernel), an empty stack, a native

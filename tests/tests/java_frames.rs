@@ -500,6 +500,22 @@ fn stable_names(jdk: u32) {
         let names: std::collections::BTreeSet<String> =
             run.stacks().iter().flat_map(|s| s.0.iter()).filter(|f| is_java(f)).map(|f| short(f).to_owned()).collect();
         assert!(names.iter().all(|n| !n.contains("/0x")), "JDK {jdk}: an address in a name: {names:?}");
+        // JSON keeps the JVM's own spelling beside the stable name: the lambda's counter
+        // (JDK 11, 17) and the hidden class's address (JDK 17+).
+        let raw: Vec<String> = run
+            .stacks()
+            .iter()
+            .flat_map(|s| s.0.iter())
+            .filter(|f| short(f) == "MethodSplit$$Lambda.run")
+            .map(|f| f["raw_name"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert!(
+            !raw.is_empty()
+                && raw
+                    .iter()
+                    .all(|r| r.contains("MethodSplit$$Lambda") && (r.contains("/0x") || r.contains("$$Lambda$"))),
+            "JDK {jdk}: the lambda's frames lack their raw name: {raw:?}"
+        );
         names.into_iter().filter(|n| n.contains("ambda")).collect()
     };
     let (first, second) = (names(), names());

@@ -28,6 +28,8 @@ struct FrameOut<'a> {
     kind: FrameKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_name: Option<&'a str>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -63,6 +65,8 @@ struct FrameIn {
     kind: FrameKind,
     #[serde(default)]
     line: Option<u32>,
+    #[serde(default)]
+    raw_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +97,7 @@ pub fn write_raw_profile(dir: &OutDir, name: &str, profile: &ProcessProfile) -> 
                             short: &frame.short,
                             kind: frame.kind,
                             line: frame.line,
+                            raw_name: frame.raw_name.as_deref(),
                         });
                         frames.len() as u32 - 1
                     })
@@ -144,7 +149,7 @@ pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, Outp
     let frames: Vec<Frame> = raw
         .frames
         .into_iter()
-        .map(|f| Frame { name: Arc::from(f.name), short: Arc::from(f.short), kind: f.kind, line: f.line })
+        .map(|f| Frame { raw_name: f.raw_name.map(Arc::from), ..Frame::new(f.kind, f.name, f.short, f.line) })
         .collect();
     let mut stacks = Vec::with_capacity(raw.stacks.len());
     for raw_stack in raw.stacks {
@@ -297,7 +302,11 @@ mod tests {
                 samples: 1,
             },
             StackTotal {
-                stack: Arc::from(vec![Frame { line: Some(42), ..shared }]),
+                stack: Arc::from(vec![Frame {
+                    line: Some(42),
+                    raw_name: Some("void com.acme.App$$Lambda$3/0x0000000800c01000.main()".into()),
+                    ..shared
+                }]),
                 thread: ThreadKind::Gc,
                 energy_uj: 0.5,
                 samples: 1,

@@ -240,7 +240,7 @@ mod tests {
             ..Default::default()
         };
         let name: Arc<str> = Arc::from(frame);
-        let stack: Stack = Arc::from([Frame { name: name.clone(), short: name, kind: FrameKind::Native, line: None }]);
+        let stack: Stack = Arc::from([Frame::new(FrameKind::Native, name.clone(), name, None)]);
         (report, vec![(pid, pid, vec![ThreadStack { stack, samples: 100 }])])
     }
 
@@ -277,7 +277,13 @@ mod tests {
     /// leaf methods.
     #[test]
     fn java_stacks_start_at_java_and_placeholders_do_not_rank() {
-        let f = |name: &str, kind| Frame { name: Arc::from(name), short: Arc::from(name), kind, line: None };
+        let f = |name: &str, kind| Frame {
+            name: Arc::from(name),
+            short: Arc::from(name),
+            kind,
+            line: None,
+            raw_name: None,
+        };
         let java: Stack = Arc::from([
             f("start_thread", FrameKind::Native),
             f("JavaCalls::call_helper", FrameKind::Native),

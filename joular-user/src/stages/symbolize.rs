@@ -137,12 +137,7 @@ pub fn symbolize_cycle(
         },
         "looking ahead at a cycle",
     );
-    let failed: Stack = Arc::from([Frame {
-        name: SYMBOLS_FAILED.into(),
-        short: SYMBOLS_FAILED.into(),
-        kind: FrameKind::Native,
-        line: None,
-    }]);
+    let failed: Stack = Arc::from([Frame::new(FrameKind::Native, SYMBOLS_FAILED, SYMBOLS_FAILED, None)]);
     // Interned stacks share one Arc, so the pointer identifies the stack.
     type ByStack = HashMap<*const [Frame], (Stack, u64)>;
     let mut by_thread: HashMap<(u32, u32), ByStack> = HashMap::new();
@@ -181,7 +176,7 @@ pub fn symbolize_cycle(
 /// Stacks for a cycle written without waiting for the worker: each thread's samples on one
 /// `[symbols not ready]` frame, so its energy is still split and still adds up.
 pub fn late_stacks(threads: &[(u32, u32, u64)]) -> Vec<ThreadStacks> {
-    let frame = Frame { name: SYMBOLS_LATE.into(), short: SYMBOLS_LATE.into(), kind: FrameKind::Native, line: None };
+    let frame = Frame::new(FrameKind::Native, SYMBOLS_LATE, SYMBOLS_LATE, None);
     let stack: Stack = Arc::from([frame]);
     let mut out: Vec<ThreadStacks> = threads
         .iter()

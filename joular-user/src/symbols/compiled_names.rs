@@ -96,7 +96,7 @@ mod tests {
     use crate::model::FrameKind;
 
     fn frame(kind: FrameKind, name: &str) -> Frame {
-        Frame { name: name.into(), short: name.into(), kind, line: None }
+        Frame { name: name.into(), short: name.into(), kind, line: None, raw_name: None }
     }
 
     #[test]

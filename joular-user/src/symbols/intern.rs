@@ -17,7 +17,7 @@ const ENTRY_OVERHEAD_BYTES: usize = 48;
 
 pub struct Interner {
     frames: Vec<Frame>,
-    by_name: HashMap<(FrameKind, Arc<str>, Option<u32>), FrameId>,
+    by_name: HashMap<(FrameKind, Arc<str>, Option<u32>, Option<Arc<str>>), FrameId>,
     stacks: HashMap<Box<[FrameId]>, Stack>,
     frame_bytes: usize,
     stack_bytes: usize,
@@ -53,19 +53,40 @@ impl Interner {
 
     /// A frame at a source line: the same method on two lines is two frames.
     pub fn frame_at_line(&mut self, kind: FrameKind, name: &str, short: &str, line: Option<u32>) -> FrameId {
+        self.frame_with_raw_name(kind, name, short, line, None)
+    }
+
+    /// A frame whose name leaves out what the JVM's own name (`raw_name`) has that changes
+    /// between runs; two hidden classes of one stable name stay two frames.
+    pub fn frame_with_raw_name(
+        &mut self,
+        kind: FrameKind,
+        name: &str,
+        short: &str,
+        line: Option<u32>,
+        raw_name: Option<&str>,
+    ) -> FrameId {
         let name: Arc<str> = Arc::from(name);
-        if let Some(&id) = self.by_name.get(&(kind, name.clone(), line)) {
+        let raw_name: Option<Arc<str>> = raw_name.map(Arc::from);
+        let key = (kind, name.clone(), line, raw_name.clone());
+        if let Some(&id) = self.by_name.get(&key) {
             return id;
         }
         let short = if *short == *name { name.clone() } else { Arc::from(short) };
         self.frame_bytes += std::mem::size_of::<Frame>()
             + name.len()
             + if Arc::ptr_eq(&short, &name) { 0 } else { short.len() }
+            + raw_name.as_ref().map_or(0, |r| r.len())
             + ENTRY_OVERHEAD_BYTES;
         let id = self.frames.len() as FrameId;
-        self.frames.push(Frame { name: name.clone(), short, kind, line });
-        self.by_name.insert((kind, name, line), id);
+        self.frames.push(Frame { name, short, kind, line, raw_name });
+        self.by_name.insert(key, id);
         id
+    }
+
+    /// `frame`'s id here (a frame another interner or a cache holds), its raw name kept.
+    pub fn intern(&mut self, frame: &Frame) -> FrameId {
+        self.frame_with_raw_name(frame.kind, &frame.name, &frame.short, frame.line, frame.raw_name.as_deref())
     }
 
     /// The frame of `id`.
@@ -118,6 +139,12 @@ mod tests {
         assert_ne!(at_3, a, "a line makes another frame");
         assert_eq!(interner.frame_at_line(FrameKind::JavaJit, "void a.B.c()", "a.B.c", Some(3)), at_3);
         assert_eq!(interner.stack(&[at_3])[0].line, Some(3));
+        let mut lambda =
+            |raw| interner.frame_with_raw_name(FrameKind::JavaJit, "void M$$Lambda.run()", "M$$Lambda.run", None, raw);
+        let (one, two) = (lambda(Some("void M$$Lambda$1/0x10.run()")), lambda(Some("void M$$Lambda$2/0x20.run()")));
+        assert_ne!(one, two, "two hidden classes of one stable name are two frames");
+        assert_eq!(interner.frame_of(one).raw_name.as_deref(), Some("void M$$Lambda$1/0x10.run()"));
+        assert_eq!(&*interner.frame_of(two).name, "void M$$Lambda.run()");
     }
 
     #[test]

@@ -98,11 +98,17 @@ impl Symbolizer {
             if let Some(jvm) = &mut process.jvm {
                 if let Some(symbol) = jvm.map.index().lookup(pc) {
                     let id = match classify(symbol.name) {
-                        CodeKind::JavaMethod => self.interner.frame(
-                            FrameKind::JavaJit,
-                            &stable_name(symbol.name),
-                            &short_name(&stable_name(symbol.name)),
-                        ),
+                        CodeKind::JavaMethod => {
+                            let stable = stable_name(symbol.name);
+                            let raw = (stable != symbol.name).then_some(symbol.name);
+                            self.interner.frame_with_raw_name(
+                                FrameKind::JavaJit,
+                                &stable,
+                                &short_name(&stable),
+                                None,
+                                raw,
+                            )
+                        }
                         CodeKind::Stub => self.interner.frame(FrameKind::Stub, symbol.name, symbol.name),
                     };
                     process.jit.insert(pc, id);

@@ -64,6 +64,19 @@ impl JavaMethod {
         }
     }
 
+    /// The full name with the class as the JVM names it (`void a.B$$Lambda$14/0x...run()`),
+    /// when it differs from [`JavaMethod::full_name`].
+    pub fn raw_full_name(&self) -> Option<String> {
+        let class = self.external_class();
+        if crate::names::stable_name(&class) == class {
+            return None;
+        }
+        Some(match parse_descriptor(&self.signature) {
+            Some((args, ret)) => format!("{ret} {class}.{}({})", self.name, args.join(", ")),
+            None => format!("{class}.{}{}", self.name, self.signature),
+        })
+    }
+
     /// Approximate heap bytes this entry holds (for cache budgets).
     pub fn heap_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
@@ -323,6 +336,8 @@ mod tests {
         assert_eq!(m.external_class(), "a.B$$Lambda$14/0x0000000800c02a00");
         assert_eq!(m.short_name(), "a.B$$Lambda.run");
         assert_eq!(m.full_name(), "void a.B$$Lambda.run()");
+        assert_eq!(m.raw_full_name().as_deref(), Some("void a.B$$Lambda$14/0x0000000800c02a00.run()"));
+        assert_eq!(method("a.B", "c", "()V").raw_full_name(), None, "a stable name has no raw one");
         assert_eq!(crate::names::short_name(&m.full_name()), m.short_name());
         assert_eq!(method("a.C+D", "e", "()V").short_name(), "a.C+D.e");
     }

@@ -59,7 +59,7 @@ pub fn bucket_stack(name: &str) -> Stack {
 
 fn synthetic_frame(name: &str) -> Frame {
     let name: Arc<str> = Arc::from(name);
-    Frame { name: name.clone(), short: name, kind: FrameKind::Native, line: None }
+    Frame::new(FrameKind::Native, name.clone(), name, None)
 }
 
 static SYNTHETIC_FRAMES: LazyLock<Vec<Frame>> =
@@ -221,7 +221,7 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn frame(short: &str, kind: FrameKind) -> Frame {
-        Frame { name: Arc::from(format!("full {short}")), short: Arc::from(short), kind, line: None }
+        Frame { name: Arc::from(format!("full {short}")), short: Arc::from(short), kind, line: None, raw_name: None }
     }
 
     pub(crate) fn java(short: &str) -> Frame {

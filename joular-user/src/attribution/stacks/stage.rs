@@ -260,7 +260,12 @@ impl StackStage {
                             .total
                             .stack
                             .iter()
-                            .map(|f| FrameReport { name: f.name.to_string(), kind: f.kind, line: f.line })
+                            .map(|f| FrameReport {
+                                name: f.name.to_string(),
+                                kind: f.kind,
+                                line: f.line,
+                                raw_name: f.raw_name.as_deref().map(str::to_owned),
+                            })
                             .collect(),
                         samples,
                         energy_uj: stack_energy_uj,

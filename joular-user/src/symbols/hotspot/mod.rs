@@ -376,7 +376,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             // Unreadable now (its class unloaded, or the JVM gone): the name an earlier
             // cycle read at this `Method*`, without a line.
             let f = self.method_names.lookup(method)?;
-            return Some(interner.frame_at_line(f.kind, &f.name, &f.short, None));
+            return Some(interner.intern(f));
         };
         let id = java_frame(interner, &frame);
         self.interpreted.insert((method, bcp), id);
@@ -410,7 +410,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             }
             Code::UnknownJit => {
                 if let Some(f) = self.stub_names.lookup(pc) {
-                    code = Code::Frames(Arc::from([interner.frame(f.kind, &f.name, &f.short)]));
+                    code = Code::Frames(Arc::from([interner.intern(f)]));
                 }
             }
             _ => {}
@@ -457,7 +457,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
     /// What an earlier cycle named `pc` of nmethod `compile_id` (it is freed, or unreadable now).
     fn named_before(&self, interner: &mut Interner, compile_id: u32, pc: u64) -> Option<Code> {
         let frames = self.compiled_names.lookup(compile_id, pc)?;
-        Some(Code::Frames(frames.iter().map(|f| interner.frame_at_line(f.kind, &f.name, &f.short, f.line)).collect()))
+        Some(Code::Frames(frames.iter().map(|f| interner.intern(f)).collect()))
     }
 
     fn resolve(&mut self, interner: &mut Interner, pc: u64) -> Code {
@@ -487,5 +487,12 @@ fn java_frame(interner: &mut Interner, frame: &JavaFrame) -> FrameId {
         HotspotKind::Jit => FrameKind::JavaJit,
         HotspotKind::Inlined => FrameKind::JavaInlined,
     };
-    interner.frame_at_line(kind, &frame.method.full_name(), &frame.method.short_name(), frame.line)
+    let raw_name = frame.method.raw_full_name();
+    interner.frame_with_raw_name(
+        kind,
+        &frame.method.full_name(),
+        &frame.method.short_name(),
+        frame.line,
+        raw_name.as_deref(),
+    )
 }

@@ -82,12 +82,7 @@ impl HotspotProcess<GuardedMemory> {
     /// Moves the cycle's caches, named in `scratch`, to `interner`'s ids.
     fn adopt(&mut self, scratch: &Interner, interner: &mut Interner) {
         let mut ids: HashMap<FrameId, FrameId> = HashMap::new();
-        let mut move_id = |id: FrameId| {
-            *ids.entry(id).or_insert_with(|| {
-                let frame = scratch.frame_of(id);
-                interner.frame_at_line(frame.kind, &frame.name, &frame.short, frame.line)
-            })
-        };
+        let mut move_id = |id: FrameId| *ids.entry(id).or_insert_with(|| interner.intern(scratch.frame_of(id)));
         for code in self.code.values_mut() {
             if let Code::Frames(frames) = code {
                 *frames = frames.iter().map(|&id| move_id(id)).collect();

@@ -12,7 +12,7 @@ const NATIVE: u32 = 200;
 const SOCKET_UJ: f64 = 10e6;
 
 fn frame(short: &str, kind: FrameKind) -> Frame {
-    Frame { name: Arc::from(format!("full {short}")), short: Arc::from(short), kind, line: None }
+    Frame { name: Arc::from(format!("full {short}")), short: Arc::from(short), kind, line: None, raw_name: None }
 }
 
 fn stack(frames: &[Frame]) -> Stack {
