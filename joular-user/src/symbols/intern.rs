@@ -15,9 +15,13 @@ const MAX_STACKS: usize = 1 << 16;
 /// What a hash-map slot and its allocation headers cost beyond the data, roughly.
 const ENTRY_OVERHEAD_BYTES: usize = 48;
 
+/// What makes two frames the same frame: kind, stable name, line, and the JVM's raw name
+/// (two hidden classes with one stable name stay apart in --json and profile.json).
+type FrameKey = (FrameKind, Arc<str>, Option<u32>, Option<Arc<str>>);
+
 pub struct Interner {
     frames: Vec<Frame>,
-    by_name: HashMap<(FrameKind, Arc<str>, Option<u32>, Option<Arc<str>>), FrameId>,
+    by_name: HashMap<FrameKey, FrameId>,
     stacks: HashMap<Box<[FrameId]>, Stack>,
     frame_bytes: usize,
     stack_bytes: usize,
