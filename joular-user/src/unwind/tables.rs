@@ -258,7 +258,7 @@ mod tests {
         assert!(libc.rows.rows.len() > 1000);
         // A libc function's own address has a row (its first instruction: CFA = rsp + 8).
         let getpid = libc::getpid as *const () as u64;
-        let row = super::super::rows::find_row(&libc.rows.rows, getpid - libc.bias).unwrap();
+        let row = crate::unwind::tests::row_of(&libc.rows.rows, getpid - libc.bias);
         assert_eq!((row.kind, row.cfa_offset), (joular_ebpf::unwind::UNWIND_CFA_RSP, 8), "{row:?}");
         assert!(maps.contains("[vdso]") && tables.stats.files_read >= 2, "{:?}", tables.stats);
         assert_eq!(tables.refresh(std::process::id()), None, "unchanged");
