@@ -30,7 +30,7 @@ pub static UNWIND_PROCS: HashMap<u32, ProcUnwind> = HashMap::with_max_entries(MA
 pub static UNWIND_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Slots of the per-CPU row cache (direct-mapped by hashed pc).
-const ROW_CACHE_SLOTS: u32 = 256;
+const ROW_CACHE_SLOTS: usize = 256;
 
 /// One remembered lookup: the row for `pc` of process `tgid`, found under `generation`.
 #[repr(C)]
@@ -42,14 +42,24 @@ pub struct CachedRow {
     row: UnwindRow,
 }
 
+/// A CPU's remembered lookups, all in one map value: a lookup then touches that value's one
+/// line, where a slot per array index also read the index's pointer in the map's table of
+/// per-CPU values (two cold lines a lookup, eight lookups a sample).
+#[repr(C)]
+pub struct RowCache {
+    slots: [CachedRow; ROW_CACHE_SLOTS],
+}
+
 #[map]
-pub static ROW_CACHE: PerCpuArray<CachedRow> = PerCpuArray::with_max_entries(ROW_CACHE_SLOTS, 0);
+pub static ROW_CACHE: PerCpuArray<RowCache> = PerCpuArray::with_max_entries(1, 0);
 
 /// This CPU's cache slot for `pc` (direct-mapped: the top 8 bits of pc * 2^64/phi).
 #[inline(always)]
 fn cache_slot(pc: u64) -> Option<*mut CachedRow> {
-    let slot = (pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u32 & (ROW_CACHE_SLOTS - 1);
-    ROW_CACHE.get_ptr_mut(slot)
+    let slot = (pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize & (ROW_CACHE_SLOTS - 1);
+    let cache = ROW_CACHE.get_ptr_mut(0)?;
+    // SAFETY: this CPU's value; the index is masked to the array.
+    Some(unsafe { &raw mut (*cache).slots[slot] })
 }
 
 /// The generation `UNWIND_PROCS` is at.
