@@ -31,6 +31,8 @@ pub static UNWIND_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Slots of the per-CPU row cache (direct-mapped by hashed pc).
 const ROW_CACHE_SLOTS: usize = 256;
+/// Native frames of a walk the memo holds (a Java thread has some ten below its Java frames).
+const MEMO_FRAMES: usize = 16;
 
 /// One remembered lookup: the row for `pc` of process `tgid`, found under `generation`.
 #[repr(C)]
@@ -42,25 +44,39 @@ pub struct CachedRow {
     row: UnwindRow,
 }
 
-/// A CPU's remembered lookups, all in one map value: a lookup then touches that value's one
-/// line, where a slot per array index also read the index's pointer in the map's table of
-/// per-CPU values (two cold lines a lookup, eight lookups a sample).
+/// The row of one native frame of a walk.
+#[repr(C)]
+#[derive(Copy, Clone, Default)]
+pub struct MemoRow {
+    pc: u64,
+    row: UnwindRow,
+}
+
+/// A CPU's remembered lookups, all in one map value (a slot per array index also read the
+/// index's pointer in the map's table of per-CPU values: two cold lines a lookup).
+///
+/// The memo holds the rows of the last walks' native frames by their order in the walk: a
+/// thread sampled again meets the same return addresses in the same order (libjvm's and libc's
+/// below its Java frames), and eight of them sit on three cache lines, where the hashed slots
+/// are eight lines. Frame `i`'s entry is valid when bit `i` of `memo_valid` is set, for the
+/// process and generation of the memo, which a walk of another process or under a newer
+/// generation replaces.
 #[repr(C)]
 pub struct RowCache {
+    /// The walk in progress: its process, the generation read at its start, and how many
+    /// native frames it has looked up.
+    walk_tgid: u32,
+    walk_frames: u32,
+    walk_generation: u64,
+    memo_tgid: u32,
+    memo_valid: u32,
+    memo_generation: u64,
+    memo: [MemoRow; MEMO_FRAMES],
     slots: [CachedRow; ROW_CACHE_SLOTS],
 }
 
 #[map]
 pub static ROW_CACHE: PerCpuArray<RowCache> = PerCpuArray::with_max_entries(1, 0);
-
-/// This CPU's cache slot for `pc` (direct-mapped: the top 8 bits of pc * 2^64/phi).
-#[inline(always)]
-fn cache_slot(pc: u64) -> Option<*mut CachedRow> {
-    let slot = (pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize & (ROW_CACHE_SLOTS - 1);
-    let cache = ROW_CACHE.get_ptr_mut(0)?;
-    // SAFETY: this CPU's value; the index is masked to the array.
-    Some(unsafe { &raw mut (*cache).slots[slot] })
-}
 
 /// The generation `UNWIND_PROCS` is at.
 #[inline(always)]
@@ -78,30 +94,66 @@ impl RowArray for MapRows {
     }
 }
 
-/// The row for `pc` of process `tgid`: the one this CPU last found for it, when found under
-/// the current generation, else by the shared binary searches (mapping, then row), cached.
+/// Called at the start of each walk of process `tgid`, before its first `row_for`.
 #[inline(always)]
-pub fn row_for(tgid: u32, pc: u64) -> Lookup {
-    // Read before the table: a table replaced during the search voids what is cached here.
+pub fn start_walk(tgid: u32) {
+    let Some(cache) = ROW_CACHE.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's value; programs on a CPU do not nest into the sampler.
+    let cache = unsafe { &mut *cache };
+    // Read before any table: a table replaced during the walk voids what it caches.
     let generation = generation();
-    // Never missing (the slot index is masked to the array). Searching uncached without one
-    // would make the compiler emit the whole search twice, which doubled what the verifier
-    // walks (417,513 instructions against 230,364).
-    let Some(entry) = cache_slot(pc) else {
-        return Lookup::NoTable;
-    };
-    // SAFETY: this CPU's slot; programs on a CPU do not nest into the sampler.
-    let entry = unsafe { &mut *entry };
-    if entry.pc == pc && entry.tgid == tgid && entry.generation == generation {
-        return Lookup::Row(entry.row);
+    cache.walk_tgid = tgid;
+    cache.walk_frames = 0;
+    cache.walk_generation = generation;
+    if cache.memo_tgid != tgid || cache.memo_generation != generation {
+        cache.memo_tgid = tgid;
+        cache.memo_generation = generation;
+        cache.memo_valid = 0;
     }
-    let Some(table) = UNWIND_PROCS.get_ptr(tgid) else {
+}
+
+/// The row for `pc`, the next native frame of the walk `start_walk` began: the memo's for
+/// this frame when it is the same pc, else the hashed slot's when it holds the pc for this
+/// process and generation, else found by the shared binary searches (mapping, then row) and
+/// remembered in both.
+#[inline(always)]
+pub fn row_for(pc: u64) -> Lookup {
+    // Never missing (a one-entry per-CPU array). Searching uncached without it would make the
+    // compiler emit the whole search twice, which doubled what the verifier walks.
+    let Some(cache) = ROW_CACHE.get_ptr_mut(0) else {
         return Lookup::NoTable;
     };
-    // SAFETY: a map value, written by user space only as a whole (an update replaces it).
-    let found = find_row(unsafe { &*table }, &MapRows, pc);
+    // SAFETY: this CPU's value; programs on a CPU do not nest into the sampler.
+    let cache = unsafe { &mut *cache };
+    let (tgid, generation) = (cache.walk_tgid, cache.walk_generation);
+    let frame = cache.walk_frames as usize;
+    cache.walk_frames += 1;
+    // Past `MEMO_FRAMES`, frames share entries (each holds one pc's row, whichever frame).
+    let memo = frame & (MEMO_FRAMES - 1);
+    if cache.memo_valid & (1 << memo) != 0 && cache.memo[memo].pc == pc {
+        return Lookup::Row(cache.memo[memo].row);
+    }
+    // The top 8 bits of pc * 2^64/phi.
+    let slot = (pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize & (ROW_CACHE_SLOTS - 1);
+    let entry = &cache.slots[slot];
+    let found = if entry.pc == pc && entry.tgid == tgid && entry.generation == generation {
+        Lookup::Row(entry.row)
+    } else {
+        let Some(table) = UNWIND_PROCS.get_ptr(tgid) else {
+            return Lookup::NoTable;
+        };
+        // SAFETY: a map value, written by user space only as a whole (an update replaces it).
+        let found = find_row(unsafe { &*table }, &MapRows, pc);
+        if let Lookup::Row(row) = found {
+            cache.slots[slot] = CachedRow { pc, generation, tgid, row };
+        }
+        found
+    };
     if let Lookup::Row(row) = found {
-        *entry = CachedRow { pc, generation, tgid, row };
+        cache.memo[memo] = MemoRow { pc, row };
+        cache.memo_valid |= 1 << memo;
     }
     found
 }

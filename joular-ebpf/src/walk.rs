@@ -71,7 +71,7 @@ use crate::maps::{
     count_drop, WalkState, CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, RECENT_STACK_SLOTS,
     STACK_WINDOW_WORDS, WALK_STATE,
 };
-use crate::native::row_for;
+use crate::native::{row_for, start_walk};
 
 const BPF_NOEXIST: u64 = 1;
 const EEXIST: i32 = 17;
@@ -190,6 +190,7 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
         return (0, JavaFrame::default());
     }
     state.tgid = tgid;
+    start_walk(tgid);
     state.stack_base = 0;
     state.interrupted_pc = 0;
     state.pc = regs.pc;
@@ -467,7 +468,7 @@ struct SampledThread<'a>(&'a mut WalkState);
 impl UnwindSource for SampledThread<'_> {
     #[inline(always)]
     fn row_at(&mut self, pc: u64) -> Lookup {
-        row_for(self.0.tgid, pc)
+        row_for(pc)
     }
 
     #[inline(always)]
