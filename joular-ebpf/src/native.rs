@@ -2,8 +2,8 @@
 //! executable file's rows once into `UNWIND_ROWS` and every walked process's table of
 //! executable mappings into `UNWIND_PROCS`; the walk finds a native pc's row with the shared
 //! lookup (`joular_ebpf::unwind::find_row`: two bounded binary searches, mapping then row),
-//! remembered per CPU by pc (`ROW_CACHE`): a Java thread's native frames are the same few
-//! libjvm and libc return addresses sample after sample.
+//! remembered per CPU (`ROW_CACHE`: by frame order in the walk, then by pc): a Java thread's
+//! native frames are the same few libjvm and libc return addresses sample after sample.
 
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
