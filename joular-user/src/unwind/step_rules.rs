@@ -53,7 +53,7 @@ impl UnwindSource for Thread {
 
     fn stack_words<const N: usize>(&mut self, at: u64) -> Option<[u64; N]> {
         let first = usize::try_from(at.checked_sub(STACK)? / 8).ok()?;
-        (at % 8 == 0).then_some(())?;
+        at.is_multiple_of(8).then_some(())?;
         self.stack.get(first..first + N)?.try_into().ok()
     }
 }
