@@ -1,8 +1,9 @@
 //! The native rows of a walked process (`joular_ebpf::unwind`): user space loads each
 //! executable file's rows once into `UNWIND_ROWS` and every walked process's table of
-//! executable mappings into `UNWIND_PROCS`; the walk finds a native pc's row with two bounded
-//! binary searches (mapping, then row), remembered per CPU by pc (`ROW_CACHE`): a Java
-//! thread's native frames are the same few libjvm and libc return addresses sample after sample.
+//! executable mappings into `UNWIND_PROCS`; the walk finds a native pc's row with the shared
+//! lookup (`joular_ebpf::unwind::find_row`: two bounded binary searches, mapping then row),
+//! remembered per CPU (`ROW_CACHE`: by frame order in the walk, then by pc): a Java thread's
+//! native frames are the same few libjvm and libc return addresses sample after sample.
 
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
@@ -10,10 +11,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray},
 };
 use joular_ebpf::{
-    unwind::{
-        ProcUnwind, UnwindRow, MAX_UNWIND_MAPPINGS, MAX_UNWIND_ROWS, UNWIND_MAPPING_SEARCH_STEPS, UNWIND_NONE,
-        UNWIND_ROW_SEARCH_STEPS,
-    },
+    unwind::{find_row, Lookup, ProcUnwind, RowArray, UnwindRow, MAX_UNWIND_ROWS},
     MAX_JVMS,
 };
 
@@ -32,7 +30,9 @@ pub static UNWIND_PROCS: HashMap<u32, ProcUnwind> = HashMap::with_max_entries(MA
 pub static UNWIND_GENERATION: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Slots of the per-CPU row cache (direct-mapped by hashed pc).
-const ROW_CACHE_SLOTS: u32 = 256;
+const ROW_CACHE_SLOTS: usize = 256;
+/// Native frames of a walk the memo holds (a Java thread has some ten below its Java frames).
+const MEMO_FRAMES: usize = 16;
 
 /// One remembered lookup: the row for `pc` of process `tgid`, found under `generation`.
 #[repr(C)]
@@ -44,26 +44,39 @@ pub struct CachedRow {
     row: UnwindRow,
 }
 
+/// The row of one native frame of a walk.
+#[repr(C)]
+#[derive(Copy, Clone, Default)]
+pub struct MemoRow {
+    pc: u64,
+    row: UnwindRow,
+}
+
+/// A CPU's remembered lookups, all in one map value (a slot per array index also read the
+/// index's pointer in the map's table of per-CPU values: two cold lines a lookup).
+///
+/// The memo holds the rows of the last walks' native frames by their order in the walk: a
+/// thread sampled again meets the same return addresses in the same order (libjvm's and libc's
+/// below its Java frames), and eight of them sit on three cache lines, where the hashed slots
+/// are eight lines. Frame `i`'s entry is valid when bit `i` of `memo_valid` is set, for the
+/// process and generation of the memo, which a walk of another process or under a newer
+/// generation replaces.
+#[repr(C)]
+pub struct RowCache {
+    /// The walk in progress: its process, the generation read at its start, and how many
+    /// native frames it has looked up.
+    walk_tgid: u32,
+    walk_frames: u32,
+    walk_generation: u64,
+    memo_tgid: u32,
+    memo_valid: u32,
+    memo_generation: u64,
+    memo: [MemoRow; MEMO_FRAMES],
+    slots: [CachedRow; ROW_CACHE_SLOTS],
+}
+
 #[map]
-pub static ROW_CACHE: PerCpuArray<CachedRow> = PerCpuArray::with_max_entries(ROW_CACHE_SLOTS, 0);
-
-/// What the table says of a pc.
-pub enum Lookup {
-    /// The row holding the pc (kind `UNWIND_NONE`: a gap or a rule not kept).
-    Row(UnwindRow),
-    /// The process has no table yet (its rows are being loaded).
-    NoTable,
-    /// The pc is in none of the process's executable file mappings that have rows (anonymous
-    /// code, a file without call-frame information or over the limit, or garbage).
-    Unmapped,
-}
-
-/// This CPU's cache slot for `pc` (direct-mapped: the top 8 bits of pc * 2^64/phi).
-#[inline(always)]
-fn cache_slot(pc: u64) -> Option<*mut CachedRow> {
-    let slot = (pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u32 & (ROW_CACHE_SLOTS - 1);
-    ROW_CACHE.get_ptr_mut(slot)
-}
+pub static ROW_CACHE: PerCpuArray<RowCache> = PerCpuArray::with_max_entries(1, 0);
 
 /// The generation `UNWIND_PROCS` is at.
 #[inline(always)]
@@ -71,77 +84,76 @@ fn generation() -> u64 {
     UNWIND_GENERATION.get(0).copied().unwrap_or(0)
 }
 
-/// The row this CPU last found for `pc` of process `tgid`, when found under the current
-/// generation.
-#[inline(always)]
-pub fn cached_row(tgid: u32, pc: u64) -> Option<UnwindRow> {
-    let entry = cache_slot(pc)?;
-    // SAFETY: this CPU's slot; programs on a CPU do not nest into the sampler.
-    let entry = unsafe { &*entry };
-    (entry.pc == pc && entry.tgid == tgid && entry.generation == generation()).then_some(entry.row)
+/// Reads rows from `UNWIND_ROWS` for the shared lookup.
+struct MapRows;
+
+impl RowArray for MapRows {
+    #[inline(always)]
+    fn row(&self, index: u32) -> Option<UnwindRow> {
+        UNWIND_ROWS.get(index).copied()
+    }
 }
 
-/// The row for `pc` of process `tgid`, by binary search of its mappings then of its file's
-/// rows; a row found is cached for `cached_row`.
+/// Called at the start of each walk of process `tgid`, before its first `row_for`.
 #[inline(always)]
-pub fn find_row(tgid: u32, pc: u64) -> Lookup {
-    // Read before the table: a table replaced during the search voids what is cached here.
+pub fn start_walk(tgid: u32) {
+    let Some(cache) = ROW_CACHE.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's value; programs on a CPU do not nest into the sampler.
+    let cache = unsafe { &mut *cache };
+    // Read before any table: a table replaced during the walk voids what it caches.
     let generation = generation();
-    let Some(table) = UNWIND_PROCS.get_ptr(tgid) else {
+    cache.walk_tgid = tgid;
+    cache.walk_frames = 0;
+    cache.walk_generation = generation;
+    if cache.memo_tgid != tgid || cache.memo_generation != generation {
+        cache.memo_tgid = tgid;
+        cache.memo_generation = generation;
+        cache.memo_valid = 0;
+    }
+}
+
+/// The row for `pc`, the next native frame of the walk `start_walk` began: the memo's for
+/// this frame when it is the same pc, else the hashed slot's when it holds the pc for this
+/// process and generation, else found by the shared binary searches (mapping, then row) and
+/// remembered in both.
+#[inline(always)]
+pub fn row_for(pc: u64) -> Lookup {
+    // Never missing (a one-entry per-CPU array). Searching uncached without it would make the
+    // compiler emit the whole search twice, which doubled what the verifier walks.
+    let Some(cache) = ROW_CACHE.get_ptr_mut(0) else {
         return Lookup::NoTable;
     };
-    // SAFETY: a map value, written by user space only as a whole (an update replaces it).
-    let table = unsafe { &*table };
-    let count = (table.count as usize).min(MAX_UNWIND_MAPPINGS);
-    // The last mapping starting at or below pc.
-    let (mut lo, mut hi) = (0usize, count);
-    for _ in 0..UNWIND_MAPPING_SEARCH_STEPS {
-        if lo >= hi {
-            break;
+    // SAFETY: this CPU's value; programs on a CPU do not nest into the sampler.
+    let cache = unsafe { &mut *cache };
+    let (tgid, generation) = (cache.walk_tgid, cache.walk_generation);
+    let frame = cache.walk_frames as usize;
+    cache.walk_frames += 1;
+    // Past `MEMO_FRAMES`, frames share entries (each holds one pc's row, whichever frame).
+    let memo = frame & (MEMO_FRAMES - 1);
+    if cache.memo_valid & (1 << memo) != 0 && cache.memo[memo].pc == pc {
+        return Lookup::Row(cache.memo[memo].row);
+    }
+    // The top 8 bits of pc * 2^64/phi.
+    let slot = (pc.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize & (ROW_CACHE_SLOTS - 1);
+    let entry = &cache.slots[slot];
+    let found = if entry.pc == pc && entry.tgid == tgid && entry.generation == generation {
+        Lookup::Row(entry.row)
+    } else {
+        let Some(table) = UNWIND_PROCS.get_ptr(tgid) else {
+            return Lookup::NoTable;
+        };
+        // SAFETY: a map value, written by user space only as a whole (an update replaces it).
+        let found = find_row(unsafe { &*table }, &MapRows, pc);
+        if let Lookup::Row(row) = found {
+            cache.slots[slot] = CachedRow { pc, generation, tgid, row };
         }
-        let mid = (lo + hi) / 2;
-        if table.mappings[mid & (MAX_UNWIND_MAPPINGS - 1)].start <= pc {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    if lo == 0 {
-        return Lookup::Unmapped;
-    }
-    let m = &table.mappings[(lo - 1) & (MAX_UNWIND_MAPPINGS - 1)];
-    if pc >= m.end {
-        return Lookup::Unmapped;
-    }
-    let none = Lookup::Row(UnwindRow { kind: UNWIND_NONE, ..UnwindRow::default() });
-    let Ok(rel) = u32::try_from(pc.wrapping_sub(m.bias)) else {
-        return none;
+        found
     };
-    let (first, rows) = (m.first_row, m.row_count);
-    // The last row starting at or below rel.
-    let (mut lo, mut hi) = (0u32, rows);
-    for _ in 0..UNWIND_ROW_SEARCH_STEPS {
-        if lo >= hi {
-            break;
-        }
-        let mid = lo + (hi - lo) / 2;
-        match UNWIND_ROWS.get(first.wrapping_add(mid)) {
-            Some(r) if r.pc <= rel => lo = mid + 1,
-            Some(_) => hi = mid,
-            None => return none,
-        }
+    if let Lookup::Row(row) = found {
+        cache.memo[memo] = MemoRow { pc, row };
+        cache.memo_valid |= 1 << memo;
     }
-    if lo == 0 {
-        return none;
-    }
-    match UNWIND_ROWS.get(first.wrapping_add(lo - 1)) {
-        Some(r) => {
-            if let Some(entry) = cache_slot(pc) {
-                // SAFETY: as in `cached_row`.
-                unsafe { *entry = CachedRow { pc, generation, tgid, row: *r } };
-            }
-            Lookup::Row(*r)
-        }
-        None => none,
-    }
+    found
 }

@@ -62,12 +62,8 @@ use joular_ebpf::{
     JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 use joular_ebpf::{
-    unwind::{
-        SIGNAL_FRAME_RBP_BYTES, SIGNAL_FRAME_RIP_BYTES, SIGNAL_FRAME_RSP_BYTES, UNWIND_CFA_RBP, UNWIND_CFA_RSP,
-        UNWIND_END, UNWIND_PLT, UNWIND_SIGNAL,
-    },
-    CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_ROW, DROP_NATIVE_NO_TABLE, DROP_NATIVE_UNMAPPED, JAVA_STACK_CAUSE_MASK,
-    JAVA_STACK_CAUSE_SHIFT,
+    unwind::{self, Lookup, NativeRegs, NativeStep, UnwindSource, MAX_FRAME_BYTES},
+    CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_TABLE, JAVA_STACK_CAUSE_MASK, JAVA_STACK_CAUSE_SHIFT,
 };
 
 use crate::codeblob::{blob_facts, follows_call, known_nmethod, place, BlobFacts};
@@ -75,7 +71,7 @@ use crate::maps::{
     count_drop, WalkState, CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, RECENT_STACK_SLOTS,
     STACK_WINDOW_WORDS, WALK_STATE,
 };
-use crate::native::{cached_row, find_row, Lookup};
+use crate::native::{row_for, start_walk};
 
 const BPF_NOEXIST: u64 = 1;
 const EEXIST: i32 = 17;
@@ -85,9 +81,6 @@ const WINDOW_WORDS: usize = INTERPRETER_WINDOW_WORDS as usize + 2;
 /// A method's bytecodes are at most 65535 bytes: a live bcp (r13) this close to the one
 /// saved in the frame belongs to the same method.
 const MAX_BYTECODE_BYTES: u64 = 1 << 16;
-/// Most bytes between a frame's sp and its frame pointer (Java threads' stacks are 1 MiB by
-/// default; no frame of the JVM or of compiled code comes near).
-const MAX_FRAME_BYTES: u64 = 1 << 20;
 /// Most bytes between a stub's sp and the rbp frame it set up (the largest, the vector
 /// crypto stubs, spill a few hundred bytes of registers).
 const MAX_STUB_FRAME_BYTES: u64 = 1 << 12;
@@ -197,6 +190,7 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
         return (0, JavaFrame::default());
     }
     state.tgid = tgid;
+    start_walk(tgid);
     state.stack_base = 0;
     state.interrupted_pc = 0;
     state.pc = regs.pc;
@@ -442,97 +436,50 @@ fn advance(state: &mut WalkState, frame: JavaFrame, ret: u64, sp: u64, fp: u64) 
     Step { frame: Some(frame), stop: None }
 }
 
-/// Steps a native frame by its file's unwind row (`native.rs`): CFA from rsp or rbp, the
-/// return address just below it, the caller's rbp where the row says it is saved (or rbp
-/// itself, untouched by the frame). A caller's pc is a return address: its row is the one of
-/// the call before it (pc - 1; a call may be a function's last instruction). A pc the table
-/// has no rule for, or that is in none of its mappings, is a counted miss and ends the walk;
-/// a process whose table is not loaded yet is stepped by frame pointers, as before rows
-/// existed (counted too).
+/// Steps a native frame by its file's unwind row, with the step the library shares with user
+/// space (`joular_ebpf::unwind::native_step`), reading rows through `native.rs` and stack
+/// words through the stack window. A pc the table has no rule for, or that is in none of its
+/// mappings, is a counted miss and ends the walk; a process whose table is not loaded yet is
+/// stepped by frame pointers, as before rows existed (counted too).
 #[inline(always)]
 fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
-    let (pc, sp) = (state.pc, state.sp);
-    // A frame a signal interrupted (`signal_step`) is where it was, as the leaf is.
-    let at = if leaf || pc == state.interrupted_pc { pc } else { pc - 1 };
-    let row = match cached_row(state.tgid, at) {
-        Some(row) => row,
-        None => match find_row(state.tgid, at) {
-            Lookup::Row(row) => row,
-            Lookup::NoTable => {
-                count_drop(DROP_NATIVE_NO_TABLE);
-                return fp_step(state, frame);
+    let regs = NativeRegs { pc: state.pc, sp: state.sp, fp: state.fp };
+    // A frame a signal interrupted is where it was, as the leaf is.
+    let where_it_was = leaf || state.pc == state.interrupted_pc;
+    match unwind::native_step(&mut SampledThread(state), regs, where_it_was) {
+        NativeStep::Caller { regs, interrupted } => {
+            if interrupted {
+                state.interrupted_pc = regs.pc;
             }
-            Lookup::Unmapped => return Step::cut(Some(frame), DROP_NATIVE_UNMAPPED),
-        },
-    };
-    let base = match row.kind {
-        UNWIND_CFA_RSP | UNWIND_PLT => sp,
-        UNWIND_CFA_RBP => state.fp,
-        UNWIND_END => return Step::stop(Some(frame), 0),
-        UNWIND_SIGNAL => return signal_step(state, frame),
-        _ => return Step::cut(Some(frame), DROP_NATIVE_NO_ROW),
-    };
-    let mut cfa = base.wrapping_add(row.cfa_offset as i64 as u64);
-    if row.kind == UNWIND_PLT && (pc & 15) >= row.rbp_words as u64 {
-        cfa += 8;
+            advance(state, frame, regs.pc, regs.sp, regs.fp)
+        }
+        NativeStep::End => Step::stop(Some(frame), 0),
+        NativeStep::NoTable => {
+            count_drop(DROP_NATIVE_NO_TABLE);
+            fp_step(state, frame)
+        }
+        NativeStep::Cut(drop) => Step::cut(Some(frame), drop),
     }
-    // The caller's frame is above this one, and no frame is larger than a thread's stack.
-    if cfa & 7 != 0 || cfa <= sp || cfa - sp >= MAX_FRAME_BYTES {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN);
-    }
-    let words = match row.kind {
-        UNWIND_PLT => 0,
-        _ => row.rbp_words as i64,
-    };
-    if words == -2 {
-        // rbp pushed right after the call (a frame-pointer frame): one pair.
-        return match stack_pair(state, cfa - 16) {
-            Ok([saved_fp, ret]) => advance(state, frame, ret, cfa, saved_fp),
-            Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
-        };
-    }
-    // The saved rbp first: it is below the return address, so the window read for it holds
-    // the return address too (the other order reads the stack twice).
-    let fp = match words {
-        0 => state.fp,
-        w => match stack_word(state, cfa.wrapping_add((w * 8) as u64)) {
-            Some(v) => v,
-            None => return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
-        },
-    };
-    let Some(ret) = stack_word(state, cfa - 8) else {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
-    };
-    advance(state, frame, ret, cfa, fp)
 }
 
-/// Steps out of a signal trampoline (`__restore_rt`) to the frame the signal interrupted: its
-/// registers are in the `ucontext_t` at sp, and its pc is where it was (a native frame there is
-/// looked up at its pc, as a leaf; Java code there is checked as a caller's, and cut when its pc
-/// follows no call). The saved sp may be on another stack (`sigaltstack`): it is not compared
-/// with this one.
-#[inline(always)]
-fn signal_step(state: &mut WalkState, frame: JavaFrame) -> Step {
-    const WORDS: usize = ((SIGNAL_FRAME_RIP_BYTES - SIGNAL_FRAME_RBP_BYTES) / 8) as usize + 1;
-    let word = |bytes: u64| ((bytes - SIGNAL_FRAME_RBP_BYTES) / 8) as usize;
-    let Some(i) = stack_window(state, state.sp.wrapping_add(SIGNAL_FRAME_RBP_BYTES), WORDS) else {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
-    };
-    let w = &state.stack;
-    let at = |n: usize| w[(i + n) & (STACK_WINDOW_WORDS - 1)];
-    let (fp, sp, pc) = (at(0), at(word(SIGNAL_FRAME_RSP_BYTES)), at(word(SIGNAL_FRAME_RIP_BYTES)));
-    if pc == 0 {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN);
-    }
-    state.interrupted_pc = pc;
-    advance(state, frame, pc, sp, fp)
-}
+/// The sampled thread as the shared native step reads it.
+struct SampledThread<'a>(&'a mut WalkState);
 
-/// The stack word at `at` (see `stack_window`).
-#[inline(always)]
-fn stack_word(state: &mut WalkState, at: u64) -> Option<u64> {
-    let i = stack_window(state, at, 1)?;
-    Some(state.stack[i & (STACK_WINDOW_WORDS - 1)])
+impl UnwindSource for SampledThread<'_> {
+    #[inline(always)]
+    fn row_at(&mut self, pc: u64) -> Lookup {
+        row_for(pc)
+    }
+
+    #[inline(always)]
+    fn stack_words<const N: usize>(&mut self, at: u64) -> Option<[u64; N]> {
+        let i = stack_window(self.0, at, N)?;
+        let mut words = [0u64; N];
+        for (k, word) in words.iter_mut().enumerate() {
+            *word = self.0.stack[(i + k) & (STACK_WINDOW_WORDS - 1)];
+        }
+        Some(words)
+    }
 }
 
 /// Steps a frame by its frame pointer: saved fp and return address at fp. A frame pointer

@@ -16,6 +16,7 @@ mod overhead;
 mod run;
 mod setup;
 mod test;
+mod unwind_fixture;
 
 use clap::{Parser, Subcommand};
 
@@ -132,6 +133,14 @@ enum Task {
         #[arg(long)]
         out: std::path::PathBuf,
     },
+    /// Record the native unwinder's gdb fixture (cores of JDK 17 fixture JVMs, gdb's backtraces,
+    /// the CFI of their files) into OUT (tests/fixtures/native-unwind). Needs root, gdb and
+    /// libc6-dbg.
+    RecordUnwindFixture {
+        /// Output directory.
+        #[arg(long, default_value = "tests/fixtures/native-unwind")]
+        out: std::path::PathBuf,
+    },
     /// Workload process of the host benchmarks: THREADS threads, 1 ms busy / 4 ms asleep.
     #[command(hide = true)]
     Spin { threads: usize, seconds: f64 },
@@ -198,6 +207,7 @@ fn main() -> anyhow::Result<()> {
             frequency_hz: frequency,
         }),
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
+        Task::RecordUnwindFixture { out } => unwind_fixture::run(&out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),
     }
 }

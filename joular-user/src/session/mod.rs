@@ -394,6 +394,9 @@ fn print_symbol_line(sinks: &Sinks) {
     for (pid, u) in &st.unwinders {
         errln!("joular-ebpf: {}", symbolize::unwinder_line(*pid, u));
     }
+    if st.native_unwind.files_read > 0 {
+        errln!("joular-ebpf: {}", symbolize::native_unwind_line(&st.native_unwind));
+    }
     if st.perf_map_bad_lines > 0
         || st.perf_map_dump_failures > 0
         || st.jit_misses > 0

@@ -6,6 +6,7 @@ pub use joular_user::stages::symbol_worker::{settle_within, CycleSamples, EarlyU
 use joular_user::ebpf::Probe;
 use joular_user::stages::symbolize::SYMBOLS_FAILED;
 use joular_user::symbols::{KernelUpdate, SymbolStats};
+use joular_user::unwind::tables::TableStats;
 
 /// Tells the kernel which processes are JVMs whose stacks it walks.
 pub fn apply_kernel_updates(updates: Vec<KernelUpdate>, probe: &mut Probe) {
@@ -53,6 +54,25 @@ pub fn unwinder_line(pid: u32, u: &joular_user::model::JavaUnwinder) -> String {
         ));
     }
     line
+}
+
+/// The end-of-run line about the native unwind rows built for walked processes, the largest
+/// files first.
+pub fn native_unwind_line(st: &TableStats) -> String {
+    let files: Vec<String> = st
+        .largest
+        .iter()
+        .map(|f| format!("{} {} rows = {} bytes in {:.1} ms", f.name, f.rows, f.bytes, f.build_us as f64 / 1e3))
+        .collect();
+    format!(
+        "native unwind rows: {} file(s) built, {} bytes in {:.1} ms in all, {} bytes held now, {} file(s) without rows; largest: {}",
+        st.files_read,
+        st.built_bytes,
+        st.build_us as f64 / 1e3,
+        st.row_bytes,
+        st.files_failed,
+        files.join("; "),
+    )
 }
 
 /// The end-of-run line about Java frames named through HotSpot's tables.

@@ -257,6 +257,7 @@ impl Symbolizer {
 
     pub fn stats(&self) -> SymbolStats {
         let mut stats = self.stats.clone();
+        stats.native_unwind = self.unwind.stats.clone();
         let guards = [stall_guard::hotspot_reads(), stall_guard::file_reads()];
         stats.target_reads_blocked = guards.iter().map(|g| g.timed_out()).sum();
         stats.target_reads_refused = guards.iter().map(|g| g.refused()).sum();

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::native::NativeStats;
 use crate::model::JavaUnwinder;
+use crate::unwind::tables::TableStats;
 
 /// Counters since the start (bad lines: in the maps currently loaded).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -83,6 +84,8 @@ pub struct SymbolStats {
     pub target_reads_refused: u64,
     /// Native files copied and named, and those that could not be.
     pub native: NativeStats,
+    /// The native unwind rows built for walked processes (`crate::unwind::tables`).
+    pub native_unwind: TableStats,
     /// Panics the symbol worker caught, and the samples of the cycles they cost their names
     /// (set by the worker, `session::symbolize`).
     pub worker_panics: u64,

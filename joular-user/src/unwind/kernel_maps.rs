@@ -13,6 +13,29 @@ use joular_ebpf::unwind::{ProcUnwind, UnwindMapping, MAX_UNWIND_MAPPINGS};
 use super::rows_mmap::RowsMmap;
 use super::tables::MappedRows;
 
+/// The kernel's table of one process (its `UNWIND_PROCS` value): each mapping whose file's rows
+/// `place` put in the row array (first row, rows; `None`: left out), at most
+/// `MAX_UNWIND_MAPPINGS`, sorted by start; and the ids of the files it uses.
+pub fn process_entry<E>(
+    table: &[MappedRows],
+    mut place: impl FnMut(&MappedRows) -> Result<Option<(u32, u32)>, E>,
+) -> Result<(ProcUnwind, HashSet<u64>), E> {
+    let mut value = ProcUnwind::default();
+    let mut used = HashSet::new();
+    for m in table {
+        let Some((first_row, row_count)) = place(m)? else { continue };
+        if (value.count as usize) >= MAX_UNWIND_MAPPINGS {
+            break;
+        }
+        value.mappings[value.count as usize] =
+            UnwindMapping { start: m.start, end: m.end, bias: m.bias, first_row, row_count };
+        value.count += 1;
+        used.insert(m.rows.id);
+    }
+    value.mappings[..value.count as usize].sort_by_key(|m| m.start);
+    Ok((value, used))
+}
+
 pub struct UnwindMaps {
     rows: RowsMmap,
     procs: BpfHashMap<MapData, u32, ProcUnwind>,
@@ -50,19 +73,7 @@ impl UnwindMaps {
     /// `pid`'s table from now on (its files' rows written first, so the kernel never sees a
     /// table naming rows not yet there).
     pub fn set_process(&mut self, pid: u32, table: &[MappedRows]) -> Result<(), MapError> {
-        let mut value = ProcUnwind::default();
-        let mut used = HashSet::new();
-        for m in table {
-            let Some((first_row, row_count)) = self.place(m)? else { continue };
-            if (value.count as usize) >= MAX_UNWIND_MAPPINGS {
-                break;
-            }
-            value.mappings[value.count as usize] =
-                UnwindMapping { start: m.start, end: m.end, bias: m.bias, first_row, row_count };
-            value.count += 1;
-            used.insert(m.rows.id);
-        }
-        value.mappings[..value.count as usize].sort_by_key(|m| m.start);
+        let (value, used) = process_entry(table, |m| self.place(m))?;
         self.procs.insert(pid, value, 0)?;
         self.bump_generation()?;
         self.users.insert(pid, used);

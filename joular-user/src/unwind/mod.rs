@@ -10,4 +10,6 @@ pub mod rows_mmap;
 pub mod tables;
 
 #[cfg(test)]
+mod step_rules;
+#[cfg(test)]
 mod tests;

@@ -179,10 +179,3 @@ fn compact(mut spans: Vec<(u64, u64, UnwindRow)>) -> Result<Vec<UnwindRow>, Rows
     }
     Ok(rows)
 }
-
-/// The row holding `pc` in sorted `rows` (what the kernel's binary search finds).
-pub fn find_row(rows: &[UnwindRow], pc: u64) -> Option<UnwindRow> {
-    let pc = u32::try_from(pc).ok()?;
-    let i = rows.partition_point(|r| r.pc <= pc).checked_sub(1)?;
-    Some(rows[i])
-}

@@ -47,13 +47,49 @@ pub struct MappedRows {
     pub rows: Arc<SharedRows>,
 }
 
-/// Counters for the summary and the closing note.
+/// Counters for the end-of-run line: files whose rows were built, their bytes and build time.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableStats {
     pub files_read: u64,
     pub files_failed: u64,
+    /// Rows held now (every file a walked process maps), in bytes.
     pub row_bytes: u64,
-    pub build_ms: u64,
+    /// Rows built since the start, in bytes, and the time building them took.
+    pub built_bytes: u64,
+    pub build_us: u64,
+    /// The largest files built, largest first (at most `LARGEST_FILES`).
+    pub largest: Vec<FileBuild>,
+}
+
+/// One file's rows as built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileBuild {
+    /// The mapped file's name (its path's last part, as the target's maps show it).
+    pub name: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub build_us: u64,
+}
+
+/// Files `TableStats::largest` keeps.
+const LARGEST_FILES: usize = 8;
+/// Bytes of a file's name kept for the summary (a target chooses its files' names).
+const MAX_NAME_BYTES: usize = 64;
+
+impl TableStats {
+    fn built(&mut self, name: &str, rows: usize, elapsed: std::time::Duration) {
+        let bytes = (rows * size_of::<UnwindRow>()) as u64;
+        let build_us = elapsed.as_micros() as u64;
+        self.files_read += 1;
+        self.built_bytes += bytes;
+        self.build_us += build_us;
+        let name: String = name.chars().filter(|c| !c.is_control()).take(MAX_NAME_BYTES).collect();
+        let at = self.largest.partition_point(|f| f.bytes >= bytes);
+        if at < LARGEST_FILES {
+            self.largest.insert(at, FileBuild { name, rows: rows as u64, bytes, build_us });
+            self.largest.truncate(LARGEST_FILES);
+        }
+    }
 }
 
 enum Entry {
@@ -180,8 +216,8 @@ impl UnwindTables {
                 let started = std::time::Instant::now();
                 match read_file_rows(src.as_ref(), size_bytes, left) {
                     Ok(f) if !f.rows.is_empty() && (f.rows.len() * size_of::<UnwindRow>()) as u64 <= left => {
-                        self.stats.files_read += 1;
-                        self.stats.build_ms += started.elapsed().as_millis() as u64;
+                        let name = if m.vdso { "[vdso]" } else { m.path.rsplit('/').next().unwrap_or_default() };
+                        self.stats.built(name, f.rows.len(), started.elapsed());
                         let rows = Arc::new(SharedRows { id: self.next_id, rows: f.rows, segments: f.segments });
                         self.next_id += 1;
                         self.files.insert(key, Entry::Ready(Arc::clone(&rows)));
@@ -211,6 +247,8 @@ struct ExecMapping {
     end: u64,
     offset: u64,
     vdso: bool,
+    /// The path the maps show (for the summary only: the file is opened by its mapping).
+    path: String,
 }
 
 /// The executable mappings of a `/proc/<pid>/maps` text, as the kernel sorts them.
@@ -233,7 +271,7 @@ fn executable_mappings(text: &[u8]) -> Vec<ExecMapping> {
         let parse = |t: &str| u64::from_str_radix(t, 16).ok();
         if let (Some(start), Some(end), Some(offset)) = (parse(start), parse(end), parse(offset)) {
             if start < end {
-                out.push(ExecMapping { start, end, offset, vdso });
+                out.push(ExecMapping { start, end, offset, vdso, path: path.to_owned() });
             }
         }
     }
@@ -258,9 +296,14 @@ mod tests {
         assert!(libc.rows.rows.len() > 1000);
         // A libc function's own address has a row (its first instruction: CFA = rsp + 8).
         let getpid = libc::getpid as *const () as u64;
-        let row = super::super::rows::find_row(&libc.rows.rows, getpid - libc.bias).unwrap();
+        let row = crate::unwind::tests::row_of(&libc.rows.rows, getpid - libc.bias);
         assert_eq!((row.kind, row.cfa_offset), (joular_ebpf::unwind::UNWIND_CFA_RSP, 8), "{row:?}");
         assert!(maps.contains("[vdso]") && tables.stats.files_read >= 2, "{:?}", tables.stats);
+        // The summary's figures: libc among the largest files, its bytes its rows'.
+        let built = tables.stats.largest.iter().find(|f| f.name == "libc.so.6").expect("libc in the largest files");
+        assert_eq!(built.bytes, libc.rows.rows.len() as u64 * 8);
+        assert!(tables.stats.largest.windows(2).all(|w| w[0].bytes >= w[1].bytes), "{:?}", tables.stats);
+        assert!(tables.stats.largest.iter().any(|f| f.name == "[vdso]"), "{:?}", tables.stats);
         assert_eq!(tables.refresh(std::process::id()), None, "unchanged");
     }
 }

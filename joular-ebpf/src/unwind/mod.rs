@@ -6,6 +6,16 @@
 //! is an explicit `UNWIND_NONE` row: the sampler stops there and counts a miss, it never
 //! guesses. The return address is always at CFA - 8 (x86_64); a row whose CFI says otherwise
 //! is `UNWIND_NONE`.
+//!
+//! How a pc's row is found ([`lookup`]) and how a frame is stepped by it ([`step`]) are here
+//! too, so the sampler and user space's tests run the same code: the eBPF program reads rows
+//! and stack words from its maps, a test from a recorded table and stack.
+
+mod lookup;
+mod step;
+
+pub use lookup::{find_row, Lookup, RowArray};
+pub use step::{native_step, NativeRegs, NativeStep, UnwindSource, MAX_FRAME_BYTES};
 
 /// No usable rule here (a gap between functions, or a rule too complex to keep).
 pub const UNWIND_NONE: u8 = 0;
