@@ -51,8 +51,9 @@ const JSP: &str = r#"<%@ page contentType="text/plain" %><%
 %><%= text %>
 "#;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum App {
+    #[default]
     Jetty,
     H2,
     Cpu,
@@ -79,13 +80,19 @@ impl App {
 
 /// One comparison run: the application warms up for `warmup_s` under its load, then
 /// joular-ebpf profiles it for `window_s` while JFR records the same window.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct Run {
     pub app: App,
     pub jdk: u32,
     pub warmup_s: u64,
     pub window_s: u64,
     pub frequency_hz: u32,
+    /// JVM flags besides JFR's (none for the acceptance runs; `-XX:+DebugNonSafepoints` to
+    /// tell inlining granularity from other causes).
+    pub jvm_flags: Vec<String>,
+    /// Where to keep the run's raw material for a closer look: our `--json` cycles
+    /// (`cycles.jsonl`), `summary.json` and JFR's recording (`<app>.jfr`).
+    pub keep: Option<PathBuf>,
 }
 
 /// What the two profilers saw of the same window.
@@ -167,7 +174,7 @@ impl std::fmt::Display for Comparison {
 }
 
 /// Runs `run` and compares. Panics (with the application's log) when a part cannot run.
-pub fn compare(run: Run) -> Comparison {
+pub fn compare(run: &Run) -> Comparison {
     let java = java_launcher(run.jdk);
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join(format!("{}.jfr", run.app.name()));
@@ -181,7 +188,8 @@ pub fn compare(run: Run) -> Comparison {
         recording.display()
     );
     // JFR's default depth (64) would cut a web server's stacks before their thread's root.
-    let flags = ["-XX:FlightRecorderOptions=stackdepth=2048".to_string(), jfr_flag];
+    let mut flags = vec!["-XX:FlightRecorderOptions=stackdepth=2048".to_string(), jfr_flag];
+    flags.extend(run.jvm_flags.iter().cloned());
     let started = Instant::now();
     let app = launch(run, &java, &flags, dir.path());
     if let Some(left) = Duration::from_secs(run.warmup_s).checked_sub(started.elapsed()) {
@@ -196,6 +204,15 @@ pub fn compare(run: Run) -> Comparison {
     )
     .expect("summary.json is JSON");
     drop(app);
+    if let Some(keep) = &run.keep {
+        std::fs::create_dir_all(keep).unwrap_or_else(|e| panic!("{}: {e}", keep.display()));
+        let copy = |from: &Path, to: &str| {
+            std::fs::copy(from, keep.join(to)).unwrap_or_else(|e| panic!("keep {}: {e}", from.display()));
+        };
+        copy(&profiled.dir.path().join("run.jsonl"), "cycles.jsonl");
+        copy(&profiled.results.join("summary.json"), "summary.json");
+        copy(&recording, &format!("{}.jfr", run.app.name()));
+    }
     measure(&profiled.cycles, &summary, &jfr)
 }
 
@@ -396,7 +413,7 @@ pub struct Launched {
     pub log: PathBuf,
 }
 
-fn launch(run: Run, java: &str, flags: &[String], dir: &Path) -> Launched {
+fn launch(run: &Run, java: &str, flags: &[String], dir: &Path) -> Launched {
     let log = dir.join("app.log");
     let lifetime_s = run.warmup_s + run.window_s + 60;
     match run.app {
