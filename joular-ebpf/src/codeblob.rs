@@ -5,7 +5,9 @@
 //! the cache has, its cached facts (`known_nmethod`, `blob_facts`), and whether a return
 //! address follows a call instruction.
 
-use aya_ebpf::helpers::bpf_probe_read_user;
+use core::ffi::c_void;
+
+use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_probe_read_user as read_user_into};
 use joular_ebpf::{
     blob_cache::{self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS},
     CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED, MAX_CODE_HEAPS,
@@ -106,19 +108,17 @@ fn segmap_block(heap: &CodeHeapConfig, pc: u64) -> Option<u64> {
     None
 }
 
-/// Reads the block's first `BLOB_WINDOW_WORDS` words into `state.blob`.
+/// Reads the block's first `BLOB_WINDOW_WORDS` words into `state.blob` (zeroes when the
+/// read fails). Straight into the map value: a read returned by value took two copies of the
+/// window on the walk step's eBPF stack, which has no room for them.
 #[inline(always)]
 fn read_window(state: &mut WalkState, block: u64) -> bool {
-    // SAFETY: a user-space read that fails cleanly; the window lies in the heap (a blob is
-    // at least that big, and a small stub's window runs into the next block, which is
-    // mapped too).
-    match unsafe { bpf_probe_read_user(block as *const [u64; BLOB_WINDOW_WORDS]) } {
-        Ok(w) => {
-            state.blob = w;
-            true
-        }
-        Err(_) => false,
-    }
+    let into = state.blob.as_mut_ptr() as *mut c_void;
+    // SAFETY: the destination is this CPU's map value, `BLOB_WINDOW_WORDS` words long; the
+    // source a user-space read that fails cleanly. The window lies in the heap (a blob is at
+    // least that big, and a small stub's window runs into the next block, which is mapped
+    // too).
+    unsafe { read_user_into(into, (BLOB_WINDOW_WORDS * 8) as u32, block as *const c_void) == 0 }
 }
 
 /// Whether the block read into `state.blob` is in use and its blob's code holds `pc`.
