@@ -306,6 +306,10 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         return native_step(state, frame, leaf);
     }
     let mut frame = JavaFrame { addr: pc, aux: FRAME_CODE << FRAME_KIND_SHIFT };
+    // Where a thread was, rather than where a call returns to: the sampled leaf, or code a
+    // signal interrupted (its pc from the signal frame, `signal_step`). Such a frame may be
+    // in its prologue or epilogue, and its pc follows no call.
+    let interrupted = leaf || pc == state.interrupted_pc;
     // A return address into compiled code or a stub follows a call instruction (the
     // interpreter pushes its own return addresses, so it is not checked). One the blob
     // cache vouches for is checked below, once the blob is known to be the same nmethod.
@@ -313,12 +317,12 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     // heaps): a leaf in its prologue or epilogue has no frame of its own yet (or any more),
     // and stepping by rbp there would skip its caller.
     let hotspot = cfg.unwind == JVM_UNWIND_HOTSPOT;
-    let place = if hotspot || leaf { place(state, pc) } else { None };
+    let place = if hotspot || interrupted { place(state, pc) } else { None };
     let vouched = match place {
-        Some(p) => !leaf && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc,
+        Some(p) => !interrupted && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc,
         None => false,
     };
-    if !leaf && !vouched && !follows_call(pc) {
+    if !interrupted && !vouched && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
     if !hotspot && place.is_none() {
@@ -327,7 +331,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     // The leaf's pc is where the thread was: kept (user space names it or says it is
     // unknown); a caller's pc that no blob holds may be garbage: dropped.
     let Some(place) = place else {
-        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
+        return Step::cut(interrupted.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
     let facts = match known_nmethod(state, pc, &place) {
@@ -344,7 +348,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         }
         None => match blob_facts(state, pc, &place) {
             Ok(facts) => facts,
-            Err(drop) => return Step::cut(leaf.then_some(frame), drop),
+            Err(drop) => return Step::cut(interrupted.then_some(frame), drop),
         },
     };
     let BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless } = facts;
@@ -356,14 +360,14 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     if vouched && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id) && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
-    if !leaf && nmethod {
+    if !interrupted && nmethod {
         state.cache.entries[slot].learn_return(pc, compile_id);
     }
     // `_frame_complete_offset` is -1 for blobs that never set up a frame of their own.
-    if leaf && (complete as i32) > 0 && pc < code_begin + u64::from(complete) {
+    if interrupted && (complete as i32) > 0 && pc < code_begin + u64::from(complete) {
         return prologue_step(state, frame, code_begin + u64::from(complete), frame_words, nmethod);
     }
-    if leaf {
+    if interrupted {
         // A vtable or itable stub pushes nothing: its caller's return address is at sp,
         // and rbp is still the caller's (stepping by it would skip the caller).
         if frameless {
@@ -555,9 +559,9 @@ fn native_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) -> Step {
 
 /// Steps out of a signal trampoline (`__restore_rt`) to the frame the signal interrupted: its
 /// registers are in the `ucontext_t` at sp, and its pc is where it was (a native frame there is
-/// looked up at its pc, as a leaf; Java code there is checked as a caller's, and cut when its pc
-/// follows no call). The saved sp may be on another stack (`sigaltstack`): it is not compared
-/// with this one.
+/// looked up at its pc, and compiled code or a stub there stepped, as a leaf is; an interpreted
+/// frame reads its bcp from its slot, r13 being the signal handler's). The saved sp may be on
+/// another stack (`sigaltstack`): it is not compared with this one.
 #[inline(always)]
 fn signal_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     const WORDS: usize = ((SIGNAL_FRAME_RIP_BYTES - SIGNAL_FRAME_RBP_BYTES) / 8) as usize + 1;
