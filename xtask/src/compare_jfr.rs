@@ -3,8 +3,10 @@
 //! same window in the same JVM, and how the two compare: the share of the application
 //! threads' samples that reach a thread root, the share with no Java frame, native code
 //! without a Java caller as a share of energy, and the top-15 leaf methods' distance from JFR
-//! against JFR's own split-half noise. The measuring itself is `joular_tests::apps`, which
-//! the Jetty root test uses too.
+//! against JFR's own split-half noise; from JDK 25 also from JFR's CPU-time samples, which
+//! follow CPU time as ours do where execution samples follow time in Java code (on a CPU or
+//! waiting for one). The measuring itself is `joular_tests::apps`, which the Jetty root test
+//! uses too.
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -82,8 +84,12 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
             match std::panic::catch_unwind(AssertUnwindSafe(|| compare(&run))) {
                 Ok(c) => {
                     println!("{} on JDK {jdk}:\n{c}", app.name());
+                    let cpu_time = match &c.cpu_time {
+                        Some(cpu) => format!("{:.1} pp ({:.1} pp)", cpu.leaf_distance_pp, cpu.split_half_pp),
+                        None => "-".to_owned(),
+                    };
                     rows.push(format!(
-                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {} / {} |",
+                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {cpu_time} | {} / {} |",
                         app.name(),
                         100.0 * c.ours_rooted_share,
                         100.0 * c.jfr_rooted_share,
@@ -95,15 +101,15 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                         c.jfr_samples
                     ));
                 }
-                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | |", app.name())),
+                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | | |", app.name())),
             }
         }
     }
     println!(
         "| app | JDK | thread root, ours | thread root, JFR | no Java frame, ours | native w/o Java caller (energy) | \
-         top-15 leaves vs JFR | JFR split-half | samples ours / JFR |"
+         top-15 leaves vs JFR | JFR split-half | vs JFR CPU-time (its split-half) | samples ours / JFR |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!("{row}");
     }
