@@ -3,6 +3,7 @@
 #![no_std]
 
 pub mod blob_cache;
+pub mod prologue;
 pub mod unwind;
 
 /// Maps come in two copies (buffer 0 and 1). The kernel writes the buffer named by

@@ -8,9 +8,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use joular_ebpf::{
-    blob_cache::BlobCache, CpuState, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey,
-    ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS, CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS, MAX_SAMPLE_KEYS,
-    MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
+    blob_cache::BlobCache, prologue::PROLOGUE_WINDOW_BYTES, CpuState, ExitValue, JavaStack, JvmConfig, KsymNames,
+    SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS, CONFIG_LEN, DROP_KINDS,
+    MAX_JAVA_STACKS, MAX_JVMS, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
 /// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
@@ -145,6 +145,9 @@ pub struct WalkState {
     /// (0: none yet).
     pub stack_base: u64,
     pub stack: [u64; STACK_WINDOW_WORDS],
+    /// The instruction bytes before a compiled leaf's frame-complete offset, when the leaf
+    /// is in its prologue (see `joular_ebpf::prologue`).
+    pub prologue: [u8; PROLOGUE_WINDOW_BYTES],
     /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
     pub cache: BlobCache,
 }

@@ -19,13 +19,15 @@
 //!   sp (the frame it set up, or the one around a second frame it nests inside), else by a
 //!   return address at sp (a stub that pushed no frame, under a compiled caller whose rbp
 //!   is a scratch register). A leaf caught in an epilogue (on `pop rbp` or `ret`) steps by
-//!   what is left of its frame.
+//!   what is left of its frame; one caught in a compiled method's prologue, by how far the
+//!   prologue got, which its instruction bytes say (`joular_ebpf::prologue`).
 //!
 //! Nothing is made up: a pc in the code cache that no live blob holds, a leaf interrupted in
-//! a prologue (its frame is not set up yet) and a return address that no call instruction
-//! precedes (a step through garbage) end the walk there, flagged `JAVA_STACK_CUT` and
-//! counted by cause; the suspicious frame itself is not kept. Compiled frames carry their
-//! nmethod's compile id, which user space checks against the blob it names them from.
+//! a prologue whose bytes prove nothing (its frame is not set up yet) and a return address
+//! that no call instruction precedes (a step through garbage) end the walk there, flagged
+//! `JAVA_STACK_CUT` and counted by cause; the suspicious frame itself is not kept. Compiled
+//! frames carry their nmethod's compile id, which user space checks against the blob it
+//! names them from.
 //! A per-CPU cache of blob lookups (`joular_ebpf::blob_cache`) spares the segment-map hops,
 //! the name read and a known return address's call check of blobs seen before, and for an
 //! nmethod the header window too; the block's `used` flag and compile id are read at every
@@ -62,6 +64,9 @@ use joular_ebpf::{
     JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 use joular_ebpf::{
+    prologue::{
+        prologue_state, PROLOGUE_ALLOCATED, PROLOGUE_COMPLETE, PROLOGUE_ENTRY, PROLOGUE_PUSHED, PROLOGUE_WINDOW_BYTES,
+    },
     unwind::{self, Lookup, NativeRegs, NativeStep, UnwindSource, MAX_FRAME_BYTES},
     CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_TABLE, JAVA_STACK_CAUSE_MASK, JAVA_STACK_CAUSE_SHIFT,
 };
@@ -295,6 +300,10 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         return native_step(state, frame, leaf);
     }
     let mut frame = JavaFrame { addr: pc, aux: FRAME_CODE << FRAME_KIND_SHIFT };
+    // Where a thread was, rather than where a call returns to: the sampled leaf, or code a
+    // signal interrupted (its pc from the signal frame, `signal_step`). Such a frame may be
+    // in its prologue or epilogue, and its pc follows no call.
+    let interrupted = leaf || pc == state.interrupted_pc;
     // A return address into compiled code or a stub follows a call instruction (the
     // interpreter pushes its own return addresses, so it is not checked). One the blob
     // cache vouches for is checked below, once the blob is known to be the same nmethod.
@@ -302,12 +311,12 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     // heaps): a leaf in its prologue or epilogue has no frame of its own yet (or any more),
     // and stepping by rbp there would skip its caller.
     let hotspot = cfg.unwind == JVM_UNWIND_HOTSPOT;
-    let place = if hotspot || leaf { place(state, pc) } else { None };
+    let place = if hotspot || interrupted { place(state, pc) } else { None };
     let vouched = match place {
-        Some(p) => !leaf && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc,
+        Some(p) => !interrupted && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc,
         None => false,
     };
-    if !leaf && !vouched && !follows_call(pc) {
+    if !interrupted && !vouched && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
     if !hotspot && place.is_none() {
@@ -316,7 +325,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     // The leaf's pc is where the thread was: kept (user space names it or says it is
     // unknown); a caller's pc that no blob holds may be garbage: dropped.
     let Some(place) = place else {
-        return Step::cut(leaf.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
+        return Step::cut(interrupted.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
     let facts = match known_nmethod(state, pc, &place) {
@@ -333,7 +342,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         }
         None => match blob_facts(state, pc, &place) {
             Ok(facts) => facts,
-            Err(drop) => return Step::cut(leaf.then_some(frame), drop),
+            Err(drop) => return Step::cut(interrupted.then_some(frame), drop),
         },
     };
     let BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless } = facts;
@@ -345,14 +354,14 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     if vouched && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id) && !follows_call(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
-    if !leaf && nmethod {
+    if !interrupted && nmethod {
         state.cache.entries[slot].learn_return(pc, compile_id);
     }
     // `_frame_complete_offset` is -1 for blobs that never set up a frame of their own.
-    if leaf && (complete as i32) > 0 && pc < code_begin + u64::from(complete) {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE);
+    if interrupted && (complete as i32) > 0 && pc < code_begin + u64::from(complete) {
+        return prologue_step(state, frame, code_begin + u64::from(complete), frame_words, nmethod);
     }
-    if leaf {
+    if interrupted {
         // A vtable or itable stub pushes nothing: its caller's return address is at sp,
         // and rbp is still the caller's (stepping by it would skip the caller).
         if frameless {
@@ -374,13 +383,20 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
             };
         }
     }
-    if !hotspot || frame_words == 0 || frame_words > 1 << 16 {
+    sized_step(state, frame, frame_words)
+}
+
+/// Steps a frame set up as its blob says: by its frame size from sp to the caller's sp,
+/// with the return address and saved rbp just below it (HotSpot's unwinder), or by rbp (a
+/// JVM with frame pointers, and stubs without a frame size).
+#[inline(always)]
+fn sized_step(state: &mut WalkState, frame: JavaFrame, frame_words: u32) -> Step {
+    if state.cfg.unwind != JVM_UNWIND_HOTSPOT || frame_words == 0 || frame_words > 1 << 16 {
         // Stubs without a frame size (StubRoutines) set up an rbp frame, and so does all
         // code of a JVM with frame pointers once past its prologue.
         return fp_step(state, frame);
     }
-    let caller_sp = sp + u64::from(frame_words) * 8;
-    // SAFETY: as above.
+    let caller_sp = state.sp + u64::from(frame_words) * 8;
     match stack_pair(state, caller_sp - 16) {
         // Compiled code always has a caller: a return address of 0 is not the end.
         Ok([_, 0]) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
@@ -389,6 +405,41 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
             advance(state, frame, ret, caller_sp, saved_fp)
         }
         Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+    }
+}
+
+/// A compiled leaf interrupted before its frame is complete (`complete_at`, the code's
+/// address where it is): stepped by how far its prologue got, which the instruction bytes
+/// before `complete_at` say (`joular_ebpf::prologue`); cut when they prove nothing, or the
+/// blob is not an nmethod (stubs build their frames in other ways).
+#[inline(always)]
+fn prologue_step(state: &mut WalkState, frame: JavaFrame, complete_at: u64, frame_words: u32, nmethod: bool) -> Step {
+    let (pc, sp) = (state.pc, state.sp);
+    if !nmethod || frame_words > 1 << 16 {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE);
+    }
+    let start = complete_at - PROLOGUE_WINDOW_BYTES as u64;
+    let into = state.prologue.as_mut_ptr() as *mut c_void;
+    // SAFETY: the destination is this CPU's map value, `PROLOGUE_WINDOW_BYTES` long; the
+    // source a user-space read that fails cleanly (the bytes before the code are the
+    // nmethod's header, in the same blob).
+    if unsafe { read_user_into(into, PROLOGUE_WINDOW_BYTES as u32, start as *const c_void) } != 0 {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE);
+    }
+    let frame_bytes = frame_words * 8;
+    match prologue_state(&state.prologue, (complete_at - pc) as u32, frame_bytes) {
+        PROLOGUE_ENTRY => return_at(state, frame, sp, state.fp),
+        PROLOGUE_PUSHED => match stack_pair(state, sp) {
+            Ok([_, 0]) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
+            Ok([saved_fp, ret]) => {
+                state.flags |= JAVA_STACK_HOTSPOT;
+                advance(state, frame, ret, sp + 16, saved_fp)
+            }
+            Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+        },
+        PROLOGUE_ALLOCATED => return_at(state, frame, sp + u64::from(frame_bytes) - 8, state.fp),
+        PROLOGUE_COMPLETE => sized_step(state, frame, frame_words),
+        _ => Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE),
     }
 }
 

@@ -153,6 +153,22 @@ fn sampled_jit_pcs_resolve_to_the_hot_methods_and_agree_with_the_perf_map() {
     assert_eq!(misses.method_stale + misses.method_corrupt, 0, "{misses:?}");
 }
 
+/// Each code heap reserves more than it commits at first (the JIT commits as it places
+/// code), and what it reserves lies in the code cache HotSpot reserved as a whole.
+#[test]
+fn code_heaps_reserve_beyond_what_they_commit_inside_the_code_cache() {
+    let jvm = Jvm::start(&[]);
+    let hs = HotspotJvm::attach(Path::new("/proc"), jvm.pid()).unwrap();
+    let heaps = hs.code_heaps();
+    let (start, end) = hs.code_cache_bounds().expect("CodeCache::_low_bound, _high_bound");
+    assert!(!heaps.is_empty());
+    for h in heaps {
+        assert!(h.low < h.high && h.high <= h.reserved_high, "{h:?}");
+        assert!(start <= h.low && h.reserved_high <= end, "{h:?} outside [{start:#x}, {end:#x})");
+    }
+    assert!(heaps.iter().any(|h| h.reserved_high > h.high), "every heap fully committed: {heaps:?}");
+}
+
 /// Under -Xint every Java frame is interpreted: the pc is in the interpreter, and the
 /// frame's Method* and bcp sit at the fp-relative slots the layout gives (what the eBPF
 /// sampler will read).

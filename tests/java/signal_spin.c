@@ -2,7 +2,8 @@
  * thread spins in spin_inner (called by spin_outer) until a helper thread signals it; the
  * handler then spins on that same stack, above the kernel's signal frame and libc's
  * __restore_rt, until the deadline. A stack sampled in the handler must go on through the
- * signal frame to the function the signal interrupted and its callers. */
+ * signal frame to the function the signal interrupted and its callers. `arm` sets up the same
+ * signal and returns, for a thread whose Java code the signal is to interrupt. */
 #include <jni.h>
 #include <pthread.h>
 #include <signal.h>
@@ -49,9 +50,8 @@ static void *signaller(void *arg) {
     return NULL;
 }
 
-JNIEXPORT void JNICALL Java_SignalSpin_spin(JNIEnv *env, jclass cls, jlong seconds) {
-    (void)env;
-    (void)cls;
+/* Installs the handler and starts the helper that signals the calling thread in 0.2 s. */
+static pthread_t arm(jlong seconds) {
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += seconds;
     struct sigaction sa;
@@ -62,6 +62,19 @@ JNIEXPORT void JNICALL Java_SignalSpin_spin(JNIEnv *env, jclass cls, jlong secon
     target = pthread_self();
     pthread_t helper;
     pthread_create(&helper, NULL, signaller, NULL);
+    return helper;
+}
+
+JNIEXPORT void JNICALL Java_SignalSpin_spin(JNIEnv *env, jclass cls, jlong seconds) {
+    (void)env;
+    (void)cls;
+    pthread_t helper = arm(seconds);
     spin_outer();
     pthread_join(helper, NULL);
+}
+
+JNIEXPORT void JNICALL Java_SignalSpin_arm(JNIEnv *env, jclass cls, jlong seconds) {
+    (void)env;
+    (void)cls;
+    pthread_detach(arm(seconds));
 }

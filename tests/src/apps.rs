@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::java_stack::{is_java, short};
-use crate::jfr::{execution_samples, jdk_tool, JfrSample};
+use crate::jfr::{cpu_time_samples, execution_samples, jdk_tool, CpuTimeSample, JfrSample};
 use crate::{await_ready, java_dir, java_launcher, profile_outputs, KillOnDrop};
 
 pub const JETTY_HOME: &str = "/usr/share/jetty9";
@@ -37,6 +37,23 @@ const JFR_SETTINGS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
   </event>
 </configuration>
 "#;
+/// From JDK 25, CPU-time samples too, every 2 ms of each thread's CPU time: a reference that
+/// follows CPU time as ours does (execution samples follow time in Java code, on a CPU or
+/// waiting for one).
+const JFR_SETTINGS_CPU_TIME: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<configuration version="2.0" label="execution and CPU-time samples">
+  <event name="jdk.ExecutionSample">
+    <setting name="enabled">true</setting>
+    <setting name="period">2 ms</setting>
+  </event>
+  <event name="jdk.CPUTimeSample">
+    <setting name="enabled">true</setting>
+    <setting name="throttle">2 ms</setting>
+  </event>
+</configuration>
+"#;
+/// The first JDK with `jdk.CPUTimeSample` (JEP 509, experimental, Linux).
+const CPU_TIME_SAMPLES_SINCE_JDK: u32 = 25;
 /// How many leaf methods the agreement with JFR is measured on.
 pub const TOP_METHODS: usize = 15;
 
@@ -51,8 +68,9 @@ const JSP: &str = r#"<%@ page contentType="text/plain" %><%
 %><%= text %>
 "#;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum App {
+    #[default]
     Jetty,
     H2,
     Cpu,
@@ -79,13 +97,19 @@ impl App {
 
 /// One comparison run: the application warms up for `warmup_s` under its load, then
 /// joular-ebpf profiles it for `window_s` while JFR records the same window.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 pub struct Run {
     pub app: App,
     pub jdk: u32,
     pub warmup_s: u64,
     pub window_s: u64,
     pub frequency_hz: u32,
+    /// JVM flags besides JFR's (none for the acceptance runs; `-XX:+DebugNonSafepoints` to
+    /// tell inlining granularity from other causes).
+    pub jvm_flags: Vec<String>,
+    /// Where to keep the run's raw material for a closer look: our `--json` cycles
+    /// (`cycles.jsonl`), `summary.json` and JFR's recording (`<app>.jfr`).
+    pub keep: Option<PathBuf>,
 }
 
 /// What the two profilers saw of the same window.
@@ -106,6 +130,9 @@ pub struct Comparison {
     /// union of both top-15 lists: ours against JFR, and JFR's even against its odd samples.
     pub leaf_distance_pp: f64,
     pub jfr_split_half_pp: f64,
+    /// JDK 25+: the same against JFR's CPU-time samples of application threads running Java
+    /// code, those JFR took where the thread was (not at its next safepoint).
+    pub cpu_time: Option<CpuTimeReference>,
     /// (method, our share %, JFR's share %) over the union of both top-15 lists.
     pub top: Vec<(String, f64, f64)>,
     /// Where our application stacks that do not reach a thread root stop: (the root frame
@@ -119,6 +146,14 @@ pub struct Comparison {
     /// Per cycle: its three largest losses, by the frame their stacks start from (a
     /// `[truncated: <cause>]` root, or the native frame of a stack with no Java frame).
     pub losses_by_cycle: Vec<Vec<(String, u64)>>,
+}
+
+/// Our leaf methods against JFR's CPU-time samples (see [`Comparison::cpu_time`]).
+#[derive(Debug, Clone, Default)]
+pub struct CpuTimeReference {
+    pub samples: u64,
+    pub leaf_distance_pp: f64,
+    pub split_half_pp: f64,
 }
 
 impl std::fmt::Display for Comparison {
@@ -144,6 +179,13 @@ impl std::fmt::Display for Comparison {
             "top-{TOP_METHODS} leaf methods ({} of our samples in Java code): {:.1} pp from JFR; JFR's split-half noise {:.1} pp",
             self.ours_in_java_samples, self.leaf_distance_pp, self.jfr_split_half_pp
         )?;
+        if let Some(cpu) = &self.cpu_time {
+            writeln!(
+                f,
+                "JFR CPU-time samples in Java code, not safepoint-biased: {}; top-{TOP_METHODS} leaf methods {:.1} pp from ours; their split-half noise {:.1} pp",
+                cpu.samples, cpu.leaf_distance_pp, cpu.split_half_pp
+            )?;
+        }
         writeln!(f, "java_unwinder: {}", self.java_unwinder)?;
         let cycles: Vec<String> = self.rooted_by_cycle.iter().map(|r| format!("{:.1}", 100.0 * r)).collect();
         writeln!(f, "thread root by cycle (%): {}", cycles.join(" "))?;
@@ -167,12 +209,13 @@ impl std::fmt::Display for Comparison {
 }
 
 /// Runs `run` and compares. Panics (with the application's log) when a part cannot run.
-pub fn compare(run: Run) -> Comparison {
+pub fn compare(run: &Run) -> Comparison {
     let java = java_launcher(run.jdk);
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join(format!("{}.jfr", run.app.name()));
     let settings = dir.path().join("execution-samples.jfc");
-    std::fs::write(&settings, JFR_SETTINGS).unwrap();
+    let cpu_time = run.jdk >= CPU_TIME_SAMPLES_SINCE_JDK;
+    std::fs::write(&settings, if cpu_time { JFR_SETTINGS_CPU_TIME } else { JFR_SETTINGS }).unwrap();
     let jfr_flag = format!(
         "-XX:StartFlightRecording=delay={}s,duration={}s,settings={},filename={}",
         run.warmup_s,
@@ -181,7 +224,8 @@ pub fn compare(run: Run) -> Comparison {
         recording.display()
     );
     // JFR's default depth (64) would cut a web server's stacks before their thread's root.
-    let flags = ["-XX:FlightRecorderOptions=stackdepth=2048".to_string(), jfr_flag];
+    let mut flags = vec!["-XX:FlightRecorderOptions=stackdepth=2048".to_string(), jfr_flag];
+    flags.extend(run.jvm_flags.iter().cloned());
     let started = Instant::now();
     let app = launch(run, &java, &flags, dir.path());
     if let Some(left) = Duration::from_secs(run.warmup_s).checked_sub(started.elapsed()) {
@@ -191,16 +235,27 @@ pub fn compare(run: Run) -> Comparison {
     let profiled = profile_outputs(app.jvm.pid(), &["--duration", &window, "--frequency", &hz]);
     await_file(&recording, Duration::from_secs(run.window_s + 30), &app.log);
     let jfr = execution_samples(&jdk_tool(&java, "jfr"), &recording);
+    let cpu = cpu_time.then(|| cpu_time_samples(&jdk_tool(&java, "jfr"), &recording));
     let summary: Value = serde_json::from_str(
         &std::fs::read_to_string(profiled.results.join("summary.json")).expect("summary.json in the result tree"),
     )
     .expect("summary.json is JSON");
     drop(app);
-    measure(&profiled.cycles, &summary, &jfr)
+    if let Some(keep) = &run.keep {
+        std::fs::create_dir_all(keep).unwrap_or_else(|e| panic!("{}: {e}", keep.display()));
+        let copy = |from: &Path, to: &str| {
+            std::fs::copy(from, keep.join(to)).unwrap_or_else(|e| panic!("keep {}: {e}", from.display()));
+        };
+        copy(&profiled.dir.path().join("run.jsonl"), "cycles.jsonl");
+        copy(&profiled.results.join("summary.json"), "summary.json");
+        copy(&recording, &format!("{}.jfr", run.app.name()));
+    }
+    measure(&profiled.cycles, &summary, &jfr, cpu.as_deref())
 }
 
-/// The figures, from our `--json` cycles and summary.json and JFR's samples.
-pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample]) -> Comparison {
+/// The figures, from our `--json` cycles and summary.json and JFR's samples (its CPU-time
+/// samples where the JDK has them).
+pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample], cpu: Option<&[CpuTimeSample]>) -> Comparison {
     let mut c = Comparison {
         native_energy_percent: summary["jvm"]["native"]["percent"].as_f64().unwrap_or(0.0),
         java_unwinder: summary["java_unwinder"].clone(),
@@ -248,6 +303,29 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample]) -> Comparis
     c.leaf_distance_pp = distance;
     c.top = top;
     c.jfr_split_half_pp = top_distance(&even, &odd).0;
+    c.cpu_time = cpu.map(|cpu| {
+        let leaves: Vec<String> = cpu
+            .iter()
+            .filter(|s| is_application_thread(&s.thread))
+            .filter_map(|s| s.in_java_unbiased().map(stable))
+            .collect();
+        let count = |samples: &mut dyn Iterator<Item = &String>| {
+            let mut m: HashMap<String, u64> = HashMap::new();
+            for leaf in samples {
+                *m.entry(leaf.clone()).or_default() += 1;
+            }
+            m
+        };
+        CpuTimeReference {
+            samples: leaves.len() as u64,
+            leaf_distance_pp: top_distance(&ours_leaves, &count(&mut leaves.iter())).0,
+            split_half_pp: top_distance(
+                &count(&mut leaves.iter().step_by(2)),
+                &count(&mut leaves.iter().skip(1).step_by(2)),
+            )
+            .0,
+        }
+    });
     c
 }
 
@@ -342,14 +420,16 @@ fn is_thread_root(method: &str) -> bool {
     THREAD_ROOTS.contains(&method) || method.ends_with(".main")
 }
 
-/// The innermost Java method of a stack in Java code: its leaf is a Java frame, or HotSpot
-/// stubs under one (arraycopy, vtable...), or the kernel entered from either without a call
-/// (a page fault), all of which JFR charges to that method too. A stack in native code (JNI,
-/// the JVM's runtime, a syscall through libc) is not: JFR's execution samples leave out
-/// threads in native code and in the VM.
+/// The innermost Java method of a stack in Java code, as JFR takes an execution sample: its
+/// leaf is a Java frame, or the kernel entered from one without a call (a page fault or an
+/// interrupt, after which JFR's signal finds the thread in that frame). A stack in native code
+/// (JNI, the JVM's runtime, a syscall through libc) is not: JFR's execution samples leave out
+/// threads in native code and in the VM. Nor is one in a HotSpot stub (arraycopy, vtable...):
+/// JFR drops those samples (`JfrGetCallTrace::find_top_frame` gives up on a stub frame or a
+/// blob without a frame size).
 fn in_java_leaf(frames: &[Value]) -> Option<&str> {
     let (i, leaf) = frames.iter().enumerate().rev().find(|(_, f)| is_java(f))?;
-    frames[i + 1..].iter().all(|f| f["kind"] == "stub" || f["kind"] == "kernel").then(|| short(leaf))
+    frames[i + 1..].iter().all(|f| f["kind"] == "kernel").then(|| short(leaf))
 }
 
 /// Application threads, told from their names as joular-ebpf's `thread_kind` does: not the
@@ -396,7 +476,7 @@ pub struct Launched {
     pub log: PathBuf,
 }
 
-fn launch(run: Run, java: &str, flags: &[String], dir: &Path) -> Launched {
+fn launch(run: &Run, java: &str, flags: &[String], dir: &Path) -> Launched {
     let log = dir.join("app.log");
     let lifetime_s = run.warmup_s + run.window_s + 60;
     match run.app {

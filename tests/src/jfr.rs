@@ -1,8 +1,11 @@
 //! JFR's execution samples (`jdk.ExecutionSample`: threads running Java code) of a recording,
-//! read with the `jfr` tool of the JDK that recorded it.
+//! and from JDK 25 its CPU-time samples (`jdk.CPUTimeSample`), read with the `jfr` tool of the
+//! JDK that recorded it.
 
 use std::path::Path;
 use std::process::Command;
+
+use serde_json::Value;
 
 /// One execution sample: its methods leaf first (`java.lang.String.hashCode`), and whether JFR
 /// cut the stack at its depth limit.
@@ -53,6 +56,61 @@ pub fn parse_execution_samples(text: &str) -> Vec<JfrSample> {
     samples
 }
 
+/// One CPU-time sample (JDK 25+, `jdk.CPUTimeSample`): taken when its thread has used a period
+/// of CPU time, whatever it runs, so its samples follow CPU time as ours do (execution samples
+/// follow the time a thread spends in Java code, on a CPU or waiting for one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuTimeSample {
+    pub thread: String,
+    /// The leaf frame's method (`java.lang.String.hashCode`) and JFR's frame type
+    /// (`Interpreted`, `JIT compiled`, `Inlined`, `Native`); `None` without a stack.
+    pub leaf: Option<(String, String)>,
+    /// JFR could not take the stack where the thread was, only at its next safepoint.
+    pub biased: bool,
+}
+
+impl CpuTimeSample {
+    /// A sample whose thread was running Java code, with the stack where it was.
+    pub fn in_java_unbiased(&self) -> Option<&str> {
+        let (method, kind) = self.leaf.as_ref()?;
+        let java = ["Interpreted", "JIT compiled", "Inlined"].contains(&kind.as_str());
+        (java && !self.biased).then_some(method.as_str())
+    }
+}
+
+/// The CPU-time samples of `recording` (none on JDKs without the event).
+pub fn cpu_time_samples(jfr: &str, recording: &Path) -> Vec<CpuTimeSample> {
+    let out = Command::new(jfr)
+        .args(["print", "--json", "--stack-depth", "1", "--events", "jdk.CPUTimeSample"])
+        .arg(recording)
+        .output()
+        .unwrap_or_else(|e| panic!("run {jfr}: {e}"));
+    assert!(out.status.success(), "{jfr} print {}: {}", recording.display(), String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("jfr print --json gives JSON");
+    parse_cpu_time_samples(&json)
+}
+
+/// `jfr print --json`'s CPU-time events.
+pub fn parse_cpu_time_samples(json: &Value) -> Vec<CpuTimeSample> {
+    let events = json["recording"]["events"].as_array().map(Vec::as_slice).unwrap_or_default();
+    events
+        .iter()
+        .map(|e| {
+            let v = &e["values"];
+            let leaf = v["stackTrace"]["frames"].get(0).map(|f| {
+                let class = f["method"]["type"]["name"].as_str().unwrap_or("?").replace('/', ".");
+                let name = f["method"]["name"].as_str().unwrap_or("?");
+                (format!("{class}.{name}"), f["type"].as_str().unwrap_or("?").to_owned())
+            });
+            CpuTimeSample {
+                thread: v["eventThread"]["osName"].as_str().unwrap_or("").to_owned(),
+                leaf,
+                biased: v["biased"].as_bool().unwrap_or(true),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +125,24 @@ mod tests {
         assert_eq!(samples[0].methods, ["java.lang.String.hashCode", "Foo.bar"]);
         assert!(samples[0].truncated);
         assert_eq!(samples[1], JfrSample { methods: vec!["Foo.main".into()], truncated: false });
+    }
+
+    #[test]
+    fn cpu_time_samples_keep_their_leaf_type_and_bias() {
+        let frame = |class: &str, name: &str, kind: &str| serde_json::json!({"method": {"type": {"name": class}, "name": name}, "type": kind});
+        let event = |biased: bool, frames: Vec<Value>| {
+            serde_json::json!({"type": "jdk.CPUTimeSample", "values": {
+                "biased": biased, "eventThread": {"osName": "qtp-1"}, "stackTrace": {"frames": frames}}})
+        };
+        let json = serde_json::json!({"recording": {"events": [
+            event(false, vec![frame("java/lang/String", "hashCode", "Inlined")]),
+            event(true, vec![frame("java/lang/String", "hashCode", "JIT compiled")]),
+            event(false, vec![frame("sun/nio/ch/IOUtil", "write0", "Native")]),
+            event(false, vec![]),
+        ]}});
+        let samples = parse_cpu_time_samples(&json);
+        let leaves: Vec<Option<&str>> = samples.iter().map(CpuTimeSample::in_java_unbiased).collect();
+        assert_eq!(leaves, [Some("java.lang.String.hashCode"), None, None, None]);
+        assert_eq!(samples[0].thread, "qtp-1");
     }
 }

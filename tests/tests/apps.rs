@@ -9,7 +9,7 @@ use joular_tests::apps::{compare, App, Run, TOP_METHODS};
 /// leaf methods agree with JFR's in the same JVM within three times JFR's own split-half noise.
 #[test]
 fn jdk17_jetty_from_debian_keeps_whole_call_paths_and_agrees_with_jfr() {
-    let c = compare(Run { app: App::Jetty, jdk: 17, warmup_s: 10, window_s: 15, frequency_hz: 200 });
+    let c = compare(&Run { app: App::Jetty, jdk: 17, warmup_s: 10, window_s: 15, frequency_hz: 200, ..Run::default() });
     eprintln!("{c}");
     let mut failures = Vec::new();
     // The comparison means something only when both sides saw the load, and JFR its roots.

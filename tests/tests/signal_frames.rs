@@ -72,14 +72,12 @@ fn has_chain(frames: &[Value]) -> bool {
     true
 }
 
-#[test]
-fn jdk17_native_unwind_steps_out_of_a_signal_frame_to_the_interrupted_function() {
-    let dir = tempfile::tempdir().unwrap();
-    let library = build_jni_library(dir.path());
-    let jvm = Jvm::start_bare_on(&java_launcher(17), "SignalSpin", &["30", library.to_str().unwrap()], &[]);
+/// The `signal` thread's stacks over `seconds` of profiling, after the first cycle (the one
+/// the rows load in; the signal arrives 0.2 s in).
+fn profile_signal_thread(jvm: &Jvm, dir: &Path, seconds: u32) -> Vec<(Vec<Value>, u64)> {
     let rapl = FakePowercap::start(40.0);
-    let json = dir.path().join("run.jsonl");
-    let out_dir = dir.path().join("results");
+    let json = dir.join("run.jsonl");
+    let out_dir = dir.join("results");
     let pid = jvm.pid().to_string();
     let root = rapl.sysfs_root();
     let args = [
@@ -92,18 +90,26 @@ fn jdk17_native_unwind_steps_out_of_a_signal_frame_to_the_interrupted_function()
         "--output",
         out_dir.to_str().unwrap(),
         "--duration",
-        "8",
+        &seconds.to_string(),
         "--frequency",
         "250",
     ];
     let out = profile(&args, Duration::from_secs(120));
     assert_success(&out);
-    // The first cycle is the one the rows load in (and the signal arrives 0.2 s in).
     let cycles = read_jsonl(&json).split_off(1);
     let tid = u64::from(jvm.tid_of("signal"));
+    thread_stacks(&cycles, tid).into_iter().map(|(frames, samples, _)| (frames.to_vec(), samples)).collect()
+}
+
+#[test]
+fn jdk17_native_unwind_steps_out_of_a_signal_frame_to_the_interrupted_function() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = build_jni_library(dir.path());
+    let jvm = Jvm::start_bare_on(&java_launcher(17), "SignalSpin", &["30", library.to_str().unwrap()], &[]);
     let (mut total, mut kept) = (0, 0);
     let mut lost = Vec::new();
-    for (frames, samples, _) in thread_stacks(&cycles, tid) {
+    for (frames, samples) in profile_signal_thread(&jvm, dir.path(), 8) {
+        let frames = frames.as_slice();
         total += samples;
         if has_chain(frames) {
             kept += samples;
@@ -116,6 +122,46 @@ fn jdk17_native_unwind_steps_out_of_a_signal_frame_to_the_interrupted_function()
     assert!(
         total >= 200 && share >= 0.98,
         "{kept} of {total} samples keep {CHAIN:?} (floor 98%); the others:\n{}",
+        lost.join("\n")
+    );
+}
+
+/// A signal that interrupts compiled Java code: the handler's stacks go on through the signal
+/// frame to the interrupted Java frame, stepped where it was (it is in no call, and may be in
+/// its prologue), and its callers up to the thread's root.
+#[test]
+fn jdk17_java_code_a_signal_interrupted_keeps_its_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    let library = build_jni_library(dir.path());
+    let jvm = Jvm::start_bare_on(&java_launcher(17), "SignalSpin", &["30", library.to_str().unwrap(), "java"], &[]);
+    // The signal arrives after 1.5 s of warm-up in Java: profile past it.
+    std::thread::sleep(Duration::from_secs(2));
+    let (mut total, mut kept) = (0, 0);
+    let mut lost = Vec::new();
+    for (frames, samples) in profile_signal_thread(&jvm, dir.path(), 6) {
+        let names: Vec<&str> = frames.iter().map(name).collect();
+        let Some(restore) = names.iter().position(|n| *n == "__restore_rt") else { continue };
+        total += samples;
+        let outermost_java = frames.iter().find(|f| is_java(f)).map(name);
+        let whole = outermost_java == Some("java.lang.Thread.run")
+            && names[..restore].contains(&"SignalSpin.javaCaller")
+            && restore > 0
+            && is_java(&frames[restore - 1])
+            && names.get(restore + 1) == Some(&"signal_spin_handler");
+        if whole {
+            kept += samples;
+        } else if lost.len() < 20 {
+            lost.push(format!("{samples} {}", names.join(";")));
+        }
+    }
+    let share = kept as f64 / total.max(1) as f64;
+    eprintln!(
+        "signal in Java: {kept}/{total} handler samples keep the interrupted Java frame and its callers ({:.1}%)",
+        share * 100.0
+    );
+    assert!(
+        total >= 200 && share >= 0.98,
+        "{kept} of {total} handler samples keep Thread.run, SignalSpin.javaCaller and the interrupted Java frame under __restore_rt (floor 98%); the others:\n{}",
         lost.join("\n")
     );
 }

@@ -3,10 +3,13 @@
 //! same window in the same JVM, and how the two compare: the share of the application
 //! threads' samples that reach a thread root, the share with no Java frame, native code
 //! without a Java caller as a share of energy, and the top-15 leaf methods' distance from JFR
-//! against JFR's own split-half noise. The measuring itself is `joular_tests::apps`, which
-//! the Jetty root test uses too.
+//! against JFR's own split-half noise; from JDK 25 also from JFR's CPU-time samples, which
+//! follow CPU time as ours do where execution samples follow time in Java code (on a CPU or
+//! waiting for one). The measuring itself is `joular_tests::apps`, which the Jetty root test
+//! uses too.
 
 use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
 
 use anyhow::bail;
 use joular_tests::apps::{compare, App, Run};
@@ -19,6 +22,10 @@ pub struct Options {
     pub warmup_s: u64,
     pub window_s: u64,
     pub frequency_hz: u32,
+    pub jvm_flags: Vec<String>,
+    /// A joular-ebpf binary to measure instead of this checkout's.
+    pub profiler: Option<PathBuf>,
+    pub keep: Option<PathBuf>,
 }
 
 pub fn run(opts: &Options) -> anyhow::Result<()> {
@@ -39,7 +46,12 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     crate::test::ensure_debian_packages(&crate::test::APP_PACKAGES)?;
     // joular_tests reads the profiler, the fixtures and the JDKs from the environment, as
     // under `cargo xtask test`.
-    std::env::set_var("JOULAR_BIN", build_profiler()?);
+    let profiler = match &opts.profiler {
+        Some(path) if path.is_file() => path.clone(),
+        Some(path) => bail!("--profiler {}: no such file", path.display()),
+        None => build_profiler()?,
+    };
+    std::env::set_var("JOULAR_BIN", profiler);
     std::env::set_var("JOULAR_JAVA_DIR", compile_java()?);
     for (jdk, launcher) in crate::jdks::ensure()? {
         std::env::set_var(format!("JOULAR_JAVA_{jdk}"), launcher);
@@ -48,16 +60,36 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for &app in &apps {
         for &jdk in &opts.jdks {
-            let run =
-                Run { app, jdk, warmup_s: opts.warmup_s, window_s: opts.window_s, frequency_hz: opts.frequency_hz };
-            eprintln!("== {} on JDK {jdk}: {} s of warm-up, {} s measured ==", app.name(), run.warmup_s, run.window_s);
+            let run = Run {
+                app,
+                jdk,
+                warmup_s: opts.warmup_s,
+                window_s: opts.window_s,
+                frequency_hz: opts.frequency_hz,
+                jvm_flags: opts.jvm_flags.clone(),
+                keep: opts.keep.as_ref().map(|dir| dir.join(format!("{}-{jdk}", app.name()))),
+            };
+            eprintln!(
+                "== {} on JDK {jdk}: {} s of warm-up, {} s measured{} ==",
+                app.name(),
+                run.warmup_s,
+                run.window_s,
+                match run.jvm_flags.is_empty() {
+                    true => String::new(),
+                    false => format!(", JVM flags {}", run.jvm_flags.join(" ")),
+                }
+            );
             // One run that cannot complete (a JDK the application does not start on) leaves
             // the others' figures.
-            match std::panic::catch_unwind(AssertUnwindSafe(|| compare(run))) {
+            match std::panic::catch_unwind(AssertUnwindSafe(|| compare(&run))) {
                 Ok(c) => {
                     println!("{} on JDK {jdk}:\n{c}", app.name());
+                    let cpu_time = match &c.cpu_time {
+                        Some(cpu) => format!("{:.1} pp ({:.1} pp)", cpu.leaf_distance_pp, cpu.split_half_pp),
+                        None => "-".to_owned(),
+                    };
                     rows.push(format!(
-                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {} / {} |",
+                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {cpu_time} | {} / {} |",
                         app.name(),
                         100.0 * c.ours_rooted_share,
                         100.0 * c.jfr_rooted_share,
@@ -69,15 +101,15 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                         c.jfr_samples
                     ));
                 }
-                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | |", app.name())),
+                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | | |", app.name())),
             }
         }
     }
     println!(
         "| app | JDK | thread root, ours | thread root, JFR | no Java frame, ours | native w/o Java caller (energy) | \
-         top-15 leaves vs JFR | JFR split-half | samples ours / JFR |"
+         top-15 leaves vs JFR | JFR split-half | vs JFR CPU-time (its split-half) | samples ours / JFR |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!("{row}");
     }

@@ -123,6 +123,18 @@ enum Task {
         /// joular-ebpf's sampling frequency, in Hz.
         #[arg(long, default_value_t = 200)]
         frequency: u32,
+        /// A JVM flag besides JFR's (repeat), e.g. `-XX:+UnlockDiagnosticVMOptions` and
+        /// `-XX:+DebugNonSafepoints` to tell inlining granularity from other differences.
+        #[arg(long = "jvm-flag", allow_hyphen_values = true)]
+        jvm_flags: Vec<String>,
+        /// The joular-ebpf binary to measure (e.g. an older build kept for a before/after);
+        /// default: build this checkout's.
+        #[arg(long)]
+        profiler: Option<std::path::PathBuf>,
+        /// Keep each run's raw material under DIR/<app>-<jdk>/ (our `--json` cycles,
+        /// summary.json, JFR's recording).
+        #[arg(long)]
+        keep: Option<std::path::PathBuf>,
     },
     /// Record a HotSpot introspection fixture (tables, nmethods, scopes) from a live JVM.
     DumpHotspotFixture {
@@ -199,13 +211,18 @@ fn main() -> anyhow::Result<()> {
         Task::Clippy => lint::clippy(),
         Task::FmtCheck => lint::fmt_check(),
         Task::Fuzz { seconds, target } => fuzz::run(seconds, target.as_deref()),
-        Task::CompareJfr { app, jdk, warmup, window, frequency } => compare_jfr::run(&compare_jfr::Options {
-            apps: app,
-            jdks: jdk,
-            warmup_s: warmup,
-            window_s: window,
-            frequency_hz: frequency,
-        }),
+        Task::CompareJfr { app, jdk, warmup, window, frequency, jvm_flags, profiler, keep } => {
+            compare_jfr::run(&compare_jfr::Options {
+                apps: app,
+                jdks: jdk,
+                warmup_s: warmup,
+                window_s: window,
+                frequency_hz: frequency,
+                jvm_flags,
+                profiler,
+                keep,
+            })
+        }
         Task::DumpHotspotFixture { java, out } => hotspot_fixture::run(&java, &out),
         Task::RecordUnwindFixture { out } => unwind_fixture::run(&out),
         Task::Spin { threads, seconds } => host_bench::spin(threads, seconds),

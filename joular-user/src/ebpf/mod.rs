@@ -5,6 +5,8 @@ mod blob_cache_rules;
 pub mod kernel_names;
 mod loader;
 pub mod preflight;
+#[cfg(test)]
+mod prologue_rules;
 mod sizing;
 mod task_fields;
 

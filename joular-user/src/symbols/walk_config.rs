@@ -39,9 +39,11 @@ pub fn heaps(heaps: &[CodeHeap]) -> Result<([CodeHeapConfig; MAX_CODE_HEAPS], u3
         if h.low >= h.high || h.segmap == 0 || !(4..=16).contains(&h.log2_segment_size) {
             return Err(Unavailable::Heaps);
         }
+        // The whole reserved heap: code the JIT places in memory it commits later is found
+        // at once, not after user space reads the heaps again.
         *slot = CodeHeapConfig {
             low: h.low,
-            high: h.high,
+            high: h.reserved_high,
             segmap: h.segmap,
             log2_segment_bytes: h.log2_segment_size,
             _pad: 0,
@@ -145,6 +147,23 @@ mod tests {
 
     fn words(bytes: &[u8; BLOB_WINDOW_WORDS * 8]) -> [u64; BLOB_WINDOW_WORDS] {
         std::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()))
+    }
+
+    /// The kernel gets each heap's reserved span, so code committed after the heaps were
+    /// read is in a heap at once.
+    #[test]
+    fn heaps_are_published_with_their_reserved_end() {
+        let heap = CodeHeap {
+            low: 0x7f00_0000_0000,
+            high: 0x7f00_0028_0000,
+            reserved_high: 0x7f00_0f00_0000,
+            segmap: 0x7f10_0000_0000,
+            log2_segment_size: 7,
+        };
+        let (published, n) = heaps(&[heap]).unwrap();
+        assert_eq!(n, 1);
+        assert_eq!((published[0].low, published[0].high), (heap.low, heap.reserved_high));
+        assert_eq!((published[0].segmap, published[0].log2_segment_bytes), (heap.segmap, 7));
     }
 
     /// A blob that never sets up a frame stores -1: read back as -1 from 2 bytes too.

@@ -157,6 +157,7 @@ fn a_segment_map_of_ones_costs_a_few_reads_per_pc() {
     let heap = CodeHeap {
         low: 0x1000_0000_0000,
         high: 0x1000_0000_0000 + (segments << log2_segment_size),
+        reserved_high: 0x1000_0000_0000 + (segments << log2_segment_size),
         segmap: 0x2000_0000_0000,
         log2_segment_size,
     };
@@ -194,4 +195,29 @@ fn code_spans_over_the_largest_code_cache_are_ignored() {
     let mut bad = mem.clone();
     bad.insert(queue + code.stub_queue_limit.offset, &u32::MAX.to_le_bytes()[..code.stub_queue_limit.size_bytes]);
     assert!(codecache::interpreter_bounds(&bad, &code).is_err());
+}
+
+/// A heap's reserved end is `VirtualSpace::_high_boundary` where it can be read and lies
+/// between the committed end and the largest code cache; otherwise the committed end.
+#[test]
+fn a_heap_reserves_up_to_its_high_boundary_within_bounds() {
+    let (mem, manifest) = fixture_17();
+    let jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+    let code = jvm.layout().code.clone().unwrap();
+    let boundary = code.virtual_space_high_boundary.expect("JDK 17 exports VirtualSpace::_high_boundary");
+    // The recording read `_low` and `_high` only: unreadable, so the committed end.
+    let heaps = codecache::read_heaps(&mem, &code).unwrap();
+    assert!(heaps.iter().all(|h| h.reserved_high == h.high), "{heaps:?}");
+    let array = mem.read_u64(code.code_cache_heaps).unwrap();
+    let first_heap = mem.read_u64(mem.read_u64(array + code.growable_array_data).unwrap()).unwrap();
+    let at = first_heap + code.code_heap_memory + boundary;
+    let with = |reserved: u64| {
+        let mut m = mem.clone();
+        m.insert(at, &reserved.to_le_bytes());
+        codecache::read_heaps(&m, &code).unwrap()[0].reserved_high
+    };
+    let h = heaps[0];
+    assert_eq!(with(h.high + (1 << 20)), h.high + (1 << 20));
+    assert_eq!(with(h.high - 1), h.high, "below the committed end");
+    assert_eq!(with(h.low + codecache::MAX_CODE_SPAN_BYTES + 1), h.high, "over the largest code cache");
 }

@@ -24,10 +24,17 @@ pub const MAX_CODE_SPAN_BYTES: u64 = 2 << 30;
 /// Longest blob name read.
 const MAX_NAME_BYTES: usize = 256;
 
+/// A code heap: `[low, high)` is committed, `[low, reserved_high)` reserved. The JIT
+/// commits more of the reserved space as it places code (and the segment map with it); a pc
+/// there is found through the segment map like any other, and a read beyond what is
+/// committed fails as a read of free space does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeHeap {
     pub low: u64,
     pub high: u64,
+    /// `VirtualSpace::_high_boundary`; `high` where the tables do not export it or it
+    /// cannot be read.
+    pub reserved_high: u64,
     pub segmap: u64,
     pub log2_segment_size: u32,
 }
@@ -74,9 +81,15 @@ pub fn read_heaps(reader: &impl MemoryReader, l: &CodeLayout) -> Result<Vec<Code
         if low > high || high - low > MAX_CODE_SPAN_BYTES {
             continue;
         }
+        let reserved_high = l
+            .virtual_space_high_boundary
+            .and_then(|offset| reader.read_u64(memory + offset).ok())
+            .filter(|&reserved| reserved >= high && reserved - low <= MAX_CODE_SPAN_BYTES)
+            .unwrap_or(high);
         heaps.push(CodeHeap {
             low,
             high,
+            reserved_high,
             segmap: reader.read_u64(heap + l.code_heap_segmap + l.virtual_space_low)?,
             log2_segment_size: log2,
         });

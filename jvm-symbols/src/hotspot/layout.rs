@@ -82,6 +82,9 @@ pub struct CodeLayout {
     pub code_heap_log2_segment_size: Field,
     pub virtual_space_low: u64,
     pub virtual_space_high: u64,
+    /// `VirtualSpace::_high_boundary`, the end of what the space reserved (`_high` is the
+    /// end of what is committed so far, which grows as the JIT places code).
+    pub virtual_space_high_boundary: Option<u64>,
     pub heap_block_size: u64,
     pub heap_block_length: Field,
     pub heap_block_used: Field,
@@ -396,6 +399,7 @@ fn code_layout(l: &Lookup) -> Result<CodeLayout, HotspotError> {
         code_heap_log2_segment_size: l.field("CodeHeap", &["_log2_segment_size"])?,
         virtual_space_low: l.offset("VirtualSpace", &["_low"])?,
         virtual_space_high: l.offset("VirtualSpace", &["_high"])?,
+        virtual_space_high_boundary: l.offset("VirtualSpace", &["_high_boundary"]).ok(),
         heap_block_size: l.size("HeapBlock")?,
         heap_block_length: block_field("_length")?,
         heap_block_used: block_field("_used")?,

@@ -41,7 +41,7 @@
 //!   intrinsics, which no class lists, are recognised by their private constant pool).
 //! - pc -> blob ([`codecache`]): `CodeCache::_heaps` (`GrowableArrayBase::_len` or
 //!   `GenericGrowableArray::_len`, `GrowableArray<int>::_data`), `CodeHeap::_memory`,
-//!   `_segmap`, `_log2_segment_size`, `VirtualSpace::_low`, `_high`, `sizeof(HeapBlock)`,
+//!   `_segmap`, `_log2_segment_size`, `VirtualSpace::_low`, `_high`, `_high_boundary`, `sizeof(HeapBlock)`,
 //!   `HeapBlock::_header`, `HeapBlock::Header::_length`, `_used`; `CodeBlob::_name`, `_size`,
 //!   `_code_begin` (or `_code_offset`, from the blob, JDK 23+), `_frame_size`,
 //!   `_frame_complete_offset` (an int, an int16_t from JDK 23); `nmethod::_method` (on
