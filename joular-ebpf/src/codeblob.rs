@@ -5,7 +5,9 @@
 //! the cache has, its cached facts (`known_nmethod`, `blob_facts`), and whether a return
 //! address follows a call instruction.
 
-use aya_ebpf::helpers::bpf_probe_read_user;
+use core::ffi::c_void;
+
+use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_probe_read_user as read_user_into};
 use joular_ebpf::{
     blob_cache::{self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS},
     CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED, MAX_CODE_HEAPS,
@@ -40,11 +42,12 @@ pub fn follows_call(ret: u64) -> bool {
         || (b[2] == 0xff && (b[3] & 0xf8 == 0x90 || b[3] == 0x15))
 }
 
-/// Where a pc in the code cache stands before any read: its heap's segment (`pc >>
+/// Where a pc in the code cache stands before any read: its heap (an index into the config's
+/// heaps: a copy of the heap took the walk step past its 512-byte stack), its segment (`pc >>
 /// log2_segment_bytes`) and the blob cache slot of that segment. `None`: no heap holds it.
 #[derive(Copy, Clone)]
 pub struct CodePlace {
-    pub heap: CodeHeapConfig,
+    pub heap: usize,
     pub segment: u64,
     pub slot: usize,
 }
@@ -56,11 +59,11 @@ pub fn place(state: &WalkState, pc: u64) -> Option<CodePlace> {
     for h in 0..MAX_CODE_HEAPS {
         let heap = &cfg.heaps[h];
         if (h as u32) < cfg.heap_count && pc >= heap.low && pc < heap.high {
-            found = Some(*heap);
+            found = Some(h);
         }
     }
     let heap = found?;
-    let segment = pc >> (heap.log2_segment_bytes & 31);
+    let segment = pc >> (cfg.heaps[heap & (MAX_CODE_HEAPS - 1)].log2_segment_bytes & 31);
     Some(CodePlace { heap, segment, slot: blob_cache_slot(segment, state.tgid) })
 }
 
@@ -78,7 +81,7 @@ fn find_block(state: &mut WalkState, pc: u64, place: &CodePlace) -> Option<u64> 
     {
         return Some(entry.block);
     }
-    let block = segmap_block(&place.heap, pc)?;
+    let block = segmap_block(&state.cfg.heaps[place.heap & (MAX_CODE_HEAPS - 1)], pc)?;
     if !read_window(state, block) {
         return None;
     }
@@ -106,18 +109,16 @@ fn segmap_block(heap: &CodeHeapConfig, pc: u64) -> Option<u64> {
     None
 }
 
-/// Reads the block's first `BLOB_WINDOW_WORDS` words into `state.blob`.
+/// Reads the block's first `BLOB_WINDOW_WORDS` words into `state.blob`, directly: read into
+/// the walk step's stack and copied, the window took 256 of its 512 bytes.
 #[inline(always)]
 fn read_window(state: &mut WalkState, block: u64) -> bool {
-    // SAFETY: a user-space read that fails cleanly; the window lies in the heap (a blob is
-    // at least that big, and a small stub's window runs into the next block, which is
-    // mapped too).
-    match unsafe { bpf_probe_read_user(block as *const [u64; BLOB_WINDOW_WORDS]) } {
-        Ok(w) => {
-            state.blob = w;
-            true
-        }
-        Err(_) => false,
+    // SAFETY: the destination is this CPU's map value, `BLOB_WINDOW_WORDS` words long; the
+    // source a user-space read that fails cleanly; the window lies in the heap (a blob is at
+    // least that big, and a small stub's window runs into the next block, which is mapped too).
+    unsafe {
+        read_user_into(state.blob.as_mut_ptr() as *mut c_void, (BLOB_WINDOW_WORDS * 8) as u32, block as *const c_void)
+            == 0
     }
 }
 
