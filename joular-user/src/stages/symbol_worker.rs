@@ -19,6 +19,7 @@ use super::symbolize::{install_quiet_panic_hook, symbolize_cycle, PanicGuard};
 use crate::attribution::stacks::ThreadStacks;
 use crate::model::RawSample;
 use crate::symbols::{KernelUpdate, SymbolStats, Symbolizer, SymbolizerOptions};
+use crate::urgency::urgent;
 
 /// One cycle handed to the worker.
 pub struct CycleSamples {
@@ -185,12 +186,16 @@ fn run(
             Some(wait) => match cycles.recv_timeout(wait) {
                 Ok(cycle) => cycle,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    poll_in = guard.contain(|| symbolizer.poll_young(), "looking at a starting target").flatten();
-                    let updates = guard
-                        .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
-                        .unwrap_or_default();
-                    if !updates.is_empty() && early.send(updates).is_err() {
-                        return;
+                    poll_in =
+                        guard.contain(|| urgent(|| symbolizer.poll_young()), "looking at a starting target").flatten();
+                    // A new walk configuration goes to the kernel before the native unwind
+                    // tables are read, which takes longer than the JVM takes to run Java code.
+                    for take in [Symbolizer::take_walk_updates, Symbolizer::take_kernel_updates] {
+                        let updates =
+                            guard.contain(|| take(&mut symbolizer), "updating the kernel's JVM list").unwrap_or_default();
+                        if !updates.is_empty() && early.send(updates).is_err() {
+                            return;
+                        }
                     }
                     continue;
                 }

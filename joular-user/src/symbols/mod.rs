@@ -184,8 +184,28 @@ impl Symbolizer {
         }
     }
 
-    /// Kernel map changes asked for since the last call, in order.
+    /// Kernel map changes asked for since the last call, in order: the JVMs' walk
+    /// configurations and the processes to forget ([`Symbolizer::take_walk_updates`]), then
+    /// the native unwind tables of walked processes.
     pub fn take_kernel_updates(&mut self) -> Vec<KernelUpdate> {
+        let mut updates = self.take_walk_updates();
+        let walked = self
+            .processes
+            .iter()
+            .filter(|(_, p)| matches!(&p.hotspot, Hotspot::Ready(h) if h.published_unwind().is_some()));
+        for pid in walked.map(|(&pid, _)| pid).collect::<Vec<_>>() {
+            if let Some(table) = self.unwind.refresh(pid) {
+                updates.push(KernelUpdate::NativeUnwind { pid, table });
+            }
+        }
+        updates
+    }
+
+    /// The walk configurations and processes to forget of [`Symbolizer::take_kernel_updates`]
+    /// alone: a starting JVM's configuration goes to the kernel before its native unwind
+    /// tables are read (0.1-0.4 s for libjvm's on a loaded host), which its first walks can do
+    /// without (native frames are then stepped by their frame pointers).
+    pub fn take_walk_updates(&mut self) -> Vec<KernelUpdate> {
         let mut no_unwinder = Vec::new();
         for (&pid, process) in &mut self.processes {
             let Some(jvm) = &process.jvm else { continue };
@@ -194,6 +214,10 @@ impl Symbolizer {
                 Hotspot::Ready(h) => {
                     if let Some(config) = h.take_walk_config(frame_pointers) {
                         self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config: Box::new(config) });
+                        log::debug!(
+                            "JVM {pid}: walk configuration sent to the kernel {} ms after the process was first seen",
+                            process.seen_at.elapsed().as_millis()
+                        );
                         if config.unwind == JVM_UNWIND_HOTSPOT {
                             log::info!("JVM {pid}: no frame pointers in JIT code; its compiled frames are unwound by their code blobs' frame sizes");
                         }
@@ -213,15 +237,6 @@ impl Symbolizer {
         }
         for (pid, reason) in no_unwinder {
             self.warn_frame_pointers(pid, reason);
-        }
-        let walked = self
-            .processes
-            .iter()
-            .filter(|(_, p)| matches!(&p.hotspot, Hotspot::Ready(h) if h.published_unwind().is_some()));
-        for pid in walked.map(|(&pid, _)| pid).collect::<Vec<_>>() {
-            if let Some(table) = self.unwind.refresh(pid) {
-                self.kernel_updates.push(KernelUpdate::NativeUnwind { pid, table });
-            }
         }
         std::mem::take(&mut self.kernel_updates)
     }

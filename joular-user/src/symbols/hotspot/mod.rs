@@ -27,6 +27,7 @@ use super::intern::{FrameId, Interner};
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
 use crate::target_read::stall_guard::{self, GuardedMemory, Stall};
+use crate::urgency::urgent;
 
 /// Shown for an interpreted frame whose `Method*` could not be read, and for a pc in the
 /// interpreter whose frame was not walked: what the perf map says for both.
@@ -115,19 +116,30 @@ impl HotspotProcess<GuardedMemory> {
     /// A panic in the reader (a bug these tables found) is caught and returned as
     /// [`HotspotError::Panicked`]; a read the target blocks (its libjvm.so, its memory) as
     /// [`HotspotError::Blocked`]. Every read of its memory, then and later, has a deadline
-    /// ([`stall_guard`]).
+    /// ([`stall_guard`]). The tables are read in one job on the guarded read thread, not one
+    /// hop per read (about 2,000 reads), and [`urgent`]ly: a JVM launched under `record` runs
+    /// its first Java code tens of milliseconds after its tables become readable.
     pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
         let root = proc_root.to_owned();
         let memory = stall_guard::hotspot_reads();
-        let blocked_before = memory.timed_out();
         let attached = catch_unwind(|| {
-            let located = stall_guard::file_reads().run(move || locate_tables(&root, pid));
+            let located = stall_guard::file_reads().run(move || urgent(|| locate_tables(&root, pid)));
             let (_lib, symbols) = located.map_err(|stall| HotspotError::Blocked(stall.to_string()))??;
-            HotspotJvm::new(GuardedMemory::new(pid, Arc::clone(memory)), &symbols).and_then(Self::new)
+            let reader = GuardedMemory::new(pid, Arc::clone(memory));
+            let deadline = memory.deadline() + ReadBudget::TABLES.max_time;
+            let read = move || urgent(|| HotspotJvm::new(reader, &symbols).and_then(Self::new));
+            match memory.run_within(deadline, read) {
+                Ok(attached) => attached,
+                Err(stall @ Stall::TimedOut { .. }) => {
+                    Err(HotspotError::Blocked(format!("reading its tables: {stall}")))
+                }
+                // Not run (other JVMs' reads are stuck, or no thread): tried again later.
+                Err(stall) => Err(HotspotError::Io {
+                    path: Path::new("/proc").join(pid.to_string()).join("mem"),
+                    source: std::io::Error::other(stall),
+                }),
+            }
         });
-        if memory.timed_out() > blocked_before {
-            return Err(HotspotError::Blocked(format!("reading its tables: {}", memory_stall_message(memory))));
-        }
         match attached {
             Ok(result) => result,
             Err(panic) => Err(HotspotError::Panicked(panic_message(&*panic))),
@@ -139,10 +151,6 @@ impl HotspotProcess<GuardedMemory> {
     pub fn take_stall(&self) -> Option<Stall> {
         self.jvm.reader().inner().take_new_stall()
     }
-}
-
-fn memory_stall_message(guard: &stall_guard::StallGuard) -> String {
-    format!("a read of its memory took over {} ms", guard.deadline().as_millis())
 }
 
 impl<R: MemoryReader> HotspotProcess<R> {
@@ -225,14 +233,6 @@ impl<R: MemoryReader> HotspotProcess<R> {
             false => jvm.refresh_code_heaps(),
         });
         start
-    }
-
-    /// Between cycles, while the kernel has no walk configuration for this JVM: re-reads the
-    /// code cache, where the interpreter and the call stub appear as the VM starts.
-    pub fn refresh_while_starting(&mut self) {
-        if self.published.is_none() && !self.stopped() {
-            self.guarded(|jvm| jvm.refresh_code_cache());
-        }
     }
 
     /// True the first time only: whether a back-off is worth a warning (later ones are
