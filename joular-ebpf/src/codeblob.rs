@@ -15,6 +15,7 @@ use joular_ebpf::{
 };
 
 use crate::maps::WalkState;
+use crate::report::{report_nmethod, report_stub};
 
 /// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
 /// "native nmethod" (JNI wrappers), little-endian.
@@ -206,6 +207,11 @@ pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<B
         let e = &mut state.cache.entries[slot];
         e.saw_compile_id(compile_id);
         e.learn_nmethod(compile_id, code_begin, code_end, frame_words, complete);
+        // With its method, for user space to name it by even once it is freed. An nmethod the
+        // cache has came through here first, and was reported then.
+        report_nmethod(state, blob + u64::from(l.method), compile_id);
+    } else {
+        report_stub(state, pc);
     }
     Ok(BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless })
 }

@@ -2,12 +2,14 @@
 
 #[cfg(test)]
 mod blob_cache_rules;
+mod code_reports;
 pub mod kernel_names;
 mod loader;
 pub mod preflight;
 mod sizing;
 mod task_fields;
 
+pub use code_reports::CodeReports;
 pub use loader::{Probe, ProbeOptions, SchedulerHook};
 
 #[derive(Debug, thiserror::Error)]

@@ -35,6 +35,7 @@ mod kernel;
 mod native;
 mod native_maps;
 mod process;
+mod reports;
 mod resolve;
 mod stats;
 mod truncation;
@@ -263,7 +264,6 @@ impl Symbolizer {
         s.method_stale += m.method_stale;
         s.method_corrupt += m.method_corrupt;
         s.code_unreadable += m.code_unreadable;
-        s.stale_compiled_frames += h.stale_compiled_frames();
         s.hotspot_methods_read += r.methods;
         s.hotspot_nmethods_read += r.nmethods;
         s.code_cache_refreshes += r.code_cache_refreshes;
@@ -294,7 +294,6 @@ impl Symbolizer {
                 stats.code_cache_refreshes += r.code_cache_refreshes;
                 stats.hotspot_cache_bytes += h.cached_bytes();
                 stats.hotspot_panics += u64::from(h.panicked());
-                stats.stale_compiled_frames += h.stale_compiled_frames();
                 if let Some(mode) = h.published_unwind() {
                     let hotspot = mode == JVM_UNWIND_HOTSPOT;
                     let frame_pointers =
@@ -374,7 +373,7 @@ impl Symbolizer {
         let started = std::time::Instant::now();
         self.ensure_process(pid);
         let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
-        let user_ids = self.resolve_user(pid, &inputs);
+        let (user_ids, _) = self.resolve_user(pid, &inputs);
         self.finish_stack(pid, &user_ids, None, kernel, started)
     }
 
@@ -394,7 +393,9 @@ impl Symbolizer {
             p.walked.2 += u64::from(walked.cut);
         }
         let inputs = user_inputs(walked);
-        let user_ids = self.resolve_user(pid, &inputs);
+        let (user_ids, freed) = self.resolve_user(pid, &inputs);
+        self.stats.stale_compiled_frames += freed.stale * samples;
+        self.stats.compiled_frames_named_by_method += freed.by_method * samples;
         self.count_java_samples(pid, &user_ids, samples);
         let root = truncation::truncation_root(walked).map(|name| self.interner.frame(FrameKind::Native, &name, &name));
         self.finish_stack(pid, &user_ids, root, kernel, started)

@@ -30,7 +30,7 @@ pub enum Wanted {
 
 /// The most a cycle's batch of one JVM is waited for beyond the per-read deadline: its read
 /// budget stops it well before (at most 150 ms a cycle); a batch past this is blocked.
-const MAX_BATCH_READ_TIME: Duration = Duration::from_secs(1);
+pub(super) const MAX_BATCH_READ_TIME: Duration = Duration::from_secs(1);
 
 impl HotspotProcess<GuardedMemory> {
     /// Resolves this cycle's frames of the JVM in one job on the guarded read thread (one hop
