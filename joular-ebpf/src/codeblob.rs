@@ -15,6 +15,7 @@ use joular_ebpf::{
 };
 
 use crate::maps::WalkState;
+use crate::report::{report_nmethod, report_stub};
 
 /// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
 /// "native nmethod" (JNI wrappers), little-endian.
@@ -42,11 +43,12 @@ pub fn follows_call(ret: u64) -> bool {
         || (b[2] == 0xff && (b[3] & 0xf8 == 0x90 || b[3] == 0x15))
 }
 
-/// Where a pc in the code cache stands before any read: its heap's segment (`pc >>
+/// Where a pc in the code cache stands before any read: its heap (an index into the config's
+/// heaps: a copy of the heap took the walk step past its 512-byte stack), its segment (`pc >>
 /// log2_segment_bytes`) and the blob cache slot of that segment. `None`: no heap holds it.
 #[derive(Copy, Clone)]
 pub struct CodePlace {
-    pub heap: CodeHeapConfig,
+    pub heap: usize,
     pub segment: u64,
     pub slot: usize,
 }
@@ -58,11 +60,11 @@ pub fn place(state: &WalkState, pc: u64) -> Option<CodePlace> {
     for h in 0..MAX_CODE_HEAPS {
         let heap = &cfg.heaps[h];
         if (h as u32) < cfg.heap_count && pc >= heap.low && pc < heap.high {
-            found = Some(*heap);
+            found = Some(h);
         }
     }
     let heap = found?;
-    let segment = pc >> (heap.log2_segment_bytes & 31);
+    let segment = pc >> (cfg.heaps[heap & (MAX_CODE_HEAPS - 1)].log2_segment_bytes & 31);
     Some(CodePlace { heap, segment, slot: blob_cache_slot(segment, state.tgid) })
 }
 
@@ -80,7 +82,7 @@ fn find_block(state: &mut WalkState, pc: u64, place: &CodePlace) -> Option<u64> 
     {
         return Some(entry.block);
     }
-    let block = segmap_block(&place.heap, pc)?;
+    let block = segmap_block(&state.cfg.heaps[place.heap & (MAX_CODE_HEAPS - 1)], pc)?;
     if !read_window(state, block) {
         return None;
     }
@@ -205,6 +207,11 @@ pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<B
         let e = &mut state.cache.entries[slot];
         e.saw_compile_id(compile_id);
         e.learn_nmethod(compile_id, code_begin, code_end, frame_words, complete);
+        // With its method, for user space to name it by even once it is freed. An nmethod the
+        // cache has came through here first, and was reported then.
+        report_nmethod(state, blob + u64::from(l.method), compile_id);
+    } else {
+        report_stub(state, pc);
     }
     Ok(BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless })
 }

@@ -96,7 +96,11 @@ pub const DROP_NATIVE_NO_TABLE: u32 = 16;
 /// without call-frame information or over the limit, or a step through garbage): the walk
 /// stops there, flagged `JAVA_STACK_CUT`.
 pub const DROP_NATIVE_UNMAPPED: u32 = 17;
-pub const DROP_KINDS: u32 = 18;
+/// Code the sampler met for the first time that it could not report to user space
+/// (`NEW_CODE` full): it is reported again when next met; until then, if the JVM exits or the
+/// nmethod is freed before the cycle is named, its frames may stay unnamed.
+pub const DROP_CODE_REPORT_LOST: u32 = 18;
+pub const DROP_KINDS: u32 = 19;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -116,6 +120,7 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "native_no_row",
     "native_no_table",
     "native_unmapped",
+    "code_report_lost",
 ];
 
 /// JVM processes whose user stacks the sampler walks itself (`JVMS` entries).
@@ -174,11 +179,15 @@ pub struct BlobLayout {
     pub name: u32,
     /// `nmethod::_compile_id` (4 bytes), from the blob start (past the window).
     pub compile_id: u32,
+    /// `nmethod::_method` (`CompiledMethod::_method` before JDK 23; a `Method*`), from the
+    /// blob start (past the window).
+    pub method: u32,
     /// 8: the code start is the pointer `CodeBlob::_code_begin` (JDK 9 to 22); 4: it is
     /// `CodeBlob::_code_offset`, in bytes from the blob (JDK 23+).
     pub code_begin_bytes: u32,
     /// 4 (an int, JDK 9 to 22) or 2 (an int16_t, JDK 23+).
     pub frame_complete_bytes: u32,
+    pub _pad: u32,
 }
 
 /// What the sampler needs to walk one JVM's stacks, published by user space (keyed by
@@ -264,6 +273,42 @@ pub struct JavaStack {
     /// `JAVA_STACK_*` bits.
     pub flags: u32,
     pub frames: [JavaFrame; MAX_JAVA_FRAMES],
+}
+
+/// `CodeReport::kind`: an nmethod (`compile_id`, its `method`), met in a compiled frame.
+pub const REPORT_NMETHOD: u32 = 1;
+/// `CodeReport::kind`: a `Method*` met in an interpreted frame.
+pub const REPORT_METHOD: u32 = 2;
+/// `CodeReport::kind`: a pc (in `method`) met in a blob that is no nmethod: a stub, adapter or
+/// vtable chunk (HotSpot never frees those; named once, their pcs are named after the JVM
+/// exits).
+pub const REPORT_STUB: u32 = 3;
+/// Reports remembered as sent (`REPORTED`, an LRU map): a method met again is not reported
+/// again while it is there.
+pub const MAX_REPORTED: u32 = 32 * 1024;
+/// Bytes of the `NEW_CODE` ring buffer: 2,048 reports of 32 bytes (each with its 8-byte
+/// header) between two reads of user space, which reads it every few tens of milliseconds.
+pub const CODE_REPORT_RING_BYTES: u32 = 64 * 1024;
+
+/// Code of a walked JVM the sampler met for the first time, sent to user space as it meets it
+/// (`NEW_CODE`): what names the frame later, read while the JVM still has it. A compiled frame
+/// carries its pc and compile id, an interpreted one its `Method*`; by the end of the cycle the
+/// nmethod may be freed (the JIT replaces and deoptimizes code all through a JVM's start) or the
+/// JVM gone (its last cycle), and neither can be read any more. The nmethod's `Method*`
+/// outlives it, and user space names both kinds from here within milliseconds of the sample.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CodeReport {
+    /// Which JVM: its `JvmConfig::interpreter_start` (a JVM that reuses a pid has another).
+    pub jvm: u64,
+    /// The `Method*` (`REPORT_STUB`: the pc).
+    pub method: u64,
+    pub tgid: u32,
+    /// `REPORT_*`.
+    pub kind: u32,
+    /// `REPORT_NMETHOD`: the nmethod's compile id (0 otherwise).
+    pub compile_id: u32,
+    pub _pad: u32,
 }
 
 /// A process's start time as `/proc/<pid>/stat` field 22 gives it (`starttime`, clock ticks
@@ -454,4 +499,5 @@ mod pod {
     unsafe impl aya::Pod for super::JavaStack {}
     unsafe impl aya::Pod for super::SampleLog {}
     unsafe impl aya::Pod for super::KsymNames {}
+    unsafe impl aya::Pod for super::CodeReport {}
 }

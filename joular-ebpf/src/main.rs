@@ -19,6 +19,8 @@ mod maps;
 #[cfg(target_arch = "bpf")]
 mod native;
 #[cfg(target_arch = "bpf")]
+mod report;
+#[cfg(target_arch = "bpf")]
 mod walk;
 
 #[cfg(not(target_arch = "bpf"))]

@@ -5,12 +5,13 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, StackTrace},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
 use joular_ebpf::{
-    blob_cache::BlobCache, prologue::PROLOGUE_WINDOW_BYTES, CpuState, ExitValue, JavaStack, JvmConfig, KsymNames,
-    SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS, CONFIG_LEN, DROP_KINDS,
-    MAX_JAVA_STACKS, MAX_JVMS, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
+    blob_cache::BlobCache, prologue::PROLOGUE_WINDOW_BYTES, CodeReport, CpuState, ExitValue, JavaStack, JvmConfig,
+    KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS, CODE_REPORT_RING_BYTES,
+    CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS, MAX_REPORTED, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS,
+    MAX_THREAD_CPU,
 };
 
 /// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
@@ -85,6 +86,15 @@ pub static JAVA_SCRATCH: PerCpuArray<JavaStack> = PerCpuArray::with_max_entries(
 #[map]
 pub static WALK_STATE: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(1, 0);
 
+/// Code the sampler met for the first time, for user space to name while the JVM has it
+/// (see `report.rs`).
+#[map]
+pub static NEW_CODE: RingBuf = RingBuf::with_byte_size(CODE_REPORT_RING_BYTES, 0);
+
+/// Reports sent to `NEW_CODE` lately (value unused), so code met again is not sent again.
+#[map]
+pub static REPORTED: LruHashMap<CodeReport, u8> = LruHashMap::with_max_entries(MAX_REPORTED, 0);
+
 /// Where `joular_ksym` writes the names user space asked for (see `ksym.rs`).
 #[map]
 pub static KSYM_NAMES: Array<KsymNames> = Array::with_max_entries(1, 0);
@@ -100,6 +110,9 @@ pub fn count_drop(kind: u32) {
 
 /// Recently stored stack hashes each CPU remembers (see `RecentStacks`).
 pub const RECENT_STACK_SLOTS: usize = 64;
+
+/// Fingerprints of the code each CPU reported lately (`WalkState::reported`, see `report.rs`).
+pub const REPORTED_SLOTS: usize = 256;
 
 /// Words of the sampled thread's stack one read brings in: the frames of the callers
 /// below the Java code (libjvm, libc) are adjacent, so most of their steps are served from
@@ -150,4 +163,9 @@ pub struct WalkState {
     pub prologue: [u8; PROLOGUE_WINDOW_BYTES],
     /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
     pub cache: BlobCache,
+    /// Fingerprints of reports this CPU sent or found sent, by `fingerprint % REPORTED_SLOTS`
+    /// (see `report.rs`): most frames meet code met moments before, at no map lookup.
+    pub reported: [u64; REPORTED_SLOTS],
+    /// The report being sent (see `report.rs`).
+    pub report: CodeReport,
 }

@@ -27,7 +27,9 @@
 //! that no call instruction precedes (a step through garbage) end the walk there, flagged
 //! `JAVA_STACK_CUT` and counted by cause; the suspicious frame itself is not kept. Compiled
 //! frames carry their nmethod's compile id, which user space checks against the blob it
-//! names them from.
+//! names them from. The `Method*` of an interpreted frame, and an nmethod (compile id and
+//! `Method*`) when its blob is read, are reported to user space the first time the walk meets
+//! them (`report.rs`), so they are named while the JVM still has them.
 //! A per-CPU cache of blob lookups (`joular_ebpf::blob_cache`) spares the segment-map hops,
 //! the name read and a known return address's call check of blobs seen before, and for an
 //! nmethod the header window too; the block's `used` flag and compile id are read at every
@@ -77,6 +79,7 @@ use crate::maps::{
     STACK_WINDOW_WORDS, WALK_STATE,
 };
 use crate::native::{row_for, start_walk};
+use crate::report::report_method;
 
 const BPF_NOEXIST: u64 = 1;
 const EEXIST: i32 = 17;
@@ -626,6 +629,7 @@ fn interpreted_step(state: &mut WalkState, leaf: bool) -> Step {
     let caller_sp =
         if sender_sp >= fp + 16 && sender_sp - fp < MAX_INTERPRETER_EXTENSION_BYTES { sender_sp } else { fp + 16 };
     let (ret, saved_fp) = (w(WINDOW_WORDS - 1), w(WINDOW_WORDS - 2));
+    report_method(state, frame.addr);
     advance(state, frame, ret, caller_sp, saved_fp)
 }
 

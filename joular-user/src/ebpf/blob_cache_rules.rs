@@ -16,8 +16,10 @@ const LAYOUT: BlobLayout = BlobLayout {
     code_begin: 48,
     name: 112,
     compile_id: 304,
+    method: 112,
     code_begin_bytes: 8,
     frame_complete_bytes: 4,
+    _pad: 0,
 };
 const BLOCK: u64 = 0x7f00_1000_0000;
 const TGID: u32 = 4242;

@@ -85,6 +85,9 @@ pub struct Probe {
     pub kernel_names: Option<KernelNames>,
     /// Native unwind rows of walked JVMs (None: the sampler does not walk).
     pub unwind: Option<crate::unwind::kernel_maps::UnwindMaps>,
+    /// Code the sampler met for the first time, for the symbol worker to take (None: the
+    /// sampler does not walk, or the ring could not be mapped).
+    pub code_reports: Option<super::CodeReports>,
     /// Changes made to `TARGETS` and `JVMS` from here (the count in `CONFIG_TARGETS_GEN`).
     targets_changes: u64,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -199,6 +202,16 @@ impl Probe {
                             None
                         }
                     }
+                }
+                _ => None,
+            },
+            code_reports: match ebpf.take_map("NEW_CODE").map(aya::maps::RingBuf::try_from) {
+                Some(Ok(ring)) if walks_jvms => Some(super::CodeReports::new(ring)),
+                Some(Err(e)) if walks_jvms => {
+                    log::warn!(
+                        "compiled frames whose code is freed before their cycle is named stay unnamed: NEW_CODE: {e}"
+                    );
+                    None
                 }
                 _ => None,
             },

@@ -2,6 +2,7 @@
 
 #[cfg(test)]
 mod blob_cache_rules;
+mod code_reports;
 pub mod kernel_names;
 mod loader;
 pub mod preflight;
@@ -10,6 +11,7 @@ mod prologue_rules;
 mod sizing;
 mod task_fields;
 
+pub use code_reports::CodeReports;
 pub use loader::{Probe, ProbeOptions, SchedulerHook};
 
 #[derive(Debug, thiserror::Error)]

@@ -84,7 +84,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         kernel_names: probe.kernel_names.clone(),
         ..Default::default()
     };
-    let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids())?;
+    let reports = probe.code_reports.take();
+    let (mut symbols, walk) = SymbolWorker::start(options, symbolize::settle_within(interval), target.pids(), reports)?;
     symbolize::apply_kernel_updates(walk, &mut probe);
     let mut early = symbols.take_early();
     let mut collector = Collector::new(common.proc_root.clone());
@@ -291,6 +292,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ("perf_map_entries_over_budget", st.perf_map_entries_not_indexed_total),
         ("cut_java_stacks", st.cut_java_stacks),
         ("compiled_frames_freed_before_named", st.stale_compiled_frames),
+        ("compiled_frames_named_by_method_only", st.compiled_frames_named_by_method),
         ("unresolved_frames", st.unresolved_frames),
         ("cycles_written_before_symbols", sinks.cycles_written_late),
         ("jvms_with_unreadable_hotspot_tables", st.jvms_unreadable),

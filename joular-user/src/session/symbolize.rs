@@ -79,7 +79,9 @@ pub fn native_unwind_line(st: &TableStats) -> String {
 pub fn hotspot_line(st: &SymbolStats) -> String {
     format!(
         "Java frames: {} JVM(s) read through their HotSpot tables; {} methods and {} compiled methods read, \
-         {} code-cache re-reads, {} JIT frames left unknown ({} freed before they were named), {} interpreted frames unnamed; \
+         {} code-cache re-reads, {} JIT frames left unknown; of sampled compiled frames, {} freed before they were named \
+         and {} named by their method only (freed before their pc was); {} interpreted frames unnamed; \
+         {} methods reported by the sampler as it met them ({} named then); \
          misses: {} unreadable, {} stale, {} corrupt Method*s, {} unreadable code; \
          {} walked stacks ({} cut, {} truncated); caches ~{} KiB; symbolization {:.1} ms in all",
         st.hotspot_jvms,
@@ -88,7 +90,10 @@ pub fn hotspot_line(st: &SymbolStats) -> String {
         st.code_cache_refreshes,
         st.unknown_jit_frames,
         st.stale_compiled_frames,
+        st.compiled_frames_named_by_method,
         st.unnamed_interpreted_frames,
+        st.code_reports,
+        st.code_reports_named,
         st.method_unreadable,
         st.method_stale,
         st.method_corrupt,

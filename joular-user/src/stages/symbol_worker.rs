@@ -17,8 +17,10 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::symbolize::{install_quiet_panic_hook, symbolize_cycle, PanicGuard};
 use crate::attribution::stacks::ThreadStacks;
+use crate::ebpf::CodeReports;
 use crate::model::RawSample;
 use crate::symbols::{KernelUpdate, SymbolStats, Symbolizer, SymbolizerOptions};
+use crate::urgency::urgent;
 
 /// One cycle handed to the worker.
 pub struct CycleSamples {
@@ -72,6 +74,7 @@ impl SymbolWorker {
         opts: SymbolizerOptions,
         settle_within: Duration,
         targets: Vec<u32>,
+        reports: Option<CodeReports>,
     ) -> std::io::Result<(Self, Vec<KernelUpdate>)> {
         let (cycles_tx, cycles_rx) = mpsc::channel::<CycleSamples>();
         let (replies_tx, replies) = unbounded_channel();
@@ -93,7 +96,7 @@ impl SymbolWorker {
                     .unwrap_or_default(),
             );
             let channels = Channels { cycles: &cycles_rx, replies: &replies_tx, early: &early_tx };
-            run(symbolizer, guard, settle_within, channels, &q, &a)
+            run(symbolizer, guard, settle_within, channels, &q, &a, reports)
         })?;
         let updates = watched_rx.recv_timeout(WATCH_WAIT).unwrap_or_default();
         let worker = SymbolWorker {
@@ -168,6 +171,11 @@ struct Channels<'a> {
     early: &'a UnboundedSender<Vec<KernelUpdate>>,
 }
 
+/// How often the sampler's code reports are read between cycles: code a JVM frees (or the JVM
+/// itself, when it exits) within this of its sample may stay unnamed. A read costs a look at
+/// the ring's positions when nothing was reported.
+const REPORTS_EVERY: Duration = Duration::from_millis(20);
+
 fn run(
     mut symbolizer: Symbolizer,
     mut guard: PanicGuard,
@@ -175,22 +183,30 @@ fn run(
     channels: Channels,
     queued: &AtomicUsize,
     abandoned_below: &AtomicU64,
+    mut reports: Option<CodeReports>,
 ) {
     let Channels { cycles, replies, early } = channels;
     // While a target starts, it is looked at between cycles: its JVM is walked from its
     // first Java code, not from the end of the first cycle.
-    let mut poll_in = Some(Duration::ZERO);
+    let mut next_poll = Some(Instant::now());
+    let mut next_reports = Instant::now() + REPORTS_EVERY;
     loop {
-        let cycle = match poll_in {
-            Some(wait) => match cycles.recv_timeout(wait) {
+        let wake = match reports {
+            Some(_) => Some(next_poll.map_or(next_reports, |at| at.min(next_reports))),
+            None => next_poll,
+        };
+        let cycle = match wake {
+            Some(at) => match cycles.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Ok(cycle) => cycle,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    poll_in = guard.contain(|| symbolizer.poll_young(), "looking at a starting target").flatten();
-                    let updates = guard
-                        .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
-                        .unwrap_or_default();
-                    if !updates.is_empty() && early.send(updates).is_err() {
-                        return;
+                    let now = Instant::now();
+                    if now >= next_reports {
+                        learn(&mut symbolizer, reports.as_mut(), &mut guard);
+                        next_reports = now + REPORTS_EVERY;
+                    }
+                    if next_poll.is_some_and(|at| now >= at) {
+                        let Some(next) = poll_young(&mut symbolizer, &mut guard, early) else { return };
+                        next_poll = next;
                     }
                     continue;
                 }
@@ -201,6 +217,8 @@ fn run(
                 Err(_) => return,
             },
         };
+        // What the sampler met up to the flip, named before the cycle's stacks are.
+        learn(&mut symbolizer, reports.as_mut(), &mut guard);
         let behind = queued.fetch_sub(1, Ordering::AcqRel) > 1;
         if cycle.cycle >= abandoned_below.load(Ordering::Acquire) {
             // Catching up matters more than completing one cycle's JIT frames.
@@ -221,7 +239,36 @@ fn run(
             forget(&mut symbolizer, &cycle.ended, &mut guard);
         }
         // A cycle may bring new processes (children, `--all`) that are still starting.
-        poll_in = Some(Duration::ZERO);
+        next_poll = Some(Instant::now());
+    }
+}
+
+/// Looks at the targets still starting ([`Symbolizer::poll_young`]) and sends the kernel what
+/// it found. Returns when to look again (`None`: no target is worth it any more), or `None`
+/// when the loop is gone.
+fn poll_young(
+    symbolizer: &mut Symbolizer,
+    guard: &mut PanicGuard,
+    early: &UnboundedSender<Vec<KernelUpdate>>,
+) -> Option<Option<Instant>> {
+    let poll_in = guard.contain(|| urgent(|| symbolizer.poll_young()), "looking at a starting target").flatten();
+    // A new walk configuration goes to the kernel before the native unwind tables are read,
+    // which takes longer than the JVM takes to run Java code.
+    for take in [Symbolizer::take_walk_updates, Symbolizer::take_kernel_updates] {
+        let updates = guard.contain(|| take(symbolizer), "updating the kernel's JVM list").unwrap_or_default();
+        if !updates.is_empty() && early.send(updates).is_err() {
+            return None;
+        }
+    }
+    Some(poll_in.map(|wait| Instant::now() + wait))
+}
+
+/// Names the code the sampler reported since the last look.
+fn learn(symbolizer: &mut Symbolizer, reports: Option<&mut CodeReports>, guard: &mut PanicGuard) {
+    let Some(reports) = reports else { return };
+    let taken = reports.take();
+    if !taken.is_empty() {
+        guard.contain(|| symbolizer.learn_code(taken), "naming the code the sampler met");
     }
 }
 
@@ -239,7 +286,7 @@ mod tests {
 
     #[tokio::test]
     async fn replies_come_in_cycle_order_and_skip_abandoned_cycles() {
-        let (mut worker, updates) = SymbolWorker::start(options(), Duration::from_millis(100), vec![]).unwrap();
+        let (mut worker, updates) = SymbolWorker::start(options(), Duration::from_millis(100), vec![], None).unwrap();
         assert!(updates.is_empty());
         worker.submit(CycleSamples {
             cycle: 0,

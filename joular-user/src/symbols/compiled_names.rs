@@ -3,7 +3,9 @@
 //! have freed that nmethod (deoptimized, replaced by a higher tier, its class unloaded), which
 //! happens most while a JVM starts. A compile id is never reused within a JVM, so what it was
 //! named once stays true: a frame whose nmethod is gone is named from here, the exact pc's
-//! inlining chain when that pc was named before, else the nmethod's own method.
+//! inlining chain when that pc was named before, else the nmethod's own method (from a pc of
+//! it named before, or from the `Method*` the sampler reported when it first met the nmethod,
+//! `joular_ebpf::CodeReport`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -21,6 +23,19 @@ pub struct CompiledNames {
     by_id: HashMap<u32, (Frame, usize)>,
     /// Insertion order, to drop the oldest past [`MAX_PCS`].
     order: VecDeque<(u32, u64)>,
+    /// compile id → the nmethod's own method, named from the `Method*` the sampler reported
+    /// for it; cleared past [`MAX_METHODS`].
+    methods: HashMap<u32, Frame>,
+}
+
+/// What [`CompiledNames::lookup`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named {
+    /// Innermost first.
+    pub frames: Arc<[Frame]>,
+    /// The pc's own inlining chain; otherwise the nmethod's own method alone (the methods
+    /// inlined at that pc, if any, are unknown).
+    pub exact: bool,
 }
 
 impl CompiledNames {
@@ -46,24 +61,42 @@ impl CompiledNames {
         }
     }
 
+    /// Keeps the method of nmethod `compile_id` (named from its `Method*`), if no pc of it is
+    /// kept yet.
+    pub fn remember_method(&mut self, compile_id: u32, own: Frame) {
+        if self.knows(compile_id) {
+            return;
+        }
+        if self.methods.len() >= MAX_METHODS {
+            self.methods.clear();
+        }
+        self.methods.insert(compile_id, own);
+    }
+
+    /// Whether the method of nmethod `compile_id` is known.
+    pub fn knows(&self, compile_id: u32) -> bool {
+        self.by_id.contains_key(&compile_id) || self.methods.contains_key(&compile_id)
+    }
+
     /// What `pc` of nmethod `compile_id` was named: the chain at that pc, else the nmethod's
     /// own method alone (the inlined callees at an unseen pc are unknown).
-    pub fn lookup(&self, compile_id: u32, pc: u64) -> Option<Arc<[Frame]>> {
-        self.by_pc
-            .get(&(compile_id, pc))
-            .cloned()
-            .or_else(|| self.by_id.get(&compile_id).map(|(own, _)| Arc::from([own.clone()])))
+    pub fn lookup(&self, compile_id: u32, pc: u64) -> Option<Named> {
+        if let Some(frames) = self.by_pc.get(&(compile_id, pc)) {
+            return Some(Named { frames: frames.clone(), exact: true });
+        }
+        let own = self.by_id.get(&compile_id).map(|(own, _)| own).or_else(|| self.methods.get(&compile_id))?;
+        Some(Named { frames: Arc::from([own.clone()]), exact: false })
     }
 
     pub fn len(&self) -> usize {
-        self.by_pc.len()
+        self.by_pc.len() + self.methods.len()
     }
 }
 
-/// `Method*`s kept per JVM; past it the map starts over.
+/// `Method*`s (and nmethods named by theirs) kept per JVM; past it the map starts over.
 const MAX_METHODS: usize = 65_536;
 
-/// The names interpreted `Method*`s (or stub pcs) were read with. A `Method*` that cannot be read any more
+/// The names interpreted `Method*`s were read with. A `Method*` that cannot be read any more
 /// (its class unloaded, its JVM exited before the cycle was named) was, when sampled, the
 /// method last read there. Only a read that fails falls back to this: a `Method*` freed and
 /// reused is read anew.
@@ -104,15 +137,38 @@ mod tests {
         let mut names = CompiledNames::default();
         let chain = vec![frame(FrameKind::JavaInlined, "A.callee"), frame(FrameKind::JavaJit, "A.caller")];
         names.remember(7, 0x1000, || chain.clone());
-        assert_eq!(names.lookup(7, 0x1000).unwrap().to_vec(), chain);
+        assert_eq!(names.lookup(7, 0x1000).unwrap(), Named { frames: chain.clone().into(), exact: true });
         // Another pc of the same nmethod: its own method.
-        assert_eq!(names.lookup(7, 0x1040).unwrap().to_vec(), vec![chain[1].clone()]);
+        assert_eq!(names.lookup(7, 0x1040).unwrap(), Named { frames: vec![chain[1].clone()].into(), exact: false });
         assert!(names.lookup(8, 0x1000).is_none(), "another compile id at the same address is not named");
         for i in 0..MAX_PCS as u64 {
             names.remember(100, 0x10_0000 + i, || vec![frame(FrameKind::JavaJit, "B.m")]);
         }
         assert_eq!(names.len(), MAX_PCS);
         assert!(names.lookup(7, 0x1000).is_none(), "the oldest nmethod was dropped");
+    }
+
+    #[test]
+    fn an_nmethod_none_of_whose_pcs_was_named_has_its_reported_method() {
+        let mut names = CompiledNames::default();
+        assert!(!names.knows(9));
+        names.remember_method(9, frame(FrameKind::JavaJit, "A.reported"));
+        assert!(names.knows(9));
+        let named = names.lookup(9, 0x2000).unwrap();
+        assert_eq!(named, Named { frames: vec![frame(FrameKind::JavaJit, "A.reported")].into(), exact: false });
+        // A pc named exactly wins, and so does a method learned from a named pc.
+        names.remember(9, 0x2000, || {
+            vec![frame(FrameKind::JavaInlined, "B.callee"), frame(FrameKind::JavaJit, "A.own")]
+        });
+        assert!(names.lookup(9, 0x2000).unwrap().exact);
+        assert_eq!(names.lookup(9, 0x2040).unwrap().frames[0].name.as_ref(), "A.own");
+        assert!(names.lookup(10, 0x2000).is_none());
+        // Bounded: past the cap, the reported methods start over.
+        for id in 0..MAX_METHODS as u32 + 1 {
+            names.remember_method(1000 + id, frame(FrameKind::JavaJit, "C.m"));
+        }
+        assert!(names.len() <= MAX_PCS + MAX_METHODS);
+        assert!(!names.knows(1000), "the oldest reported methods went with the cap");
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod kernel;
 mod native;
 mod native_maps;
 mod process;
+mod reports;
 mod resolve;
 mod stats;
 mod truncation;
@@ -184,8 +185,28 @@ impl Symbolizer {
         }
     }
 
-    /// Kernel map changes asked for since the last call, in order.
+    /// Kernel map changes asked for since the last call, in order: the JVMs' walk
+    /// configurations and the processes to forget ([`Symbolizer::take_walk_updates`]), then
+    /// the native unwind tables of walked processes.
     pub fn take_kernel_updates(&mut self) -> Vec<KernelUpdate> {
+        let mut updates = self.take_walk_updates();
+        let walked = self
+            .processes
+            .iter()
+            .filter(|(_, p)| matches!(&p.hotspot, Hotspot::Ready(h) if h.published_unwind().is_some()));
+        for pid in walked.map(|(&pid, _)| pid).collect::<Vec<_>>() {
+            if let Some(table) = self.unwind.refresh(pid) {
+                updates.push(KernelUpdate::NativeUnwind { pid, table });
+            }
+        }
+        updates
+    }
+
+    /// The walk configurations and processes to forget of [`Symbolizer::take_kernel_updates`]
+    /// alone: a starting JVM's configuration goes to the kernel before its native unwind
+    /// tables are read (0.1-0.4 s for libjvm's on a loaded host), which its first walks can do
+    /// without (native frames are then stepped by their frame pointers).
+    pub fn take_walk_updates(&mut self) -> Vec<KernelUpdate> {
         let mut no_unwinder = Vec::new();
         for (&pid, process) in &mut self.processes {
             let Some(jvm) = &process.jvm else { continue };
@@ -194,6 +215,10 @@ impl Symbolizer {
                 Hotspot::Ready(h) => {
                     if let Some(config) = h.take_walk_config(frame_pointers) {
                         self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config: Box::new(config) });
+                        log::debug!(
+                            "JVM {pid}: walk configuration sent to the kernel {} ms after the process was first seen",
+                            process.seen_at.elapsed().as_millis()
+                        );
                         if config.unwind == JVM_UNWIND_HOTSPOT {
                             log::info!("JVM {pid}: no frame pointers in JIT code; its compiled frames are unwound by their code blobs' frame sizes");
                         }
@@ -213,15 +238,6 @@ impl Symbolizer {
         }
         for (pid, reason) in no_unwinder {
             self.warn_frame_pointers(pid, reason);
-        }
-        let walked = self
-            .processes
-            .iter()
-            .filter(|(_, p)| matches!(&p.hotspot, Hotspot::Ready(h) if h.published_unwind().is_some()));
-        for pid in walked.map(|(&pid, _)| pid).collect::<Vec<_>>() {
-            if let Some(table) = self.unwind.refresh(pid) {
-                self.kernel_updates.push(KernelUpdate::NativeUnwind { pid, table });
-            }
         }
         std::mem::take(&mut self.kernel_updates)
     }
@@ -248,7 +264,6 @@ impl Symbolizer {
         s.method_stale += m.method_stale;
         s.method_corrupt += m.method_corrupt;
         s.code_unreadable += m.code_unreadable;
-        s.stale_compiled_frames += h.stale_compiled_frames();
         s.hotspot_methods_read += r.methods;
         s.hotspot_nmethods_read += r.nmethods;
         s.code_cache_refreshes += r.code_cache_refreshes;
@@ -280,7 +295,6 @@ impl Symbolizer {
                 stats.code_cache_refreshes += r.code_cache_refreshes;
                 stats.hotspot_cache_bytes += h.cached_bytes();
                 stats.hotspot_panics += u64::from(h.panicked());
-                stats.stale_compiled_frames += h.stale_compiled_frames();
                 if let Some(mode) = h.published_unwind() {
                     let hotspot = mode == JVM_UNWIND_HOTSPOT;
                     let frame_pointers =
@@ -360,7 +374,7 @@ impl Symbolizer {
         let started = std::time::Instant::now();
         self.ensure_process(pid);
         let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
-        let user_ids = self.resolve_user(pid, &inputs);
+        let (user_ids, _) = self.resolve_user(pid, &inputs);
         self.finish_stack(pid, &user_ids, None, kernel, started)
     }
 
@@ -380,7 +394,9 @@ impl Symbolizer {
             p.walked.2 += u64::from(walked.cut);
         }
         let inputs = user_inputs(walked);
-        let user_ids = self.resolve_user(pid, &inputs);
+        let (user_ids, freed) = self.resolve_user(pid, &inputs);
+        self.stats.stale_compiled_frames += freed.stale * samples;
+        self.stats.compiled_frames_named_by_method += freed.by_method * samples;
         self.count_java_samples(pid, &user_ids, samples);
         let root = truncation::truncation_root(walked).map(|name| self.interner.frame(FrameKind::Native, &name, &name));
         self.finish_stack(pid, &user_ids, root, kernel, started)

@@ -12,6 +12,7 @@ use super::intern::FrameId;
 use super::jvm::JvmState;
 use super::stats::{SymbolStats, MAX_UNREADABLE_REASONS};
 use super::Symbolizer;
+use crate::target_read::stall_guard::Stall;
 
 /// Cycles a process is looked at again to see whether it became a JVM (`record` sees the
 /// launcher before it loads libjvm), and a JVM's tables are tried again (they are filled
@@ -170,12 +171,46 @@ impl Symbolizer {
                 Hotspot::Pending { .. } => {
                     Self::attach_hotspot(&self.opts.proc_root, pid, &mut process, &mut self.stats, true)
                 }
-                Hotspot::Ready(h) => h.refresh_while_starting(),
+                Hotspot::Ready(_) => {
+                    self.processes.insert(pid, process);
+                    self.hotspot_job(pid, |h| HotspotProcess::refresh_while_starting(h).map(|h| (h, ())));
+                    continue;
+                }
                 Hotspot::Unavailable | Hotspot::Blocked => {}
             }
             self.processes.insert(pid, process);
         }
         (!young.is_empty()).then_some(YOUNG_POLL)
+    }
+
+    /// Runs `job` (one job on the guarded read thread, see [`HotspotProcess`]'s `*_in_job`) on
+    /// the HotSpot reader of `pid`, if it has one ready. A job that blocks leaves the JVM
+    /// blocked, said once with a warning: its Java frames are named no more.
+    pub(super) fn hotspot_job<T>(
+        &mut self,
+        pid: u32,
+        job: impl FnOnce(Box<HotspotProcess>) -> Result<(Box<HotspotProcess>, T), Stall>,
+    ) -> Option<T> {
+        let process = self.processes.get_mut(&pid)?;
+        // Blocked while the job has it: a job that blocks leaves it so.
+        let h = match std::mem::replace(&mut process.hotspot, Hotspot::Blocked) {
+            Hotspot::Ready(h) => h,
+            other => {
+                process.hotspot = other;
+                return None;
+            }
+        };
+        match job(h) {
+            Ok((h, out)) => {
+                process.hotspot = Hotspot::Ready(h);
+                Some(out)
+            }
+            Err(stall) => {
+                self.stats.jvms_blocked += 1;
+                log::warn!("JVM {pid}: a read of its memory blocked ({stall}); its Java frames are no longer named");
+                None
+            }
+        }
     }
 
     /// A JVM found here is named through its HotSpot tables when they can be read; otherwise

@@ -38,10 +38,22 @@ pub(super) enum UserInput {
     Interpreted { method: u64, bcp: u64 },
 }
 
+/// The compiled frames of one stack whose nmethod was freed before their pc was named (see
+/// `hotspot::CodeOutcome`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Freed {
+    /// Named by nothing: `[unknown JIT code]`.
+    pub stale: u64,
+    /// Named by their nmethod's own method (the methods inlined at that pc unknown).
+    pub by_method: u64,
+}
+
 impl Symbolizer {
     /// Resolves user frames, leaf first; a compiled pc with inlined methods gives several
-    /// frames (innermost first), so the output can be longer than the input.
-    pub(super) fn resolve_user(&mut self, pid: u32, inputs: &[UserInput]) -> Vec<FrameId> {
+    /// frames (innermost first), so the output can be longer than the input. Also says which
+    /// compiled frames were freed before their pc was named.
+    pub(super) fn resolve_user(&mut self, pid: u32, inputs: &[UserInput]) -> (Vec<FrameId>, Freed) {
+        let mut freed = Freed::default();
         let process = self.processes.get_mut(&pid).expect("ensure_process ran");
         // Each input's frames; a native pc waits for one blazesym batch.
         let mut slots: Vec<Option<std::sync::Arc<[FrameId]>>> = vec![None; inputs.len()];
@@ -63,6 +75,10 @@ impl Symbolizer {
                 UserInput::Pc { pc, code } => (pc, code),
                 UserInput::Compiled { pc, compile_id } => {
                     let code = process.hotspot().map(|h| h.compiled(&mut self.interner, pc, compile_id));
+                    if let Some((_, outcome)) = &code {
+                        freed.stale += u64::from(outcome.stale);
+                        freed.by_method += u64::from(outcome.by_method);
+                    }
                     slots[slot] = match code {
                         Some((Code::Frames(ids), _)) => Some(ids),
                         Some((_, outcome)) => {
@@ -147,7 +163,8 @@ impl Symbolizer {
                 slots[slot] = one(id);
             }
         }
-        slots.into_iter().flatten().flat_map(|ids| ids.iter().copied().collect::<Vec<_>>()).collect()
+        let ids = slots.into_iter().flatten().flat_map(|ids| ids.iter().copied().collect::<Vec<_>>()).collect();
+        (ids, freed)
     }
 
     pub(super) fn resolve_kernel(&mut self, kernel: &[u64]) -> Vec<FrameId> {

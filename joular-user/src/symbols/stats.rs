@@ -62,8 +62,17 @@ pub struct SymbolStats {
     pub walked_stacks_truncated: u64,
     /// Approximate heap bytes of the HotSpot readers' caches now.
     pub hotspot_cache_bytes: usize,
-    /// Compiled frames whose nmethod was freed and reused before it was named.
+    /// Compiled frames of samples (one per sample and frame) whose nmethod was freed, or its
+    /// space reused, before anything named it: `[unknown JIT code]`.
     pub stale_compiled_frames: u64,
+    /// Compiled frames of samples whose nmethod was freed before their pc was named, named by
+    /// the nmethod's own method (reported by the sampler when it met it): the methods inlined
+    /// at that pc, if any, are unknown.
+    pub compiled_frames_named_by_method: u64,
+    /// Reports of code the sampler met for the first time (`joular_ebpf::CodeReport`) taken,
+    /// and those named from them.
+    pub code_reports: u64,
+    pub code_reports_named: u64,
     /// Per live JVM whose stacks the sampler walks: which unwinder, and its stacks.
     pub unwinders: BTreeMap<u32, JavaUnwinder>,
     /// Wall time spent symbolizing stacks (`symbolize`, `symbolize_walked`), discovery included.

@@ -1,7 +1,7 @@
 //! What the kernel's HotSpot unwinder needs of one JVM (`joular_ebpf::JvmConfig`), from
 //! its HotSpot tables: code heaps with their segment maps, and where a code blob keeps its
 //! size, frame size, frame-complete offset, code start (a pointer up to JDK 22, an offset
-//! from the blob from JDK 23), name and compile id. Nothing is hard-coded per JDK; a layout the kernel's fixed read window cannot serve is refused with
+//! from the blob from JDK 23), name, compile id and `Method*`. Nothing is hard-coded per JDK; a layout the kernel's fixed read window cannot serve is refused with
 //! the reason, and that JVM is walked by frame pointers only.
 
 use joular_ebpf::{BlobLayout, CodeHeapConfig, BLOB_WINDOW_WORDS, MAX_CODE_HEAPS};
@@ -70,7 +70,7 @@ pub fn blob_layout(code: Option<&CodeLayout>) -> Result<BlobLayout, Unavailable>
     let field = |f: Field, want: usize| in_window(blob + f.offset, f.size_bytes, want);
     let pointer = |offset: u64| in_window(blob + offset, 8, 8);
     let compile_id = code.nmethod_compile_id;
-    if compile_id.size_bytes != 4 || compile_id.offset % 4 != 0 {
+    if compile_id.size_bytes != 4 || compile_id.offset % 4 != 0 || code.nmethod_method % 8 != 0 {
         return Err(Unavailable::BlobLayout);
     }
     Ok(BlobLayout {
@@ -82,8 +82,10 @@ pub fn blob_layout(code: Option<&CodeLayout>) -> Result<BlobLayout, Unavailable>
         code_begin: in_window(blob + code_begin, code_begin_bytes, code_begin_bytes)?,
         name: pointer(code.blob_name)?,
         compile_id: u32::try_from(compile_id.offset).map_err(|_| Unavailable::BlobLayout)?,
+        method: u32::try_from(code.nmethod_method).map_err(|_| Unavailable::BlobLayout)?,
         code_begin_bytes: code_begin_bytes as u32,
         frame_complete_bytes: frame_complete_bytes as u32,
+        _pad: 0,
     })
 }
 
@@ -129,6 +131,12 @@ mod tests {
                 assert_eq!(get(l.size, 4), blob.size_bytes, "JDK {jdk}");
                 let block = nm - u64::from(l.blob);
                 assert_eq!(joular_ebpf::blob_cache::window_code_begin(&words(&window), &l, block), blob.code_begin);
+                let method = jvm_symbols::hotspot::MemoryReader::read_u64(&mem, nm + u64::from(l.method)).unwrap();
+                let jvm_symbols::hotspot::codecache::BlobKind::Nmethod { method: nmethod_method, .. } = blob.kind
+                else {
+                    panic!("JDK {jdk}: {nm:#x} is no nmethod")
+                };
+                assert_eq!(method, nmethod_method, "JDK {jdk}: the reported Method* is the nmethod's");
                 let frame_words = get(l.frame_size, 4);
                 assert!((2..4096).contains(&frame_words), "JDK {jdk}: nmethod frame of {frame_words} words");
                 let complete = joular_ebpf::blob_cache::window_frame_complete(&words(&window), &l);

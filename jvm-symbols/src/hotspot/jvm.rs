@@ -13,7 +13,9 @@ use super::libjvm::{locate_tables, TableSymbols};
 use super::memory::{MemoryReader, ProcessMemory};
 use super::method::{read_method, still_valid, JavaMethod, MethodMiss};
 use super::scopes::NmethodDebugInfo;
-use super::stub_names::{self, StubDescs, StubRange, STUB_CODE_DESC_LIST, VTABLE_CHUNKS, VTABLE_STUBS_TABLE};
+use super::stub_names::{
+    self, StubBlobs, StubDescs, StubRange, STUB_CODE_DESC_LIST, VTABLE_CHUNKS, VTABLE_STUBS_TABLE,
+};
 use super::vmstructs::VmStructs;
 
 /// How a Java frame runs.
@@ -99,6 +101,8 @@ pub struct HotspotJvm<R> {
     /// Every vtable and itable stub: (code start, is a vtable stub), read when a pc in their
     /// blob is in none of them.
     vtable_stubs: Vec<(u64, bool)>,
+    /// The non-nmethod blobs pcs were named in ([`HotspotJvm::known_stub_name`]).
+    stub_blobs: StubBlobs,
     methods: HashMap<u64, Arc<JavaMethod>>,
     nmethods: HashMap<u64, (u32, Arc<NmethodDebugInfo>)>,
     /// Approximate heap bytes held by `methods` and `nmethods`, and their cap.
@@ -139,6 +143,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             vtable_table: symbols.addrs.get(VTABLE_STUBS_TABLE).copied(),
             stub_descs: StubDescs::default(),
             vtable_stubs: Vec::new(),
+            stub_blobs: StubBlobs::default(),
             methods: HashMap::new(),
             nmethods: HashMap::new(),
             cached_bytes: 0,
@@ -276,18 +281,36 @@ impl<R: MemoryReader> HotspotJvm<R> {
     /// address), else the blob's name. Never the nearest entry before it: that is another
     /// stub's whenever the pc's own stub is not exported.
     fn stub_name(&mut self, blob: &CodeBlob, pc: u64) -> String {
+        self.stub_blobs.remember(blob.address, blob.address.saturating_add(blob.size_bytes), &blob.name);
         if blob.name == VTABLE_CHUNKS {
             return self.vtable_stub_at(pc).unwrap_or(VTABLE_CHUNKS).to_owned();
         }
         if self.stub_descs.name_at(pc).is_none() {
             self.refresh_stub_descs();
         }
+        self.named_stub(&blob.name, pc)
+    }
+
+    /// [`HotspotJvm::stub_name`] from what was read before, reading nothing: for a pc in a
+    /// non-nmethod blob a pc was named in before (HotSpot never frees those), when the JVM's
+    /// memory cannot be read any more (it exited before its last cycle was named).
+    pub fn known_stub_name(&self, pc: u64) -> Option<String> {
+        let blob = self.stub_blobs.name_at(pc)?;
+        if blob == VTABLE_CHUNKS {
+            return Some(stub_names::vtable_stub_name(&self.vtable_stubs, pc).unwrap_or(VTABLE_CHUNKS).to_owned());
+        }
+        Some(self.named_stub(blob, pc))
+    }
+
+    /// The `StubCodeDesc` whose range holds `pc`, else the exported `StubRoutines` address it
+    /// is exactly, else the name of its blob.
+    fn named_stub(&self, blob_name: &str, pc: u64) -> String {
         if let Some(name) = self.stub_descs.name_at(pc) {
             return name.to_owned();
         }
         match self.stubs.iter().find(|(entry, _)| *entry == pc) {
             Some((_, name)) => name.clone(),
-            None => blob.name.clone(),
+            None => blob_name.to_owned(),
         }
     }
 

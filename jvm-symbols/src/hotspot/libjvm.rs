@@ -167,14 +167,15 @@ fn stub_symbols<'data, R: ReadRef<'data>>(elf: &ElfFile64<'data, Endianness, R>,
             continue;
         };
         for &name in STUB_SYMBOLS {
-            let mut wanted = name.as_bytes().to_vec();
+            // A name starts the string table or follows a NUL, and ends at one.
+            let mut wanted = vec![0];
+            wanted.extend_from_slice(name.as_bytes());
             wanted.push(0);
-            // A name starts the string table or follows a NUL.
-            let Some(at) = strings
-                .windows(wanted.len())
-                .enumerate()
-                .position(|(i, w)| w == wanted.as_slice() && (i == 0 || strings[i - 1] == 0))
-            else {
+            let at = match strings.starts_with(&wanted[1..]) {
+                true => Some(0),
+                false => memchr::memmem::find(strings, &wanted).map(|i| i + 1),
+            };
+            let Some(at) = at else {
                 continue;
             };
             let value = symbols.iter().find(|s| s.st_name.get(endian) as usize == at).map(|s| s.st_value.get(endian));

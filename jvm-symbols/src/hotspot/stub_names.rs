@@ -143,6 +143,35 @@ pub fn read_vtable_stubs(
     Ok(stubs)
 }
 
+/// Non-nmethod blobs (stubs, adapters, vtable chunks) kept at most per JVM: a JVM has a few
+/// hundred; past it, later ones are not kept.
+const MAX_STUB_BLOBS: usize = 4096;
+
+/// The non-nmethod blobs a pc was named in: `[start, end)` and the blob's name, sorted. HotSpot
+/// never frees them, so a pc named in one names the same way later, when the JVM's memory
+/// cannot be read any more (its last cycle is named after it exited).
+#[derive(Debug, Default)]
+pub struct StubBlobs {
+    blobs: Vec<(u64, u64, String)>,
+}
+
+impl StubBlobs {
+    pub fn remember(&mut self, start: u64, end: u64, name: &str) {
+        let i = self.blobs.partition_point(|b| b.0 < start);
+        if self.blobs.get(i).is_some_and(|b| b.0 == start) || self.blobs.len() >= MAX_STUB_BLOBS || start >= end {
+            return;
+        }
+        self.blobs.insert(i, (start, end, name.to_owned()));
+    }
+
+    /// The name of the blob seen holding `pc`.
+    pub fn name_at(&self, pc: u64) -> Option<&str> {
+        let i = self.blobs.partition_point(|b| b.0 <= pc).checked_sub(1)?;
+        let (_, end, name) = &self.blobs[i];
+        (pc < *end).then_some(name.as_str())
+    }
+}
+
 /// The kind of the vtable or itable stub holding `pc`: the one whose code starts last at
 /// or before it (a chunk holds only stubs, one after another), if `pc` is within a stub's
 /// size of it.
@@ -155,6 +184,23 @@ pub fn vtable_stub_name(stubs: &[(u64, bool)], pc: u64) -> Option<&'static str> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stub_blobs_name_the_pcs_they_hold_and_are_bounded() {
+        let mut blobs = StubBlobs::default();
+        blobs.remember(0x2000, 0x2400, "I2C/C2I adapters");
+        blobs.remember(0x1000, 0x1800, VTABLE_CHUNKS);
+        blobs.remember(0x1000, 0x1800, "again");
+        assert_eq!(blobs.name_at(0x1000), Some(VTABLE_CHUNKS));
+        assert_eq!(blobs.name_at(0x17ff), Some(VTABLE_CHUNKS));
+        assert_eq!(blobs.name_at(0x1800), None, "past its end");
+        assert_eq!(blobs.name_at(0x23ff), Some("I2C/C2I adapters"));
+        assert_eq!(blobs.name_at(0xfff), None);
+        for i in 0..MAX_STUB_BLOBS as u64 {
+            blobs.remember(0x10_0000 + i * 0x100, 0x10_0000 + i * 0x100 + 0x80, "x");
+        }
+        assert_eq!(blobs.blobs.len(), MAX_STUB_BLOBS);
+    }
     use crate::hotspot::memory::SegmentsMemory;
 
     const CODE: (u64, u64) = (0x10_0000, 0x20_0000);

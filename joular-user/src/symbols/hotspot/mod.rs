@@ -28,6 +28,7 @@ use super::panic_message;
 use super::walk_config::{self, Unavailable};
 use crate::model::FrameKind;
 use crate::target_read::stall_guard::{self, GuardedMemory, Stall};
+use crate::urgency::urgent;
 
 /// Shown for an interpreted frame whose `Method*` could not be read, and for a pc in the
 /// interpreter whose frame was not walked: what the perf map says for both.
@@ -46,15 +47,22 @@ pub enum Code {
     Native,
 }
 
-/// One outcome of [`HotspotProcess::code`], for the statistics.
+/// One outcome of [`HotspotProcess::code`] or [`HotspotProcess::compiled`], for the statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CodeOutcome {
     /// The code cache was re-read to resolve a miss.
     pub refreshed: bool,
     /// It still missed.
     pub unknown: bool,
+    /// A compiled frame whose nmethod was freed (or its space reused) before anything named
+    /// it: `[unknown JIT code]`.
+    pub stale: bool,
+    /// A compiled frame whose nmethod was freed before its pc was named, named by the
+    /// nmethod's own method: the methods inlined at that pc, if any, are unknown.
+    pub by_method: bool,
 }
 
+mod learn;
 mod prefetch;
 #[cfg(test)]
 mod tests;
@@ -96,16 +104,10 @@ pub struct HotspotProcess<R = GuardedMemory> {
     compile_ids: HashMap<u64, Option<u32>>,
     /// This cycle's read time budget (bounds how long its batch may take).
     read_time: Duration,
-    /// Compiled frames whose nmethod had another compile id by the time it was named (the
-    /// code was freed and its space reused) and that no earlier cycle named, shown as
-    /// `[unknown JIT code]`.
-    stale_compiled_frames: u64,
     /// What compiled code was named in earlier cycles, for frames whose code is freed since.
     compiled_names: CompiledNames,
     /// What interpreted `Method*`s were named in earlier cycles, for those unreadable since.
     method_names: MethodNames,
-    /// Stub names by pc (stubs are never freed), for pcs unreadable since (the JVM exited).
-    stub_names: MethodNames,
     /// `-XX:+DebugNonSafepoints` as the JVM runs (its flag table); `None`: unreadable.
     debug_non_safepoints: Option<bool>,
 }
@@ -116,19 +118,30 @@ impl HotspotProcess<GuardedMemory> {
     /// A panic in the reader (a bug these tables found) is caught and returned as
     /// [`HotspotError::Panicked`]; a read the target blocks (its libjvm.so, its memory) as
     /// [`HotspotError::Blocked`]. Every read of its memory, then and later, has a deadline
-    /// ([`stall_guard`]).
+    /// ([`stall_guard`]). The tables are read in one job on the guarded read thread, not one
+    /// hop per read (about 2,000 reads), and [`urgent`]ly: a JVM launched under `record` runs
+    /// its first Java code tens of milliseconds after its tables become readable.
     pub fn attach(proc_root: &Path, pid: u32) -> Result<Self, HotspotError> {
         let root = proc_root.to_owned();
         let memory = stall_guard::hotspot_reads();
-        let blocked_before = memory.timed_out();
         let attached = catch_unwind(|| {
-            let located = stall_guard::file_reads().run(move || locate_tables(&root, pid));
+            let located = stall_guard::file_reads().run(move || urgent(|| locate_tables(&root, pid)));
             let (_lib, symbols) = located.map_err(|stall| HotspotError::Blocked(stall.to_string()))??;
-            HotspotJvm::new(GuardedMemory::new(pid, Arc::clone(memory)), &symbols).and_then(Self::new)
+            let reader = GuardedMemory::new(pid, Arc::clone(memory));
+            let deadline = memory.deadline() + ReadBudget::TABLES.max_time;
+            let read = move || urgent(|| HotspotJvm::new(reader, &symbols).and_then(Self::new));
+            match memory.run_within(deadline, read) {
+                Ok(attached) => attached,
+                Err(stall @ Stall::TimedOut { .. }) => {
+                    Err(HotspotError::Blocked(format!("reading its tables: {stall}")))
+                }
+                // Not run (other JVMs' reads are stuck, or no thread): tried again later.
+                Err(stall) => Err(HotspotError::Io {
+                    path: Path::new("/proc").join(pid.to_string()).join("mem"),
+                    source: std::io::Error::other(stall),
+                }),
+            }
         });
-        if memory.timed_out() > blocked_before {
-            return Err(HotspotError::Blocked(format!("reading its tables: {}", memory_stall_message(memory))));
-        }
         match attached {
             Ok(result) => result,
             Err(panic) => Err(HotspotError::Panicked(panic_message(&*panic))),
@@ -140,10 +153,6 @@ impl HotspotProcess<GuardedMemory> {
     pub fn take_stall(&self) -> Option<Stall> {
         self.jvm.reader().inner().take_new_stall()
     }
-}
-
-fn memory_stall_message(guard: &stall_guard::StallGuard) -> String {
-    format!("a read of its memory took over {} ms", guard.deadline().as_millis())
 }
 
 impl<R: MemoryReader> HotspotProcess<R> {
@@ -176,10 +185,8 @@ impl<R: MemoryReader> HotspotProcess<R> {
             published: None,
             compile_ids: HashMap::new(),
             read_time: Duration::ZERO,
-            stale_compiled_frames: 0,
             compiled_names: CompiledNames::default(),
             method_names: MethodNames::default(),
-            stub_names: MethodNames::default(),
         })
     }
 
@@ -228,14 +235,6 @@ impl<R: MemoryReader> HotspotProcess<R> {
         start
     }
 
-    /// Between cycles, while the kernel has no walk configuration for this JVM: re-reads the
-    /// code cache, where the interpreter and the call stub appear as the VM starts.
-    pub fn refresh_while_starting(&mut self) {
-        if self.published.is_none() && !self.stopped() {
-            self.guarded(|jvm| jvm.refresh_code_cache());
-        }
-    }
-
     /// True the first time only: whether a back-off is worth a warning (later ones are
     /// logged at debug level).
     pub fn first_back_off(&mut self) -> bool {
@@ -274,10 +273,6 @@ impl<R: MemoryReader> HotspotProcess<R> {
         }
     }
 
-    pub fn stale_compiled_frames(&self) -> u64 {
-        self.stale_compiled_frames
-    }
-
     pub fn misses(&self) -> Misses {
         self.jvm.misses()
     }
@@ -292,7 +287,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             + self.code.len() * (std::mem::size_of::<(u64, Code)>() + 16)
             + self.interpreted.len() * std::mem::size_of::<((u64, u64), FrameId)>()
             + self.compiled_names.len() * 128
-            + (self.method_names.len() + self.stub_names.len()) * 64
+            + self.method_names.len() * 64
     }
 
     /// The walk configuration for the kernel, if it differs from what was published last
@@ -404,16 +399,12 @@ impl<R: MemoryReader> HotspotProcess<R> {
         if code == Code::Native && looks_like_code {
             code = Code::UnknownJit;
         }
-        match &code {
-            Code::Frames(ids) if ids.len() == 1 && interner.kind(ids[0]) == FrameKind::Stub => {
-                self.stub_names.remember(pc, interner.frame_of(ids[0]))
+        if code == Code::UnknownJit {
+            // A pc in a stub blob a pc was named in before (HotSpot never frees those), when the
+            // code cache cannot be read now (the JVM exited before its last cycle was named).
+            if let Some(name) = self.guarded(|jvm| jvm.known_stub_name(pc)).flatten() {
+                code = Code::Frames(Arc::from([interner.frame(FrameKind::Stub, &name, &name)]));
             }
-            Code::UnknownJit => {
-                if let Some(f) = self.stub_names.lookup(pc) {
-                    code = Code::Frames(Arc::from([interner.intern(f)]));
-                }
-            }
-            _ => {}
         }
         outcome.unknown = code == Code::UnknownJit;
         self.code.insert(pc, code.clone());
@@ -422,7 +413,8 @@ impl<R: MemoryReader> HotspotProcess<R> {
 
     /// [`HotspotProcess::code`] for a compiled frame the kernel read `compile_id` for: named
     /// only if the nmethod at `pc` still has that compile id (checked once per pc and
-    /// cycle), else `[unknown JIT code]`, counted.
+    /// cycle); else from what named that nmethod before (its pc, or its method), else
+    /// `[unknown JIT code]`. The outcome says which.
     pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32) -> (Code, CodeOutcome) {
         // `None`: not read (stopped); `Some(None)`: no nmethod at `pc` any more.
         let now = match self.compile_ids.get(&pc) {
@@ -434,7 +426,6 @@ impl<R: MemoryReader> HotspotProcess<R> {
                 Some(id)
             }
         };
-        let unknown = (Code::UnknownJit, CodeOutcome { refreshed: false, unknown: true });
         if now == Some(Some(compile_id)) {
             let (code, outcome) = self.code(interner, pc, true);
             if let Code::Frames(ids) = &code {
@@ -442,22 +433,24 @@ impl<R: MemoryReader> HotspotProcess<R> {
                     .remember(compile_id, pc, || ids.iter().map(|&id| interner.frame_of(id).clone()).collect());
                 return (code, outcome);
             }
-            return self.named_before(interner, compile_id, pc).map_or((code, outcome), |c| (c, outcome));
+            return match self.named_before(interner, compile_id, pc) {
+                Some((code, by_method)) => (code, CodeOutcome { by_method, ..outcome }),
+                None => (code, outcome),
+            };
         }
-        if let Some(code) = self.named_before(interner, compile_id, pc) {
-            return (code, CodeOutcome::default());
+        if let Some((code, by_method)) = self.named_before(interner, compile_id, pc) {
+            return (code, CodeOutcome { by_method, ..CodeOutcome::default() });
         }
         // Not read: unknown, but not known to be stale either.
-        if now.is_some() {
-            self.stale_compiled_frames += 1;
-        }
-        unknown
+        (Code::UnknownJit, CodeOutcome { unknown: true, stale: now.is_some(), ..CodeOutcome::default() })
     }
 
-    /// What an earlier cycle named `pc` of nmethod `compile_id` (it is freed, or unreadable now).
-    fn named_before(&self, interner: &mut Interner, compile_id: u32, pc: u64) -> Option<Code> {
-        let frames = self.compiled_names.lookup(compile_id, pc)?;
-        Some(Code::Frames(frames.iter().map(|f| interner.intern(f)).collect()))
+    /// What an earlier cycle, or the sampler's report of the nmethod, named `pc` of nmethod
+    /// `compile_id` (it is freed, or unreadable now); whether by its own method alone.
+    fn named_before(&self, interner: &mut Interner, compile_id: u32, pc: u64) -> Option<(Code, bool)> {
+        let named = self.compiled_names.lookup(compile_id, pc)?;
+        let ids = named.frames.iter().map(|f| interner.intern(f)).collect();
+        Some((Code::Frames(ids), !named.exact))
     }
 
     fn resolve(&mut self, interner: &mut Interner, pc: u64) -> Code {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{Code, CodeOutcome, HotspotProcess};
 use crate::symbols::intern::{FrameId, Interner};
 use crate::target_read::stall_guard::{self, GuardedMemory, Stall};
+use crate::urgency::urgent;
 
 /// One frame of a cycle's batch ([`HotspotProcess::prefetch`]).
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +30,7 @@ pub enum Wanted {
 
 /// The most a cycle's batch of one JVM is waited for beyond the per-read deadline: its read
 /// budget stops it well before (at most 150 ms a cycle); a batch past this is blocked.
-const MAX_BATCH_READ_TIME: Duration = Duration::from_secs(1);
+pub(super) const MAX_BATCH_READ_TIME: Duration = Duration::from_secs(1);
 
 impl HotspotProcess<GuardedMemory> {
     /// Resolves this cycle's frames of the JVM in one job on the guarded read thread (one hop
@@ -40,13 +41,8 @@ impl HotspotProcess<GuardedMemory> {
     /// deadline (the per-read one plus the cycle's read budget): the JVM is then left with
     /// its thread, and read no more.
     pub fn prefetch(h: Box<Self>, interner: &mut Interner, wanted: Vec<Wanted>) -> Result<(Box<Self>, u64), Stall> {
-        let guard = stall_guard::hotspot_reads();
-        let deadline = guard.deadline() + h.read_time.min(MAX_BATCH_READ_TIME);
-        // Shared so that a job refused before it ran gives the JVM back.
-        let slot = Arc::new(Mutex::new(Some(h)));
-        let job_slot = Arc::clone(&slot);
-        let run = guard.run_within(deadline, move || {
-            let mut h = job_slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let deadline = stall_guard::hotspot_reads().deadline() + h.read_time.min(MAX_BATCH_READ_TIME);
+        let resolve = move |h: &mut Self| {
             let mut scratch = Interner::default();
             let mut unknown = 0;
             for w in wanted {
@@ -60,17 +56,53 @@ impl HotspotProcess<GuardedMemory> {
                 };
                 unknown += u64::from(outcome.unknown);
             }
-            Some((h, scratch, unknown))
-        });
-        match run {
-            Ok(Some((mut h, scratch, unknown))) => {
+            (scratch, unknown)
+        };
+        match Self::in_one_job(h, deadline, resolve)? {
+            (mut h, Some((scratch, unknown))) => {
                 h.adopt(&scratch, interner);
                 Ok((h, unknown))
             }
+            // Not run: its frames are read one by one.
+            (h, None) => Ok((h, 0)),
+        }
+    }
+
+    /// Between cycles, while the kernel has no walk configuration for this JVM: re-reads the
+    /// code cache, where the interpreter and the call stub appear as the VM starts: in one job
+    /// (a hop per read would cost more than the reads), [`urgent`]ly, as the JVM's first Java
+    /// code waits on it.
+    pub fn refresh_while_starting(h: Box<Self>) -> Result<Box<Self>, Stall> {
+        if h.published.is_some() || h.stopped() {
+            return Ok(h);
+        }
+        let deadline = stall_guard::hotspot_reads().deadline() + MAX_BATCH_READ_TIME;
+        let (h, _) = Self::in_one_job(h, deadline, |h| urgent(|| h.guarded(|jvm| jvm.refresh_code_cache())))?;
+        Ok(h)
+    }
+
+    /// Runs `f` on the JVM in one job on the guarded read thread, within `deadline`. Returns
+    /// the JVM with `f`'s result, or without it when the job could not run (other JVMs' reads
+    /// are stuck, or no thread); or the stall, when the job blocked past its deadline: the JVM
+    /// is then left with its thread, and read no more.
+    pub(super) fn in_one_job<T: Send + 'static>(
+        h: Box<Self>,
+        deadline: Duration,
+        f: impl FnOnce(&mut Self) -> T + Send + 'static,
+    ) -> Result<(Box<Self>, Option<T>), Stall> {
+        // Shared so that a job refused before it ran gives the JVM back.
+        let slot = Arc::new(Mutex::new(Some(h)));
+        let job_slot = Arc::clone(&slot);
+        let run = stall_guard::hotspot_reads().run_within(deadline, move || {
+            let mut h = job_slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+            let out = f(&mut h);
+            Some((h, out))
+        });
+        match run {
+            Ok(Some((h, out))) => Ok((h, Some(out))),
             Err(stall @ Stall::TimedOut { .. }) => Err(stall),
-            // Not run (other JVMs' jobs are stuck, or no thread): its frames are read one by one.
             other => match slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                Some(h) => Ok((h, 0)),
+                Some(h) => Ok((h, None)),
                 None => Err(other.err().unwrap_or(Stall::NoThread {
                     what: "HotSpot memory read",
                     reason: "the batch lost its JVM".into(),

@@ -149,12 +149,11 @@ fn compiled_frames_are_named_only_with_their_compile_id() {
     let id = jvm.compile_id_at(pc).expect("an nmethod at a recorded pc");
     let mut h = HotspotProcess::new(jvm).unwrap();
     let mut interner = Interner::default();
-    let (code, _) = h.compiled(&mut interner, pc, id);
+    let (code, outcome) = h.compiled(&mut interner, pc, id);
     assert!(matches!(code, Code::Frames(_)), "{code:?}");
-    assert_eq!(h.stale_compiled_frames(), 0);
+    assert!(!outcome.stale && !outcome.by_method, "{outcome:?}");
     let (code, outcome) = h.compiled(&mut interner, pc, id + 1);
-    assert_eq!((code, outcome.unknown), (Code::UnknownJit, true));
-    assert_eq!(h.stale_compiled_frames(), 1);
+    assert_eq!((code, outcome.unknown, outcome.stale), (Code::UnknownJit, true, true));
 }
 
 /// A JVM that spends its read budget is backed off for 1, then 2, then 4 cycles, and
@@ -244,4 +243,103 @@ fn walk_config_carries_the_interpreter_and_its_frame_slots_once() {
     let heaps = &config.heaps[..config.heap_count as usize];
     assert!(manifest.pcs.iter().all(|pc| heaps.iter().any(|hp| (hp.low..hp.high).contains(pc))));
     assert_eq!(h.published_unwind(), Some(JVM_UNWIND_HOTSPOT));
+}
+
+/// The sampler's report of an nmethod (its compile id and `Method*`) names that nmethod's
+/// frames once it is freed, by its method alone, said so; a report of another JVM with this pid
+/// names nothing; a method named once is not read again.
+#[test]
+fn reported_code_names_frames_of_freed_nmethods_by_their_method() {
+    use joular_ebpf::{CodeReport, REPORT_METHOD, REPORT_NMETHOD};
+    use jvm_symbols::hotspot::codecache::BlobKind;
+    for jdk in [11, 17, 21, 25] {
+        let (mem, manifest) = fixture(jdk);
+        let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
+        let pc = manifest.pcs[0];
+        let Some(BlobKind::Nmethod { method, compile_id }) = jvm.blob_at(pc).map(|b| b.kind) else {
+            panic!("JDK {jdk}: no nmethod at a recorded pc");
+        };
+        let mut h = HotspotProcess::new(jvm).unwrap();
+        let mut interner = Interner::default();
+        // A compile id no nmethod has: the one at `pc` was freed, and its space reused.
+        let freed = compile_id + 1_000_000;
+        assert_eq!(h.compiled(&mut interner, pc, freed).0, Code::UnknownJit, "JDK {jdk}: nothing named it yet");
+        let jvm_id = h.walk_config(false).expect("a config").interpreter_start;
+        let report = CodeReport { jvm: jvm_id, method, tgid: 1, kind: REPORT_NMETHOD, compile_id: freed, _pad: 0 };
+        let elsewhere = CodeReport { jvm: jvm_id + 4096, compile_id: freed + 1, ..report };
+        assert_eq!(h.learn(&[report]), 0, "JDK {jdk}: the kernel walks no JVM not published");
+        h.take_walk_config(false).expect("a config");
+        assert_eq!(h.learn(&[report, elsewhere]), 1, "JDK {jdk}: only this JVM's report is named");
+        assert_eq!(h.learn(&[report]), 0, "JDK {jdk}: named once");
+        let (code, outcome) = h.compiled(&mut interner, pc, freed);
+        let Code::Frames(ids) = code else { panic!("JDK {jdk}: {code:?}") };
+        let named = frames(&mut interner, &ids);
+        assert_eq!(named.len(), 1, "JDK {jdk}: the method alone: {named:?}");
+        assert_eq!((named[0].kind, named[0].line), (FrameKind::JavaJit, None), "JDK {jdk}");
+        let own = h.jvm.method(method).unwrap();
+        assert_eq!(&*named[0].name, own.full_name(), "JDK {jdk}");
+        assert!(outcome.by_method && !outcome.stale && !outcome.unknown, "JDK {jdk}: {outcome:?}");
+        assert!(h.compiled(&mut interner, pc, freed + 1).1.stale, "JDK {jdk}: another JVM's report names nothing");
+        // An interpreted method's report names it for when it cannot be read any more.
+        let interpreted = CodeReport { kind: REPORT_METHOD, compile_id: 0, ..report };
+        assert_eq!(h.learn(&[interpreted]), 1, "JDK {jdk}");
+        assert_eq!(h.method_names.lookup(method).map(|f| f.kind), Some(FrameKind::JavaInterpreted));
+    }
+}
+
+/// Memory that can go away: a JVM that exited before its last cycle was named.
+#[derive(Clone, Copy)]
+struct Exiting<'a> {
+    mem: &'a SegmentsMemory,
+    gone: &'a Cell<bool>,
+}
+
+impl MemoryReader for Exiting<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        if self.gone.get() {
+            return Err(ReadError { addr, len: buf.len() });
+        }
+        self.mem.read(addr, buf)
+    }
+}
+
+/// A stub keeps its name once its JVM's memory is gone, at any pc of the blob a pc was named
+/// in before (HotSpot never frees stubs); a pc in no blob named before stays unknown.
+#[test]
+fn stubs_are_named_after_the_jvm_exited_in_blobs_named_before() {
+    for jdk in [11, 17, 21, 25] {
+        let (mem, manifest) = fixture(jdk);
+        let gone = Cell::new(false);
+        let reader = Exiting { mem: &mem, gone: &gone };
+        let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
+        let mut interner = Interner::default();
+        let stub = manifest.stub_pc.unwrap();
+        let named =
+            |h: &mut HotspotProcess<Exiting>, interner: &mut Interner, pc: u64| match h.code(interner, pc, true).0 {
+                Code::Frames(ids) => Some(frames(interner, &ids)[0].name.to_string()),
+                _ => None,
+            };
+        assert_eq!(named(&mut h, &mut interner, stub).as_deref(), Some("StubRoutines::call_stub"), "JDK {jdk}");
+        gone.set(true);
+        h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
+        assert_eq!(named(&mut h, &mut interner, stub).as_deref(), Some("StubRoutines::call_stub"), "JDK {jdk}");
+        assert_eq!(named(&mut h, &mut interner, stub - 1).as_deref(), Some("StubRoutines::call_stub"), "JDK {jdk}");
+        assert_eq!(h.code(&mut interner, manifest.pcs[0], true).0, Code::UnknownJit, "JDK {jdk}: never named");
+        // A stub the sampler reported is named while the JVM runs, its pcs after it exited.
+        gone.set(false);
+        let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
+        let jvm = h.take_walk_config(false).expect("a config").interpreter_start;
+        let report = joular_ebpf::CodeReport {
+            jvm,
+            method: stub,
+            tgid: 1,
+            kind: joular_ebpf::REPORT_STUB,
+            compile_id: 0,
+            _pad: 0,
+        };
+        assert_eq!(h.learn(&[report]), 1, "JDK {jdk}");
+        assert_eq!(h.learn(&[report]), 0, "JDK {jdk}: named once");
+        gone.set(true);
+        assert_eq!(named(&mut h, &mut interner, stub - 1).as_deref(), Some("StubRoutines::call_stub"), "JDK {jdk}");
+    }
 }
