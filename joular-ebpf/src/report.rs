@@ -69,7 +69,7 @@ fn send(state: &mut WalkState) {
     }
     let report = &state.report;
     // Present already: sent by another CPU, or by this one before its slot was reused.
-    if REPORTED.insert(report, &0, BPF_NOEXIST).is_ok()
+    if REPORTED.insert(report, 0, BPF_NOEXIST).is_ok()
         && NEW_CODE.output::<CodeReport>(report, BPF_RB_NO_WAKEUP as u64).is_err()
     {
         let _ = REPORTED.remove(report);
