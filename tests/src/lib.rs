@@ -15,10 +15,12 @@ pub mod child;
 pub mod fake_jvm;
 pub mod java_stack;
 pub mod jfr;
+pub mod jni;
 pub mod results;
 pub mod stderr_tap;
 
 pub use child::{await_ready, wait_with_rusage, KillOnDrop};
+pub use jni::build_jni_library;
 pub use results::{csv_rows, profile_outputs, result_dir, ProfiledRun};
 pub use stderr_tap::StderrTap;
 

@@ -4,32 +4,10 @@
 //! JDK 17 and 21: the sampler steps native frames by their files' call-frame information.
 //! Run as root by `cargo xtask test`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 use joular_tests::java_stack::{is_java, short, thread_stacks};
 use joular_tests::*;
 use serde_json::Value;
-
-/// The fixture's JNI library, built now with the compiler flags that drop frame pointers.
-fn build_jni_library(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/native_unwind_spin.c");
-    let include = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/include");
-    let out = dir.join("libnativeunwind.so");
-    let status = Command::new("gcc")
-        .args(["-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-o"])
-        .arg(&out)
-        .arg("-I")
-        .arg(include)
-        .arg("-I")
-        .arg(include.join("linux"))
-        .arg(&source)
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc failed on {}", source.display());
-    out
-}
 
 /// A worker thread's samples, those keeping `method` and `java.lang.Thread.run` above it (and,
 /// in the JNI library, `middle` above `leaf`: frame pointers skip it), those with no Java
@@ -57,32 +35,12 @@ fn chains(cycles: &[Value], tid: u64, method: &str) -> (u64, u64, u64, u64) {
 
 fn native_callers_are_kept(jdk: u32) {
     let dir = tempfile::tempdir().unwrap();
-    let library = build_jni_library(dir.path());
+    let library = build_jni_library(dir.path(), "native_unwind_spin.c", "libnativeunwind.so");
     let jvm = Jvm::start_bare_on(&java_launcher(jdk), "NativeUnwind", &["40", library.to_str().unwrap()], &[]);
-    let rapl = FakePowercap::start(40.0);
-    let json = dir.path().join("run.jsonl");
-    let out_dir = dir.path().join("results");
-    let pid = jvm.pid().to_string();
-    let root = rapl.sysfs_root();
-    let args = [
-        "--pid",
-        &pid,
-        "--json",
-        json.to_str().unwrap(),
-        "--sysfs-root",
-        &root,
-        "--output",
-        out_dir.to_str().unwrap(),
-        "--duration",
-        "12",
-        "--frequency",
-        "250",
-    ];
-    let out = profile(&args, Duration::from_secs(120));
-    assert_success(&out);
+    let run = profile_outputs(jvm.pid(), &["--duration", "12", "--frequency", "250"]);
     // The first cycle is the one the rows load in (some 2 s for libjvm's, on a busy machine):
     // its native frames are stepped by frame pointers, as before.
-    let cycles = read_jsonl(&json).split_off(1);
+    let cycles = run.cycles[1..].to_vec();
     let mut report = String::new();
     let mut failures = Vec::new();
     for (thread, method, floor) in [

@@ -4,32 +4,11 @@
 //! sampler steps out of the signal frame with the registers the kernel saved in it.
 //! Run as root by `cargo xtask test`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use joular_tests::java_stack::{is_java, short, thread_stacks};
 use joular_tests::*;
 use serde_json::Value;
-
-/// The fixture's JNI library, built now without frame pointers.
-fn build_jni_library(dir: &Path) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/signal_spin.c");
-    let include = Path::new("/usr/lib/jvm/java-17-openjdk-amd64/include");
-    let out = dir.join("libsignalspin.so");
-    let status = Command::new("gcc")
-        .args(["-O2", "-fomit-frame-pointer", "-shared", "-fPIC", "-pthread", "-o"])
-        .arg(&out)
-        .arg("-I")
-        .arg(include)
-        .arg("-I")
-        .arg(include.join("linux"))
-        .arg(&source)
-        .status()
-        .expect("run gcc");
-    assert!(status.success(), "gcc failed on {}", source.display());
-    out
-}
 
 /// Root first, the frames a stack sampled in the handler has, in this order (gcc may add a
 /// suffix such as `.isra.0` to a static function's name).
@@ -74,29 +53,9 @@ fn has_chain(frames: &[Value]) -> bool {
 
 /// The `signal` thread's stacks over `seconds` of profiling, after the first cycle (the one
 /// the rows load in; the signal arrives 0.2 s in).
-fn profile_signal_thread(jvm: &Jvm, dir: &Path, seconds: u32) -> Vec<(Vec<Value>, u64)> {
-    let rapl = FakePowercap::start(40.0);
-    let json = dir.join("run.jsonl");
-    let out_dir = dir.join("results");
-    let pid = jvm.pid().to_string();
-    let root = rapl.sysfs_root();
-    let args = [
-        "--pid",
-        &pid,
-        "--json",
-        json.to_str().unwrap(),
-        "--sysfs-root",
-        &root,
-        "--output",
-        out_dir.to_str().unwrap(),
-        "--duration",
-        &seconds.to_string(),
-        "--frequency",
-        "250",
-    ];
-    let out = profile(&args, Duration::from_secs(120));
-    assert_success(&out);
-    let cycles = read_jsonl(&json).split_off(1);
+fn profile_signal_thread(jvm: &Jvm, seconds: u32) -> Vec<(Vec<Value>, u64)> {
+    let run = profile_outputs(jvm.pid(), &["--duration", &seconds.to_string(), "--frequency", "250"]);
+    let cycles = run.cycles[1..].to_vec();
     let tid = u64::from(jvm.tid_of("signal"));
     thread_stacks(&cycles, tid).into_iter().map(|(frames, samples, _)| (frames.to_vec(), samples)).collect()
 }
@@ -104,11 +63,11 @@ fn profile_signal_thread(jvm: &Jvm, dir: &Path, seconds: u32) -> Vec<(Vec<Value>
 #[test]
 fn jdk17_native_unwind_steps_out_of_a_signal_frame_to_the_interrupted_function() {
     let dir = tempfile::tempdir().unwrap();
-    let library = build_jni_library(dir.path());
+    let library = build_jni_library(dir.path(), "signal_spin.c", "libsignalspin.so");
     let jvm = Jvm::start_bare_on(&java_launcher(17), "SignalSpin", &["30", library.to_str().unwrap()], &[]);
     let (mut total, mut kept) = (0, 0);
     let mut lost = Vec::new();
-    for (frames, samples) in profile_signal_thread(&jvm, dir.path(), 8) {
+    for (frames, samples) in profile_signal_thread(&jvm, 8) {
         let frames = frames.as_slice();
         total += samples;
         if has_chain(frames) {
@@ -132,13 +91,13 @@ fn jdk17_native_unwind_steps_out_of_a_signal_frame_to_the_interrupted_function()
 #[test]
 fn jdk17_java_code_a_signal_interrupted_keeps_its_callers() {
     let dir = tempfile::tempdir().unwrap();
-    let library = build_jni_library(dir.path());
+    let library = build_jni_library(dir.path(), "signal_spin.c", "libsignalspin.so");
     let jvm = Jvm::start_bare_on(&java_launcher(17), "SignalSpin", &["30", library.to_str().unwrap(), "java"], &[]);
     // The signal arrives after 1.5 s of warm-up in Java: profile past it.
     std::thread::sleep(Duration::from_secs(2));
     let (mut total, mut kept) = (0, 0);
     let mut lost = Vec::new();
-    for (frames, samples) in profile_signal_thread(&jvm, dir.path(), 6) {
+    for (frames, samples) in profile_signal_thread(&jvm, 6) {
         let names: Vec<&str> = frames.iter().map(name).collect();
         let Some(restore) = names.iter().position(|n| *n == "__restore_rt") else { continue };
         total += samples;

@@ -92,30 +92,9 @@ fn split(c: &ThreadCount, class: &[&str; 4]) -> Vec<f64> {
 /// within 3 pp): its cycles after the first
 /// two (the first loads the native unwind rows while the JIT warms up), and the JVM.
 fn profile_workloads(jdk: u32, workloads: &str) -> (Vec<Value>, Jvm) {
-    let dir = tempfile::tempdir().unwrap();
     let jvm = Jvm::start_bare_on(&java_launcher(jdk), "Stubs", &["40", workloads], &[]);
-    let rapl = FakePowercap::start(40.0);
-    let json = dir.path().join("run.jsonl");
-    let out_dir = dir.path().join("results");
-    let pid = jvm.pid().to_string();
-    let root = rapl.sysfs_root();
-    let args = [
-        "--pid",
-        &pid,
-        "--json",
-        json.to_str().unwrap(),
-        "--sysfs-root",
-        &root,
-        "--output",
-        out_dir.to_str().unwrap(),
-        "--duration",
-        "12",
-        "--frequency",
-        "1000",
-    ];
-    let out = profile(&args, Duration::from_secs(120));
-    assert_success(&out);
-    (read_jsonl(&json).split_off(2), jvm)
+    let run = profile_outputs(jvm.pid(), &["--duration", "12", "--frequency", "1000"]);
+    (run.cycles[2..].to_vec(), jvm)
 }
 
 /// The share of a thread's samples that must keep their chain: of all of them, or of those
