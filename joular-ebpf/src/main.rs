@@ -21,6 +21,8 @@ mod native;
 #[cfg(target_arch = "bpf")]
 mod report;
 #[cfg(target_arch = "bpf")]
+mod stack_store;
+#[cfg(target_arch = "bpf")]
 mod walk;
 
 #[cfg(not(target_arch = "bpf"))]

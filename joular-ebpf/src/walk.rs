@@ -59,11 +59,10 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 use joular_ebpf::{
-    blob_cache::BLOB_CACHE_SLOTS, JavaFrame, JavaStack, CONFIG_TARGETS_GEN, DROP_JAVA_STACK_COLLISION,
-    DROP_JAVA_STACK_MAP_FULL, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_PROLOGUE,
-    DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED,
-    FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT,
-    JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
+    blob_cache::BLOB_CACHE_SLOTS, JavaFrame, CONFIG_TARGETS_GEN, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB,
+    DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE, FRAME_CODE_COMPILE_ID,
+    FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT,
+    JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 use joular_ebpf::{
     prologue::{
@@ -74,15 +73,11 @@ use joular_ebpf::{
 };
 
 use crate::codeblob::{blob_facts, follows_call, known_nmethod, place, BlobFacts};
-use crate::maps::{
-    count_drop, WalkState, CONFIG, JAVA_SCRATCH, JAVA_STACKS_0, JAVA_STACKS_1, JVMS, RECENT_STACKS, RECENT_STACK_SLOTS,
-    STACK_WINDOW_WORDS, WALK_STATE,
-};
+use crate::maps::{count_drop, WalkState, CONFIG, JAVA_SCRATCH, JVMS, STACK_WINDOW_WORDS, WALK_STATE};
 use crate::native::{row_for, start_walk};
 use crate::report::report_method;
+use crate::stack_store::store;
 
-const BPF_NOEXIST: u64 = 1;
-const EEXIST: i32 = 17;
 /// Words read for an interpreted frame: the slot window below fp, then saved fp and
 /// return address.
 const WINDOW_WORDS: usize = INTERPRETER_WINDOW_WORDS as usize + 2;
@@ -676,49 +671,5 @@ fn return_at(state: &mut WalkState, frame: JavaFrame, at: u64, fp: u64) -> Step 
             advance(state, frame, ret, at + 8, fp)
         }
         Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
-    }
-}
-
-/// Stores the stack under `hash` unless this cycle already has it. A stored stack of
-/// another length or first caller under the same hash is a collision (counted, not stored).
-#[inline(always)]
-fn store(hash: u64, stack: &JavaStack, tag: u32) -> bool {
-    let Some(recent) = RECENT_STACKS.get_ptr_mut(0) else {
-        return false;
-    };
-    // SAFETY: per-CPU, only this CPU's sampler uses it.
-    let slot = unsafe { &mut (*recent).slots[hash as usize & (RECENT_STACK_SLOTS - 1)] };
-    // The tag changes at every flip: an entry of this tag was stored in this very buffer,
-    // which user space drains only after flipping away from it.
-    if slot[0] == hash && slot[1] == u64::from(tag) {
-        return true;
-    }
-    let stored = store_in_map(hash, stack, tag & 1);
-    if stored {
-        *slot = [hash, u64::from(tag)];
-    }
-    stored
-}
-
-#[inline(always)]
-fn store_in_map(hash: u64, stack: &JavaStack, buffer: u32) -> bool {
-    let map = if buffer == 0 { &JAVA_STACKS_0 } else { &JAVA_STACKS_1 };
-    if let Some(old) = map.get_ptr(hash) {
-        // SAFETY: a map value; another CPU may overwrite nothing (entries are insert-only
-        // within a cycle), so the read is consistent.
-        let same = unsafe { (*old).len == stack.len && (stack.len < 2 || (*old).frames[1] == stack.frames[1]) };
-        if !same {
-            count_drop(DROP_JAVA_STACK_COLLISION);
-        }
-        return same;
-    }
-    match map.insert(hash, stack, BPF_NOEXIST) {
-        Ok(()) => true,
-        // Another CPU stored the same stack in the meantime.
-        Err(e) if e == -EEXIST => true,
-        Err(_) => {
-            count_drop(DROP_JAVA_STACK_MAP_FULL);
-            false
-        }
     }
 }

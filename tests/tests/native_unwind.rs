@@ -4,7 +4,6 @@
 //! JDK 17 and 21: the sampler steps native frames by their files' call-frame information.
 //! Run as root by `cargo xtask test`.
 
-
 use joular_tests::java_stack::{is_java, short, thread_stacks};
 use joular_tests::*;
 use serde_json::Value;
