@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::attribution::stacks::aggregate::{method_totals, Scope};
-use crate::attribution::stacks::methods::MethodFilter;
+use crate::attribution::stacks::methods::{is_unnamed_code, MethodFilter, UNNAMED_CODE};
 use crate::attribution::stacks::profile::{ProcessProfile, Share};
 use crate::attribution::stacks::RunEnd;
 
@@ -54,10 +54,14 @@ fn render<'a>(
 ) {
     let mut rows = Vec::new();
     let mut total_j = 0.0;
+    let mut unnamed_j = 0.0;
     for (i, profile) in profiles.iter().enumerate() {
         let Some(scope) = scope_of(i) else { continue };
         total_j += profile.summary.energy_uj / 1e6;
-        rows.extend(method_totals(&profile.stacks, scope, profile.rules()).into_iter().map(|m| Row {
+        let (unnamed, methods): (Vec<_>, Vec<_>) =
+            method_totals(&profile.stacks, scope, profile.rules()).into_iter().partition(|m| is_unnamed_code(&m.name));
+        unnamed_j += unnamed.iter().map(|m| m.energy_uj / 1e6).sum::<f64>();
+        rows.extend(methods.into_iter().map(|m| Row {
             pid: profile.summary.pid,
             name: shorten(&m.name),
             energy_j: m.energy_uj / 1e6,
@@ -85,6 +89,14 @@ fn render<'a>(
             row.power_w,
             percent,
             row.samples
+        );
+    }
+    if unnamed_j > 0.0 {
+        let percent = if total_j > 0.0 { 100.0 * unnamed_j / total_j } else { 0.0 };
+        let _ = writeln!(
+            out,
+            "not ranked: code no method could be named for ({}), {unnamed_j:.3} J ({percent:.1}%)",
+            UNNAMED_CODE.join(", ")
         );
     }
 }
@@ -175,6 +187,16 @@ mod tests {
         assert!(table.contains("pid") && !table.contains("app:"), "{table}");
         let first = table.lines().nth(2).unwrap();
         assert!(first.contains("22") && first.contains("b.B.g"), "{table}");
+    }
+
+    #[test]
+    fn unnamed_code_is_not_ranked_but_its_energy_is_said() {
+        let p = profile(1, &[], &[("a.A.f", 3_000_000.0), ("Interpreter", 1_000_000.0)]);
+        let table = top_methods_table(std::slice::from_ref(&p), None, 10);
+        assert!(table.starts_with("Top 1 of 1 methods by energy (all), 4.000 J"), "{table}");
+        assert!(!table.lines().any(|l| l.trim_start().starts_with("2 ")), "{table}");
+        let line = table.lines().find(|l| l.starts_with("not ranked:")).expect(&table);
+        assert!(line.contains("1.000 J (25.0%)"), "{table}");
     }
 
     #[test]

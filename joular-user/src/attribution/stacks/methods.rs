@@ -26,6 +26,13 @@ pub const NO_STACK: &str = "(no stack)";
 pub const NO_APP_FRAME: &str = "(no app frame)";
 /// The frame HotSpot's perf map gives every interpreted method: a Java frame it cannot name.
 pub const INTERPRETER: &str = "Interpreter";
+/// The frame of a pc in the JIT's code that no live blob named (`symbols::hotspot`).
+pub const UNKNOWN_JIT_CODE: &str = "[unknown JIT code]";
+/// The frame of a native pc no symbol names.
+pub const UNKNOWN: &str = "[unknown]";
+/// Frames that stand for code nobody could name: counted with the degradations, never ranked
+/// as methods.
+pub const UNNAMED_CODE: [&str; 3] = [INTERPRETER, UNKNOWN_JIT_CODE, UNKNOWN];
 
 /// Names that stand for energy no method of the program took: they are not methods.
 pub const SYNTHETIC: [&str; 7] = [
@@ -79,6 +86,11 @@ pub fn is_synthetic(name: &str) -> bool {
 /// code]`, `[unknown]`). What the others took is reported as `unattributed` instead.
 pub fn is_method_name(name: &str) -> bool {
     !(is_synthetic(name) || name == INTERPRETER || (name.starts_with('[') && name.ends_with(']')))
+}
+
+/// `Interpreter`, `[unknown JIT code]` or `[unknown]`: code, but no method.
+pub fn is_unnamed_code(name: &str) -> bool {
+    UNNAMED_CODE.contains(&name)
 }
 
 pub fn is_bucket(stack: &[Frame]) -> bool {
@@ -337,6 +349,12 @@ pub(crate) mod tests {
     fn placeholders_and_buckets_are_not_method_names() {
         for name in ["[GC]", "(no samples)", INTERPRETER, "[unknown JIT code]", "[unknown]"] {
             assert!(!is_method_name(name), "{name}");
+        }
+        for name in [INTERPRETER, "[unknown JIT code]", "[unknown]"] {
+            assert!(is_unnamed_code(name), "{name}");
+        }
+        for name in ["[GC]", "[native]", "com.acme.App.main"] {
+            assert!(!is_unnamed_code(name), "{name}");
         }
         for name in ["com.acme.App.main", "write", "std::vector<int>::push_back", "a[b]c"] {
             assert!(is_method_name(name), "{name}");
