@@ -93,6 +93,30 @@ fn follow_children_profiles_what_a_given_pid_starts() {
 }
 
 #[test]
+fn follow_children_profiles_what_a_given_pid_started_before_the_profiler() {
+    let java = java_script("MethodSplit", &["12"], &[DONTINLINE]);
+    let mut shell = Command::new("sh").args(["-c", &format!("{java} > /dev/null; true")]).spawn().unwrap();
+    // The JVM is the shell's child before the profiler loads: only /proc says so.
+    let started = std::time::Instant::now();
+    let proc_children = format!("/proc/{0}/task/{0}/children", shell.id());
+    while std::fs::read_to_string(&proc_children).unwrap_or_default().trim().is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(10), "the shell started no JVM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("results");
+    let pid = shell.id().to_string();
+    let out = profile(
+        &["--pid", &pid, "--follow-children", "--duration", "6", "--output", out_dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let _ = shell.kill();
+    let _ = shell.wait();
+    assert_success(&out);
+    assert_jvm_profiled(&out_dir, shell.id());
+}
+
+#[test]
 fn a_closed_stdout_and_stderr_end_the_printing_not_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("results");

@@ -220,8 +220,10 @@ pub struct ProfileArgs {
     /// Profile every process on the host.
     #[arg(short, long)]
     pub all: bool,
-    /// Also profile the processes the --pid processes start, and theirs (`record` always does).
-    /// The run still ends when the --pid processes have exited.
+    /// Also profile the processes the --pid processes start, and theirs (`record` always does):
+    /// those they started before the profiler (found in /proc) and those they start while it
+    /// runs (followed by the kernel at fork). The run still ends when the --pid processes have
+    /// exited.
     #[arg(long, requires = "pid")]
     pub follow_children: bool,
     #[command(flatten)]

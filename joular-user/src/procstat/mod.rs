@@ -8,6 +8,7 @@
 //! to one CPU. Attribution stays conservative either way (per-CPU shares are capped), but
 //! per-socket placement of a migrating thread is approximate on this path.
 
+mod descendants;
 mod parse;
 mod reader;
 
@@ -16,6 +17,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+pub use descendants::descendants;
 pub use parse::{parse_proc_stat, parse_task_stat, CpuJiffies, TaskStat};
 pub use reader::{ProcCycle, ProcStatReader, Snapshot};
 

@@ -75,6 +75,28 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     for pid in target.pids() {
         probe.add_target(pid).with_context(|| format!("adding PID {pid} to the kernel filter"))?;
     }
+    if target.follows_children() {
+        // The kernel follows the forks made from now on; what the targets started before is
+        // in /proc. A process forked by one of those between the scan and its adding is
+        // missed, so the scan runs until it finds nothing new (a handful of rounds at most).
+        let mut added: std::collections::HashSet<u32> = target.pids().into_iter().collect();
+        for _ in 0..4 {
+            let roots: Vec<u32> = added.iter().copied().collect();
+            let new: Vec<u32> = joular_user::procstat::descendants(&common.proc_root, &roots)
+                .into_iter()
+                .filter(|pid| !added.contains(pid))
+                .collect();
+            if new.is_empty() {
+                break;
+            }
+            for pid in new {
+                // One that ended since the scan is no error: it has nothing left to profile.
+                if probe.add_target(pid).is_ok() {
+                    added.insert(pid);
+                }
+            }
+        }
+    }
     // The targets' HotSpot tables are read now, so their stacks are walked from the first cycle.
     let interval = Duration::from_secs_f64(common.interval);
     let options = SymbolizerOptions {
