@@ -144,7 +144,9 @@ fn ebpf_on_cpu_time_of_a_busy_thread_matches_its_schedstat() {
 
 #[test]
 fn a_target_that_exits_mid_run_still_gets_a_summary() {
-    let jvm = Jvm::start("DutyCycle", &["1.5", "1.0", "0.3"], &[]);
+    // 3 s: the profiler must be running before the target exits, and its start (verifying the
+    // sampler) takes 1-2 s on a busy 2-CPU machine.
+    let jvm = Jvm::start("DutyCycle", &["3", "1.0", "0.3"], &[]);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.jsonl");
     let pid = jvm.pid().to_string();
