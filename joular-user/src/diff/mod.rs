@@ -19,7 +19,7 @@ pub use flame::{render_diff_svg, DIFF_FLAMEGRAPH_FILE};
 pub use glob::expand;
 pub use html::DIFF_HTML_FILE;
 pub use load::{Run, Stratum};
-pub use table::table;
+pub use table::{pct as pct_text, table};
 
 use crate::output::OutputError;
 use crate::safe_write::OutDir;
