@@ -29,8 +29,8 @@ pub struct DiffArgs {
     /// fixed length: `--pid --duration`).
     #[arg(long, value_enum, default_value = "energy")]
     pub metric: Metric,
-    /// Exit 1 when the process, or a method (with `:PREFIX`, a method whose name starts with
-    /// PREFIX), rose by more than PCT % beyond its uncertainty. Repeatable.
+    /// Exit 1 when the process or a method (with `:PREFIX`, only methods whose name starts with
+    /// PREFIX) rose by more than PCT %, and by more than its uncertainty. Repeatable.
     #[arg(long, value_name = "PCT[:METHOD_PREFIX]")]
     pub fail_if_increase: Vec<Gate>,
     /// Confidence of the flags, in %, over all the comparisons together.
@@ -93,14 +93,16 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<i32> {
     for gate in &args.fail_if_increase {
         for row in gate.tripped(&diff) {
             code = 1;
-            let sure = row.sure_increase_pct().unwrap_or(0.0);
+            let pct_of =
+                |v: f64| if row.base > 0.0 { format!("{:.1}%", 100.0 * v / row.base) } else { "n/a".to_owned() };
             let _ = writeln!(
                 verdicts,
-                "joular-ebpf: --fail-if-increase {}{}: {} rose {} (at least {sure:+.1}% at {}% confidence)",
+                "joular-ebpf: --fail-if-increase {}{}: {} rose {} (uncertainty ±{} at {}% confidence)",
                 gate.pct,
                 gate.prefix.as_deref().map(|p| format!(":{p}")).unwrap_or_default(),
                 row.name,
                 joular_user::diff::pct_text(row.delta_pct),
+                pct_of(row.uncertainty.unwrap_or(0.0)),
                 args.confidence,
             );
         }
