@@ -6,6 +6,7 @@
 //! - one run against one (the bootstrap over cycles): `hash` is flagged;
 //! - two sets of runs of the same version flag nothing in at least 9 of 10 trials: the 10 ways
 //!   of splitting six BASE runs into two sets of three.
+//!
 //! Run as root by `cargo xtask test diff`.
 
 use std::path::Path;
