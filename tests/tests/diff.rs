@@ -32,6 +32,11 @@ fn record(version: &str, out: &Path, rapl: &FakePowercap) {
         &root,
         "--interval",
         "0.25",
+        // A round of DiffWork's three loops takes about 1 ms: at 100 Hz a run's method shares
+        // came out 20-40% apart (few samples, and a period near a multiple of the round's);
+        // at 499 Hz within a few %.
+        "--frequency",
+        "499",
         "--output",
         &out_arg,
         "--",

@@ -11,6 +11,9 @@ use serde::Serialize;
 use super::load::Run;
 use super::stats::{bootstrap_sum_variance, half_width, Estimate};
 
+/// The process's row.
+pub const TOTAL: &str = "(process)";
+
 /// What is compared per run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -79,6 +82,9 @@ pub struct Row {
     pub base_share_pct: f64,
     pub new_share_pct: f64,
     pub change: Change,
+    /// The value of each run, per side (in `diff.json`: what the spread came from).
+    pub base_runs: Vec<f64>,
+    pub new_runs: Vec<f64>,
 }
 
 impl Row {
@@ -140,7 +146,7 @@ fn estimate<'a>(
     value: impl Fn(&Run) -> f64,
     cycles: impl Fn(&'a super::load::Stratum) -> Option<&'a [f64]>,
 ) -> Estimate {
-    let values: Vec<f64> = runs.iter().map(|r| metric.of(r, value(r))).collect();
+    let values = per_run(runs, metric, value);
     match runs {
         [run] if run.has_cycles() => {
             let variance_uj2 = bootstrap_sum_variance(run.strata.iter().filter_map(cycles));
@@ -149,6 +155,10 @@ fn estimate<'a>(
         }
         _ => Estimate::of_runs(&values),
     }
+}
+
+fn per_run(runs: &[Run], metric: Metric, value: impl Fn(&Run) -> f64) -> Vec<f64> {
+    runs.iter().map(|r| metric.of(r, value(r))).collect()
 }
 
 /// Compares the sides. Both must hold at least one run (the caller says which is empty).
@@ -181,6 +191,8 @@ pub fn compare(base: &[Run], new: &[Run], options: DiffOptions) -> Diff {
     let comparisons = tested.len() + 1;
     let comparison_confidence = 1.0 - (1.0 - options.confidence) / comparisons as f64;
     let row = |name: String, b: &Estimate, n: &Estimate, bs: f64, ns: f64| {
+        let value = |r: &Run| if name == TOTAL { r.total_uj } else { r.methods.get(&name).copied().unwrap_or(0.0) };
+        let (base_runs, new_runs) = (per_run(base, metric, value), per_run(new, metric, value));
         let delta = n.value - b.value;
         let uncertainty = half_width(b, n, comparison_confidence);
         let change = match uncertainty {
@@ -199,9 +211,11 @@ pub fn compare(base: &[Run], new: &[Run], options: DiffOptions) -> Diff {
             base_share_pct: bs,
             new_share_pct: ns,
             change,
+            base_runs,
+            new_runs,
         }
     };
-    let total = row("(process)".to_owned(), &base_total, &new_total, 100.0, 100.0);
+    let total = row(TOTAL.to_owned(), &base_total, &new_total, 100.0, 100.0);
     let mut methods: Vec<Row> = tested.into_iter().map(|(name, b, n, bs, ns)| row(name, &b, &n, bs, ns)).collect();
     methods.sort_by(|a, b| b.delta.abs().total_cmp(&a.delta.abs()).then_with(|| a.name.cmp(&b.name)));
     Diff {

@@ -37,11 +37,12 @@ fn mean_folded(runs: &[Run]) -> String {
 }
 
 pub fn render_diff_svg(base: &[Run], new: &[Run], title: &str) -> std::io::Result<Vec<u8>> {
+    let new_folded = mean_folded(new);
     let mut merged = Vec::new();
     inferno::differential::from_readers(
         inferno::differential::Options::default(),
         mean_folded(base).as_bytes(),
-        mean_folded(new).as_bytes(),
+        new_folded.as_bytes(),
         &mut merged,
     )?;
     let mut options = Options::default();
@@ -49,9 +50,9 @@ pub fn render_diff_svg(base: &[Run], new: &[Run], title: &str) -> std::io::Resul
     options.count_name = "µJ".to_owned();
     options.subtitle = Some("widths: NEW; red: more energy than in BASE, blue: less".to_owned());
     let mut svg = Vec::new();
-    if merged.iter().all(u8::is_ascii_whitespace) {
-        // inferno refuses empty input; two empty profiles still get a (blank) graph.
-        options.subtitle = Some("no energy was attributed on either side".to_owned());
+    if new_folded.is_empty() {
+        // Widths are NEW's: with none, inferno has nothing to draw and refuses the input.
+        options.subtitle = Some("NEW has no call path with energy: nothing to draw (see the table)".to_owned());
         flamegraph::from_lines(&mut options, ["(none) 1"], &mut svg)?;
     } else {
         flamegraph::from_reader(&mut options, merged.as_slice(), &mut svg)?;

@@ -287,3 +287,30 @@ fn hidden_class_addresses_do_not_split_a_method() {
         "no cycles: no uncertainty"
     );
 }
+
+#[test]
+fn power_compares_mean_watts_of_fixed_length_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The runs of `one_method_doubled_is_flagged_and_only_it_from_single_runs`.
+    let mut rng = SplitMix(11);
+    let base = runs(tmp.path(), "base", 1, &Workload::default(), &mut rng);
+    let new = runs(tmp.path(), "new", 1, &doubled(), &mut rng);
+    let options = DiffOptions { metric: Metric::Power, ..DiffOptions::default() };
+    let diff = compare(&base, &new, options);
+    assert_eq!(diff.unit, "W");
+    assert_eq!(flagged(&diff), ["com.acme.Db.query"], "{}", table(&diff, 20));
+    // 20 cycles of 1 s: watts are joules / 20.
+    let joules = compare(&base, &new, DiffOptions::default());
+    assert!((diff.methods[0].new * 20.0 - joules.methods[0].new).abs() < 1e-9);
+}
+
+#[test]
+fn a_side_with_no_energy_still_gets_a_flame_graph() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = runs(tmp.path(), "base", 1, &Workload::default(), &mut SplitMix(16));
+    let empty = [Run::default()];
+    for (b, n) in [(&base[..], &empty[..]), (&empty[..], &base[..]), (&empty[..], &empty[..])] {
+        let svg = String::from_utf8(render_diff_svg(b, n, "t").unwrap()).unwrap();
+        assert!(svg.contains("<svg"), "{svg}");
+    }
+}
