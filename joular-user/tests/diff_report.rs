@@ -82,7 +82,7 @@ fn diff(args: &[&str]) -> (i32, String) {
 }
 
 #[test]
-fn the_gate_exits_1_on_a_method_that_doubled_and_bad_runs_exit_2() {
+fn diff_exits_1_when_the_gate_trips_and_2_on_a_run_it_cannot_read() {
     let tmp = tempfile::tempdir().unwrap();
     let (base, new) = base_and_new(tmp.path());
     let path = |name: &str| tmp.path().join(name).display().to_string();
