@@ -41,7 +41,9 @@ pub fn render(diff: &Diff, flamegraph_svg: &[u8]) -> Result<String, String> {
                         " " (uncertainty(&diff.total)) " " (change_label(diff.total.change))
                     }
                 }
-                p.jr-note { (printable(&header(diff))) }
+                p.jr-note #jr-diff-header {
+                    @for line in header(diff).lines() { (printable(line)) br; }
+                }
                 h2 { "Methods" }
                 div.jr-scroll {
                     table.jr-table #jr-diff-methods {

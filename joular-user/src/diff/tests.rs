@@ -250,6 +250,7 @@ fn the_outputs_are_written_and_the_flame_graph_is_differential() {
     assert!(svg.contains("rgb(255,"), "a red frame");
     let html = std::fs::read_to_string(tmp.path().join("out").join(DIFF_HTML_FILE)).unwrap();
     assert!(html.contains(r#"class="jr-increase" data-change="MORE""#) && html.contains("<svg"), "{html}");
+    assert!(!html.contains("\\x0a"), "the header's lines are lines, not escapes");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(tmp.path().join("out").join(DIFF_JSON_FILE)).unwrap()).unwrap();
     assert_eq!(json["methods"][0]["name"], "com.acme.Db.query");
