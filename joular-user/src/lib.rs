@@ -13,6 +13,7 @@
 // The stages (the order a cycle goes through them is in the paragraph above).
 pub mod attribution;
 pub mod collect;
+pub mod diff;
 pub mod ebpf;
 pub mod energy;
 pub mod fleet;

@@ -47,6 +47,9 @@ pub fn is_root() -> bool {
 /// the system's JDK 17 only.
 const JAVA_17_FIXTURES: [&str; 1] = ["SilentAttach.java"];
 
+/// Directories of `tests/java` compiled into a class directory of the same name.
+const VERSIONED_FIXTURES: [&str; 2] = ["diff-base", "diff-new"];
+
 /// Compiles the Java fixtures (for Java 11) into `<target>/java` and returns that directory.
 pub fn compile_java() -> anyhow::Result<PathBuf> {
     let out = target_dir().join("java");
@@ -59,6 +62,17 @@ pub fn compile_java() -> anyhow::Result<PathBuf> {
     // Class files for Java 11, so the JDK 11, 17 and 21 runtimes all load them.
     status(Command::new("javac").args(["--release", "11", "-d"]).arg(&out).args(&sources))?;
     status(Command::new("javac").args(["--release", "17", "-d"]).arg(&out).args(&newer))?;
+    // Fixtures built in two versions of one program (`diff`): same class names, so each
+    // version gets its own class directory.
+    for version in VERSIONED_FIXTURES {
+        let source = root().join("tests/java").join(version);
+        let sources: Vec<PathBuf> = std::fs::read_dir(&source)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "java"))
+            .collect();
+        status(Command::new("javac").args(["--release", "11", "-d"]).arg(out.join(version)).args(&sources))?;
+    }
     Ok(out)
 }
 

@@ -55,6 +55,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Re-render a saved result directory (table, SVG, pprof...) without profiling again.
     Report(joular_user::output::ReportArgs),
+    /// Compare two runs, or two sets of repeated runs: per method and for the process, the
+    /// change in energy and its uncertainty; flags only changes larger than it.
+    Diff(super::diff::DiffArgs),
 }
 
 #[derive(Debug, Args)]

@@ -34,10 +34,12 @@ pub use crate::attribution::stacks::profile::{
 };
 pub use crate::attribution::stacks::timeline::{ThreadSeries, Timeline};
 pub use crate::attribution::stacks::ThreadStacks;
+pub(crate) use html::method_series;
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
 pub use raw_profile::{parse_raw_profile, read_raw_profile, write_raw_profile, RAW_PROFILE_FILE};
 pub use render::OutputFiles;
+pub(crate) use report::find_profiles;
 pub use report::{load_report, report, report_to, LoadedReport, ReportArgs, ReportFormat};
 pub use result_tree::{ResultTree, ResultsConfig};
 pub use retired_writer::{

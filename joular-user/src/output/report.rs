@@ -145,7 +145,7 @@ fn render_report(
 
 /// The directory holding the raw profile (`dir` itself), or those one level below it that hold
 /// one (a `joularjx-result` directory), sorted; symlinks are not followed below `dir`.
-fn find_profiles(dir: &Path, modes: Modes) -> Result<Vec<OutDir>, OutputError> {
+pub(crate) fn find_profiles(dir: &Path, modes: Modes) -> Result<Vec<OutDir>, OutputError> {
     let root = OutDir::open_to_read(dir, modes).map_err(|e| OutputError::io(dir, e))?;
     if root.has_file(RAW_PROFILE_FILE) {
         return Ok(vec![root]);

@@ -11,6 +11,8 @@
 mod charts;
 mod evolution;
 
+pub(crate) use evolution::method_series;
+
 use crate::printable::{printable, printable_text};
 use crate::safe_write::OutDir;
 
