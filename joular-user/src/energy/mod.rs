@@ -1,18 +1,20 @@
-//! Energy sources behind one trait (docs/architecture.md, stage 3): powercap → perf power PMU → MSR → TDP model,
+//! Energy sources behind one trait (docs/architecture.md, stage 3): powercap → perf power PMU → MSR → power model,
 //! the first that opens wins unless `--energy-source` names one. Each source reports energy
 //! per socket since its previous read; wraps and misbehaving counters are settled here
 //! ([`wrap`]), in the one read loop the measured sources share ([`domains`]), so attribution
 //! only ever sees non-negative joules.
 
+mod cpu_power_table;
+mod cpufreq;
 mod cpuinfo;
 mod domains;
 mod error;
 mod files;
 mod msr;
 mod perf_pmu;
+mod power_model;
 mod powercap;
 mod select;
-mod tdp_model;
 mod topology;
 mod wrap;
 
@@ -22,13 +24,15 @@ use std::path::PathBuf;
 
 use crate::model::CpuTime;
 
+pub use cpu_power_table::{CpuMatch, CpuPowerTable, COEFFICIENTS_SOURCE};
+pub use cpufreq::CpuFreq;
 pub use cpuinfo::{parse_cpuinfo, CpuInfo};
 pub use error::EnergyError;
 pub use msr::MsrSource;
 pub use perf_pmu::{PerfCounter, PerfOpener, PerfPmuSource, SyscallOpener};
+pub use power_model::{ModelDescription, ModelSource};
 pub use powercap::PowercapSource;
 pub use select::{open_source, open_source_with};
-pub use tdp_model::{TdpModelSource, KNOWN_CPUS};
 pub use topology::Topology;
 pub use wrap::{CounterDelta, WrappingCounter};
 
@@ -71,7 +75,8 @@ pub struct EnergyOptions {
     pub dev_root: PathBuf,
     /// `--energy-source`: only this source, no fallback.
     pub source: Option<SourceKind>,
-    /// `--tdp`: TDP per socket in watts for the model source.
+    /// `--tdp`: TDP per socket in watts for the model source (E-Surgeon's curve instead of the
+    /// coefficient table).
     pub tdp_w: Option<f64>,
     /// `--idle-power`: idle power per socket in watts (model's `P_idle`, and the dynamic view's baseline).
     pub idle_power_w: Option<f64>,
@@ -147,6 +152,12 @@ pub trait EnergySource: Send {
     fn kind(&self) -> SourceKind;
     /// True for the model: every figure derived from it must be labelled "estimated".
     fn estimated(&self) -> bool;
+    /// What the figures are beyond the source's name: the model, its coefficients and their
+    /// source; where a measured counter lives when it is not this machine's. Empty for a
+    /// plain measured source.
+    fn detail(&self) -> String {
+        String::new()
+    }
     /// `util` feeds the model; measured sources ignore it.
     fn read(&mut self, util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError>;
 }

@@ -4,9 +4,7 @@
 
 use super::error::EnergyError;
 use super::perf_pmu::{PerfOpener, SyscallOpener};
-use super::{
-    EnergyOptions, EnergySource, MsrSource, PerfPmuSource, PowercapSource, SourceKind, TdpModelSource, Topology,
-};
+use super::{EnergyOptions, EnergySource, ModelSource, MsrSource, PerfPmuSource, PowercapSource, SourceKind, Topology};
 
 /// Opens the energy source for `opts` on this machine.
 pub fn open_source(opts: &EnergyOptions, topo: &Topology) -> Result<(Box<dyn EnergySource>, String), EnergyError> {
@@ -78,8 +76,8 @@ fn open_one(
             (Box::new(MsrSource::open(&opts.dev_root, &opts.proc_root, topo, opts.dram, opts.psys)?), measured)
         }
         SourceKind::Model => {
-            let model = TdpModelSource::open(&opts.proc_root, topo, opts.tdp_w, opts.idle_power_w)?;
-            let detail = format!(" (ESTIMATED from TDP, {})", model.origin());
+            let model = ModelSource::open(&opts.sysfs_root, &opts.proc_root, topo, opts.tdp_w, opts.idle_power_w)?;
+            let detail = format!(" (ESTIMATED: {})", model.description());
             (Box::new(model), detail)
         }
     })
@@ -118,7 +116,9 @@ mod tests {
         let (source, why) = open_source_with(&opts(dir.path()), &one_socket(), &FakeOpener::default()).unwrap();
         assert_eq!(source.kind(), SourceKind::Model);
         assert!(source.estimated());
-        for part in ["model", "ESTIMATED", "powercap:", "perf:", "msr:", "modprobe msr"] {
+        for part in
+            ["model", "ESTIMATED", "Cloud Carbon Footprint", "W/vCPU", "powercap:", "perf:", "msr:", "modprobe msr"]
+        {
             assert!(why.contains(part), "{part:?} missing from {why}");
         }
     }

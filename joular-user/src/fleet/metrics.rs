@@ -89,6 +89,9 @@ pub struct MetricsRegistry {
     cycles: u64,
     /// Whether the energy source is the model; the `estimated` label of every energy series.
     estimated: bool,
+    /// The energy source's name and what its figures are (model and coefficients, or where a
+    /// counter is read), for `joular_energy_source_info`.
+    energy_source: Option<(String, String)>,
     sockets: BTreeMap<u32, SocketSeries>,
     processes: BTreeMap<u32, ProcessSeries>,
     exited_energy_j: f64,
@@ -118,11 +121,17 @@ impl MetricsRegistry {
             config,
             cycles: 0,
             estimated: false,
+            energy_source: None,
             sockets: BTreeMap::new(),
             processes: BTreeMap::new(),
             exited_energy_j: 0.0,
             drops: BTreeMap::new(),
         }
+    }
+
+    /// Names the energy source once it is open (the endpoint binds before).
+    pub fn set_energy_source(&mut self, source: &str, detail: &str) {
+        self.energy_source = Some((source.to_owned(), detail.to_owned()));
     }
 
     /// Adds one cycle. `table` gives the labels of processes seen for the first time and tells which
@@ -216,6 +225,16 @@ impl MetricsRegistry {
 
         e.family("joular_cycles_total", "Monitoring cycles accounted.", MetricKind::Counter);
         e.sample("joular_cycles_total", &[], self.cycles as f64);
+
+        if let Some((source, detail)) = &self.energy_source {
+            e.family(
+                "joular_energy_source_info",
+                "The energy source, and for a model its coefficients and their source.",
+                MetricKind::Gauge,
+            );
+            let labels = [("source", source.as_str()), ("estimated", estimated), ("detail", detail.as_str())];
+            e.sample("joular_energy_source_info", &labels, 1.0);
+        }
 
         self.render_host(&mut e, estimated);
         self.render_processes(&mut e, estimated);
@@ -569,6 +588,17 @@ mod tests {
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"d\""), None);
         let untracked = format!("method=\"{UNTRACKED_METHOD}\"");
         assert_eq!(value(&s, "joular_method_energy_joules_total", &untracked), Some(9.0));
+    }
+
+    #[test]
+    fn the_energy_source_and_its_model_are_an_info_series() {
+        let mut registry = MetricsRegistry::new(config(10));
+        assert!(!registry.render().contains("joular_energy_source_info"), "absent until the source is open");
+        registry.set_energy_source("model", "utilisation (Cloud Carbon Footprint) model: 0.45–2.02 W/vCPU");
+        let s = scrape(&registry);
+        let labels = "detail=\"utilisation (Cloud Carbon Footprint) model: 0.45–2.02 W/vCPU\"";
+        assert_eq!(value(&s, "joular_energy_source_info", labels), Some(1.0), "{s:?}");
+        assert_eq!(value(&s, "joular_energy_source_info", "source=\"model\""), Some(1.0), "{s:?}");
     }
 
     #[test]

@@ -145,6 +145,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         start_epoch_ms: epoch_ms(),
         energy_source: energy.source_label().to_string(),
         estimated: energy.estimated(),
+        energy_detail: energy.detail(),
         report_stacks: json.is_some(),
         // A daemon would grow evolution files without bound.
         evolution: !common.no_evolution && fleet.is_none(),
@@ -164,10 +165,17 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         .then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
     let mut outputs: Vec<Box<dyn Sink>> = vec![Box::new(tree)];
     if let Some(exporter) = exporter {
+        exporter.set_energy_source(energy.source_label(), &energy.detail());
         outputs.push(Box::new(exporter));
     }
     if let Some(p) = serve.and_then(|f| f.profiles.as_ref()) {
-        outputs.push(Box::new(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), epoch_ms())?));
+        outputs.push(Box::new(profiles::ProfileExport::new(
+            p,
+            energy.source_label(),
+            energy.estimated(),
+            &energy.detail(),
+            epoch_ms(),
+        )?));
     }
     if let Some(json) = json {
         outputs.push(Box::new(json));
@@ -307,7 +315,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = sinks.finish(common.top);
-    out!("{}", sinks.summary.render(common.top, energy.source_label(), energy.estimated()));
+    out!("{}", sinks.summary.render(common.top, energy.source_label(), energy.estimated(), &energy.detail()));
     sinks.print_failed(&finished);
     outln!("\n{}", finished.table);
     for out in &finished.outputs {

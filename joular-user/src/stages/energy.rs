@@ -38,6 +38,11 @@ impl EnergyStage {
         self.source.estimated()
     }
 
+    /// The model, its coefficients and their source, or where a measured counter is read.
+    pub fn detail(&self) -> String {
+        self.source.detail()
+    }
+
     /// Reads measured counters; call right after the buffer flip so energy and CPU time
     /// describe the same instants. The model needs the cycle's utilisation, known only after
     /// the drain, so it is read in `attribute` (it has no timing to align).

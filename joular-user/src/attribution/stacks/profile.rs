@@ -28,6 +28,10 @@ pub struct RunSummary {
     pub energy_source: String,
     /// True when the energy comes from a model, not a meter.
     pub estimated: bool,
+    /// The model, its coefficients and their source, or where a measured counter was read
+    /// (`measured on the host`); absent for this machine's own counters.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub energy_detail: String,
     /// Energy attributed to this process (sum of its threads).
     pub energy_uj: f64,
     pub samples: u64,

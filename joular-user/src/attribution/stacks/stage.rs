@@ -33,6 +33,9 @@ pub struct StackConfig {
     /// Energy source label (`powercap`, `perf`, `msr`, `model`) and whether it is a model.
     pub energy_source: String,
     pub estimated: bool,
+    /// What the figures are beyond the source's name (the model, its coefficients and their
+    /// source; a counter measured on the host); empty for a plain measured source.
+    pub energy_detail: String,
     /// Past this many distinct stacks a process's run totals start over, so a JVM running for
     /// weeks holds bounded memory when no output needs its whole run (serve without
     /// `--results`). `None`: the whole run is kept.
@@ -95,6 +98,7 @@ impl Process {
                 filters: config.filter.prefixes().to_vec(),
                 energy_source: config.energy_source.clone(),
                 estimated: config.estimated,
+                energy_detail: config.energy_detail.clone(),
                 energy_uj: stacks.iter().map(|s| s.energy_uj).sum(),
                 samples: stacks.iter().map(|s| s.samples).sum(),
                 socket_energy_uj: run.socket_energy_uj,

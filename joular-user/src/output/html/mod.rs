@@ -142,7 +142,10 @@ fn header(profile: &ProcessProfile) -> Markup {
             dt { "total energy" } dd.jr-big #jr-total-energy data-uj=(s.energy_uj.round()) { (joules(s.energy_uj)) " J" }
             dt { "average power" } dd.jr-big { (format!("{:.3}", s.power_w(s.energy_uj))) " W" }
             dt { "duration" } dd { (format!("{:.1}", s.duration_s)) " s, " (s.cycles) " cycles, from " (utc(s.start_epoch_ms)) " UTC" }
-            dt { "energy source" } dd { (s.energy_source) @if s.estimated { " (estimated)" } }
+            dt { "energy source" } dd #jr-energy-source {
+                (s.energy_source) @if s.estimated { " (estimated)" }
+                @if !s.energy_detail.is_empty() { ": " (printable(&s.energy_detail)) }
+            }
             dt { "samples" } dd { (s.samples) }
             dt { "machine energy" } dd { (joules(s.socket_energy_uj)) " J, of which no profiled thread took " (joules(s.unattributed_uj)) " J" }
             @if let Some(jvm) = &s.jvm {

@@ -106,6 +106,7 @@ pub(crate) fn config(root: &Path) -> ResultsConfig {
         start_epoch_ms: START_MS,
         energy_source: "model".into(),
         estimated: true,
+        energy_detail: "utilisation (Cloud Carbon Footprint) model: test coefficients".into(),
         report_stacks: true,
         evolution: true,
         runtime_call_trees: true,
@@ -290,6 +291,7 @@ fn finish_writes_every_output_and_report_rerenders_them() {
     );
     let summary: RunSummary = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!((summary.energy_source.as_str(), summary.estimated), ("model", true));
+    assert_eq!(summary.energy_detail, "utilisation (Cloud Carbon Footprint) model: test coefficients");
     let jvm = summary.jvm.expect("a JVM");
     assert_eq!((jvm.jit_compiler.energy_uj, jvm.jit_compiler.samples), (0.4e6, 2));
     assert!(close(jvm.jit_compiler.percent, 100.0 * 0.4 / 7.2), "{jvm:?}");
