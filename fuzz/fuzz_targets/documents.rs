@@ -42,13 +42,13 @@ fuzz_target!(|data: &[u8]| {
     let comm = names[0].clone();
     let frames: Vec<Frame> = names.iter().enumerate().map(|(i, n)| frame(n, i)).collect();
     let stacks = vec![
-        StackTotal {
+        StackTotal { carbon_g: 0.0,
             stack: Arc::from(frames.clone()),
             thread: ThreadKind::Application,
             energy_uj: 9_000.0,
             samples: 9,
         },
-        StackTotal {
+        StackTotal { carbon_g: 0.0,
             stack: Arc::from(&frames[..frames.len().div_ceil(2)]),
             thread: ThreadKind::Application,
             energy_uj: 1_000.0,

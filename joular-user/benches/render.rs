@@ -115,6 +115,7 @@ fn config(dir: &std::path::Path, evolution: bool) -> ResultsConfig {
         energy_source: "model".into(),
         estimated: true,
         energy_detail: String::new(),
+        carbon: None,
         report_stacks: false,
         evolution,
         runtime_call_trees: false,

@@ -42,6 +42,7 @@ fn run(dir: &std::path::Path) -> std::path::PathBuf {
         energy_source: "model".into(),
         estimated: true,
         energy_detail: String::new(),
+        carbon: None,
         report_stacks: false,
         evolution: true,
         runtime_call_trees: false,

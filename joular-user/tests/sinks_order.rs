@@ -198,6 +198,7 @@ fn config(out: &Path) -> ResultsConfig {
         energy_source: "model".into(),
         estimated: true,
         energy_detail: String::new(),
+        carbon: None,
         report_stacks: true,
         evolution: true,
         runtime_call_trees: true,

@@ -8,6 +8,9 @@ use joular_user::output::{ReportArgs, ReportFormat};
 use joular_user::safe_write::{self, parse_output_mode, Modes};
 
 use super::paths::{check_root, check_writable_fs};
+pub use carbon::CarbonArgs;
+
+mod carbon;
 
 const ABOUT: &str = "Energy profiler for Java (and any process), built on eBPF: joules per \
 method, thread, process and call path, with no Java agent.";
@@ -339,6 +342,8 @@ pub struct CommonArgs {
     pub max_symbol_mb: u64,
     #[command(flatten)]
     pub energy: EnergyArgs,
+    #[command(flatten)]
+    pub carbon: CarbonArgs,
     /// Root of the /proc tree (for containers and tests).
     #[arg(long, default_value = "/proc", value_name = "DIR", hide = true)]
     pub proc_root: PathBuf,
@@ -383,6 +388,7 @@ impl CommonArgs {
             check_writable_fs("--json", json)?;
         }
         check_root("--proc-root", &self.proc_root)?;
+        self.carbon.carbon()?;
         self.energy.validate()
     }
 

@@ -48,6 +48,8 @@ struct SocketSeries {
 struct ProcessSeries {
     labels: ProcessLabels,
     energy_j: f64,
+    /// Grams of CO₂e of `energy_j` (when the run has a carbon intensity).
+    carbon_g: f64,
     power_w: f64,
     /// Cycle clock (`end_ns`) of the cycle in which the process was found gone.
     exited_at_ns: Option<u64>,
@@ -95,6 +97,10 @@ pub struct MetricsRegistry {
     sockets: BTreeMap<u32, SocketSeries>,
     processes: BTreeMap<u32, ProcessSeries>,
     exited_energy_j: f64,
+    /// Grams of CO₂e of the machine's energy, and of processes aged out; `None` until a cycle
+    /// carries carbon (no intensity, no series).
+    host_carbon_g: Option<f64>,
+    exited_carbon_g: f64,
     drops: BTreeMap<String, u64>,
 }
 
@@ -125,6 +131,8 @@ impl MetricsRegistry {
             sockets: BTreeMap::new(),
             processes: BTreeMap::new(),
             exited_energy_j: 0.0,
+            host_carbon_g: None,
+            exited_carbon_g: 0.0,
             drops: BTreeMap::new(),
         }
     }
@@ -166,6 +174,13 @@ impl MetricsRegistry {
             series.energy_j += joules(p.energy_uj);
             series.power_w = finite_or_zero(p.power_w);
         }
+        if let Some(carbon) = &cycle.carbon {
+            *self.host_carbon_g.get_or_insert(0.0) += finite_or_zero(carbon.host_g);
+            for charge in &cycle.charges {
+                let comm = report.processes.iter().find(|p| p.pid == charge.pid).map_or("", |p| p.comm.as_str());
+                self.series_for(charge.pid, comm, table, now_ns).carbon_g += finite_or_zero(charge.energy.carbon_g);
+            }
+        }
         let tracked_methods = self.config.tracked_methods;
         for m in cycle.methods() {
             let comm = report.threads.iter().find(|t| t.pid == m.pid).map_or("", |t| t.comm.as_str());
@@ -190,6 +205,7 @@ impl MetricsRegistry {
                 && table.start_ticks(pid).is_some_and(|start| start != old.labels.start_ticks);
             if reused {
                 self.exited_energy_j += old.energy_j;
+                self.exited_carbon_g += old.carbon_g;
                 self.processes.remove(&pid);
             }
         }
@@ -199,7 +215,14 @@ impl MetricsRegistry {
                 Some(labels) => (labels, None),
                 None => (ProcessLabels { pid, comm: comm.to_owned(), ..ProcessLabels::default() }, Some(now_ns)),
             };
-            ProcessSeries { labels, energy_j: 0.0, power_w: 0.0, exited_at_ns, methods_j: HashMap::new() }
+            ProcessSeries {
+                labels,
+                energy_j: 0.0,
+                carbon_g: 0.0,
+                power_w: 0.0,
+                exited_at_ns,
+                methods_j: HashMap::new(),
+            }
         })
     }
 
@@ -213,6 +236,7 @@ impl MetricsRegistry {
             if i < over_cap || now_ns.saturating_sub(exited_at_ns) >= retain_ns {
                 if let Some(series) = self.processes.remove(&pid) {
                     self.exited_energy_j += series.energy_j;
+                    self.exited_carbon_g += series.carbon_g;
                 }
             }
         }
@@ -238,6 +262,7 @@ impl MetricsRegistry {
 
         self.render_host(&mut e, estimated);
         self.render_processes(&mut e, estimated);
+        self.render_carbon(&mut e, estimated);
 
         e.family(
             "joular_exited_process_energy_joules_total",
@@ -305,6 +330,22 @@ impl MetricsRegistry {
         }
     }
 
+    /// `joular_carbon_grams_total`: the machine's, each process's and the aged-out processes'.
+    fn render_carbon(&self, e: &mut Exposition, estimated: &str) {
+        let Some(host_g) = self.host_carbon_g else { return };
+        e.family(
+            "joular_carbon_grams_total",
+            "Grams of CO2e of the energy (operational: kWh x grid intensity x PUE, per cycle), by scope.",
+            MetricKind::Counter,
+        );
+        e.sample("joular_carbon_grams_total", &[("scope", "host"), ("estimated", estimated)], host_g);
+        e.sample("joular_carbon_grams_total", &[("scope", "exited"), ("estimated", estimated)], self.exited_carbon_g);
+        for s in self.processes.values() {
+            let labels = s.identity_and(&[("scope", "process"), ("estimated", estimated)]);
+            sample(e, "joular_carbon_grams_total", &labels, s.carbon_g);
+        }
+    }
+
     fn render_processes(&self, e: &mut Exposition, estimated: &str) {
         e.family(
             "joular_process_energy_joules_total",
@@ -342,6 +383,7 @@ fn sample(e: &mut Exposition, name: &str, labels: &[(&'static str, String)], val
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::{CycleCarbon, Energy, ThreadCharge};
     use crate::model::{CycleReport, MethodReport, ProcessReport, SocketReport};
     use std::cell::RefCell;
 
@@ -588,6 +630,33 @@ mod tests {
         assert_eq!(value(&s, "joular_method_energy_joules_total", "method=\"d\""), None);
         let untracked = format!("method=\"{UNTRACKED_METHOD}\"");
         assert_eq!(value(&s, "joular_method_energy_joules_total", &untracked), Some(9.0));
+    }
+
+    #[test]
+    fn carbon_is_a_counter_per_process_and_host_only_with_an_intensity() {
+        let table = FakeTable::default();
+        table.spawn(1, "java", 1, None);
+        let mut registry = MetricsRegistry::new(config(10));
+        registry.on_cycle(&AttributedCycle::of_report(cycle(1, 10e6, &[(1, 6e6)], &[])), &table);
+        assert!(!registry.render().contains("joular_carbon_grams_total"), "no intensity, no carbon series");
+        for n in 2..=3 {
+            let mut attributed = AttributedCycle::of_report(cycle(n, 10e6, &[(1, 6e6)], &[]));
+            let g_per_uj = 400.0 / 3.6e12;
+            attributed.carbon = Some(CycleCarbon { g_per_kwh: 400.0, pue: 1.0, g_per_uj, host_g: 10e6 * g_per_uj });
+            attributed.charges = vec![ThreadCharge {
+                pid: 1,
+                tid: 1,
+                energy: Energy { cpu_uj: 6e6, carbon_g: 6e6 * g_per_uj },
+                samples: 0,
+                stacks: Vec::new(),
+            }];
+            registry.on_cycle(&attributed, &table);
+        }
+        let s = scrape(&registry);
+        let host = value(&s, "joular_carbon_grams_total", "scope=\"host\"").unwrap();
+        assert!((host - 2.0 * 10.0 * 400.0 / 3.6e6).abs() < 1e-12, "{host}");
+        let process = value(&s, "joular_carbon_grams_total", "scope=\"process\"").unwrap();
+        assert!((process - 2.0 * 6.0 * 400.0 / 3.6e6).abs() < 1e-12, "{process}");
     }
 
     #[test]

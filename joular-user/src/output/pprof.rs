@@ -298,6 +298,7 @@ mod tests {
         };
         let stacks = vec![
             StackTotal {
+                carbon_g: 0.0,
                 stack: with(vec![
                     at(compute.clone(), 12),
                     at(frame("java.math.BigInteger.multiply", FrameKind::JavaInlined), 1500),
@@ -307,6 +308,7 @@ mod tests {
                 samples: 90,
             },
             StackTotal {
+                carbon_g: 0.0,
                 stack: with(vec![
                     at(compute, 17),
                     frame("write", FrameKind::Native),
@@ -317,6 +319,7 @@ mod tests {
                 samples: 10,
             },
             StackTotal {
+                carbon_g: 0.0,
                 stack: Arc::from(vec![
                     entry[0].clone(),
                     entry[1].clone(),

@@ -34,6 +34,8 @@ pub struct ResultsConfig {
     pub estimated: bool,
     /// See `StackConfig::energy_detail`.
     pub energy_detail: String,
+    /// See `StackConfig::carbon`.
+    pub carbon: Option<crate::carbon::Carbon>,
     /// Fill `threads[].stacks` of each cycle report: costly with many stacks, so only
     /// worth it when the report is printed (`--json`).
     pub report_stacks: bool,
@@ -67,6 +69,7 @@ impl ResultsConfig {
             energy_source: self.energy_source.clone(),
             estimated: self.estimated,
             energy_detail: self.energy_detail.clone(),
+            carbon: self.carbon.clone(),
             max_stacks: (!self.write_files).then_some(MAX_STACKS_WITHOUT_FILES),
         }
     }

@@ -146,6 +146,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         energy_source: energy.source_label().to_string(),
         estimated: energy.estimated(),
         energy_detail: energy.detail(),
+        // Checked before anything was loaded; read again here (the file is the user's own).
+        carbon: common.carbon.carbon().map_err(anyhow::Error::msg)?,
         report_stacks: json.is_some(),
         // A daemon would grow evolution files without bound.
         evolution: !common.no_evolution && fleet.is_none(),
