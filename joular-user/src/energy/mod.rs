@@ -16,6 +16,7 @@ mod power_model;
 mod powercap;
 mod select;
 mod topology;
+mod vm_guest;
 mod wrap;
 
 use std::collections::BTreeMap;
@@ -34,6 +35,7 @@ pub use power_model::{ModelDescription, ModelSource};
 pub use powercap::PowercapSource;
 pub use select::{open_source, open_source_with};
 pub use topology::Topology;
+pub use vm_guest::{HostPowercapSource, VmPowerFileSource};
 pub use wrap::{CounterDelta, WrappingCounter};
 
 /// Which source measured (or estimated) a cycle's energy. The names are the `source`
@@ -44,6 +46,10 @@ pub enum SourceKind {
     Perf,
     Msr,
     Model,
+    /// `--energy-source vm-power-file:PATH`: the VM's watts, written by its host (JoularJX's
+    /// VM mode). Named with its path, so not a plain value of the flag.
+    #[value(skip)]
+    VmPowerFile,
 }
 
 impl SourceKind {
@@ -56,6 +62,7 @@ impl SourceKind {
             Self::Perf => "perf",
             Self::Msr => "msr",
             Self::Model => "model",
+            Self::VmPowerFile => "vm-power-file",
         }
     }
 }
@@ -84,6 +91,22 @@ pub struct EnergyOptions {
     pub dram: bool,
     /// `--psys`: also report the platform (psys) counter, where one exists.
     pub psys: bool,
+    /// `--powercap-root`: read powercap from the host's export of this VM's energy
+    /// (`DIR/<vm-name>`) instead of this machine's sysfs.
+    pub powercap_root: Option<PathBuf>,
+    /// The path of `--energy-source vm-power-file:PATH`.
+    pub vm_power_file: Option<PathBuf>,
+}
+
+impl EnergyOptions {
+    /// The energy is the whole VM's, measured on its host: the guest is then one socket.
+    pub fn measures_whole_vm(&self) -> bool {
+        match self.source {
+            Some(SourceKind::Powercap) => self.powercap_root.is_some(),
+            Some(SourceKind::VmPowerFile) => true,
+            _ => false,
+        }
+    }
 }
 
 impl Default for EnergyOptions {
@@ -97,6 +120,8 @@ impl Default for EnergyOptions {
             idle_power_w: None,
             dram: false,
             psys: false,
+            powercap_root: None,
+            vm_power_file: None,
         }
     }
 }

@@ -4,7 +4,10 @@
 
 use super::error::EnergyError;
 use super::perf_pmu::{PerfOpener, SyscallOpener};
-use super::{EnergyOptions, EnergySource, ModelSource, MsrSource, PerfPmuSource, PowercapSource, SourceKind, Topology};
+use super::{
+    EnergyOptions, EnergySource, HostPowercapSource, ModelSource, MsrSource, PerfPmuSource, PowercapSource, SourceKind,
+    Topology, VmPowerFileSource,
+};
 
 /// Opens the energy source for `opts` on this machine.
 pub fn open_source(opts: &EnergyOptions, topo: &Topology) -> Result<(Box<dyn EnergySource>, String), EnergyError> {
@@ -66,9 +69,23 @@ fn open_one(
 ) -> Result<(Box<dyn EnergySource>, String), EnergyError> {
     let measured = format!(" (measured, {} socket(s))", topo.socket_count());
     Ok(match kind {
-        SourceKind::Powercap => {
-            (Box::new(PowercapSource::open(&opts.sysfs_root, topo, opts.dram, opts.psys)?), measured)
+        SourceKind::VmPowerFile => {
+            let path = opts
+                .vm_power_file
+                .as_deref()
+                .ok_or_else(|| EnergyError::NoVmPowerFile { path: Default::default(), why: "no path given".into() })?;
+            let source = VmPowerFileSource::open(path)?;
+            let detail = format!(" ({}; the VM is one socket)", source.detail());
+            (Box::new(source), detail)
         }
+        SourceKind::Powercap => match &opts.powercap_root {
+            Some(root) => {
+                let source = HostPowercapSource::open(root)?;
+                let detail = format!(" ({}; the VM is one socket)", source.detail());
+                (Box::new(source), detail)
+            }
+            None => (Box::new(PowercapSource::open(&opts.sysfs_root, topo, opts.dram, opts.psys)?), measured),
+        },
         SourceKind::Perf => {
             (Box::new(PerfPmuSource::open(&opts.sysfs_root, topo, opts.dram, opts.psys, opener)?), measured)
         }
@@ -172,5 +189,44 @@ mod tests {
         let o = EnergyOptions { tdp_w: Some(0.0), ..opts(dir.path()) };
         let err = open_source_with(&o, &one_socket(), &FakeOpener::default()).err().unwrap();
         assert!(matches!(err, EnergyError::InvalidTdp { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_hosts_export_and_the_watts_file_are_opened_when_asked_and_say_where_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let vm = dir.path().join("export/testvm");
+        fs::create_dir_all(vm.join("intel-rapl:0")).unwrap();
+        fs::write(vm.join("intel-rapl:0/energy_uj"), "10\n").unwrap();
+        fs::write(vm.join("power_w"), "7.5\n").unwrap();
+        let o =
+            EnergyOptions { source: Some(SourceKind::Powercap), powercap_root: Some(vm.clone()), ..opts(dir.path()) };
+        let (source, why) = open_source_with(&o, &one_socket(), &FakeOpener::default()).unwrap();
+        assert_eq!((source.kind(), source.estimated()), (SourceKind::Powercap, false));
+        assert!(why.contains("measured on the host") && why.contains("one socket"), "{why}");
+        let o = EnergyOptions {
+            source: Some(SourceKind::VmPowerFile),
+            vm_power_file: Some(vm.join("power_w")),
+            ..opts(dir.path())
+        };
+        let (mut source, why) = open_source_with(&o, &one_socket(), &FakeOpener::default()).unwrap();
+        assert!(why.starts_with("energy source: vm-power-file (measured on the host"), "{why}");
+        let util = CycleUtilisation::new(&[], &one_socket(), 1_000_000_000);
+        assert_eq!(source.read(&util).unwrap()[0].energy_uj, 7.5e6);
+        let o = EnergyOptions {
+            source: Some(SourceKind::Powercap),
+            powercap_root: Some(dir.path().join("export")),
+            ..opts(dir.path())
+        };
+        let err = open_source_with(&o, &one_socket(), &FakeOpener::default()).err().unwrap();
+        assert!(
+            matches!(&err, EnergyError::Unavailable { reason, .. } if matches!(**reason, EnergyError::NoHostTree { .. })),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_vm_is_one_socket() {
+        let topo = Topology::from_pairs([(0, 0), (1, 1), (3, 1)]);
+        assert_eq!(topo.as_one_socket(), Topology::from_pairs([(0, 0), (1, 0), (3, 0)]));
     }
 }
