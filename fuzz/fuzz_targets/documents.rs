@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
             estimated: true,
             energy_uj: 10_000.0,
             samples: 10,
-            threads: vec![ThreadTotal { tid: PID, comm, energy_uj: 10_000.0, on_cpu_ns: 1, samples: 10 }],
+            threads: vec![ThreadTotal { tid: PID, comm, energy_uj: 10_000.0, carbon_g: 0.0, on_cpu_ns: 1, samples: 10 }],
             ..RunSummary::default()
         },
         stacks,
