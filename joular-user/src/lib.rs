@@ -23,6 +23,7 @@ pub mod stages;
 pub mod symbols;
 pub(crate) mod target_read;
 pub mod unwind;
+pub mod vm_export;
 
 // The types every stage hands on, and the one way results reach the disk.
 pub mod model;

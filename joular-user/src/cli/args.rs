@@ -85,6 +85,16 @@ pub struct ServeArgs {
     /// without bound.
     #[arg(long)]
     pub results: bool,
+    /// Write each virtual machine's energy (QEMU/KVM, Firecracker, cloud-hypervisor processes)
+    /// into DIR/<vm-name>/ every cycle, for its guest to read: Scaphandre's powercap tree
+    /// (intel-rapl:0/energy_uj, read in the guest with --powercap-root DIR/<vm-name>) and
+    /// JoularJX's power_w (--energy-source vm-power-file:DIR/<vm-name>/power_w). Share DIR into
+    /// the guests read-only; --output-mode 0644 lets a guest's non-root user read it.
+    #[arg(long, value_name = "DIR")]
+    pub vm_energy_dir: Option<PathBuf>,
+    /// Where the exported energy_uj wraps to 0 (tests shorten it to see a wrap).
+    #[arg(long, default_value_t = joular_user::vm_export::DEFAULT_RANGE_UJ, value_name = "UJ", hide = true, requires = "vm_energy_dir")]
+    pub vm_energy_range_uj: u64,
     #[command(flatten)]
     pub common: CommonArgs,
     // Last: its help heading would otherwise carry over to the flags after it.
@@ -99,6 +109,13 @@ impl ServeArgs {
     /// Every flag of `serve`, before anything is bound or loaded.
     pub fn validate(&self) -> Result<(), String> {
         self.common.validate_for(self.results)?;
+        if let Some(dir) = &self.vm_energy_dir {
+            safe_write::check_dir("--vm-energy-dir", dir)?;
+            check_writable_fs("--vm-energy-dir", dir)?;
+        }
+        if self.vm_energy_range_uj == 0 {
+            return Err("--vm-energy-range-uj must be above 0".into());
+        }
         if self.top_methods > MAX_TOP_METHODS {
             return Err(format!(
                 "--top-methods must be at most {MAX_TOP_METHODS} (got {}): it bounds the metrics' cardinality",

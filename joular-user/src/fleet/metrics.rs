@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::exposition::{Exposition, MetricKind};
 use super::labels::{ProcessLabels, ProcessTable};
 use crate::attribution::stacks::AttributedCycle;
+use crate::vm_export::{VmSeries, MAX_VMS};
 
 /// Where method energy goes once a process has `tracked_methods` distinct methods, so memory stays
 /// bounded and the methods still sum to what was reported.
@@ -102,6 +103,9 @@ pub struct MetricsRegistry {
     host_carbon_g: Option<f64>,
     exited_carbon_g: f64,
     drops: BTreeMap<String, u64>,
+    /// `serve --vm-energy-dir`: each VM's exported energy, by sanitized name (bounded by
+    /// `vm_export::MAX_VMS`).
+    vms: Vec<VmSeries>,
 }
 
 /// Energy that can only add to a counter.
@@ -134,7 +138,15 @@ impl MetricsRegistry {
             host_carbon_g: None,
             exited_carbon_g: 0.0,
             drops: BTreeMap::new(),
+            vms: Vec::new(),
         }
+    }
+
+    /// The VMs' series as the export last wrote them; names are sanitized and at most
+    /// `vm_export::MAX_VMS` (more are dropped here too, so the bound holds whoever calls).
+    pub fn set_vms(&mut self, mut vms: Vec<VmSeries>) {
+        vms.truncate(MAX_VMS);
+        self.vms = vms;
     }
 
     /// Names the energy source once it is open (the endpoint binds before).
@@ -263,6 +275,7 @@ impl MetricsRegistry {
         self.render_host(&mut e, estimated);
         self.render_processes(&mut e, estimated);
         self.render_carbon(&mut e, estimated);
+        self.render_vms(&mut e, estimated);
 
         e.family(
             "joular_exited_process_energy_joules_total",
@@ -293,6 +306,30 @@ impl MetricsRegistry {
             e.sample("joular_samples_dropped_total", &[("cause", cause)], *lost as f64);
         }
         e.finish()
+    }
+
+    fn render_vms(&self, e: &mut Exposition, estimated: &str) {
+        if self.vms.is_empty() {
+            return;
+        }
+        e.family(
+            "joular_vm_energy_joules_total",
+            "Energy of each virtual machine's process since serve started, as written under --vm-energy-dir.",
+            MetricKind::Counter,
+        );
+        for vm in &self.vms {
+            let labels = [("vm", vm.name.as_str()), ("hypervisor", vm.hypervisor), ("estimated", estimated)];
+            e.sample("joular_vm_energy_joules_total", &labels, finite_or_zero(vm.energy_j));
+        }
+        e.family(
+            "joular_vm_power_watts",
+            "Power of each virtual machine's process in the last cycle.",
+            MetricKind::Gauge,
+        );
+        for vm in &self.vms {
+            let labels = [("vm", vm.name.as_str()), ("hypervisor", vm.hypervisor), ("estimated", estimated)];
+            e.sample("joular_vm_power_watts", &labels, finite_or_zero(vm.power_w));
+        }
     }
 
     fn render_host(&self, e: &mut Exposition, estimated: &str) {
@@ -727,5 +764,23 @@ mod tests {
         ] {
             assert!(families.contains(&name), "{name} missing from {families:?}");
         }
+    }
+
+    #[test]
+    fn vms_are_a_bounded_set_of_series_named_by_their_sanitized_name() {
+        let mut registry = MetricsRegistry::new(RegistryConfig::default());
+        assert!(!registry.render().contains("joular_vm_"), "no VM, no family");
+        let vm = |i: usize| VmSeries { name: format!("vm{i}"), hypervisor: "qemu", energy_j: 2.5, power_w: 1.25 };
+        registry.set_vms((0..MAX_VMS + 10).map(vm).collect());
+        let text = registry.render();
+        assert!(
+            text.contains("joular_vm_energy_joules_total{vm=\"vm0\",hypervisor=\"qemu\",estimated=\"false\"} 2.5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("joular_vm_power_watts{vm=\"vm0\",hypervisor=\"qemu\",estimated=\"false\"} 1.25"),
+            "{text}"
+        );
+        assert_eq!(text.lines().filter(|l| l.starts_with("joular_vm_energy_joules_total{")).count(), MAX_VMS);
     }
 }

@@ -62,6 +62,11 @@ impl Exporter {
 }
 
 impl Exporter {
+    /// The registry, for series fed from outside the cycle's sinks (`--vm-energy-dir`).
+    pub fn registry(&self) -> Arc<Mutex<MetricsRegistry>> {
+        Arc::clone(&self.registry)
+    }
+
     /// See `MetricsRegistry::set_energy_source`.
     pub fn set_energy_source(&self, source: &str, detail: &str) {
         self.registry.lock().unwrap_or_else(|e| e.into_inner()).set_energy_source(source, detail);

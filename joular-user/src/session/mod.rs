@@ -13,6 +13,7 @@ mod stop;
 mod summary;
 mod symbolize;
 pub mod target;
+mod vm;
 
 use std::time::Duration;
 
@@ -49,6 +50,8 @@ pub struct FleetOptions {
     pub retain_exited: Duration,
     pub results: bool,
     pub profiles: Option<profiles::ProfileOptions>,
+    /// `--vm-energy-dir` and where its counters wrap.
+    pub vm_energy: Option<(std::path::PathBuf, u64)>,
 }
 
 /// Runs a session to its end; returns the process exit code.
@@ -165,6 +168,10 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     }
     let mut labeler = matches!(target, Target::All)
         .then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
+    let mut vm_export = match serve.and_then(|f| f.vm_energy.as_ref()) {
+        Some((dir, range_uj)) => Some(vm::VmExport::open(dir, *range_uj, common, &why, exporter.as_ref())?),
+        None => None,
+    };
     let mut outputs: Vec<Box<dyn Sink>> = vec![Box::new(tree)];
     if let Some(exporter) = exporter {
         exporter.set_energy_source(energy.source_label(), &energy.detail());
@@ -256,6 +263,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         }
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
+        }
+        if let Some(v) = vm_export.as_mut() {
+            v.on_cycle(&report, &raw.starts, &raw.exits);
         }
         if report.cycle.is_multiple_of(cycle_line_every) {
             print_cycle_line(&report, energy.estimated(), common.verbose);
