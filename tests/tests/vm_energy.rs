@@ -183,6 +183,7 @@ fn vm_energy_host_export_wraps_survives_restart_and_the_guest_reads_it() {
     let guest_stderr = String::from_utf8_lossy(&guest_out.stderr);
     let guest_stdout = String::from_utf8_lossy(&guest_out.stdout);
     assert!(guest_stderr.contains("measured on the host"), "{guest_stderr}");
+    assert!(guest_stderr.contains("the host's source: powercap"), "{guest_stderr}");
     assert!(guest_stdout.contains("measured on the host"), "{guest_stdout}");
     let guest_cycles = read_jsonl(&guest_json);
     let guest_uj: f64 = guest_cycles

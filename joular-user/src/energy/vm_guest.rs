@@ -23,6 +23,34 @@ const MAX_VM_POWER_W: f64 = 10_000.0;
 const MAX_NUMBER_FILE_BYTES: u64 = 4096;
 /// The zone the host writes: the VM as package 0 (Scaphandre's layout).
 const ZONE: &str = "intel-rapl:0";
+/// `serve --vm-energy-dir` writes its own energy source line beside each VM's figures; other
+/// exporters write none.
+const HOST_SOURCE_FILE: &str = "energy_source";
+const MAX_HOST_SOURCE_BYTES: u64 = 4096;
+
+/// What the host says its figures are, when it says (`None` for Scaphandre's trees and
+/// JoularJX's files): one line, made printable, bounded.
+fn host_source(dir: &OutDir) -> Option<String> {
+    let bytes = dir.read(HOST_SOURCE_FILE, MAX_HOST_SOURCE_BYTES).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let line = text.lines().next().unwrap_or("").trim();
+    (!line.is_empty()).then(|| crate::printable::printable(line).into_owned())
+}
+
+/// "measured on the host", or "ESTIMATED on the host" when the host's own source is its model;
+/// with the host's source line when it gave one.
+fn host_label(host_source: Option<&str>, what: String) -> String {
+    match host_source {
+        Some(line) if host_estimates(Some(line)) => format!("ESTIMATED on the host: {what}; the host's source: {line}"),
+        Some(line) => format!("measured on the host: {what}; the host's source: {line}"),
+        None => format!("measured on the host: {what}"),
+    }
+}
+
+/// The host's figures come from its power model (`serve`'s line starts with the source's name).
+fn host_estimates(host_source: Option<&str>) -> bool {
+    host_source.is_some_and(|line| line.starts_with("model"))
+}
 
 /// Reads one small file of `dir` as a trimmed string.
 fn read_number_file(dir: &OutDir, name: &str) -> Result<String, EnergyError> {
@@ -51,6 +79,7 @@ impl DomainCounter for HostZoneFile {
 pub struct HostPowercapSource {
     counter: Domains<HostZoneFile>,
     root: PathBuf,
+    host_source: Option<String>,
 }
 
 impl HostPowercapSource {
@@ -84,7 +113,7 @@ impl HostPowercapSource {
         };
         let package = Domain::open(HostZoneFile { zone }, range, 1.0)?;
         let counter = Domains::new(vec![SocketDomains { socket: 0, package, dram: None }], None);
-        Ok(Self { counter, root: root.to_owned() })
+        Ok(Self { counter, root: root.to_owned(), host_source: host_source(&root_dir) })
     }
 }
 
@@ -94,11 +123,12 @@ impl EnergySource for HostPowercapSource {
     }
 
     fn estimated(&self) -> bool {
-        false
+        host_estimates(self.host_source.as_deref())
     }
 
     fn detail(&self) -> String {
-        format!("measured on the host: the whole VM's energy, read from the powercap tree {}", self.root.display())
+        let what = format!("the whole VM's energy, read from the powercap tree {}", self.root.display());
+        host_label(self.host_source.as_deref(), what)
     }
 
     fn read(&mut self, util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
@@ -113,6 +143,7 @@ pub struct VmPowerFileSource {
     dir: OutDir,
     name: String,
     path: PathBuf,
+    host_source: Option<String>,
 }
 
 impl VmPowerFileSource {
@@ -127,7 +158,8 @@ impl VmPowerFileSource {
         if !dir.has_file(name) {
             return Err(bad_path("no such regular file".into()));
         }
-        let source = Self { dir, name: name.to_owned(), path: path.to_owned() };
+        let host_source = host_source(&dir);
+        let source = Self { dir, name: name.to_owned(), path: path.to_owned(), host_source };
         source.power_w()?;
         Ok(source)
     }
@@ -146,11 +178,14 @@ impl EnergySource for VmPowerFileSource {
     }
 
     fn estimated(&self) -> bool {
-        false
+        host_estimates(self.host_source.as_deref())
     }
 
     fn detail(&self) -> String {
-        format!("measured on the host: the whole VM's watts, read from {} each cycle", self.path.display())
+        host_label(
+            self.host_source.as_deref(),
+            format!("the whole VM's watts, read from {} each cycle", self.path.display()),
+        )
     }
 
     fn read(&mut self, util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError> {
@@ -272,5 +307,33 @@ mod tests {
         assert!(matches!(err, EnergyError::NoVmPowerFile { .. }), "{err}");
         std::os::unix::fs::symlink(&path, dir.path().join("link")).unwrap();
         assert!(VmPowerFileSource::open(&dir.path().join("link")).is_err());
+    }
+
+    /// `serve --vm-energy-dir` says what its figures are: a host that estimates makes the
+    /// guest's figures estimated too, and the line is shown made printable.
+    #[test]
+    fn the_hosts_own_source_line_is_passed_on() {
+        let dir = tempfile::tempdir().unwrap();
+        write_vm_tree(dir.path(), Some("package-0"), 5, Some(1_000));
+        fs::write(dir.path().join("power_w"), "3\n").unwrap();
+        let measured = HostPowercapSource::open(dir.path()).unwrap();
+        assert!(!measured.estimated() && !measured.detail().contains("the host's source"), "{}", measured.detail());
+        fs::write(dir.path().join(HOST_SOURCE_FILE), "powercap (measured, 1 socket(s))\n").unwrap();
+        let measured = HostPowercapSource::open(dir.path()).unwrap();
+        assert!(!measured.estimated());
+        assert!(
+            measured.detail().ends_with("; the host's source: powercap (measured, 1 socket(s))"),
+            "{}",
+            measured.detail()
+        );
+        fs::write(dir.path().join(HOST_SOURCE_FILE), "model (ESTIMATED: \x1b[31m CCF)\n").unwrap();
+        for source in [
+            Box::new(HostPowercapSource::open(dir.path()).unwrap()) as Box<dyn EnergySource>,
+            Box::new(VmPowerFileSource::open(&dir.path().join("power_w")).unwrap()),
+        ] {
+            let detail = source.detail();
+            assert!(source.estimated() && detail.starts_with("ESTIMATED on the host"), "{detail}");
+            assert!(detail.contains("\\x1b[31m") && !detail.contains('\x1b'), "{detail}");
+        }
     }
 }

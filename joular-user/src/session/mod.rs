@@ -169,7 +169,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut labeler = matches!(target, Target::All)
         .then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
     let mut vm_export = match serve.and_then(|f| f.vm_energy.as_ref()) {
-        Some((dir, range_uj)) => Some(vm::VmExport::open(dir, *range_uj, common, &why, exporter.as_ref())?),
+        Some((dir, range_uj)) => Some(vm::VmExport::open(dir, *range_uj, common, &energy, exporter.as_ref())?),
         None => None,
     };
     let mut outputs: Vec<Box<dyn Sink>> = vec![Box::new(tree)];

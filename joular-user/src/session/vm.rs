@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use joular_user::collect::ThreadExit;
 use joular_user::fleet::MetricsRegistry;
 use joular_user::model::CycleReport;
+use joular_user::stages::energy::EnergyStage;
 use joular_user::vm_export::VmEnergyExport;
 
 use super::exporter::Exporter;
@@ -20,15 +21,25 @@ pub struct VmExport {
 }
 
 impl VmExport {
-    /// `source_line`: the energy source's start-up line, written beside each VM's counter.
+    /// What the host's figures are (its source, whether estimated, the source's detail) is
+    /// written beside each VM's counter, for the guest to say.
     pub fn open(
         dir: &Path,
         range_uj: u64,
         common: &CommonArgs,
-        source_line: &str,
+        energy: &EnergyStage,
         exporter: Option<&Exporter>,
     ) -> anyhow::Result<Self> {
-        let line = source_line.strip_prefix("energy source: ").unwrap_or(source_line);
+        let mut line = energy.source_label().to_owned();
+        if energy.estimated() {
+            line.push_str(" (ESTIMATED)");
+        }
+        let detail = energy.detail();
+        if !detail.is_empty() {
+            line.push_str(": ");
+            line.push_str(&detail);
+        }
+        let line = line.as_str();
         let export = VmEnergyExport::open(dir, &common.proc_root, common.modes(), range_uj, line)
             .with_context(|| format!("--vm-energy-dir {}", dir.display()))?;
         errln!("joular-ebpf: writing virtual machines' energy under {}", dir.display());
