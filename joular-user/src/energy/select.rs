@@ -26,8 +26,10 @@ pub fn open_source_with(
         return Err(EnergyError::InvalidTdp { tdp_w });
     }
     if let Some(kind) = opts.source {
-        let (source, detail) =
-            open_one(kind, opts, topo, opener).map_err(|e| EnergyError::Unavailable { kind, reason: Box::new(e) })?;
+        let (source, detail) = open_one(kind, opts, topo, opener).map_err(|e| match vm_flag(opts) {
+            Some(flag) => EnergyError::VmSourceUnavailable { flag, reason: Box::new(e) },
+            None => EnergyError::Unavailable { kind, reason: Box::new(e) },
+        })?;
         return Ok((source, format!("energy source: {kind}{detail} (chosen by --energy-source)")));
     }
     let mut skipped = Vec::new();
@@ -47,6 +49,17 @@ pub fn open_source_with(
         }
     }
     unreachable!("the model source ends the automatic order and either opens or errors")
+}
+
+/// The flag that asked for a VM's energy from its host, as the user gave it.
+fn vm_flag(opts: &EnergyOptions) -> Option<String> {
+    match (opts.source, &opts.powercap_root, &opts.vm_power_file) {
+        (Some(SourceKind::Powercap), Some(root), _) => Some(format!("--powercap-root {}", root.display())),
+        (Some(SourceKind::VmPowerFile), _, Some(path)) => {
+            Some(format!("--energy-source vm-power-file:{}", path.display()))
+        }
+        _ => None,
+    }
 }
 
 fn check_roots(opts: &EnergyOptions) -> Result<(), EnergyError> {
@@ -218,9 +231,22 @@ mod tests {
             ..opts(dir.path())
         };
         let err = open_source_with(&o, &one_socket(), &FakeOpener::default()).err().unwrap();
+        let msg = err.to_string();
         assert!(
-            matches!(&err, EnergyError::Unavailable { reason, .. } if matches!(**reason, EnergyError::NoHostTree { .. })),
+            matches!(&err, EnergyError::VmSourceUnavailable { reason, .. } if matches!(**reason, EnergyError::NoHostTree { .. })),
             "{err}"
+        );
+        assert!(msg.starts_with("--powercap-root ") && !msg.contains("leave --energy-source out"), "{msg}");
+        fs::write(vm.join("power_w"), "garbage\n").unwrap();
+        let o = EnergyOptions {
+            source: Some(SourceKind::VmPowerFile),
+            vm_power_file: Some(vm.join("power_w")),
+            ..opts(dir.path())
+        };
+        let msg = open_source_with(&o, &one_socket(), &FakeOpener::default()).err().unwrap().to_string();
+        assert!(
+            msg.starts_with("--energy-source vm-power-file:") && msg.contains("\"garbage\"") && msg.contains("watts"),
+            "{msg}"
         );
     }
 
