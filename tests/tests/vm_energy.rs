@@ -123,7 +123,12 @@ fn vm_energy_host_export_wraps_survives_restart_and_the_guest_reads_it() {
     // A new VM's counter starts at 0: everything it counts is in the reader's total.
     let mut reader = Reader::new(energy.clone(), 0);
     let t0 = Instant::now();
-    reader.poll_for(Duration::from_secs(7));
+    // power_w while the VM runs (the last cycle at shutdown may be too short for it to run).
+    let mut watts = Vec::new();
+    for _ in 0..7 {
+        reader.poll_for(Duration::from_secs(1));
+        watts.push(std::fs::read_to_string(vm_dir.join("testvm/power_w")).unwrap().trim().parse::<f64>().unwrap());
+    }
     let out1 = stop(serve1, tap1, libc::SIGTERM);
     let run1_s = t0.elapsed().as_secs_f64();
     reader.poll();
@@ -141,8 +146,8 @@ fn vm_energy_host_export_wraps_survives_restart_and_the_guest_reads_it() {
     assert!(attributed1 > 10e6, "the burning VM got only {attributed1} µJ:\n{stderr1}");
     assert!(error1.abs() < 0.02, "exported {} µJ vs attributed {attributed1} µJ", reader.total_uj);
     assert!(reader.wraps >= 1, "no wrap in {} µJ", reader.total_uj);
-    let power_w: f64 = std::fs::read_to_string(vm_dir.join("testvm/power_w")).unwrap().trim().parse().unwrap();
-    assert!(power_w > 1.0 && power_w <= 40.0 * 1.05, "power_w {power_w}");
+    watts.sort_by(f64::total_cmp);
+    assert!(watts[3] > 1.0 && watts[6] <= 40.0 * 1.05, "power_w while burning: {watts:?}");
 
     // 2. serve again: the counter goes on from where it was.
     let before_restart = reader.total_uj;
