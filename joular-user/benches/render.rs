@@ -114,6 +114,8 @@ fn config(dir: &std::path::Path, evolution: bool) -> ResultsConfig {
         start_epoch_ms: 1_700_000_000_000,
         energy_source: "model".into(),
         estimated: true,
+        energy_detail: String::new(),
+        carbon: None,
         report_stacks: false,
         evolution,
         runtime_call_trees: false,

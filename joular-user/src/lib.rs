@@ -12,6 +12,7 @@
 
 // The stages (the order a cycle goes through them is in the paragraph above).
 pub mod attribution;
+pub mod carbon;
 pub mod collect;
 pub mod diff;
 pub mod ebpf;
@@ -24,6 +25,7 @@ pub mod symbols;
 pub(crate) mod target_read;
 pub mod unwind;
 pub(crate) mod urgency;
+pub mod vm_export;
 
 // The types every stage hands on, and the one way results reach the disk.
 pub mod model;

@@ -80,6 +80,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
                 retain_exited: std::time::Duration::from_secs(serve.retain_exited),
                 results: serve.results,
                 profiles: profile_options(&serve.profiles, &serve.common),
+                vm_energy: serve.vm_energy_dir.clone().map(|dir| (dir, serve.vm_energy_range_uj)),
             };
             rlimit::raise_open_files_limit();
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

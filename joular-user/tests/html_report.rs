@@ -41,6 +41,8 @@ fn run(dir: &std::path::Path) -> std::path::PathBuf {
         start_epoch_ms: 1_700_000_000_000,
         energy_source: "model".into(),
         estimated: true,
+        energy_detail: String::new(),
+        carbon: None,
         report_stacks: false,
         evolution: true,
         runtime_call_trees: false,

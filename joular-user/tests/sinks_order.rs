@@ -197,6 +197,8 @@ fn config(out: &Path) -> ResultsConfig {
         start_epoch_ms: START_MS,
         energy_source: "model".into(),
         estimated: true,
+        energy_detail: String::new(),
+        carbon: None,
         report_stacks: true,
         evolution: true,
         runtime_call_trees: true,

@@ -13,6 +13,7 @@ pub mod apps;
 pub mod attack;
 pub mod child;
 pub mod fake_jvm;
+pub mod fake_qemu;
 pub mod java_stack;
 pub mod jfr;
 pub mod jni;

@@ -8,6 +8,9 @@ use joular_user::output::{ReportArgs, ReportFormat};
 use joular_user::safe_write::{self, parse_output_mode, Modes};
 
 use super::paths::{check_root, check_writable_fs};
+pub use carbon::CarbonArgs;
+
+mod carbon;
 
 const ABOUT: &str = "Energy profiler for Java (and any process), built on eBPF: joules per \
 method, thread, process and call path, with no Java agent.";
@@ -85,6 +88,16 @@ pub struct ServeArgs {
     /// without bound.
     #[arg(long)]
     pub results: bool,
+    /// Write each virtual machine's energy (QEMU/KVM, Firecracker, cloud-hypervisor processes)
+    /// into DIR/<vm-name>/ every cycle, for its guest to read: Scaphandre's powercap tree
+    /// (intel-rapl:0/energy_uj, read in the guest with --powercap-root DIR/<vm-name>) and
+    /// JoularJX's power_w (--energy-source vm-power-file:DIR/<vm-name>/power_w). Share DIR into
+    /// the guests read-only; --output-mode 0644 lets a guest's non-root user read it.
+    #[arg(long, value_name = "DIR")]
+    pub vm_energy_dir: Option<PathBuf>,
+    /// Where the exported energy_uj wraps to 0 (tests shorten it to see a wrap).
+    #[arg(long, default_value_t = joular_user::vm_export::DEFAULT_RANGE_UJ, value_name = "UJ", hide = true, requires = "vm_energy_dir")]
+    pub vm_energy_range_uj: u64,
     #[command(flatten)]
     pub common: CommonArgs,
     // Last: its help heading would otherwise carry over to the flags after it.
@@ -99,6 +112,13 @@ impl ServeArgs {
     /// Every flag of `serve`, before anything is bound or loaded.
     pub fn validate(&self) -> Result<(), String> {
         self.common.validate_for(self.results)?;
+        if let Some(dir) = &self.vm_energy_dir {
+            safe_write::check_dir("--vm-energy-dir", dir)?;
+            check_writable_fs("--vm-energy-dir", dir)?;
+        }
+        if self.vm_energy_range_uj == 0 {
+            return Err("--vm-energy-range-uj must be above 0".into());
+        }
         if self.top_methods > MAX_TOP_METHODS {
             return Err(format!(
                 "--top-methods must be at most {MAX_TOP_METHODS} (got {}): it bounds the metrics' cardinality",
@@ -344,6 +364,8 @@ pub struct CommonArgs {
     pub max_symbol_mb: u64,
     #[command(flatten)]
     pub energy: EnergyArgs,
+    #[command(flatten)]
+    pub carbon: CarbonArgs,
     /// Root of the /proc tree (for containers and tests).
     #[arg(long, default_value = "/proc", value_name = "DIR", hide = true)]
     pub proc_root: PathBuf,
@@ -388,6 +410,7 @@ impl CommonArgs {
             check_writable_fs("--json", json)?;
         }
         check_root("--proc-root", &self.proc_root)?;
+        self.carbon.carbon()?;
         self.energy.validate()
     }
 
@@ -413,9 +436,16 @@ pub enum CpuTimeSource {
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Energy")]
 pub struct EnergyArgs {
-    /// Energy source; default: the first that works of powercap, perf, msr, model.
-    #[arg(long, value_enum, value_name = "SOURCE")]
-    pub energy_source: Option<SourceKind>,
+    /// Energy source: powercap, perf, msr, model, or vm-power-file:PATH (in a VM, the VM's
+    /// watts its host writes to PATH, JoularJX's convention); default: the first that works of
+    /// powercap, perf, msr, model.
+    #[arg(long, value_parser = parse_energy_source, value_name = "SOURCE")]
+    pub energy_source: Option<EnergySourceArg>,
+    /// In a VM: read powercap from DIR, the host's export of this VM's energy (DIR holds
+    /// intel-rapl:0/energy_uj, as `serve --vm-energy-dir` or Scaphandre writes it); the whole
+    /// VM is then one socket. Implies --energy-source powercap.
+    #[arg(long, value_name = "DIR")]
+    pub powercap_root: Option<PathBuf>,
     /// Root of the sysfs tree read for powercap, the perf power PMU and CPU topology.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: PathBuf,
@@ -437,16 +467,51 @@ pub struct EnergyArgs {
     pub psys: bool,
 }
 
+/// `--energy-source`: a source's name, or `vm-power-file:PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnergySourceArg {
+    pub kind: SourceKind,
+    /// The watts file of `vm-power-file:PATH`.
+    pub power_file: Option<PathBuf>,
+}
+
+fn parse_energy_source(text: &str) -> Result<EnergySourceArg, String> {
+    if let Some(path) = text.strip_prefix("vm-power-file:") {
+        if path.is_empty() {
+            return Err("vm-power-file needs the watts file's path: --energy-source vm-power-file:/mnt/host-energy/<vm-name>/power_w".into());
+        }
+        return Ok(EnergySourceArg { kind: SourceKind::VmPowerFile, power_file: Some(PathBuf::from(path)) });
+    }
+    if text == "vm-power-file" {
+        return Err(
+            "vm-power-file needs the watts file's path after a colon: --energy-source vm-power-file:PATH".into()
+        );
+    }
+    let kind = <SourceKind as clap::ValueEnum>::from_str(text, false)
+        .map_err(|_| format!("{text:?} is not a source: use one of powercap, perf, msr, model, vm-power-file:PATH"))?;
+    Ok(EnergySourceArg { kind, power_file: None })
+}
+
 impl EnergyArgs {
+    /// The source asked for: `--energy-source`, or powercap when only `--powercap-root` is given.
+    fn source(&self) -> Option<SourceKind> {
+        match (&self.energy_source, &self.powercap_root) {
+            (Some(arg), _) => Some(arg.kind),
+            (None, Some(_)) => Some(SourceKind::Powercap),
+            (None, None) => None,
+        }
+    }
+
     /// Numbers in range, roots that exist, and no flag the chosen source would ignore.
     fn validate(&self) -> Result<(), String> {
         check_root("--sysfs-root", &self.sysfs_root)?;
         check_root("--dev-root", &self.dev_root)?;
+        self.validate_vm()?;
         if let Some(tdp_w) = self.tdp {
             if !(tdp_w > 0.0 && tdp_w <= MAX_SOCKET_W) {
                 return Err(format!("--tdp must be above 0 and at most {MAX_SOCKET_W} W per socket (got {tdp_w}): pass the CPU's rated TDP, e.g. --tdp 120"));
             }
-            if let Some(kind) = self.energy_source.filter(|k| *k != SourceKind::Model) {
+            if let Some(kind) = self.source().filter(|k| *k != SourceKind::Model) {
                 return Err(format!(
                     "--tdp only sets the model's power, and --energy-source {kind} measures it: drop one of them"
                 ));
@@ -465,6 +530,40 @@ impl EnergyArgs {
         }
         Ok(())
     }
+
+    /// A VM's energy from its host: an existing directory or file, and no flag asking for
+    /// counters the host's figure does not have.
+    fn validate_vm(&self) -> Result<(), String> {
+        if let Some(root) = &self.powercap_root {
+            if let Some(kind) = self.source().filter(|k| *k != SourceKind::Powercap) {
+                return Err(format!(
+                    "--powercap-root is read by the powercap source, and --energy-source {kind} was asked for: drop one of them"
+                ));
+            }
+            if !root.is_dir() {
+                return Err(format!(
+                    "--powercap-root {}: no such directory: mount the host's export into the VM and pass its DIR/<vm-name> (the directory holding intel-rapl:0)",
+                    root.display()
+                ));
+            }
+        }
+        if let Some(path) = self.energy_source.as_ref().and_then(|a| a.power_file.as_ref()) {
+            if !path.is_file() {
+                return Err(format!(
+                    "--energy-source vm-power-file:{}: no such file: pass the file the host writes this VM's watts to (DIR/<vm-name>/power_w of `serve --vm-energy-dir DIR`)",
+                    path.display()
+                ));
+            }
+        }
+        let whole_vm = self.powercap_root.is_some() || self.source() == Some(SourceKind::VmPowerFile);
+        if whole_vm && (self.dram || self.psys) {
+            let flag = if self.dram { "--dram" } else { "--psys" };
+            return Err(format!(
+                "{flag}: the host measures the VM as a whole, with no DRAM or platform counter: drop {flag}"
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl CommonArgs {
@@ -473,11 +572,13 @@ impl CommonArgs {
             sysfs_root: self.energy.sysfs_root.clone(),
             proc_root: self.proc_root.clone(),
             dev_root: self.energy.dev_root.clone(),
-            source: self.energy.energy_source,
+            source: self.energy.source(),
             tdp_w: self.energy.tdp,
             idle_power_w: self.energy.idle_power,
             dram: self.energy.dram,
             psys: self.energy.psys,
+            powercap_root: self.energy.powercap_root.clone(),
+            vm_power_file: self.energy.energy_source.as_ref().and_then(|a| a.power_file.clone()),
         }
     }
 }

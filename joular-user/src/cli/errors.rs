@@ -27,6 +27,7 @@ fn is_bad_energy_flag(e: &EnergyError) -> bool {
     matches!(
         e,
         EnergyError::Unavailable { .. }
+            | EnergyError::VmSourceUnavailable { .. }
             | EnergyError::InvalidTdp { .. }
             | EnergyError::InvalidIdlePower { .. }
             | EnergyError::MissingRoot { .. }
@@ -88,6 +89,13 @@ mod tests {
         );
         let e = anyhow::Error::new(EnergyError::MsrMissing { path: "/dev/cpu/0/msr".into() });
         assert_eq!(exit_code(&e), 1, "a failure of the machine, not of the flags");
+        let no_tree = EnergyError::NoHostTree { path: "/mnt/vm".into(), why: "no intel-rapl:0".into() };
+        let e = anyhow::Error::new(EnergyError::VmSourceUnavailable {
+            flag: "--powercap-root /mnt/vm".into(),
+            reason: Box::new(no_tree),
+        });
+        assert_eq!(exit_code(&e), 2);
+        assert!(one_line(&e).starts_with("--powercap-root /mnt/vm: no VM energy tree"), "{}", one_line(&e));
     }
 
     #[test]

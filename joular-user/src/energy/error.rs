@@ -66,6 +66,16 @@ pub enum EnergyError {
     #[error("no CPU found under {sysfs} nor in {cpuinfo}: check --sysfs-root and --proc-root")]
     NoCpus { sysfs: PathBuf, cpuinfo: PathBuf },
 
+    #[error("no VM energy tree at --powercap-root {path} ({why}): pass the VM's own directory of the host's export, DIR/<vm-name> holding intel-rapl:0/energy_uj, as `joular-ebpf serve --vm-energy-dir DIR` or Scaphandre's qemu exporter writes it")]
+    NoHostTree { path: PathBuf, why: String },
+
+    #[error("no VM power file at vm-power-file:{path} ({why}): pass the file the host writes the VM's watts to, e.g. DIR/<vm-name>/power_w of `joular-ebpf serve --vm-energy-dir DIR`")]
+    NoVmPowerFile { path: PathBuf, why: String },
+
+    /// A VM's energy from its host cannot be read: there is no other source to fall back to.
+    #[error("{flag}: {reason}")]
+    VmSourceUnavailable { flag: String, reason: Box<EnergyError> },
+
     #[error("--energy-source {kind} is not available: {reason}; leave --energy-source out to use the first source that works")]
     Unavailable { kind: super::SourceKind, reason: Box<EnergyError> },
 }

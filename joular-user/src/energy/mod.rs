@@ -1,19 +1,22 @@
-//! Energy sources behind one trait (docs/architecture.md, stage 3): powercap → perf power PMU → MSR → TDP model,
+//! Energy sources behind one trait (docs/architecture.md, stage 3): powercap → perf power PMU → MSR → power model,
 //! the first that opens wins unless `--energy-source` names one. Each source reports energy
 //! per socket since its previous read; wraps and misbehaving counters are settled here
 //! ([`wrap`]), in the one read loop the measured sources share ([`domains`]), so attribution
 //! only ever sees non-negative joules.
 
+mod cpu_power_table;
+mod cpufreq;
 mod cpuinfo;
 mod domains;
 mod error;
 mod files;
 mod msr;
 mod perf_pmu;
+mod power_model;
 mod powercap;
 mod select;
-mod tdp_model;
 mod topology;
+mod vm_guest;
 mod wrap;
 
 use std::collections::BTreeMap;
@@ -22,14 +25,17 @@ use std::path::PathBuf;
 
 use crate::model::CpuTime;
 
+pub use cpu_power_table::{CpuMatch, CpuPowerTable, COEFFICIENTS_SOURCE};
+pub use cpufreq::CpuFreq;
 pub use cpuinfo::{parse_cpuinfo, CpuInfo};
 pub use error::EnergyError;
 pub use msr::MsrSource;
 pub use perf_pmu::{PerfCounter, PerfOpener, PerfPmuSource, SyscallOpener};
+pub use power_model::{ModelDescription, ModelSource};
 pub use powercap::PowercapSource;
 pub use select::{open_source, open_source_with};
-pub use tdp_model::{TdpModelSource, KNOWN_CPUS};
 pub use topology::Topology;
+pub use vm_guest::{HostPowercapSource, VmPowerFileSource};
 pub use wrap::{CounterDelta, WrappingCounter};
 
 /// Which source measured (or estimated) a cycle's energy. The names are the `source`
@@ -40,6 +46,10 @@ pub enum SourceKind {
     Perf,
     Msr,
     Model,
+    /// `--energy-source vm-power-file:PATH`: the VM's watts, written by its host (JoularJX's
+    /// VM mode). Named with its path, so not a plain value of the flag.
+    #[value(skip)]
+    VmPowerFile,
 }
 
 impl SourceKind {
@@ -52,6 +62,7 @@ impl SourceKind {
             Self::Perf => "perf",
             Self::Msr => "msr",
             Self::Model => "model",
+            Self::VmPowerFile => "vm-power-file",
         }
     }
 }
@@ -71,7 +82,8 @@ pub struct EnergyOptions {
     pub dev_root: PathBuf,
     /// `--energy-source`: only this source, no fallback.
     pub source: Option<SourceKind>,
-    /// `--tdp`: TDP per socket in watts for the model source.
+    /// `--tdp`: TDP per socket in watts for the model source (E-Surgeon's curve instead of the
+    /// coefficient table).
     pub tdp_w: Option<f64>,
     /// `--idle-power`: idle power per socket in watts (model's `P_idle`, and the dynamic view's baseline).
     pub idle_power_w: Option<f64>,
@@ -79,6 +91,22 @@ pub struct EnergyOptions {
     pub dram: bool,
     /// `--psys`: also report the platform (psys) counter, where one exists.
     pub psys: bool,
+    /// `--powercap-root`: read powercap from the host's export of this VM's energy
+    /// (`DIR/<vm-name>`) instead of this machine's sysfs.
+    pub powercap_root: Option<PathBuf>,
+    /// The path of `--energy-source vm-power-file:PATH`.
+    pub vm_power_file: Option<PathBuf>,
+}
+
+impl EnergyOptions {
+    /// The energy is the whole VM's, measured on its host: the guest is then one socket.
+    pub fn measures_whole_vm(&self) -> bool {
+        match self.source {
+            Some(SourceKind::Powercap) => self.powercap_root.is_some(),
+            Some(SourceKind::VmPowerFile) => true,
+            _ => false,
+        }
+    }
 }
 
 impl Default for EnergyOptions {
@@ -92,6 +120,8 @@ impl Default for EnergyOptions {
             idle_power_w: None,
             dram: false,
             psys: false,
+            powercap_root: None,
+            vm_power_file: None,
         }
     }
 }
@@ -147,6 +177,12 @@ pub trait EnergySource: Send {
     fn kind(&self) -> SourceKind;
     /// True for the model: every figure derived from it must be labelled "estimated".
     fn estimated(&self) -> bool;
+    /// What the figures are beyond the source's name: the model, its coefficients and their
+    /// source; where a measured counter lives when it is not this machine's. Empty for a
+    /// plain measured source.
+    fn detail(&self) -> String {
+        String::new()
+    }
     /// `util` feeds the model; measured sources ignore it.
     fn read(&mut self, util: &CycleUtilisation) -> Result<Vec<SocketEnergy>, EnergyError>;
 }

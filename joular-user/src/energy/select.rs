@@ -5,7 +5,8 @@
 use super::error::EnergyError;
 use super::perf_pmu::{PerfOpener, SyscallOpener};
 use super::{
-    EnergyOptions, EnergySource, MsrSource, PerfPmuSource, PowercapSource, SourceKind, TdpModelSource, Topology,
+    EnergyOptions, EnergySource, HostPowercapSource, ModelSource, MsrSource, PerfPmuSource, PowercapSource, SourceKind,
+    Topology, VmPowerFileSource,
 };
 
 /// Opens the energy source for `opts` on this machine.
@@ -25,8 +26,10 @@ pub fn open_source_with(
         return Err(EnergyError::InvalidTdp { tdp_w });
     }
     if let Some(kind) = opts.source {
-        let (source, detail) =
-            open_one(kind, opts, topo, opener).map_err(|e| EnergyError::Unavailable { kind, reason: Box::new(e) })?;
+        let (source, detail) = open_one(kind, opts, topo, opener).map_err(|e| match vm_flag(opts) {
+            Some(flag) => EnergyError::VmSourceUnavailable { flag, reason: Box::new(e) },
+            None => EnergyError::Unavailable { kind, reason: Box::new(e) },
+        })?;
         return Ok((source, format!("energy source: {kind}{detail} (chosen by --energy-source)")));
     }
     let mut skipped = Vec::new();
@@ -46,6 +49,17 @@ pub fn open_source_with(
         }
     }
     unreachable!("the model source ends the automatic order and either opens or errors")
+}
+
+/// The flag that asked for a VM's energy from its host, as the user gave it.
+fn vm_flag(opts: &EnergyOptions) -> Option<String> {
+    match (opts.source, &opts.powercap_root, &opts.vm_power_file) {
+        (Some(SourceKind::Powercap), Some(root), _) => Some(format!("--powercap-root {}", root.display())),
+        (Some(SourceKind::VmPowerFile), _, Some(path)) => {
+            Some(format!("--energy-source vm-power-file:{}", path.display()))
+        }
+        _ => None,
+    }
 }
 
 fn check_roots(opts: &EnergyOptions) -> Result<(), EnergyError> {
@@ -68,9 +82,23 @@ fn open_one(
 ) -> Result<(Box<dyn EnergySource>, String), EnergyError> {
     let measured = format!(" (measured, {} socket(s))", topo.socket_count());
     Ok(match kind {
-        SourceKind::Powercap => {
-            (Box::new(PowercapSource::open(&opts.sysfs_root, topo, opts.dram, opts.psys)?), measured)
+        SourceKind::VmPowerFile => {
+            let path = opts
+                .vm_power_file
+                .as_deref()
+                .ok_or_else(|| EnergyError::NoVmPowerFile { path: Default::default(), why: "no path given".into() })?;
+            let source = VmPowerFileSource::open(path)?;
+            let detail = format!(" ({}; the VM is one socket)", source.detail());
+            (Box::new(source), detail)
         }
+        SourceKind::Powercap => match &opts.powercap_root {
+            Some(root) => {
+                let source = HostPowercapSource::open(root)?;
+                let detail = format!(" ({}; the VM is one socket)", source.detail());
+                (Box::new(source), detail)
+            }
+            None => (Box::new(PowercapSource::open(&opts.sysfs_root, topo, opts.dram, opts.psys)?), measured),
+        },
         SourceKind::Perf => {
             (Box::new(PerfPmuSource::open(&opts.sysfs_root, topo, opts.dram, opts.psys, opener)?), measured)
         }
@@ -78,8 +106,8 @@ fn open_one(
             (Box::new(MsrSource::open(&opts.dev_root, &opts.proc_root, topo, opts.dram, opts.psys)?), measured)
         }
         SourceKind::Model => {
-            let model = TdpModelSource::open(&opts.proc_root, topo, opts.tdp_w, opts.idle_power_w)?;
-            let detail = format!(" (ESTIMATED from TDP, {})", model.origin());
+            let model = ModelSource::open(&opts.sysfs_root, &opts.proc_root, topo, opts.tdp_w, opts.idle_power_w)?;
+            let detail = format!(" (ESTIMATED: {})", model.description());
             (Box::new(model), detail)
         }
     })
@@ -118,7 +146,9 @@ mod tests {
         let (source, why) = open_source_with(&opts(dir.path()), &one_socket(), &FakeOpener::default()).unwrap();
         assert_eq!(source.kind(), SourceKind::Model);
         assert!(source.estimated());
-        for part in ["model", "ESTIMATED", "powercap:", "perf:", "msr:", "modprobe msr"] {
+        for part in
+            ["model", "ESTIMATED", "Cloud Carbon Footprint", "W/vCPU", "powercap:", "perf:", "msr:", "modprobe msr"]
+        {
             assert!(why.contains(part), "{part:?} missing from {why}");
         }
     }
@@ -172,5 +202,57 @@ mod tests {
         let o = EnergyOptions { tdp_w: Some(0.0), ..opts(dir.path()) };
         let err = open_source_with(&o, &one_socket(), &FakeOpener::default()).err().unwrap();
         assert!(matches!(err, EnergyError::InvalidTdp { .. }), "{err}");
+    }
+
+    #[test]
+    fn the_hosts_export_and_the_watts_file_are_opened_when_asked_and_say_where_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let vm = dir.path().join("export/testvm");
+        fs::create_dir_all(vm.join("intel-rapl:0")).unwrap();
+        fs::write(vm.join("intel-rapl:0/energy_uj"), "10\n").unwrap();
+        fs::write(vm.join("power_w"), "7.5\n").unwrap();
+        let o =
+            EnergyOptions { source: Some(SourceKind::Powercap), powercap_root: Some(vm.clone()), ..opts(dir.path()) };
+        let (source, why) = open_source_with(&o, &one_socket(), &FakeOpener::default()).unwrap();
+        assert_eq!((source.kind(), source.estimated()), (SourceKind::Powercap, false));
+        assert!(why.contains("measured on the host") && why.contains("one socket"), "{why}");
+        let o = EnergyOptions {
+            source: Some(SourceKind::VmPowerFile),
+            vm_power_file: Some(vm.join("power_w")),
+            ..opts(dir.path())
+        };
+        let (mut source, why) = open_source_with(&o, &one_socket(), &FakeOpener::default()).unwrap();
+        assert!(why.starts_with("energy source: vm-power-file (measured on the host"), "{why}");
+        let util = CycleUtilisation::new(&[], &one_socket(), 1_000_000_000);
+        assert_eq!(source.read(&util).unwrap()[0].energy_uj, 7.5e6);
+        let o = EnergyOptions {
+            source: Some(SourceKind::Powercap),
+            powercap_root: Some(dir.path().join("export")),
+            ..opts(dir.path())
+        };
+        let err = open_source_with(&o, &one_socket(), &FakeOpener::default()).err().unwrap();
+        let msg = err.to_string();
+        assert!(
+            matches!(&err, EnergyError::VmSourceUnavailable { reason, .. } if matches!(**reason, EnergyError::NoHostTree { .. })),
+            "{err}"
+        );
+        assert!(msg.starts_with("--powercap-root ") && !msg.contains("leave --energy-source out"), "{msg}");
+        fs::write(vm.join("power_w"), "garbage\n").unwrap();
+        let o = EnergyOptions {
+            source: Some(SourceKind::VmPowerFile),
+            vm_power_file: Some(vm.join("power_w")),
+            ..opts(dir.path())
+        };
+        let msg = open_source_with(&o, &one_socket(), &FakeOpener::default()).err().unwrap().to_string();
+        assert!(
+            msg.starts_with("--energy-source vm-power-file:") && msg.contains("\"garbage\"") && msg.contains("watts"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_vm_is_one_socket() {
+        let topo = Topology::from_pairs([(0, 0), (1, 1), (3, 1)]);
+        assert_eq!(topo.as_one_socket(), Topology::from_pairs([(0, 0), (1, 0), (3, 0)]));
     }
 }

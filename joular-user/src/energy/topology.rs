@@ -59,6 +59,11 @@ impl Topology {
         Self { socket_by_cpu, cpus_by_socket }
     }
 
+    /// Every CPU on socket 0: a VM whose energy its host measures as a whole.
+    pub fn as_one_socket(&self) -> Self {
+        Self::from_pairs(self.socket_by_cpu.iter().enumerate().filter_map(|(cpu, s)| s.map(|_| (cpu as u32, 0))))
+    }
+
     /// `None` for a CPU the topology does not know (hot-plugged after start): its time then
     /// lands in no socket, so its share of energy stays unattributed rather than misplaced.
     pub fn socket_of(&self, cpu: u32) -> Option<u32> {

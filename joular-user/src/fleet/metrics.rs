@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::exposition::{Exposition, MetricKind};
 use super::labels::{ProcessLabels, ProcessTable};
 use crate::attribution::stacks::AttributedCycle;
+use crate::vm_export::{VmSeries, MAX_VMS};
 
 /// Where method energy goes once a process has `tracked_methods` distinct methods, so memory stays
 /// bounded and the methods still sum to what was reported.
@@ -48,6 +49,8 @@ struct SocketSeries {
 struct ProcessSeries {
     labels: ProcessLabels,
     energy_j: f64,
+    /// Grams of CO₂e of `energy_j` (when the run has a carbon intensity).
+    carbon_g: f64,
     power_w: f64,
     /// Cycle clock (`end_ns`) of the cycle in which the process was found gone.
     exited_at_ns: Option<u64>,
@@ -89,10 +92,20 @@ pub struct MetricsRegistry {
     cycles: u64,
     /// Whether the energy source is the model; the `estimated` label of every energy series.
     estimated: bool,
+    /// The energy source's name and what its figures are (model and coefficients, or where a
+    /// counter is read), for `joular_energy_source_info`.
+    energy_source: Option<(String, String)>,
     sockets: BTreeMap<u32, SocketSeries>,
     processes: BTreeMap<u32, ProcessSeries>,
     exited_energy_j: f64,
+    /// Grams of CO₂e of the machine's energy, and of processes aged out; `None` until a cycle
+    /// carries carbon (no intensity, no series).
+    host_carbon_g: Option<f64>,
+    exited_carbon_g: f64,
     drops: BTreeMap<String, u64>,
+    /// `serve --vm-energy-dir`: each VM's exported energy, by sanitized name (bounded by
+    /// `vm_export::MAX_VMS`).
+    vms: Vec<VmSeries>,
 }
 
 /// Energy that can only add to a counter.
@@ -118,11 +131,27 @@ impl MetricsRegistry {
             config,
             cycles: 0,
             estimated: false,
+            energy_source: None,
             sockets: BTreeMap::new(),
             processes: BTreeMap::new(),
             exited_energy_j: 0.0,
+            host_carbon_g: None,
+            exited_carbon_g: 0.0,
             drops: BTreeMap::new(),
+            vms: Vec::new(),
         }
+    }
+
+    /// The VMs' series as the export last wrote them; names are sanitized and at most
+    /// `vm_export::MAX_VMS` (more are dropped here too, so the bound holds whoever calls).
+    pub fn set_vms(&mut self, mut vms: Vec<VmSeries>) {
+        vms.truncate(MAX_VMS);
+        self.vms = vms;
+    }
+
+    /// Names the energy source once it is open (the endpoint binds before).
+    pub fn set_energy_source(&mut self, source: &str, detail: &str) {
+        self.energy_source = Some((source.to_owned(), detail.to_owned()));
     }
 
     /// Adds one cycle. `table` gives the labels of processes seen for the first time and tells which
@@ -157,6 +186,13 @@ impl MetricsRegistry {
             series.energy_j += joules(p.energy_uj);
             series.power_w = finite_or_zero(p.power_w);
         }
+        if let Some(carbon) = &cycle.carbon {
+            *self.host_carbon_g.get_or_insert(0.0) += finite_or_zero(carbon.host_g);
+            for charge in &cycle.charges {
+                let comm = report.processes.iter().find(|p| p.pid == charge.pid).map_or("", |p| p.comm.as_str());
+                self.series_for(charge.pid, comm, table, now_ns).carbon_g += finite_or_zero(charge.energy.carbon_g);
+            }
+        }
         let tracked_methods = self.config.tracked_methods;
         for m in cycle.methods() {
             let comm = report.threads.iter().find(|t| t.pid == m.pid).map_or("", |t| t.comm.as_str());
@@ -181,6 +217,7 @@ impl MetricsRegistry {
                 && table.start_ticks(pid).is_some_and(|start| start != old.labels.start_ticks);
             if reused {
                 self.exited_energy_j += old.energy_j;
+                self.exited_carbon_g += old.carbon_g;
                 self.processes.remove(&pid);
             }
         }
@@ -190,7 +227,14 @@ impl MetricsRegistry {
                 Some(labels) => (labels, None),
                 None => (ProcessLabels { pid, comm: comm.to_owned(), ..ProcessLabels::default() }, Some(now_ns)),
             };
-            ProcessSeries { labels, energy_j: 0.0, power_w: 0.0, exited_at_ns, methods_j: HashMap::new() }
+            ProcessSeries {
+                labels,
+                energy_j: 0.0,
+                carbon_g: 0.0,
+                power_w: 0.0,
+                exited_at_ns,
+                methods_j: HashMap::new(),
+            }
         })
     }
 
@@ -204,6 +248,7 @@ impl MetricsRegistry {
             if i < over_cap || now_ns.saturating_sub(exited_at_ns) >= retain_ns {
                 if let Some(series) = self.processes.remove(&pid) {
                     self.exited_energy_j += series.energy_j;
+                    self.exited_carbon_g += series.carbon_g;
                 }
             }
         }
@@ -217,8 +262,20 @@ impl MetricsRegistry {
         e.family("joular_cycles_total", "Monitoring cycles accounted.", MetricKind::Counter);
         e.sample("joular_cycles_total", &[], self.cycles as f64);
 
+        if let Some((source, detail)) = &self.energy_source {
+            e.family(
+                "joular_energy_source_info",
+                "The energy source, and for a model its coefficients and their source.",
+                MetricKind::Gauge,
+            );
+            let labels = [("source", source.as_str()), ("estimated", estimated), ("detail", detail.as_str())];
+            e.sample("joular_energy_source_info", &labels, 1.0);
+        }
+
         self.render_host(&mut e, estimated);
         self.render_processes(&mut e, estimated);
+        self.render_carbon(&mut e, estimated);
+        self.render_vms(&mut e, estimated);
 
         e.family(
             "joular_exited_process_energy_joules_total",
@@ -249,6 +306,30 @@ impl MetricsRegistry {
             e.sample("joular_samples_dropped_total", &[("cause", cause)], *lost as f64);
         }
         e.finish()
+    }
+
+    fn render_vms(&self, e: &mut Exposition, estimated: &str) {
+        if self.vms.is_empty() {
+            return;
+        }
+        e.family(
+            "joular_vm_energy_joules_total",
+            "Energy of each virtual machine's process since serve started, as written under --vm-energy-dir.",
+            MetricKind::Counter,
+        );
+        for vm in &self.vms {
+            let labels = [("vm", vm.name.as_str()), ("hypervisor", vm.hypervisor), ("estimated", estimated)];
+            e.sample("joular_vm_energy_joules_total", &labels, finite_or_zero(vm.energy_j));
+        }
+        e.family(
+            "joular_vm_power_watts",
+            "Power of each virtual machine's process in the last cycle.",
+            MetricKind::Gauge,
+        );
+        for vm in &self.vms {
+            let labels = [("vm", vm.name.as_str()), ("hypervisor", vm.hypervisor), ("estimated", estimated)];
+            e.sample("joular_vm_power_watts", &labels, finite_or_zero(vm.power_w));
+        }
     }
 
     fn render_host(&self, e: &mut Exposition, estimated: &str) {
@@ -283,6 +364,22 @@ impl MetricsRegistry {
                 &[("socket", socket.as_str()), ("estimated", estimated)],
                 s.unattributed_j,
             );
+        }
+    }
+
+    /// `joular_carbon_grams_total`: the machine's, each process's and the aged-out processes'.
+    fn render_carbon(&self, e: &mut Exposition, estimated: &str) {
+        let Some(host_g) = self.host_carbon_g else { return };
+        e.family(
+            "joular_carbon_grams_total",
+            "Grams of CO2e of the energy (operational: kWh x grid intensity x PUE, per cycle), by scope.",
+            MetricKind::Counter,
+        );
+        e.sample("joular_carbon_grams_total", &[("scope", "host"), ("estimated", estimated)], host_g);
+        e.sample("joular_carbon_grams_total", &[("scope", "exited"), ("estimated", estimated)], self.exited_carbon_g);
+        for s in self.processes.values() {
+            let labels = s.identity_and(&[("scope", "process"), ("estimated", estimated)]);
+            sample(e, "joular_carbon_grams_total", &labels, s.carbon_g);
         }
     }
 
@@ -323,6 +420,7 @@ fn sample(e: &mut Exposition, name: &str, labels: &[(&'static str, String)], val
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::stacks::{CycleCarbon, Energy, ThreadCharge};
     use crate::model::{CycleReport, MethodReport, ProcessReport, SocketReport};
     use std::cell::RefCell;
 
@@ -572,6 +670,44 @@ mod tests {
     }
 
     #[test]
+    fn carbon_is_a_counter_per_process_and_host_only_with_an_intensity() {
+        let table = FakeTable::default();
+        table.spawn(1, "java", 1, None);
+        let mut registry = MetricsRegistry::new(config(10));
+        registry.on_cycle(&AttributedCycle::of_report(cycle(1, 10e6, &[(1, 6e6)], &[])), &table);
+        assert!(!registry.render().contains("joular_carbon_grams_total"), "no intensity, no carbon series");
+        for n in 2..=3 {
+            let mut attributed = AttributedCycle::of_report(cycle(n, 10e6, &[(1, 6e6)], &[]));
+            let g_per_uj = 400.0 / 3.6e12;
+            attributed.carbon = Some(CycleCarbon { g_per_kwh: 400.0, pue: 1.0, g_per_uj, host_g: 10e6 * g_per_uj });
+            attributed.charges = vec![ThreadCharge {
+                pid: 1,
+                tid: 1,
+                energy: Energy { cpu_uj: 6e6, carbon_g: 6e6 * g_per_uj },
+                samples: 0,
+                stacks: Vec::new(),
+            }];
+            registry.on_cycle(&attributed, &table);
+        }
+        let s = scrape(&registry);
+        let host = value(&s, "joular_carbon_grams_total", "scope=\"host\"").unwrap();
+        assert!((host - 2.0 * 10.0 * 400.0 / 3.6e6).abs() < 1e-12, "{host}");
+        let process = value(&s, "joular_carbon_grams_total", "scope=\"process\"").unwrap();
+        assert!((process - 2.0 * 6.0 * 400.0 / 3.6e6).abs() < 1e-12, "{process}");
+    }
+
+    #[test]
+    fn the_energy_source_and_its_model_are_an_info_series() {
+        let mut registry = MetricsRegistry::new(config(10));
+        assert!(!registry.render().contains("joular_energy_source_info"), "absent until the source is open");
+        registry.set_energy_source("model", "utilisation (Cloud Carbon Footprint) model: 0.45–2.02 W/vCPU");
+        let s = scrape(&registry);
+        let labels = "detail=\"utilisation (Cloud Carbon Footprint) model: 0.45–2.02 W/vCPU\"";
+        assert_eq!(value(&s, "joular_energy_source_info", labels), Some(1.0), "{s:?}");
+        assert_eq!(value(&s, "joular_energy_source_info", "source=\"model\""), Some(1.0), "{s:?}");
+    }
+
+    #[test]
     fn labels_carry_container_and_estimated_and_drops_accumulate_by_cause() {
         let table = FakeTable::default();
         let id = "d".repeat(64);
@@ -628,5 +764,23 @@ mod tests {
         ] {
             assert!(families.contains(&name), "{name} missing from {families:?}");
         }
+    }
+
+    #[test]
+    fn vms_are_a_bounded_set_of_series_named_by_their_sanitized_name() {
+        let mut registry = MetricsRegistry::new(RegistryConfig::default());
+        assert!(!registry.render().contains("joular_vm_"), "no VM, no family");
+        let vm = |i: usize| VmSeries { name: format!("vm{i}"), hypervisor: "qemu", energy_j: 2.5, power_w: 1.25 };
+        registry.set_vms((0..MAX_VMS + 10).map(vm).collect());
+        let text = registry.render();
+        assert!(
+            text.contains("joular_vm_energy_joules_total{vm=\"vm0\",hypervisor=\"qemu\",estimated=\"false\"} 2.5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("joular_vm_power_watts{vm=\"vm0\",hypervisor=\"qemu\",estimated=\"false\"} 1.25"),
+            "{text}"
+        );
+        assert_eq!(text.lines().filter(|l| l.starts_with("joular_vm_energy_joules_total{")).count(), MAX_VMS);
     }
 }

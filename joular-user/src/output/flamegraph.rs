@@ -141,7 +141,13 @@ mod tests {
     }
 
     fn total(frames: &[Frame], energy_uj: f64) -> StackTotal {
-        StackTotal { thread: ThreadKind::Application, stack: Arc::from(frames.to_vec()), energy_uj, samples: 1 }
+        StackTotal {
+            carbon_g: 0.0,
+            thread: ThreadKind::Application,
+            stack: Arc::from(frames.to_vec()),
+            energy_uj,
+            samples: 1,
+        }
     }
 
     #[test]

@@ -43,12 +43,14 @@ mod tests {
     fn lines_are_root_first_in_whole_microjoules() {
         let stacks = vec![
             StackTotal {
+                carbon_g: 0.0,
                 thread: ThreadKind::Application,
                 stack: Arc::from(vec![java("com.acme.App.main"), frame("read", FrameKind::Native)]),
                 energy_uj: 1234.6,
                 samples: 3,
             },
             StackTotal {
+                carbon_g: 0.0,
                 thread: ThreadKind::Application,
                 stack: Arc::from(vec![java("com.acme.App.main"), java("java.util.HashMap.get")]),
                 energy_uj: 0.4,

@@ -30,6 +30,8 @@ type SortedStacks<'a> = Vec<(&'a (Stack, ThreadKind), f64, u64)>;
 pub struct IntervalProfile {
     energy_source: String,
     estimated: bool,
+    /// See `RunSummary::energy_detail`.
+    energy_detail: String,
     host: String,
     start_epoch_ms: u64,
     duration_s: f64,
@@ -44,11 +46,18 @@ impl IntervalProfile {
             native_frames,
             energy_source: energy_source.to_owned(),
             estimated,
+            energy_detail: String::new(),
             host: host.to_owned(),
             start_epoch_ms,
             duration_s: 0.0,
             processes: BTreeMap::new(),
         }
+    }
+
+    /// What the energy figures are (`EnergySource::detail`), written beside the source's name.
+    pub fn with_energy_detail(mut self, detail: &str) -> Self {
+        self.energy_detail = detail.to_owned();
+        self
     }
 
     /// Adds the cycle's stack shares: the stage split each thread's energy over its stacks (a
@@ -129,7 +138,10 @@ impl IntervalProfile {
                 LabelledStack { stack: all_path(stack, *kind, rules, PathStyle::Graph), energy_uj, samples, labels }
             })
         });
-        let comments = [format!("joular-ebpf host {}", self.host), source_comment(&self.energy_source, self.estimated)];
+        let comments = [
+            format!("joular-ebpf host {}", self.host),
+            source_comment(&self.energy_source, self.estimated, &self.energy_detail),
+        ];
         let profile = build_labelled(samples, &comments, self.start_epoch_ms, self.duration_s);
         write_profile(dir, name, &profile)
     }

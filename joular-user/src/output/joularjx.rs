@@ -7,7 +7,12 @@
 //!   runtime/methods/joularJX-<pid>-{all,filtered}-methods-power.csv      name,watts (last cycle)
 //!   runtime/calltrees/joularJX-<pid>-{all,filtered}-call-trees-power.csv a;b;c,watts (last cycle)
 //!   evolution/joularJX-<pid>-<method>-evolution.csv                      unix seconds,watts
+//!   carbon/methods/joularJX-<pid>-{all,filtered}-methods-carbon.csv      name,grams CO2e
+//!   carbon/calltrees/joularJX-<pid>-{all,filtered}-call-trees-carbon.csv a;b;c,grams CO2e
 //! ```
+//!
+//! `carbon/` (beside `total/`, same rows) is written only when the run was given a carbon
+//! intensity.
 //!
 //! Rows are JoularJX's `%s,%.4f`. Runtime files are rewritten each cycle, as JoularJX does
 //! with `overwrite-runtime-data=true`: a per-cycle file would grow the tree without bound.
@@ -31,6 +36,8 @@ const MAX_FILE_METHOD_BYTES: usize = 200;
 pub enum Period {
     Runtime,
     Total,
+    /// Run totals in grams of CO₂e.
+    Carbon,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +45,11 @@ pub enum Kind {
     Methods,
     CallTrees,
 }
+
+/// JoularJX's `%.4f` for joules and watts.
+const JOULARJX_DECIMALS: usize = 4;
+/// Grams of CO₂e to the microgram: a method's grams are often below a milligram.
+const CARBON_DECIMALS: usize = 9;
 
 const SUBDIRS: [&str; 5] = ["runtime/methods", "runtime/calltrees", "total/methods", "total/calltrees", "evolution"];
 
@@ -167,6 +179,7 @@ impl RunDir {
         let (period_dir, suffix) = match period {
             Period::Runtime => ("runtime", "power"),
             Period::Total => ("total", "energy"),
+            Period::Carbon => ("carbon", "carbon"),
         };
         let (kind_dir, kind_name) = match kind {
             Kind::Methods => ("methods", "methods"),
@@ -204,7 +217,20 @@ impl RunDir {
         rows: impl IntoIterator<Item = (N, f64)>,
     ) -> Result<(), OutputError> {
         let (dir, name) = self.location(scope, Period::Total, kind);
-        write_rows(&self.subdir(&dir)?, &name, rows, 1e-6)
+        write_rows(&self.subdir(&dir)?, &name, rows, 1e-6, JOULARJX_DECIMALS)
+    }
+
+    /// Writes run totals in grams of CO₂e; rows are `(name, grams)`.
+    pub fn write_carbon<N: AsRef<str>>(
+        &self,
+        scope: Scope,
+        kind: Kind,
+        rows: impl IntoIterator<Item = (N, f64)>,
+    ) -> Result<(), OutputError> {
+        let (dir, name) = self.location(scope, Period::Carbon, kind);
+        // Made here, not with the others: a run without an intensity has no `carbon/`.
+        self.dir.create_subdirs(&dir).map_err(|e| OutputError::io(&self.path().join(&dir), e))?;
+        write_rows(&self.subdir(&dir)?, &name, rows, 1.0, CARBON_DECIMALS)
     }
 
     /// Replaces the runtime file with this cycle's power in watts; a reader polling it never
@@ -222,7 +248,8 @@ impl RunDir {
         // Rewritten every cycle: in place (see `OutDir::overwrite`), from one buffer.
         let (mut bytes, to_watts) = (Vec::new(), watts_per_uj(duration_s));
         for t in totals {
-            write_row(&mut bytes, &t.name, t.energy_uj * to_watts).map_err(|e| OutputError::io(&path, e))?;
+            write_row(&mut bytes, &t.name, t.energy_uj * to_watts, JOULARJX_DECIMALS)
+                .map_err(|e| OutputError::io(&path, e))?;
         }
         dir.overwrite(&name, &bytes).map_err(|e| OutputError::io(&path, e))
     }
@@ -268,24 +295,26 @@ fn write_rows<N: AsRef<str>>(
     file_name: &str,
     rows: impl IntoIterator<Item = (N, f64)>,
     scale: f64,
+    decimals: usize,
 ) -> Result<(), OutputError> {
     let path = &dir.join(file_name);
     let file = dir.replace(file_name).map_err(|e| OutputError::io(path, e))?;
     let mut out = BufWriter::new(file);
     for (name, energy_uj) in rows {
-        write_row(&mut out, name.as_ref(), energy_uj * scale).map_err(|e| OutputError::io(path, e))?;
+        write_row(&mut out, name.as_ref(), energy_uj * scale, decimals).map_err(|e| OutputError::io(path, e))?;
     }
     let file = out.into_inner().map_err(|e| OutputError::io(path, e.into_error()))?;
     file.commit().map_err(|e| OutputError::io(path, e))
 }
 
-/// JoularJX's `%s,%.4f`; a comma or newline in a name would break the row.
-fn write_row(out: &mut impl Write, name: &str, value: f64) -> std::io::Result<()> {
+/// JoularJX's `%s,%.4f` (carbon rows keep more decimals); a comma or newline in a name would
+/// break the row.
+fn write_row(out: &mut impl Write, name: &str, value: f64, decimals: usize) -> std::io::Result<()> {
     if name.contains([',', '\n', '\r']) {
         let clean: String = name.chars().map(|c| if matches!(c, ',' | '\n' | '\r') { ' ' } else { c }).collect();
-        writeln!(out, "{clean},{value:.4}")
+        writeln!(out, "{clean},{value:.decimals$}")
     } else {
-        writeln!(out, "{name},{value:.4}")
+        writeln!(out, "{name},{value:.decimals$}")
     }
 }
 
@@ -310,7 +339,7 @@ mod tests {
     }
 
     fn total(name: &str, energy_uj: f64) -> NamedTotal {
-        NamedTotal { name: Arc::from(name), energy_uj, samples: 1 }
+        NamedTotal { name: Arc::from(name), energy_uj, carbon_g: 0.0, samples: 1 }
     }
 
     #[test]

@@ -169,13 +169,18 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// `energy source: powercap`, or `... (estimated)` for the model.
-pub fn source_comment(energy_source: &str, estimated: bool) -> String {
+/// `energy source: powercap`, or `... (estimated)` for the model, then what its figures are
+/// (the model, its coefficients and their source) when the source says.
+pub fn source_comment(energy_source: &str, estimated: bool, detail: &str) -> String {
+    let mut comment = format!("energy source: {energy_source}");
     if estimated {
-        format!("energy source: {energy_source} (estimated)")
-    } else {
-        format!("energy source: {energy_source}")
+        comment.push_str(" (estimated)");
     }
+    if !detail.is_empty() {
+        comment.push_str(": ");
+        comment.push_str(detail);
+    }
+    comment
 }
 
 /// `com/acme/Foo.java` for a Java frame `com.acme.Foo$Inner.run`: where javac's layout puts the
@@ -199,7 +204,7 @@ pub fn build(summary: &RunSummary, stacks: &[StackTotal], rules: StackRules) -> 
     }
     let comments = [
         format!("joular-ebpf pid {} ({})", summary.pid, summary.comm),
-        source_comment(&summary.energy_source, summary.estimated),
+        source_comment(&summary.energy_source, summary.estimated, &summary.energy_detail),
     ];
     b.finish(&comments, summary.start_epoch_ms, summary.duration_s)
 }
@@ -293,6 +298,7 @@ mod tests {
         };
         let stacks = vec![
             StackTotal {
+                carbon_g: 0.0,
                 stack: with(vec![
                     at(compute.clone(), 12),
                     at(frame("java.math.BigInteger.multiply", FrameKind::JavaInlined), 1500),
@@ -302,6 +308,7 @@ mod tests {
                 samples: 90,
             },
             StackTotal {
+                carbon_g: 0.0,
                 stack: with(vec![
                     at(compute, 17),
                     frame("write", FrameKind::Native),
@@ -312,6 +319,7 @@ mod tests {
                 samples: 10,
             },
             StackTotal {
+                carbon_g: 0.0,
                 stack: Arc::from(vec![
                     entry[0].clone(),
                     entry[1].clone(),

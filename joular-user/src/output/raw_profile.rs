@@ -41,7 +41,14 @@ struct RawStack {
     #[serde(default, skip_serializing_if = "is_application")]
     thread: ThreadKind,
     energy_uj: f64,
+    /// Grams of CO₂e; absent when the run had no carbon intensity.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    carbon_g: f64,
     samples: u64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 fn is_application(kind: &ThreadKind) -> bool {
@@ -105,6 +112,7 @@ pub fn write_raw_profile(dir: &OutDir, name: &str, profile: &ProcessProfile) -> 
                 .collect(),
             thread: total.thread,
             energy_uj: total.energy_uj,
+            carbon_g: total.carbon_g,
             samples: total.samples,
         })
         .collect();
@@ -162,6 +170,7 @@ pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, Outp
             stack,
             thread: raw_stack.thread,
             energy_uj: raw_stack.energy_uj,
+            carbon_g: raw_stack.carbon_g,
             samples: raw_stack.samples,
         });
     }
@@ -187,12 +196,19 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
         ));
     }
     count("summary.samples", summary.samples)?;
+    if let Some(c) = &summary.carbon {
+        for (field, value) in [("grams", c.grams), ("host_grams", c.host_grams), ("mean_g_per_kwh", c.mean_g_per_kwh)] {
+            energy(&format!("summary.carbon.{field}"), value)?;
+        }
+    }
     for (i, t) in summary.threads.iter().enumerate() {
         energy(&format!("summary.threads[{i}].energy_uj"), t.energy_uj)?;
+        energy(&format!("summary.threads[{i}].carbon_g"), t.carbon_g)?;
         count(&format!("summary.threads[{i}].samples"), t.samples)?;
     }
     for (i, s) in raw.stacks.iter().enumerate() {
         energy(&format!("stacks[{i}].energy_uj"), s.energy_uj)?;
+        energy(&format!("stacks[{i}].carbon_g"), s.carbon_g)?;
         count(&format!("stacks[{i}].samples"), s.samples)?;
     }
     validate_timeline(&raw.timeline)
@@ -282,7 +298,14 @@ mod tests {
             comm: "java".into(),
             filters: vec!["com.acme".into()],
             drops: [("samples".to_owned(), 3)].into(),
-            threads: vec![ThreadTotal { tid: 10, comm: "worker".into(), energy_uj: 5.0, on_cpu_ns: 7, samples: 2 }],
+            threads: vec![ThreadTotal {
+                tid: 10,
+                comm: "worker".into(),
+                energy_uj: 5.0,
+                carbon_g: 0.0,
+                on_cpu_ns: 7,
+                samples: 2,
+            }],
             native_frames: true,
             jvm: Some(crate::attribution::stacks::profile::JvmShares::default()),
             ..RunSummary::default()
@@ -290,18 +313,21 @@ mod tests {
         let shared = java("com.acme.App.main");
         let stacks = vec![
             StackTotal {
+                carbon_g: 0.0,
                 stack: Arc::from(vec![shared.clone(), frame("ksys_read", FrameKind::Kernel)]),
                 thread: ThreadKind::Application,
                 energy_uj: 1.5,
                 samples: 1,
             },
             StackTotal {
+                carbon_g: 0.0,
                 stack: Arc::from(vec![shared.clone()]),
                 thread: ThreadKind::Application,
                 energy_uj: 3.5,
                 samples: 1,
             },
             StackTotal {
+                carbon_g: 0.0,
                 stack: Arc::from(vec![Frame {
                     line: Some(42),
                     raw_name: Some("void com.acme.App$$Lambda$3/0x0000000800c01000.main()".into()),

@@ -11,7 +11,7 @@ use super::joularjx::{Kind, Period, RunDir};
 use super::pprof::write_pprof;
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
-use crate::attribution::stacks::aggregate::{method_call_trees, method_totals, path_groups, Scope};
+use crate::attribution::stacks::aggregate::{call_tree_totals, method_call_trees, method_totals, path_groups, Scope};
 use crate::attribution::stacks::methods::{is_method_name, MethodFilter};
 use crate::attribution::stacks::paths::PathStyle;
 use crate::attribution::stacks::profile::{FailedOutput, ProcessProfile, RunSummary};
@@ -96,12 +96,20 @@ pub fn render_process(
         if let Some(tree) = &tree {
             // JoularJX files hold methods only: samples whose method is a bucket or an unnamed
             // frame are `unattributed` in summary.json, in both files.
-            let methods = method_totals(stacks, scope, rules);
-            let methods = methods.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.energy_uj));
+            let methods_of = method_totals(stacks, scope, rules);
+            let methods = methods_of.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.energy_uj));
             written
                 .keep(tree.file(scope, Period::Total, Kind::Methods), tree.write_total(scope, Kind::Methods, methods));
             let trees = tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules));
             written.keep(tree.file(scope, Period::Total, Kind::CallTrees), trees);
+            if profile.summary.carbon.is_some() {
+                let grams = methods_of.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.carbon_g));
+                let methods = tree.write_carbon(scope, Kind::Methods, grams);
+                written.keep(tree.file(scope, Period::Carbon, Kind::Methods), methods);
+                let trees = call_tree_totals(stacks, scope, rules).into_iter().map(|(t, _, grams)| (t, grams));
+                let trees = tree.write_carbon(scope, Kind::CallTrees, trees);
+                written.keep(tree.file(scope, Period::Carbon, Kind::CallTrees), trees);
+            }
         }
         if !graphs || !(set.folded || set.svg || html_graph) {
             continue;

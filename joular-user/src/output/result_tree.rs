@@ -32,6 +32,10 @@ pub struct ResultsConfig {
     /// Energy source label (`powercap`, `perf`, `msr`, `model`) and whether it is a model.
     pub energy_source: String,
     pub estimated: bool,
+    /// See `StackConfig::energy_detail`.
+    pub energy_detail: String,
+    /// See `StackConfig::carbon`.
+    pub carbon: Option<crate::carbon::Carbon>,
     /// Fill `threads[].stacks` of each cycle report: costly with many stacks, so only
     /// worth it when the report is printed (`--json`).
     pub report_stacks: bool,
@@ -64,6 +68,8 @@ impl ResultsConfig {
             start_epoch_ms: self.start_epoch_ms,
             energy_source: self.energy_source.clone(),
             estimated: self.estimated,
+            energy_detail: self.energy_detail.clone(),
+            carbon: self.carbon.clone(),
             max_stacks: (!self.write_files).then_some(MAX_STACKS_WITHOUT_FILES),
         }
     }

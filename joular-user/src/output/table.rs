@@ -1,4 +1,5 @@
-//! The terminal table of the top methods by energy (J, W, % of the processes' energy).
+//! The terminal table of the top methods by energy (J, W, % of the processes' energy, and
+//! grams of CO₂e when the run was given a carbon intensity).
 
 use std::fmt::Write;
 
@@ -15,6 +16,7 @@ struct Row {
     name: String,
     energy_j: f64,
     power_w: f64,
+    carbon_g: f64,
     samples: u64,
 }
 
@@ -33,6 +35,7 @@ pub fn top_methods_table(profiles: &[ProcessProfile], filter: Option<&MethodFilt
         .collect();
     render(&mut out, "all", profiles, top_n, |_| Some(Scope::All));
     jvm_shares(&mut out, profiles);
+    carbon_lines(&mut out, profiles);
     if filters.iter().any(|f| !f.is_empty()) {
         let mut prefixes: Vec<&str> = filters.iter().flat_map(|f| f.prefixes()).map(String::as_str).collect();
         prefixes.sort_unstable();
@@ -66,6 +69,7 @@ fn render<'a>(
             name: shorten(&m.name),
             energy_j: m.energy_uj / 1e6,
             power_w: profile.summary.power_w(m.energy_uj),
+            carbon_g: m.carbon_g,
             samples: m.samples,
         }));
     }
@@ -75,14 +79,20 @@ fn render<'a>(
     let _ = writeln!(out, "Top {shown} of {} methods by energy ({view}), {total_j:.3} J in total", rows.len());
     let width = rows[..shown].iter().map(|r| r.name.chars().count()).max().unwrap_or(6).max(6);
     let pid_head = if show_pid { format!("{:>8} ", "pid") } else { String::new() };
-    let _ =
-        writeln!(out, "{:>4} {pid_head}{:<width$} {:>12} {:>10} {:>7} {:>9}", "#", "method", "J", "W", "%", "samples");
+    let carbon = profiles.iter().any(|p| p.summary.carbon.is_some());
+    let carbon_head = if carbon { format!(" {:>12}", "gCO2e") } else { String::new() };
+    let _ = writeln!(
+        out,
+        "{:>4} {pid_head}{:<width$} {:>12} {:>10} {:>7}{carbon_head} {:>9}",
+        "#", "method", "J", "W", "%", "samples"
+    );
     for (rank, row) in rows[..shown].iter().enumerate() {
         let pid = if show_pid { format!("{:>8} ", row.pid) } else { String::new() };
         let percent = if total_j > 0.0 { 100.0 * row.energy_j / total_j } else { 0.0 };
+        let grams = if carbon { format!(" {:>12.6}", row.carbon_g) } else { String::new() };
         let _ = writeln!(
             out,
-            "{:>4} {pid}{:<width$} {:>12.3} {:>10.3} {:>6.1}% {:>9}",
+            "{:>4} {pid}{:<width$} {:>12.3} {:>10.3} {:>6.1}%{grams} {:>9}",
             rank + 1,
             row.name,
             row.energy_j,
@@ -120,6 +130,18 @@ fn jvm_shares(out: &mut String, profiles: &[ProcessProfile]) {
     }
 }
 
+/// Each process's and the machine's grams of CO₂e, and the intensity they were computed with.
+fn carbon_lines(out: &mut String, profiles: &[ProcessProfile]) {
+    for profile in profiles {
+        let Some(c) = &profile.summary.carbon else { continue };
+        let _ = writeln!(
+            out,
+            "carbon: pid {} {:.6} gCO2e, machine {:.6} gCO2e (mean {:.1} gCO2e/kWh; {})",
+            profile.summary.pid, c.grams, c.host_grams, c.mean_g_per_kwh, c.intensity
+        );
+    }
+}
+
 fn shorten(name: &str) -> String {
     let chars = name.chars().count();
     if chars <= MAX_NAME_CHARS {
@@ -149,6 +171,7 @@ mod tests {
             stacks: methods
                 .iter()
                 .map(|(name, energy_uj)| StackTotal {
+                    carbon_g: 0.0,
                     thread: crate::attribution::stacks::thread_kind::ThreadKind::Application,
                     stack: Arc::from(vec![java("com.acme.Main.main"), java(name)]),
                     energy_uj: *energy_uj,

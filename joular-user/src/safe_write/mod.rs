@@ -272,6 +272,12 @@ impl OutDir {
         Ok(OutDir { fd, path: self.path.join(rel), modes: self.modes })
     }
 
+    /// The directory's owner: one found in place in a directory others may write to is only
+    /// written into if it is the caller's.
+    pub fn owner_uid(&self) -> io::Result<u32> {
+        Ok(walk::stat(&self.fd)?.st_uid)
+    }
+
     /// Which directory this is ([`OutDir::reopen_subdir`]).
     pub fn id(&self) -> io::Result<DirId> {
         let st = walk::stat(&self.fd)?;

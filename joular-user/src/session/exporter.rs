@@ -61,6 +61,18 @@ impl Exporter {
     }
 }
 
+impl Exporter {
+    /// The registry, for series fed from outside the cycle's sinks (`--vm-energy-dir`).
+    pub fn registry(&self) -> Arc<Mutex<MetricsRegistry>> {
+        Arc::clone(&self.registry)
+    }
+
+    /// See `MetricsRegistry::set_energy_source`.
+    pub fn set_energy_source(&self, source: &str, detail: &str) {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner()).set_energy_source(source, detail);
+    }
+}
+
 impl Sink for Exporter {
     fn on_cycle(&mut self, cycle: &AttributedCycle) -> Result<(), SinkError> {
         // A poisoned lock means a scrape panicked mid-render; the counters are still whole.

@@ -13,6 +13,7 @@ mod stop;
 mod summary;
 mod symbolize;
 pub mod target;
+mod vm;
 
 use std::time::Duration;
 
@@ -49,6 +50,8 @@ pub struct FleetOptions {
     pub retain_exited: Duration,
     pub results: bool,
     pub profiles: Option<profiles::ProfileOptions>,
+    /// `--vm-energy-dir` and where its counters wrap.
+    pub vm_energy: Option<(std::path::PathBuf, u64)>,
 }
 
 /// Runs a session to its end; returns the process exit code.
@@ -168,6 +171,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         start_epoch_ms: epoch_ms(),
         energy_source: energy.source_label().to_string(),
         estimated: energy.estimated(),
+        energy_detail: energy.detail(),
+        // Checked before anything was loaded; read again here (the file is the user's own).
+        carbon: common.carbon.carbon().map_err(anyhow::Error::msg)?,
         report_stacks: json.is_some(),
         // A daemon would grow evolution files without bound.
         evolution: !common.no_evolution && fleet.is_none(),
@@ -185,12 +191,23 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     }
     let mut labeler = matches!(target, Target::All)
         .then(|| labels::Labeler::new(joular_user::fleet::ProcFs::new(common.proc_root.clone())));
+    let mut vm_export = match serve.and_then(|f| f.vm_energy.as_ref()) {
+        Some((dir, range_uj)) => Some(vm::VmExport::open(dir, *range_uj, common, &energy, exporter.as_ref())?),
+        None => None,
+    };
     let mut outputs: Vec<Box<dyn Sink>> = vec![Box::new(tree)];
     if let Some(exporter) = exporter {
+        exporter.set_energy_source(energy.source_label(), &energy.detail());
         outputs.push(Box::new(exporter));
     }
     if let Some(p) = serve.and_then(|f| f.profiles.as_ref()) {
-        outputs.push(Box::new(profiles::ProfileExport::new(p, energy.source_label(), energy.estimated(), epoch_ms())?));
+        outputs.push(Box::new(profiles::ProfileExport::new(
+            p,
+            energy.source_label(),
+            energy.estimated(),
+            &energy.detail(),
+            epoch_ms(),
+        )?));
     }
     if let Some(json) = json {
         outputs.push(Box::new(json));
@@ -270,6 +287,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         if let Some(c) = crosscheck.as_mut() {
             c.fill(&mut report)?;
         }
+        if let Some(v) = vm_export.as_mut() {
+            v.on_cycle(&report, &raw.starts, &raw.exits);
+        }
         if report.cycle.is_multiple_of(cycle_line_every) {
             print_cycle_line(&report, energy.estimated(), common.verbose);
         }
@@ -331,7 +351,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     }
     // Written before anything is printed: the terminal may be gone (`| head`), the results not.
     let finished = sinks.finish(common.top);
-    out!("{}", sinks.summary.render(common.top, energy.source_label(), energy.estimated()));
+    out!("{}", sinks.summary.render(common.top, energy.source_label(), energy.estimated(), &energy.detail()));
     sinks.print_failed(&finished);
     outln!("\n{}", finished.table);
     for out in &finished.outputs {

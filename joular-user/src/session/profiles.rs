@@ -30,7 +30,13 @@ pub struct ProfileExport {
 }
 
 impl ProfileExport {
-    pub fn new(opts: &ProfileOptions, energy_source: &str, estimated: bool, now_epoch_ms: u64) -> anyhow::Result<Self> {
+    pub fn new(
+        opts: &ProfileOptions,
+        energy_source: &str,
+        estimated: bool,
+        energy_detail: &str,
+        now_epoch_ms: u64,
+    ) -> anyhow::Result<Self> {
         let rotator = ProfileRotator::new(&opts.dir, &opts.host, opts.retention, opts.modes)?;
         errln!(
             "joular-ebpf: writing a {} s energy profile ({}) to {} (keeping {} intervals, {} MB at most)",
@@ -42,7 +48,8 @@ impl ProfileExport {
         );
         Ok(Self {
             rotator,
-            profile: IntervalProfile::new(energy_source, estimated, &opts.host, now_epoch_ms, opts.native_frames),
+            profile: IntervalProfile::new(energy_source, estimated, &opts.host, now_epoch_ms, opts.native_frames)
+                .with_energy_detail(energy_detail),
             interval_s: opts.interval_s,
             formats: opts.formats.clone(),
             written: 0,

@@ -105,12 +105,16 @@ impl Summary {
         self.totals.set_aside(pid);
     }
 
-    pub fn render(&self, top: usize, source: &str, estimated: bool) -> String {
+    pub fn render(&self, top: usize, source: &str, estimated: bool, detail: &str) -> String {
         let totals = &self.totals;
         let mut out = String::new();
         let secs = self.last_end_ns.saturating_sub(self.first_start_ns.unwrap_or(0)) as f64 / 1e9;
         let _ = writeln!(out, "\n== joular-ebpf summary: {} cycles, {secs:.2} s ==", self.cycles);
-        let est = if estimated { " (ESTIMATED: no RAPL counter, TDP model)" } else { "" };
+        let est = match (estimated, detail.is_empty()) {
+            (true, _) => format!(" (ESTIMATED: no RAPL counter; {detail})"),
+            (false, false) => format!(" ({detail})"),
+            (false, true) => String::new(),
+        };
         let run_ns = totals.duration_ns.max(1);
         let _ = writeln!(out, "Energy source: {source}{est}");
         for (socket, s) in &totals.sockets {
@@ -260,7 +264,8 @@ mod tests {
         summary.set_aside(7);
         stage.set_aside(7);
         summary.add(&attributed(&mut stage, cycle(7, "sha256sum", "sha256_process_block")));
-        let text = summary.render(10, "model", true);
+        let text = summary.render(10, "model", true, "utilisation (Cloud Carbon Footprint) model: test");
+        assert!(text.contains("model (ESTIMATED: no RAPL counter; utilisation (Cloud Carbon Footprint) model: test)"));
         assert!(text.contains("process 7 (ended): 2.000 J"), "{text}");
         let rows: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("7 ")).collect();
         assert_eq!(rows.len(), 2, "{text}");
@@ -302,7 +307,7 @@ mod tests {
         )];
         let mut summary = Summary::default();
         summary.add(&attributed(&mut StackStage::new(StackConfig::default()), (report, stacks)));
-        let text = summary.render(10, "model", true);
+        let text = summary.render(10, "model", true, "utilisation (Cloud Carbon Footprint) model: test");
         assert!(text.contains("Mix.alpha <- java.lang.Thread.run\n"), "{text}");
         assert!(!text.contains("call_stub") && !text.contains("call_helper"), "{text}");
         let leaves: Vec<&str> = text

@@ -25,7 +25,10 @@ impl EnergyStage {
     /// Opens the first working source (or the one asked for); returns the stage and why that
     /// source.
     pub fn open(opts: &EnergyOptions) -> Result<(Self, String), EnergyError> {
-        let topology = Topology::read(&opts.sysfs_root, &opts.proc_root)?;
+        let mut topology = Topology::read(&opts.sysfs_root, &opts.proc_root)?;
+        if opts.measures_whole_vm() {
+            topology = topology.as_one_socket();
+        }
         let (source, why) = open_source(opts, &topology)?;
         Ok((Self::new(topology, source, opts.idle_power_w), why))
     }
@@ -36,6 +39,11 @@ impl EnergyStage {
 
     pub fn estimated(&self) -> bool {
         self.source.estimated()
+    }
+
+    /// The model, its coefficients and their source, or where a measured counter is read.
+    pub fn detail(&self) -> String {
+        self.source.detail()
     }
 
     /// Reads measured counters; call right after the buffer flip so energy and CPU time

@@ -18,6 +18,8 @@ pub struct StackTotal {
     pub stack: Stack,
     pub thread: ThreadKind,
     pub energy_uj: f64,
+    /// Grams of CO₂e of that energy, cycle by cycle (0 without a carbon intensity).
+    pub carbon_g: f64,
     pub samples: u64,
 }
 
@@ -71,6 +73,7 @@ impl Scope<'_> {
 pub struct PathGroup<'a> {
     pub frames: Vec<&'a Frame>,
     pub energy_uj: f64,
+    pub carbon_g: f64,
     pub samples: u64,
 }
 
@@ -98,6 +101,7 @@ pub fn path_groups<'a>(
         .map(|s| PathGroup {
             frames: scope.path(&s.stack, s.thread, rules, style),
             energy_uj: s.energy_uj,
+            carbon_g: s.carbon_g,
             samples: s.samples,
         })
         .collect();
@@ -107,6 +111,7 @@ pub fn path_groups<'a>(
         match groups.last_mut() {
             Some(last) if same_path(&last.frames, &path.frames) => {
                 last.energy_uj += path.energy_uj;
+                last.carbon_g += path.carbon_g;
                 last.samples += path.samples;
             }
             _ => groups.push(path),
@@ -126,10 +131,15 @@ pub fn by_energy<'a, 'g>(groups: &'g [PathGroup<'a>]) -> Vec<&'g PathGroup<'a>> 
 /// Only stacks whose method is a real method count: buckets and unnamed frames are
 /// `unattributed` in summary.json, never a tree.
 pub fn method_call_trees(stacks: &[StackTotal], scope: Scope, rules: StackRules) -> Vec<(String, f64)> {
+    call_tree_totals(stacks, scope, rules).into_iter().map(|(tree, energy_uj, _)| (tree, energy_uj)).collect()
+}
+
+/// As [`method_call_trees`], with each tree's grams of CO₂e beside its µJ.
+pub fn call_tree_totals(stacks: &[StackTotal], scope: Scope, rules: StackRules) -> Vec<(String, f64, f64)> {
     let attributed: Vec<StackTotal> =
         stacks.iter().filter(|s| methods::is_method_name(&scope.method(&s.stack, s.thread, rules))).cloned().collect();
     let groups = path_groups(&attributed, scope, rules, PathStyle::CallTree);
-    by_energy(&groups).into_iter().map(|g| (g.tree(false), g.energy_uj)).collect()
+    by_energy(&groups).into_iter().map(|g| (g.tree(false), g.energy_uj, g.carbon_g)).collect()
 }
 
 /// One method's (or call tree's) share of a run or a cycle.
@@ -137,20 +147,24 @@ pub fn method_call_trees(stacks: &[StackTotal], scope: Scope, rules: StackRules)
 pub struct NamedTotal {
     pub name: Arc<str>,
     pub energy_uj: f64,
+    pub carbon_g: f64,
     pub samples: u64,
 }
 
 /// Sums by key, then sorts by energy (highest first), ties by name for stable files.
-fn sum_by<K: Into<Arc<str>> + std::hash::Hash + Eq>(items: impl Iterator<Item = (K, f64, u64)>) -> Vec<NamedTotal> {
-    let mut sums: HashMap<K, (f64, u64)> = HashMap::new();
-    for (key, energy_uj, samples) in items {
+fn sum_by<K: Into<Arc<str>> + std::hash::Hash + Eq>(
+    items: impl Iterator<Item = (K, f64, f64, u64)>,
+) -> Vec<NamedTotal> {
+    let mut sums: HashMap<K, (f64, f64, u64)> = HashMap::new();
+    for (key, energy_uj, carbon_g, samples) in items {
         let sum = sums.entry(key).or_default();
         sum.0 += energy_uj;
-        sum.1 += samples;
+        sum.1 += carbon_g;
+        sum.2 += samples;
     }
     let mut totals: Vec<NamedTotal> = sums
         .into_iter()
-        .map(|(name, (energy_uj, samples))| NamedTotal { name: name.into(), energy_uj, samples })
+        .map(|(name, (energy_uj, carbon_g, samples))| NamedTotal { name: name.into(), energy_uj, carbon_g, samples })
         .collect();
     sort_totals(&mut totals);
     totals
@@ -162,14 +176,16 @@ pub fn sort_totals(totals: &mut [NamedTotal]) {
 
 /// Sums in a map, as totals sorted by energy (highest first), ties by name.
 pub fn named<K>(sums: HashMap<K, (f64, u64)>, name: impl Fn(K) -> Arc<str>) -> Vec<NamedTotal> {
-    let mut totals: Vec<NamedTotal> =
-        sums.into_iter().map(|(k, (energy_uj, samples))| NamedTotal { name: name(k), energy_uj, samples }).collect();
+    let mut totals: Vec<NamedTotal> = sums
+        .into_iter()
+        .map(|(k, (energy_uj, samples))| NamedTotal { name: name(k), energy_uj, carbon_g: 0.0, samples })
+        .collect();
     sort_totals(&mut totals);
     totals
 }
 
 pub fn method_totals(stacks: &[StackTotal], scope: Scope, rules: StackRules) -> Vec<NamedTotal> {
-    sum_by(stacks.iter().map(|s| (scope.method(&s.stack, s.thread, rules), s.energy_uj, s.samples)))
+    sum_by(stacks.iter().map(|s| (scope.method(&s.stack, s.thread, rules), s.energy_uj, s.carbon_g, s.samples)))
 }
 
 fn address(stack: &Stack) -> usize {
@@ -228,7 +244,7 @@ impl StackTable {
             app_method: Arc::from(""),
             app_tree: Arc::from(""),
             shows_jvm: methods::shows_jvm(&stack),
-            total: StackTotal { stack: stack.clone(), thread, energy_uj: 0.0, samples: 0 },
+            total: StackTotal { carbon_g: 0.0, stack: stack.clone(), thread, energy_uj: 0.0, samples: 0 },
         };
         self.label(&mut entry, filter, rules);
         self.entries.push(entry);
@@ -263,9 +279,10 @@ impl StackTable {
         self.entries = entries;
     }
 
-    pub fn add(&mut self, id: usize, energy_uj: f64, samples: u64) {
+    pub fn add(&mut self, id: usize, energy_uj: f64, carbon_g: f64, samples: u64) {
         let total = &mut self.entries[id].total;
         total.energy_uj += energy_uj;
+        total.carbon_g += carbon_g;
         total.samples += samples;
     }
 
@@ -292,7 +309,7 @@ mod tests {
     }
 
     fn total(frames: Vec<crate::model::Frame>, thread: ThreadKind, energy_uj: f64, samples: u64) -> StackTotal {
-        StackTotal { stack: stack(frames), thread, energy_uj, samples }
+        StackTotal { carbon_g: 0.0, stack: stack(frames), thread, energy_uj, samples }
     }
 
     #[test]
@@ -311,8 +328,8 @@ mod tests {
         assert_eq!(&*table.entry(empty1).all_method, NO_STACK);
         assert_eq!(&*table.entry(gc_empty).all_method, "[GC]");
         assert!(table.entry(a).shows_jvm && !table.entry(empty1).shows_jvm);
-        table.add(a, 2.5, 1);
-        table.add(b, 1.5, 2);
+        table.add(a, 2.5, 0.0, 1);
+        table.add(b, 1.5, 0.0, 2);
         let totals = table.totals();
         assert_eq!((totals[a].energy_uj, totals[a].samples), (4.0, 3));
     }

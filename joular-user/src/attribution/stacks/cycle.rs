@@ -7,11 +7,26 @@ use super::thread_kind::ThreadKind;
 use crate::model::{CycleReport, MethodReport, Stack};
 
 /// The energy of one share (a thread, a call path), per device. The CPU's is the socket's
-/// package energy (plus DRAM when the run asked for it) split by the energy stage; network,
-/// disk and their carbon join here as fields of their own, so a sink reads each device apart.
+/// package energy (plus DRAM when the run asked for it) split by the energy stage; network
+/// and disk join here as fields of their own, so a sink reads each device apart.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Energy {
     pub cpu_uj: f64,
+    /// Grams of CO₂e of `cpu_uj` at the cycle's intensity and PUE; 0 when the run was given
+    /// no intensity (`AttributedCycle::carbon` is then `None`).
+    pub carbon_g: f64,
+}
+
+/// The carbon settings of a cycle, when the run was given an intensity.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CycleCarbon {
+    /// Grid intensity at the cycle's middle, gCO₂e/kWh.
+    pub g_per_kwh: f64,
+    pub pue: f64,
+    /// Grams per µJ: `g_per_kwh · pue / 3.6e12`.
+    pub g_per_uj: f64,
+    /// Grams of the machine's energy in the cycle (every socket).
+    pub host_g: f64,
 }
 
 /// One process's run identity: a PID is reused, a key never (a process set aside or retired
@@ -73,6 +88,8 @@ pub struct AttributedCycle {
     pub processes: Vec<ProcessCycle>,
     /// In the order the symbolizer gave the threads, then threads with energy and no sample.
     pub charges: Vec<ThreadCharge>,
+    /// Present when the run was given a carbon intensity.
+    pub carbon: Option<CycleCarbon>,
 }
 
 impl AttributedCycle {

@@ -13,5 +13,5 @@ mod stage;
 pub mod thread_kind;
 pub mod timeline;
 
-pub use cycle::{AttributedCycle, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
+pub use cycle::{AttributedCycle, CycleCarbon, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
 pub use stage::{Retired, RunEnd, StackConfig, StackStage, ThreadStacks, FLAGGED_SOCKET_CYCLES};

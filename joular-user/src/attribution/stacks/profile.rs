@@ -28,6 +28,10 @@ pub struct RunSummary {
     pub energy_source: String,
     /// True when the energy comes from a model, not a meter.
     pub estimated: bool,
+    /// The model, its coefficients and their source, or where a measured counter was read
+    /// (`measured on the host`); absent for this machine's own counters.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub energy_detail: String,
     /// Energy attributed to this process (sum of its threads).
     pub energy_uj: f64,
     pub samples: u64,
@@ -63,6 +67,10 @@ pub struct RunSummary {
     /// and the other outputs went on without them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs_failed: Vec<FailedOutput>,
+    /// Present when the run was given a carbon intensity: the process's and the machine's
+    /// grams of CO₂e, and the intensity and PUE used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carbon: Option<crate::carbon::CarbonSummary>,
 }
 
 /// An output that failed: the flag that asked for it, the file, and the error. Its writing
@@ -154,11 +162,18 @@ impl RunSummary {
     }
 }
 
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ThreadTotal {
     pub tid: u32,
     pub comm: String,
     pub energy_uj: f64,
+    /// Grams of CO₂e of `energy_uj` (0 without a carbon intensity).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub carbon_g: f64,
     pub on_cpu_ns: u64,
     pub samples: u64,
 }

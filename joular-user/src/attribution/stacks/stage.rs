@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::aggregate::{named, StackTable};
-use super::cycle::{AttributedCycle, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
+use super::cycle::{AttributedCycle, CycleCarbon, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
 use super::methods::{bucket_stack, MethodFilter, StackRules, NO_SAMPLES};
 use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::thread_kind::ThreadKind;
 use super::timeline::Timeline;
+use crate::carbon::{Carbon, CarbonSummary};
 use crate::model::{CycleReport, FrameReport, JavaUnwinder, MethodReport, Stack, StackReport, ThreadStack};
 
 /// The symbolized stacks of one thread in one cycle: `(pid, tid, stacks)`.
@@ -33,6 +34,12 @@ pub struct StackConfig {
     /// Energy source label (`powercap`, `perf`, `msr`, `model`) and whether it is a model.
     pub energy_source: String,
     pub estimated: bool,
+    /// What the figures are beyond the source's name (the model, its coefficients and their
+    /// source; a counter measured on the host); empty for a plain measured source.
+    pub energy_detail: String,
+    /// `--carbon-intensity[-file]` and `--pue`: grams of CO₂e beside every joule. `None`: no
+    /// carbon figure anywhere (there is no default intensity).
+    pub carbon: Option<Carbon>,
     /// Past this many distinct stacks a process's run totals start over, so a JVM running for
     /// weeks holds bounded memory when no output needs its whole run (serve without
     /// `--results`). `None`: the whole run is kept.
@@ -47,6 +54,9 @@ struct RunTotals {
     end_epoch_ms: u64,
     socket_energy_uj: f64,
     unattributed_uj: f64,
+    /// Grams of the machine's energy, and its energy weighted by intensity (for the mean).
+    socket_carbon_g: f64,
+    socket_uj_g_per_kwh: f64,
     drops: BTreeMap<String, u64>,
     degraded: BTreeMap<String, u64>,
     /// Outputs of the session that failed (`--json`...).
@@ -84,6 +94,17 @@ impl Process {
             .or_else(|| self.threads.values().next().map(|t| &t.comm))
             .cloned()
             .unwrap_or_default();
+        let carbon = config.carbon.as_ref().map(|c| CarbonSummary {
+            grams: stacks.iter().map(|s| s.carbon_g).sum(),
+            host_grams: run.socket_carbon_g,
+            mean_g_per_kwh: if run.socket_energy_uj > 0.0 {
+                run.socket_uj_g_per_kwh / run.socket_energy_uj
+            } else {
+                c.g_per_kwh(run.end_epoch_ms)
+            },
+            pue: c.pue,
+            intensity: c.to_string(),
+        });
         let mut profile = ProcessProfile {
             summary: RunSummary {
                 pid,
@@ -95,6 +116,7 @@ impl Process {
                 filters: config.filter.prefixes().to_vec(),
                 energy_source: config.energy_source.clone(),
                 estimated: config.estimated,
+                energy_detail: config.energy_detail.clone(),
                 energy_uj: stacks.iter().map(|s| s.energy_uj).sum(),
                 samples: stacks.iter().map(|s| s.samples).sum(),
                 socket_energy_uj: run.socket_energy_uj,
@@ -107,6 +129,7 @@ impl Process {
                 unattributed: Default::default(),
                 degraded: run.degraded.clone(),
                 outputs_failed: run.outputs_failed.clone(),
+                carbon,
             },
             stacks,
             timeline: self.timeline.clone(),
@@ -209,7 +232,17 @@ impl StackStage {
             ms => ms,
         };
         self.run.end_epoch_ms = self.run.end_epoch_ms.max(end_epoch_ms);
+        let mut carbon = self.config.carbon.as_ref().map(|c| {
+            let middle_ms = end_epoch_ms.saturating_sub((duration_s * 500.0) as u64);
+            CycleCarbon { g_per_kwh: c.g_per_kwh(middle_ms), pue: c.pue, g_per_uj: c.g_per_uj(middle_ms), host_g: 0.0 }
+        });
+        let g_per_uj = carbon.map_or(0.0, |c| c.g_per_uj);
         for socket in &report.sockets {
+            if let Some(c) = carbon.as_mut() {
+                c.host_g += socket.energy_uj * c.g_per_uj;
+                self.run.socket_carbon_g += socket.energy_uj * c.g_per_uj;
+                self.run.socket_uj_g_per_kwh += socket.energy_uj * c.g_per_kwh;
+            }
             self.run.socket_energy_uj += socket.energy_uj;
             self.run.unattributed_uj += socket.unattributed_uj;
             if socket.flagged {
@@ -249,7 +282,7 @@ impl StackStage {
                 } else {
                     charge.energy_uj
                 };
-                process.table.add(id, stack_energy_uj, samples);
+                process.table.add(id, stack_energy_uj, stack_energy_uj * g_per_uj, samples);
                 let entry = process.table.entry(id);
                 let sum = thread_methods.entry(entry.all_method.clone()).or_default();
                 sum.0 += stack_energy_uj;
@@ -279,7 +312,7 @@ impl StackStage {
                     all_method: entry.all_method.clone(),
                     app_method: entry.app_method.clone(),
                     app_tree: entry.app_tree.clone(),
-                    energy: Energy { cpu_uj: stack_energy_uj },
+                    energy: Energy { cpu_uj: stack_energy_uj, carbon_g: stack_energy_uj * g_per_uj },
                     samples,
                 });
             }
@@ -297,7 +330,7 @@ impl StackStage {
             attributed.push(ThreadCharge {
                 pid: charge.pid,
                 tid: charge.tid,
-                energy: Energy { cpu_uj: charge.energy_uj },
+                energy: Energy { cpu_uj: charge.energy_uj, carbon_g: charge.energy_uj * g_per_uj },
                 samples: total_samples,
                 stacks: shares,
             });
@@ -310,6 +343,7 @@ impl StackStage {
                     .entry(thread.tid)
                     .or_insert_with(|| ThreadTotal { tid: thread.tid, ..ThreadTotal::default() });
                 total.energy_uj += thread.energy_uj;
+                total.carbon_g += thread.energy_uj * g_per_uj;
                 total.on_cpu_ns += thread.on_cpu_ns;
                 if !thread.comm.is_empty() {
                     total.comm.clone_from(&thread.comm);
@@ -341,7 +375,7 @@ impl StackStage {
                 ProcessCycle { pid, key: p.key, rules: p.rules(config.native_frames) }
             })
             .collect();
-        AttributedCycle { report, offset_s, duration_s, end_epoch_ms, processes, charges: attributed }
+        AttributedCycle { report, offset_s, duration_s, end_epoch_ms, processes, charges: attributed, carbon }
     }
 
     /// Interns every stack of the cycle (and the `(no samples)` stack of each thread with

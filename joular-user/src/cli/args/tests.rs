@@ -177,3 +177,51 @@ fn follow_children_needs_pid() {
     let cli = Cli::try_parse_from(["joular-ebpf", "--pid", "4", "--follow-children"]).unwrap();
     assert!(cli.profile.follow_children);
 }
+
+#[test]
+fn vm_energy_flags_name_the_flag_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().display().to_string();
+    let watts = dir.path().join("power_w");
+    std::fs::write(&watts, "10\n").unwrap();
+    let watts_arg = format!("vm-power-file:{}", watts.display());
+    assert!(validate(&["--powercap-root", &root]).is_ok());
+    assert!(validate(&["--energy-source", "powercap", "--powercap-root", &root]).is_ok());
+    assert!(validate(&["--energy-source", &watts_arg]).is_ok());
+    let cli = Cli::try_parse_from(["joular-ebpf", "--energy-source", &watts_arg]).unwrap();
+    let opts = cli.profile.common.energy_options();
+    assert_eq!((opts.source, opts.vm_power_file.as_deref()), (Some(SourceKind::VmPowerFile), Some(watts.as_path())));
+    assert!(opts.measures_whole_vm());
+    let cli = Cli::try_parse_from(["joular-ebpf", "--powercap-root", &root]).unwrap();
+    let opts = cli.profile.common.energy_options();
+    assert_eq!(opts.source, Some(SourceKind::Powercap));
+    assert!(opts.measures_whole_vm());
+    for (args, start) in [
+        (
+            &["--powercap-root", "/nonexistent"][..],
+            "--powercap-root /nonexistent: no such directory: mount the host's export",
+        ),
+        (&["--energy-source", "msr", "--powercap-root", &root], "--powercap-root is read by the powercap source"),
+        (
+            &["--energy-source", "vm-power-file:/nonexistent/power_w"],
+            "--energy-source vm-power-file:/nonexistent/power_w: no such file",
+        ),
+        (&["--energy-source", &watts_arg, "--dram"], "--dram: the host measures the VM as a whole"),
+        (&["--powercap-root", &root, "--psys"], "--psys: the host measures the VM as a whole"),
+        (
+            &["--energy-source", &watts_arg, "--tdp", "50"],
+            "--tdp only sets the model's power, and --energy-source vm-power-file",
+        ),
+    ] {
+        let err = validate(args).unwrap_err();
+        assert!(err.starts_with(start), "{args:?}: {err}");
+    }
+    for (arg, part) in [
+        ("vm-power-file:", "needs the watts file's path"),
+        ("vm-power-file", "after a colon"),
+        ("rapl", "not a source"),
+    ] {
+        let err = validate(&["--energy-source", arg]).unwrap_err();
+        assert!(err.contains("--energy-source") && err.contains(part), "{arg}: {err}");
+    }
+}

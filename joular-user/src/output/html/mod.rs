@@ -144,7 +144,17 @@ fn header(profile: &ProcessProfile) -> Markup {
             dt { "total energy" } dd.jr-big #jr-total-energy data-uj=(s.energy_uj.round()) { (joules(s.energy_uj)) " J" }
             dt { "average power" } dd.jr-big { (format!("{:.3}", s.power_w(s.energy_uj))) " W" }
             dt { "duration" } dd { (format!("{:.1}", s.duration_s)) " s, " (s.cycles) " cycles, from " (utc(s.start_epoch_ms)) " UTC" }
-            dt { "energy source" } dd { (s.energy_source) @if s.estimated { " (estimated)" } }
+            dt { "energy source" } dd #jr-energy-source {
+                (s.energy_source) @if s.estimated { " (estimated)" }
+                @if !s.energy_detail.is_empty() { ": " (printable(&s.energy_detail)) }
+            }
+            @if let Some(c) = &s.carbon {
+                dt { "carbon" }
+                dd #jr-carbon data-g=(c.grams) {
+                    (format!("{:.6}", c.grams)) " gCO2e (machine " (format!("{:.6}", c.host_grams)) " g; mean "
+                    (format!("{:.1}", c.mean_g_per_kwh)) " gCO2e/kWh; " (printable(&c.intensity)) ")"
+                }
+            }
             dt { "samples" } dd { (s.samples) }
             dt { "machine energy" } dd { (joules(s.socket_energy_uj)) " J, of which no profiled thread took " (joules(s.unattributed_uj)) " J" }
             @if let Some(jvm) = &s.jvm {
@@ -197,6 +207,7 @@ fn method_table(profile: &ProcessProfile, view: &View) -> Markup {
                         th data-jr-key="num" { "J" }
                         th data-jr-key="num" { "W" }
                         th data-jr-key="num" { "%" }
+                        @if s.carbon.is_some() { th data-jr-key="num" { "gCO2e" } }
                         th data-jr-key="num" { "samples" }
                     } }
                     tbody {
@@ -207,6 +218,7 @@ fn method_table(profile: &ProcessProfile, view: &View) -> Markup {
                                 td data-v=(m.energy_uj) { (joules(m.energy_uj)) }
                                 td data-v=(s.power_w(m.energy_uj)) { (format!("{:.3}", s.power_w(m.energy_uj))) }
                                 td data-v=(percent(m.energy_uj, s.energy_uj)) { (format!("{:.1}", percent(m.energy_uj, s.energy_uj))) }
+                                @if s.carbon.is_some() { td data-v=(m.carbon_g) { (format!("{:.6}", m.carbon_g)) } }
                                 td data-v=(m.samples) { (m.samples) }
                             }
                         }

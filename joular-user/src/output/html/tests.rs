@@ -50,6 +50,7 @@ fn the_page_holds_every_method_with_its_csv_energy_and_the_buckets_apart() {
     assert_eq!(row_uj(&html, "jr-unattributed-all", "[GC]"), Some(300_000.0));
     assert_eq!(row_uj(&html, "jr-unattributed-app", "(no app frame)"), Some(500_000.0));
     assert!(html.contains("id=\"jr-estimated\""), "the fixture's model source is flagged");
+    assert!(html.contains("model (estimated): utilisation (Cloud Carbon Footprint) model: test coefficients"));
     assert!(html.contains("JIT compiler 0.4000 J (5.6%)"));
 }
 

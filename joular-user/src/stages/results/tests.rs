@@ -106,6 +106,8 @@ pub(crate) fn config(root: &Path) -> ResultsConfig {
         start_epoch_ms: START_MS,
         energy_source: "model".into(),
         estimated: true,
+        energy_detail: "utilisation (Cloud Carbon Footprint) model: test coefficients".into(),
+        carbon: None,
         report_stacks: true,
         evolution: true,
         runtime_call_trees: true,
@@ -290,6 +292,7 @@ fn finish_writes_every_output_and_report_rerenders_them() {
     );
     let summary: RunSummary = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!((summary.energy_source.as_str(), summary.estimated), ("model", true));
+    assert_eq!(summary.energy_detail, "utilisation (Cloud Carbon Footprint) model: test coefficients");
     let jvm = summary.jvm.expect("a JVM");
     assert_eq!((jvm.jit_compiler.energy_uj, jvm.jit_compiler.samples), (0.4e6, 2));
     assert!(close(jvm.jit_compiler.percent, 100.0 * 0.4 / 7.2), "{jvm:?}");
@@ -524,4 +527,53 @@ fn a_reused_pid_gets_its_own_tree_beside_the_ended_process_set_aside() {
         assert_eq!(summary["pid"], PID);
         assert!(dir.file_name().unwrap().to_string_lossy().starts_with(&format!("{PID}-")));
     }
+}
+
+#[test]
+fn with_an_intensity_carbon_sits_beside_total_in_every_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 3,600 gCO2e/kWh at PUE 1 is 1e-9 g per µJ: a row's grams are its joules / 1000.
+    let intensity = crate::carbon::Intensity::Constant { g_per_kwh: 3600.0 };
+    let carbon = crate::carbon::Carbon { intensity, pue: 1.0 };
+    let mut results = Results::new(ResultsConfig { carbon: Some(carbon), html: true, ..config(tmp.path()) }).unwrap();
+    for (mut report, stacks) in fixture() {
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let finished = results.finish().unwrap();
+    let dir = &finished.outputs[0].dir;
+    for (view, infix) in [("all", "all"), ("app", "filtered")] {
+        for (kind, name) in [("methods", "methods"), ("calltrees", "call-trees")] {
+            let total = csv_rows(&dir.join(format!("{view}/total/{kind}/joularJX-{PID}-{infix}-{name}-energy.csv")));
+            let carbon = csv_rows(&dir.join(format!("{view}/carbon/{kind}/joularJX-{PID}-{infix}-{name}-carbon.csv")));
+            assert_eq!(total.len(), carbon.len(), "{view} {kind}");
+            assert!(!carbon.is_empty());
+            for ((name_j, joules), (name_g, grams)) in total.iter().zip(&carbon) {
+                assert_eq!(name_j, name_g);
+                assert!((grams - joules / 1000.0).abs() < 1e-8, "{view} {kind} {name_g}: {grams} g for {joules} J");
+            }
+        }
+    }
+    let summary: RunSummary = serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let carbon = summary.carbon.expect("summary.json carbon");
+    assert!(close(carbon.grams * 1e9, summary.energy_uj), "{carbon:?}");
+    assert!(close(carbon.host_grams * 1e9, summary.socket_energy_uj), "{carbon:?}");
+    assert!(carbon.intensity.contains("3600 gCO2e/kWh") && carbon.intensity.contains("embodied"), "{carbon:?}");
+    for t in &summary.threads {
+        assert!(close(t.carbon_g * 1e9, t.energy_uj), "{t:?}");
+    }
+    assert!(finished.table.contains("gCO2e") && finished.table.contains("carbon: pid 100"), "{}", finished.table);
+    let html = fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("id=\"jr-carbon\"") && html.contains("3600 gCO2e/kWh"), "the report names the intensity");
+}
+
+#[test]
+fn without_an_intensity_there_is_no_carbon_directory_or_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (results, _) = run(tmp.path());
+    let finished = results.finish().unwrap();
+    let dir = &finished.outputs[0].dir;
+    assert!(!dir.join("all/carbon").exists());
+    let summary = fs::read_to_string(dir.join("summary.json")).unwrap();
+    assert!(!summary.contains("carbon"), "{summary}");
+    assert!(!finished.table.contains("gCO2e"));
 }

@@ -214,3 +214,81 @@ fn a_retired_process_leaves_the_stage_and_a_reused_pid_is_another_process() {
     assert_eq!(end.profiles.iter().map(|p| p.summary.pid).collect::<Vec<_>>(), [JVM, NATIVE, JVM]);
     assert!(close(end.profiles[2].summary.energy_uj, 4e6));
 }
+
+/// `recorded()` cycles end at 1_700_000_001_000 + n s: their middles are 0.5 s before.
+fn carbon_config(intensity: crate::carbon::Intensity, pue: f64) -> StackConfig {
+    StackConfig { carbon: Some(Carbon { intensity, pue }), ..config() }
+}
+
+/// Grams the formula gives for `energy_uj` at `g_per_kwh` and `pue`: kWh · intensity · PUE.
+fn grams(energy_uj: f64, g_per_kwh: f64, pue: f64) -> f64 {
+    energy_uj / 3.6e12 * g_per_kwh * pue
+}
+
+#[test]
+fn no_intensity_means_no_carbon_anywhere() {
+    let mut stage = StackStage::new(config());
+    let cycles: Vec<AttributedCycle> = recorded().into_iter().map(|(r, s)| stage.on_cycle(r, &s)).collect();
+    assert!(cycles.iter().all(|c| c.carbon.is_none() && c.charges.iter().all(|t| t.energy.carbon_g == 0.0)));
+    assert!(stage.run_end().profiles.iter().all(|p| p.summary.carbon.is_none()));
+}
+
+#[test]
+fn constant_intensity_gives_kwh_times_intensity_times_pue_at_every_level() {
+    let (g_per_kwh, pue) = (400.0, 1.25);
+    let mut stage = StackStage::new(carbon_config(crate::carbon::Intensity::Constant { g_per_kwh }, pue));
+    let cycles: Vec<AttributedCycle> = recorded().into_iter().map(|(r, s)| stage.on_cycle(r, &s)).collect();
+    for cycle in &cycles {
+        let c = cycle.carbon.expect("carbon settings in every cycle");
+        assert!(close(c.host_g * 1e6, grams(SOCKET_UJ, g_per_kwh, pue) * 1e6));
+        for charge in &cycle.charges {
+            assert!(close(charge.energy.carbon_g * 1e6, grams(charge.energy.cpu_uj, g_per_kwh, pue) * 1e6));
+            let stacks_g: f64 = charge.stacks.iter().map(|s| s.energy.carbon_g).sum();
+            assert!(close(stacks_g * 1e6, charge.energy.carbon_g * 1e6), "{charge:?}");
+        }
+    }
+    let run = stage.run_end();
+    let jvm = run.profiles.iter().find(|p| p.summary.pid == JVM).unwrap();
+    let carbon = jvm.summary.carbon.as_ref().unwrap();
+    assert!(close(carbon.grams * 1e6, grams(jvm.summary.energy_uj, g_per_kwh, pue) * 1e6), "{carbon:?}");
+    assert!(close(carbon.host_grams * 1e6, grams(3.0 * SOCKET_UJ, g_per_kwh, pue) * 1e6), "{carbon:?}");
+    assert_eq!((carbon.mean_g_per_kwh, carbon.pue), (g_per_kwh, pue));
+    assert!(carbon.intensity.contains("400 gCO2e/kWh") && carbon.intensity.contains("PUE 1.25"));
+    // Threads and methods hold the process's grams between them.
+    let threads_g: f64 = jvm.summary.threads.iter().map(|t| t.carbon_g).sum();
+    assert!(close(threads_g * 1e6, carbon.grams * 1e6));
+    let methods = crate::attribution::stacks::aggregate::method_totals(
+        &jvm.stacks,
+        crate::attribution::stacks::aggregate::Scope::All,
+        jvm.rules(),
+    );
+    assert!(close(methods.iter().map(|m| m.carbon_g).sum::<f64>() * 1e6, carbon.grams * 1e6));
+}
+
+#[test]
+fn time_varying_intensity_is_interpolated_per_cycle_and_summed() {
+    // 100 g/kWh at the first cycle's start, rising 50 g/kWh per second: cycle n's middle is at
+    // 100 + 50 (n + 0.5).
+    let first_start_s = 1_700_000_000;
+    let csv = format!("timestamp,intensity\n{first_start_s},100\n{},300\n", first_start_s + 4);
+    let timeline = crate::carbon::IntensityTimeline::parse(&csv).unwrap();
+    let pue = 1.5;
+    let intensity = crate::carbon::Intensity::Timeline { file: "grid.csv".into(), timeline };
+    let mut stage = StackStage::new(carbon_config(intensity, pue));
+    let cycles: Vec<AttributedCycle> = recorded().into_iter().map(|(r, s)| stage.on_cycle(r, &s)).collect();
+    let mut expect_jvm_g = 0.0;
+    for (n, cycle) in cycles.iter().enumerate() {
+        let at = 100.0 + 50.0 * (n as f64 + 0.5);
+        let c = cycle.carbon.unwrap();
+        assert!(close(c.g_per_kwh, at), "cycle {n}: {} g/kWh, expected {at}", c.g_per_kwh);
+        let jvm_uj: f64 = cycle.charges.iter().filter(|t| t.pid == JVM).map(|t| t.energy.cpu_uj).sum();
+        expect_jvm_g += grams(jvm_uj, at, pue);
+    }
+    let run = stage.run_end();
+    let jvm = run.profiles.iter().find(|p| p.summary.pid == JVM).unwrap();
+    let carbon = jvm.summary.carbon.as_ref().unwrap();
+    assert!(close(carbon.grams * 1e6, expect_jvm_g * 1e6), "{} g, expected {expect_jvm_g}", carbon.grams);
+    // The machine's energy is the same each cycle: its mean intensity is the cycles' mean.
+    assert!(close(carbon.mean_g_per_kwh, 100.0 + 50.0 * 1.5), "{carbon:?}");
+    assert!(carbon.intensity.contains("grid.csv") && carbon.intensity.contains("interpolated"), "{carbon:?}");
+}
