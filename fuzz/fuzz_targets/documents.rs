@@ -42,13 +42,15 @@ fuzz_target!(|data: &[u8]| {
     let comm = names[0].clone();
     let frames: Vec<Frame> = names.iter().enumerate().map(|(i, n)| frame(n, i)).collect();
     let stacks = vec![
-        StackTotal { carbon_g: 0.0,
+        StackTotal {
+            carbon_g: 0.0,
             stack: Arc::from(frames.clone()),
             thread: ThreadKind::Application,
             energy_uj: 9_000.0,
             samples: 9,
         },
-        StackTotal { carbon_g: 0.0,
+        StackTotal {
+            carbon_g: 0.0,
             stack: Arc::from(&frames[..frames.len().div_ceil(2)]),
             thread: ThreadKind::Application,
             energy_uj: 1_000.0,
@@ -65,7 +67,14 @@ fuzz_target!(|data: &[u8]| {
             estimated: true,
             energy_uj: 10_000.0,
             samples: 10,
-            threads: vec![ThreadTotal { tid: PID, comm, energy_uj: 10_000.0, carbon_g: 0.0, on_cpu_ns: 1, samples: 10 }],
+            threads: vec![ThreadTotal {
+                tid: PID,
+                comm,
+                energy_uj: 10_000.0,
+                carbon_g: 0.0,
+                on_cpu_ns: 1,
+                samples: 10,
+            }],
             ..RunSummary::default()
         },
         stacks,

@@ -35,6 +35,8 @@ fn write_run(dir: &Path, work: &[(&str, u64)]) {
         start_epoch_ms: 1_700_000_000_000,
         energy_source: "powercap".into(),
         estimated: false,
+        energy_detail: String::new(),
+        carbon: None,
         report_stacks: false,
         evolution: true,
         runtime_call_trees: false,

@@ -67,6 +67,8 @@ pub fn write_run(dir: &Path, workload: &Workload, rng: &mut SplitMix) -> PathBuf
         start_epoch_ms: 1_700_000_000_000,
         energy_source: "powercap".into(),
         estimated: false,
+        energy_detail: String::new(),
+        carbon: None,
         report_stacks: false,
         evolution: true,
         runtime_call_trees: false,
@@ -271,7 +273,13 @@ fn hidden_class_addresses_do_not_split_a_method() {
         let stack: Stack = Arc::from(vec![java(&format!("a.B$$Lambda${class}.run"))]);
         let profile = ProcessProfile {
             summary: RunSummary { pid: PID, energy_uj: 1e6, ..RunSummary::default() },
-            stacks: vec![StackTotal { stack, thread: ThreadKind::Application, energy_uj: 1e6, samples: 100 }],
+            stacks: vec![StackTotal {
+                stack,
+                thread: ThreadKind::Application,
+                energy_uj: 1e6,
+                carbon_g: 0.0,
+                samples: 100,
+            }],
             timeline: Default::default(),
         };
         write_raw_profile(&crate::safe_write::test_dir(&dir), RAW_PROFILE_FILE, &profile).unwrap();
