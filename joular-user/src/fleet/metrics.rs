@@ -13,7 +13,22 @@ use std::time::Duration;
 use super::exposition::{Exposition, MetricKind};
 use super::labels::{ProcessLabels, ProcessTable};
 use crate::attribution::stacks::AttributedCycle;
-use crate::vm_export::{VmSeries, MAX_VMS};
+
+/// VMs exported at most (`serve --vm-energy-dir`): each is a directory, two files rewritten per
+/// cycle and a series here; a host spawning throwaway processes named like a hypervisor must
+/// not make that unbounded.
+pub const MAX_VMS: usize = 256;
+
+/// One VM's series, as `vm_export` hands them over each cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmSeries {
+    pub name: String,
+    pub hypervisor: &'static str,
+    /// Energy exported since this `serve` started.
+    pub energy_j: f64,
+    /// The last cycle's power.
+    pub power_w: f64,
+}
 
 /// Where method energy goes once a process has `tracked_methods` distinct methods, so memory stays
 /// bounded and the methods still sum to what was reported.
@@ -104,7 +119,7 @@ pub struct MetricsRegistry {
     exited_carbon_g: f64,
     drops: BTreeMap<String, u64>,
     /// `serve --vm-energy-dir`: each VM's exported energy, by sanitized name (bounded by
-    /// `vm_export::MAX_VMS`).
+    /// `MAX_VMS`).
     vms: Vec<VmSeries>,
 }
 
@@ -143,7 +158,7 @@ impl MetricsRegistry {
     }
 
     /// The VMs' series as the export last wrote them; names are sanitized and at most
-    /// `vm_export::MAX_VMS` (more are dropped here too, so the bound holds whoever calls).
+    /// `MAX_VMS` (more are dropped here too, so the bound holds whoever calls).
     pub fn set_vms(&mut self, mut vms: Vec<VmSeries>) {
         vms.truncate(MAX_VMS);
         self.vms = vms;

@@ -24,32 +24,19 @@ use std::path::{Path, PathBuf};
 
 use crate::collect::ThreadExit;
 use crate::fleet::{ProcFs, ProcessTable};
+// The series this export hands to the metrics registry, and the bound both keep.
+pub use crate::fleet::metrics::{VmSeries, MAX_VMS};
 use crate::model::CycleReport;
 use crate::safe_write::{Modes, OutDir};
 
 pub use counter::{ExportCounter, DEFAULT_RANGE_UJ};
 pub use identify::{sanitize, vm_name, VmKind, MAX_VM_NAME_BYTES};
 
-/// VMs exported at most: each is a directory, two files rewritten per cycle and a Prometheus
-/// series; a host spawning throwaway processes named like a hypervisor must not make that
-/// unbounded.
-pub const MAX_VMS: usize = 256;
 /// A VM's command line read at most (`/proc/<pid>/cmdline`).
 const MAX_CMDLINE_BYTES: u64 = 64 << 10;
 /// `energy_uj` read back at most: one number.
 const MAX_COUNTER_FILE_BYTES: u64 = 64;
 const ZONE: &str = "intel-rapl:0";
-
-/// One VM's series for Prometheus.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VmSeries {
-    pub name: String,
-    pub hypervisor: &'static str,
-    /// Energy exported since this `serve` started.
-    pub energy_j: f64,
-    /// The last cycle's power.
-    pub power_w: f64,
-}
 
 struct VmState {
     kind: VmKind,
