@@ -1,8 +1,9 @@
 //! `--carbon-intensity-file`: a CSV of timestamped grid intensities, as Electricity Maps exports
 //! them (`Datetime (UTC)`, `Carbon Intensity gCO₂eq/kWh (LCA)`, ...) or any CSV with a time
-//! column and an intensity column. Times are UTC: `2026-11-27 13:00:00`, RFC 3339 with `Z`, or
-//! Unix seconds. The intensity at an instant is interpolated linearly between the two points
-//! around it, and held at the first or last point outside the file's range.
+//! column and an intensity column. Times are `2026-11-27 13:00:00` (UTC), RFC 3339 (`Z` or
+//! any offset), or Unix seconds, read with `jiff`. The intensity at an instant is interpolated
+//! linearly between the two points around it, and held at the first or last point outside the
+//! file's range.
 
 use std::fmt;
 
@@ -111,58 +112,25 @@ fn split(line: &str) -> impl Iterator<Item = &str> {
     line.split(',').map(|f| f.trim().trim_matches('"').trim())
 }
 
-/// `2026-11-27 13:00:00`, `2026-11-27T13:00:00Z` (fractions and `+00:00` allowed), or Unix seconds.
+/// `2026-11-27 13:00:00` (read as UTC), RFC 3339 (`2026-11-27T13:00:00Z`, fractions and any
+/// offset allowed), or Unix seconds.
 fn parse_utc_ms(text: &str) -> Option<i64> {
     if let Ok(secs) = text.parse::<i64>() {
         return secs.checked_mul(1000);
     }
-    let text = text.strip_suffix('Z').or_else(|| text.strip_suffix("+00:00")).unwrap_or(text);
-    let (date, time) = text.split_once(['T', ' '])?;
-    let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
-    let (year, month, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut t = hms.splitn(3, ':').map(|p| p.parse::<i64>().ok());
-    let (hour, minute) = (t.next()??, t.next()??);
-    let second = t.next().unwrap_or(Some(0))?;
-    let ms = match frac {
-        "" => 0,
-        f if f.bytes().all(|b| b.is_ascii_digit()) => format!("{:0<3}", &f[..f.len().min(3)]).parse().ok()?,
-        _ => return None,
-    };
-    let valid = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
-        && (0..24).contains(&hour)
-        && (0..60).contains(&minute)
-        && (0..61).contains(&second);
-    valid.then(|| ((days_from_civil(year, month, day) * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + ms)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let at = text.parse::<jiff::Timestamp>().ok().or_else(|| {
+        let civil: jiff::civil::DateTime = text.parse().ok()?;
+        civil.to_zoned(jiff::tz::TimeZone::UTC).ok().map(|z| z.timestamp())
+    })?;
+    Some(at.as_millisecond())
 }
 
 /// `2026-11-27T13:00:00Z` of an epoch in ms (for messages and the description).
 fn utc(epoch_ms: i64) -> String {
-    let secs = epoch_ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Inverse of days_from_civil (Hinnant's civil_from_days).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    match jiff::Timestamp::from_millisecond(epoch_ms) {
+        Ok(at) => at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        Err(_) => format!("{epoch_ms} ms since the epoch"),
+    }
 }
 
 #[cfg(test)]
@@ -200,7 +168,9 @@ Datetime (UTC),Country,Zone Name,Zone Id,Carbon Intensity gCO₂eq/kWh (direct),
         }
         assert_eq!(utc(expect), "2026-11-27T09:00:00Z");
         assert_eq!(parse_utc_ms("1970-01-01 00:00:00"), Some(0));
-        for bad in ["2026-13-01 00:00:00", "yesterday", "2026-11-27T09:00:00+02:00", ""] {
+        // An RFC 3339 offset says which instant it is: 09:00 at +02:00 is 07:00 UTC.
+        assert_eq!(parse_utc_ms("2026-11-27T09:00:00+02:00"), Some(expect - 2 * 3_600_000));
+        for bad in ["2026-13-01 00:00:00", "yesterday", "2026-11-27T25:00:00Z", ""] {
             assert_eq!(parse_utc_ms(bad), None, "{bad}");
         }
     }

@@ -384,21 +384,12 @@ fn percent(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// `2023-11-14 22:13:20` from ms since the epoch (UTC, proleptic Gregorian).
+/// `2023-11-14 22:13:20` from ms since the epoch (UTC).
 fn utc(epoch_ms: u64) -> String {
-    let secs = epoch_ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Days to civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    match i64::try_from(epoch_ms).ok().and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok()) {
+        Some(at) => at.strftime("%Y-%m-%d %H:%M:%S").to_string(),
+        None => format!("{epoch_ms} ms since the epoch"),
+    }
 }
 
 #[cfg(test)]
