@@ -93,7 +93,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
                 break;
             }
             for pid in new {
-                // One that ended since the scan is no error: it has nothing left to profile.
+                // A full TARGETS map leaves that process out; the run goes on with the others.
                 if probe.add_target(pid).is_ok() {
                     added.insert(pid);
                 }
