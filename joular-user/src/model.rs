@@ -194,6 +194,17 @@ pub struct CycleReport {
     pub processes: Vec<ProcessReport>,
     #[serde(default)]
     pub methods: Vec<MethodReport>,
+    /// Each CPU's frequency read at the cycle's end (cpufreq's `scaling_cur_freq`); empty
+    /// where the machine exposes none (most VMs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_frequencies: Vec<CpuFrequency>,
+}
+
+/// One CPU's frequency at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuFrequency {
+    pub cpu: u32,
+    pub khz: u64,
 }
 
 impl CycleReport {
