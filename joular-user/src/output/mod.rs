@@ -11,6 +11,7 @@ mod cycle_files;
 mod cycle_sums;
 mod flamegraph;
 mod folded;
+mod frequencies;
 mod html;
 mod interval;
 mod joularjx;
@@ -34,6 +35,7 @@ pub use crate::attribution::stacks::profile::{
 };
 pub use crate::attribution::stacks::timeline::{ThreadSeries, Timeline};
 pub use crate::attribution::stacks::ThreadStacks;
+pub use frequencies::FrequencySink;
 pub(crate) use html::method_series;
 pub use interval::IntervalProfile;
 pub use joularjx::RESULT_DIR_NAME;
