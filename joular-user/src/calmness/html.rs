@@ -20,7 +20,7 @@ fn chart_error(e: impl std::fmt::Display) -> String {
 }
 
 /// `r` to three decimals, or why there is none.
-pub(crate) fn r_text(r: Option<f64>) -> String {
+pub fn r_text(r: Option<f64>) -> String {
     r.map_or_else(|| "undefined".to_owned(), |r| format!("{r:.3}"))
 }
 

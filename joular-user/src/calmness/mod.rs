@@ -3,11 +3,13 @@
 //! frequency distributions (`method`) and writes them as JSON and a chart (`html`).
 
 mod html;
+mod load;
 mod method;
 mod reader;
 mod trace;
 
-pub use html::{render as render_html, CALMNESS_HTML_FILE};
+pub use html::{r_text, render as render_html, CALMNESS_HTML_FILE};
+pub use load::{load_run, LoadError};
 pub use method::{bins, calmness, pearson, Bins, Calmness, NoSamples, RunDistribution, MAX_BINS, METHOD};
 pub use reader::FrequencyReader;
 pub use trace::{
