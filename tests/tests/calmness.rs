@@ -242,3 +242,63 @@ fn a_command_observed_then_profiled() {
     assert_shares(&c["a"]);
     assert_shares(&c["b"]);
 }
+
+/// Issue 26 item 5: `report --format jcarbon` writes jcarbon's signal shape, and its energies
+/// are summary.json's.
+#[test]
+fn the_jcarbon_report_has_jcarbon_s_shape_and_summary_json_s_energies() {
+    let rapl = FakePowercap::start(40.0);
+    let _freq = FakeCpufreq::start(rapl.root.path());
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("busy");
+    let busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
+    let run_arg = run.display().to_string();
+    let root = rapl.sysfs_root();
+    let args = ["record", "--sysfs-root", &root, "--interval", "0.5", "--output", &run_arg, "--", "sh", "-c", busy];
+    assert_success(&profile(&args, Duration::from_secs(60)));
+    assert_success(&profile(&["report", &run_arg, "--format", "jcarbon"], Duration::from_secs(30)));
+    let cycles = frequency_rows(&run).iter().map(|r| r.0).collect::<std::collections::BTreeSet<_>>().len();
+
+    let processes = process_dirs(&run);
+    assert!(!processes.is_empty());
+    let mut total_j = 0.0;
+    for process in processes {
+        let summary = read_json(&process.join("summary.json"));
+        let j = read_json(&process.join("jcarbon.json"));
+        let classes: Vec<&String> = j.as_object().unwrap().keys().collect();
+        assert_eq!(classes, ["CpuFrequency", "ProcessEnergy", "TaskActivity", "TaskEnergy"]);
+        for (class, intervals) in j.as_object().unwrap() {
+            for interval in intervals.as_array().unwrap() {
+                for instant in ["start", "end"] {
+                    assert!(
+                        interval[instant]["secs"].is_u64() && interval[instant]["nanos"].is_u64(),
+                        "{class}: {interval}"
+                    );
+                }
+                for datum in interval["data"].as_array().unwrap() {
+                    assert!(datum["id"].is_u64() && datum["value"].is_f64(), "{class}: {datum}");
+                }
+            }
+        }
+        let value = |class: &str, id: u64| -> f64 {
+            let data = j[class][0]["data"].as_array().unwrap();
+            data.iter().find(|d| d["id"] == id).unwrap_or_else(|| panic!("{class} {id}: {j}"))["value"]
+                .as_f64()
+                .unwrap()
+        };
+        let pid = summary["pid"].as_u64().unwrap();
+        let energy_uj = summary["energy_uj"].as_f64().unwrap();
+        assert!((value("ProcessEnergy", pid) * 1e6 - energy_uj).abs() <= 1e-6 * energy_uj.max(1.0));
+        for t in summary["threads"].as_array().unwrap() {
+            let tid = t["tid"].as_u64().unwrap();
+            let uj = t["energy_uj"].as_f64().unwrap();
+            assert!((value("TaskEnergy", tid) * 1e6 - uj).abs() <= 1e-6 * uj.max(1.0), "thread {tid}");
+            let activity = t["on_cpu_ns"].as_f64().unwrap() / (summary["duration_s"].as_f64().unwrap() * 1e9);
+            assert!((value("TaskActivity", tid) - activity).abs() < 1e-9, "thread {tid}");
+        }
+        let freq = j["CpuFrequency"].as_array().unwrap();
+        assert!(!freq.is_empty() && freq.len() <= cycles, "{} of {cycles} cycles", freq.len());
+        total_j += value("ProcessEnergy", pid);
+    }
+    assert!(total_j > 0.0, "the busy loop used energy");
+}
