@@ -10,7 +10,7 @@ use super::table::top_methods_table;
 use super::OutputError;
 use crate::attribution::stacks::methods::MethodFilter;
 use crate::attribution::stacks::profile::ProcessProfile;
-use crate::calmness::{load_run, FrequencyCycle, LoadError};
+use crate::calmness::{load_run, FrequencyCycle, LoadError, FREQUENCIES_FILE};
 use crate::safe_write::{parse_output_mode, Modes, OutDir};
 
 /// Arguments of the `report` subcommand.
@@ -93,12 +93,14 @@ pub fn load_report(args: &ReportArgs) -> Result<LoadedReport, OutputError> {
     Ok(LoadedReport { profiles, frequencies })
 }
 
-/// The frequencies of the run a profile belongs to: none where it recorded none; a trace that
-/// is there and unreadable is bad input.
+/// The frequencies of the run a profile belongs to: none where it recorded none, or where the
+/// run's directory cannot be opened (a profile copied out of it); a trace that is there and
+/// unreadable is bad input.
 fn run_frequencies(profile_dir: &Path) -> Result<Vec<FrequencyCycle>, OutputError> {
     match load_run(profile_dir) {
         Ok(trace) => Ok(trace),
         Err(LoadError::NoFrequencies { .. } | LoadError::NotARun { .. }) => Ok(Vec::new()),
+        Err(LoadError::Read { path, .. }) if !path.ends_with(FREQUENCIES_FILE) => Ok(Vec::new()),
         Err(LoadError::Read { path, source }) => Err(OutputError::Io { path, source }),
         Err(LoadError::Parse { path, reason }) => Err(OutputError::Format { path, reason }),
     }
