@@ -18,10 +18,12 @@ use std::time::Duration;
 use joular_tests::*;
 use serde_json::Value;
 
-/// CPU 0 cycles through these every `STEP`; the other CPUs stay at `OTHERS_KHZ`.
+/// CPU 0 cycles through these every `STEP`; the other CPUs stay at `OTHERS_KHZ`. The pattern's
+/// period (390 ms) is no divisor of the 500 ms cycles, so successive cycles read CPU 0 at
+/// different points of it and its distribution is not one bin.
 const CPU0_KHZ: [u64; 3] = [800_000, 1_900_000, 3_000_000];
 const OTHERS_KHZ: u64 = 2_200_000;
-const STEP: Duration = Duration::from_millis(170);
+const STEP: Duration = Duration::from_millis(130);
 
 /// cpufreq files in a fake sysfs tree, rewritten atomically by a thread until dropped.
 struct FakeCpufreq {
