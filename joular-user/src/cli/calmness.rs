@@ -86,6 +86,9 @@ fn validate(args: &CalmnessArgs) -> Result<(), String> {
     if args.command.is_empty() && (args.duration.is_some() || args.sysfs_root != Path::new("/sys")) {
         return Err("--duration and --sysfs-root are for `calmness -- CMD`; two recorded runs are only read".into());
     }
+    if args.no_files && !args.command.is_empty() {
+        return Err("--no-files is for `calmness RUN_A RUN_B`: `-- CMD` writes its two runs into --output".into());
+    }
     check_root("--sysfs-root", &args.sysfs_root)?;
     if !(args.no_files && args.command.is_empty()) {
         safe_write::check_dir("--output", &args.output)?;
@@ -296,4 +299,45 @@ fn record(args: &CalmnessArgs, output: &Path) -> anyhow::Result<i32> {
     }
     let status = cmd.arg("--").args(&args.command).status().context("running joular-ebpf record")?;
     Ok(status.code().unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::args::{Cli, Command as Sub};
+
+    fn parse(argv: &[&str]) -> Result<CalmnessArgs, String> {
+        let cli = Cli::try_parse_from(["joular-ebpf", "calmness"].iter().chain(argv)).map_err(|e| e.to_string())?;
+        match cli.command {
+            Some(Sub::Calmness(args)) => Ok(args),
+            other => panic!("not calmness: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn two_runs_or_a_command_and_flags_that_fit_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let out = out.to_str().unwrap();
+        let args = parse(&["a", "b", "-o", out]).unwrap();
+        assert_eq!((args.runs.len(), args.command.len()), (2, 0));
+        validate(&args).unwrap();
+        let args = parse(&["-o", out, "--duration", "5", "--", "java", "-jar", "app.jar"]).unwrap();
+        assert_eq!(args.command, ["java", "-jar", "app.jar"]);
+        validate(&args).unwrap();
+        for (argv, want) in [
+            (vec!["a"], "calmness needs two runs, RUN_A and RUN_B (got 1)"),
+            (vec![], "calmness needs two runs (calmness RUN_A RUN_B) or a command (calmness -- CMD)"),
+            (vec!["a", "b", "--", "true"], "calmness takes two runs or `-- CMD`, not both"),
+            (vec!["a", "b", "--duration", "3"], "--duration and --sysfs-root are for `calmness -- CMD`"),
+            (vec!["--no-files", "--", "true"], "--no-files is for `calmness RUN_A RUN_B`"),
+            (vec!["--duration", "0", "--", "true"], "--duration must be a positive number of seconds (got 0)"),
+        ] {
+            let e = validate(&parse(&[&argv[..], &["-o", out]].concat()).unwrap()).unwrap_err();
+            assert!(e.starts_with(want), "{argv:?}: {e}");
+        }
+        assert!(parse(&["a", "b", "c"]).is_err(), "at most two runs");
+    }
 }
