@@ -61,6 +61,9 @@ pub enum Command {
     /// Compare two runs, or two sets of repeated runs: per method and for the process, the
     /// change in energy and its uncertainty; flags only changes larger than it.
     Diff(super::diff::DiffArgs),
+    /// How much profiling disturbs the CPU's power state (jcarbon's calmness): compares two
+    /// runs' CPU frequency distributions, or runs `-- CMD` observed only and profiled.
+    Calmness(super::calmness::CalmnessArgs),
 }
 
 #[derive(Debug, Args)]
