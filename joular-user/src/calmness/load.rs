@@ -6,11 +6,17 @@ use std::path::{Path, PathBuf};
 
 use super::trace::{parse_frequencies, FrequencyCycle, FREQUENCIES_FILE, MAX_FREQUENCIES_BYTES};
 use crate::model::FrequencyRecording;
-use crate::output::RunSummary;
 use crate::safe_write::{Modes, OutDir};
 
 const SUMMARY_FILE: &str = "summary.json";
 const MAX_SUMMARY_BYTES: u64 = 64 << 20;
+
+/// The one field of a process's `summary.json` this reads (the rest is `output`'s to write).
+#[derive(serde::Deserialize)]
+struct SummaryFrequencies {
+    #[serde(default)]
+    cpu_frequencies: FrequencyRecording,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -47,7 +53,7 @@ fn why_none(dir: &OutDir) -> Option<String> {
     for d in dirs.iter().filter(|d| d.has_file(SUMMARY_FILE)) {
         seen_summary = true;
         let Ok(bytes) = d.read(SUMMARY_FILE, MAX_SUMMARY_BYTES) else { continue };
-        let Ok(summary) = serde_json::from_slice::<RunSummary>(&bytes) else { continue };
+        let Ok(summary) = serde_json::from_slice::<SummaryFrequencies>(&bytes) else { continue };
         let FrequencyRecording { available, reason, .. } = summary.cpu_frequencies;
         if !available {
             return Some(if reason.is_empty() {
@@ -110,7 +116,7 @@ mod tests {
         let process = run.join("42-1700000000000");
         fs::create_dir_all(&process).unwrap();
         let summary = |recording: FrequencyRecording| {
-            serde_json::to_string(&RunSummary { pid: 42, cpu_frequencies: recording, ..RunSummary::default() }).unwrap()
+            serde_json::json!({ "pid": 42, "cpu_frequencies": recording, "threads": [] }).to_string()
         };
         fs::write(process.join(SUMMARY_FILE), summary(FrequencyRecording::default())).unwrap();
         let e = load_run(&run).unwrap_err();
