@@ -11,11 +11,22 @@ use crate::safe_write::{Modes, OutDir};
 const SUMMARY_FILE: &str = "summary.json";
 const MAX_SUMMARY_BYTES: u64 = 64 << 20;
 
-/// The one field of a process's `summary.json` this reads (the rest is `output`'s to write).
+/// The fields of a process's `summary.json` this reads (the rest is `output`'s to write).
 #[derive(serde::Deserialize)]
 struct SummaryFrequencies {
     #[serde(default)]
     cpu_frequencies: FrequencyRecording,
+    #[serde(default)]
+    start_epoch_ms: Option<u64>,
+    #[serde(default)]
+    end_epoch_ms: Option<u64>,
+}
+
+/// A process directory's run span, from its `summary.json`.
+fn process_span(dir: &OutDir) -> Option<(u64, u64)> {
+    let bytes = dir.read(SUMMARY_FILE, MAX_SUMMARY_BYTES).ok()?;
+    let summary = serde_json::from_slice::<SummaryFrequencies>(&bytes).ok()?;
+    Some((summary.start_epoch_ms?, summary.end_epoch_ms?))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +112,21 @@ pub fn load_run(path: &Path) -> Result<Vec<FrequencyCycle>, LoadError> {
             reason: format!("{FREQUENCIES_FILE} holds no cycle (the run ended before its first cycle)"),
         });
     }
+    // A later run into the same --output replaces the trace: a process's own trace overlaps
+    // the time it ran, another run's does not.
+    if let Some((start_ms, end_ms)) = process_span(&dir) {
+        let first_ms = trace.iter().map(|c| c.start_epoch_ms).min().unwrap_or(0);
+        let last_ms = trace.iter().map(|c| c.end_epoch_ms).max().unwrap_or(0);
+        if last_ms < start_ms || first_ms > end_ms {
+            return Err(LoadError::Parse {
+                path: file,
+                reason: format!(
+                    "is another run's (its cycles span {first_ms}..{last_ms} ms, this process ran \
+                     {start_ms}..{end_ms} ms): record each run into an --output of its own"
+                ),
+            });
+        }
+    }
     Ok(trace)
 }
 
@@ -134,6 +160,14 @@ mod tests {
         fs::write(run.join(FREQUENCIES_FILE), "cycle,start_epoch_ms,end_epoch_ms,cpu,khz\n0,1,2,0,800000\n").unwrap();
         assert_eq!(load_run(&run).unwrap().len(), 1);
         assert_eq!(load_run(&process).unwrap().len(), 1, "from a process's directory, its run's trace");
+        // The process ran at 1..2 ms; a trace of 5..6 ms is a later run's, refused by name.
+        let ran = serde_json::json!({ "pid": 42, "start_epoch_ms": 1, "end_epoch_ms": 2, "threads": [] });
+        fs::write(process.join(SUMMARY_FILE), ran.to_string()).unwrap();
+        assert_eq!(load_run(&process).unwrap().len(), 1, "a trace over the process's run is its own");
+        fs::write(run.join(FREQUENCIES_FILE), "cycle,start_epoch_ms,end_epoch_ms,cpu,khz\n0,5,6,0,800000\n").unwrap();
+        let e = load_run(&process).unwrap_err();
+        assert!(e.to_string().contains("is another run's"), "{e}");
+        assert_eq!(load_run(&run).unwrap().len(), 1, "a run directory names no process to check against");
         let e = load_run(tmp.path()).unwrap_err();
         assert!(matches!(e, LoadError::NotARun { .. }), "{e}");
         fs::write(run.join(FREQUENCIES_FILE), "nonsense\n").unwrap();
