@@ -15,6 +15,7 @@ pub mod attribution;
 pub mod carbon;
 pub mod collect;
 pub mod diff;
+pub mod sweep;
 pub mod ebpf;
 pub mod energy;
 pub mod fleet;
