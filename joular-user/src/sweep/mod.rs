@@ -4,3 +4,4 @@
 //! growth.
 
 pub mod fit;
+pub mod params;
