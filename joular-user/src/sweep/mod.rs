@@ -3,5 +3,6 @@
 //! method and for the process (`fit`), and ranks the methods by their part of the process's
 //! growth.
 
+pub mod analysis;
 pub mod fit;
 pub mod params;
