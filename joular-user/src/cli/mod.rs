@@ -5,3 +5,4 @@ pub mod diff;
 pub mod errors;
 pub mod paths;
 pub mod report;
+pub mod sweep;
