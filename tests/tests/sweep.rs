@@ -17,9 +17,8 @@ use serde_json::Value;
 fn sweep(args: &[&str], out: &Path, timeout: Duration) -> (i32, Value, String) {
     let output = profile(&[&["sweep"], args].concat(), timeout);
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    let json = std::fs::read(out.join("sweep.json"))
-        .ok()
-        .map_or(Value::Null, |bytes| serde_json::from_slice(&bytes).unwrap());
+    let json =
+        std::fs::read(out.join("sweep.json")).ok().map_or(Value::Null, |bytes| serde_json::from_slice(&bytes).unwrap());
     (output.status.code().expect("exited"), json, text)
 }
 
@@ -37,9 +36,17 @@ fn sweep_gives_each_method_its_true_model_family() {
     let rapl = FakePowercap::start(40.0);
     let tmp = tempfile::tempdir().unwrap();
     let classes = java_dir();
-    assert!(classes.join("SweepWork.class").is_file(), "{} has no SweepWork.class: run `cargo xtask test`", classes.display());
+    assert!(
+        classes.join("SweepWork.class").is_file(),
+        "{} has no SweepWork.class: run `cargo xtask test`",
+        classes.display()
+    );
     let out = tmp.path().join("sweep");
-    let (sysfs, out_arg, cp) = (format!("--record-arg=--sysfs-root={}", rapl.sysfs_root()), out.display().to_string(), classes.display().to_string());
+    let (sysfs, out_arg, cp) = (
+        format!("--record-arg=--sysfs-root={}", rapl.sysfs_root()),
+        out.display().to_string(),
+        classes.display().to_string(),
+    );
     let started = Instant::now();
     let (code, json, text) = sweep(
         &[
@@ -95,7 +102,10 @@ fn sweep_gives_each_method_its_true_model_family() {
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     assert_eq!(csv.lines().filter(|l| l.contains(",ok,[process],")).count(), 18, "{csv}");
     let html = std::fs::read_to_string(out.join("sweep.html")).unwrap();
-    assert!(html.contains("<h3>SweepWork.exponential</h3>") && html.matches("<svg").count() >= 4, "a chart per top method");
+    assert!(
+        html.contains("<h3>SweepWork.exponential</h3>") && html.matches("<svg").count() >= 4,
+        "a chart per top method"
+    );
 }
 
 #[test]

@@ -123,7 +123,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
     let modes = Modes::from_flag(args.output_mode);
     let out = OutDir::create_all(&args.output, modes)
         .map_err(|e| anyhow::anyhow!("--output {}: {e}", args.output.display()))?;
-    let runs_dir = out.create_subdirs(RUNS_DIR).map_err(|e| anyhow::anyhow!("{}: {e}", out.join(RUNS_DIR).display()))?;
+    let runs_dir =
+        out.create_subdirs(RUNS_DIR).map_err(|e| anyhow::anyhow!("{}: {e}", out.join(RUNS_DIR).display()))?;
     let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find this program to run `record`: {e}"))?;
     let total = points.len() * args.runs;
     let mut measured = Vec::with_capacity(total);
@@ -134,7 +135,12 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
         let dir = runs_dir.create_subdirs(&point.slug(&params)).map_err(|e| anyhow::anyhow!("{}: {e}", label))?;
         for w in 1..=args.warmup {
             let t = Instant::now();
-            let status = Command::new(&command[0]).args(&command[1..]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status();
+            let status = Command::new(&command[0])
+                .args(&command[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
             children_s += t.elapsed().as_secs_f64();
             if !status.as_ref().is_ok_and(|s| s.success()) {
                 errln!("joular-ebpf: warm-up {w} ({label}): {}", describe(&status));
@@ -185,7 +191,13 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
 
 /// One profiled run into `dir/run-<i>`, its output in `dir/run-<i>.log`: its energies, or why
 /// it gave none, and the seconds `record` took.
-fn record_run(exe: &Path, dir: &OutDir, i: usize, record_args: &[String], command: &[String]) -> (Result<Energies, String>, f64) {
+fn record_run(
+    exe: &Path,
+    dir: &OutDir,
+    i: usize,
+    record_args: &[String],
+    command: &[String],
+) -> (Result<Energies, String>, f64) {
     let started = Instant::now();
     let mut seconds = 0.0;
     let outcome = record_and_read(exe, dir, i, record_args, command, &mut seconds);

@@ -184,12 +184,18 @@ mod tests {
         let params = [parse_list("n=1,2,3,4,5").unwrap()];
         let points = plan(&params, false);
         let measured: Vec<_> = (0..5)
-            .map(|p| Measurement { point: p, run: 1, seconds: 1.0, outcome: Ok(energies(100.0, &[("Big.m", 50.0), ("Tiny.m", 0.5)])) })
+            .map(|p| Measurement {
+                point: p,
+                run: 1,
+                seconds: 1.0,
+                outcome: Ok(energies(100.0, &[("Big.m", 50.0), ("Tiny.m", 0.5)])),
+            })
             .collect();
         let a = analyse(&params, &points, &measured, 1.0).remove(0);
         assert_eq!(a.methods.iter().map(|m| &*m.name).collect::<Vec<_>>(), ["Big.m"]);
-        let failed: Vec<_> =
-            (0..5).map(|p| Measurement { point: p, run: 1, seconds: 1.0, outcome: Err("exit status 2".into()) }).collect();
+        let failed: Vec<_> = (0..5)
+            .map(|p| Measurement { point: p, run: 1, seconds: 1.0, outcome: Err("exit status 2".into()) })
+            .collect();
         let a = analyse(&params, &points, &failed, 1.0).remove(0);
         assert!(a.process.model.is_none() && a.methods.is_empty() && a.process.points == 0);
         assert_eq!(a.process.share_of_increase_pct, None);

@@ -163,7 +163,10 @@ pub fn choose(xs: &[f64], ys: &[f64]) -> Option<Choice> {
     fits.sort_by(|p, q| p.aicc.total_cmp(&q.aicc).then(p.family.cmp(&q.family)));
     let first = *fits.first()?;
     let best = if first.family.free_shape() {
-        fits.iter().find(|f| !f.family.free_shape() && f.aicc - first.aicc <= FREE_SHAPE_MARGIN).copied().unwrap_or(first)
+        fits.iter()
+            .find(|f| !f.family.free_shape() && f.aicc - first.aicc <= FREE_SHAPE_MARGIN)
+            .copied()
+            .unwrap_or(first)
     } else {
         first
     };
@@ -212,7 +215,13 @@ pub fn fit(family: Family, xs: &[f64], ys: &[f64]) -> Option<Fit> {
     let floor = (ys.iter().map(|y| y * y).sum::<f64>() * 1e-20).max(f64::MIN_POSITIVE);
     let (nf, kf) = (n as f64, k as f64);
     fitted.sse = sse;
-    fitted.r2 = if sst > floor { 1.0 - sse / sst } else if sse <= floor { 1.0 } else { 0.0 };
+    fitted.r2 = if sst > floor {
+        1.0 - sse / sst
+    } else if sse <= floor {
+        1.0
+    } else {
+        0.0
+    };
     fitted.aicc = nf * (sse.max(floor) / nf).ln() + 2.0 * kf + 2.0 * kf * (kf + 1.0) / (nf - kf - 1.0);
     Some(fitted)
 }

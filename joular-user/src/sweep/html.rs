@@ -22,7 +22,14 @@ pub fn render(s: &Sweep, top: usize) -> Result<String, String> {
     }
     let failed: Vec<String> = s
         .failed()
-        .map(|m| format!("{} run {}: {}", s.points[m.point].label(s.params), m.run, m.outcome.clone().err().unwrap_or_default()))
+        .map(|m| {
+            format!(
+                "{} run {}: {}",
+                s.points[m.point].label(s.params),
+                m.run,
+                m.outcome.clone().err().unwrap_or_default()
+            )
+        })
         .collect();
     let page = html! {
         (DOCTYPE)
@@ -170,7 +177,11 @@ fn chart(m: &Model, param: &str) -> Result<String, String> {
                     .legend(move |(x, y)| Circle::new((x + 9, y), 3, grey.filled()));
                 let blue = RGBColor(31, 119, 180);
                 chart
-                    .draw_series(stats.iter().map(|&(x, _, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], blue.stroke_width(2))))
+                    .draw_series(
+                        stats
+                            .iter()
+                            .map(|&(x, _, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], blue.stroke_width(2))),
+                    )
                     .map_err(chart_error)?;
                 chart
                     .draw_series(stats.iter().map(|&(x, mean, _, _)| Circle::new((x, mean), 5, blue.filled())))
@@ -228,13 +239,27 @@ mod tests {
                 (1..=2).map(move |run| {
                     let x = 512.0 * 2f64.powi(p as i32);
                     let methods = [("Rsa.modPow".to_owned(), 1e-9 * x * x * x * (1.0 + 0.01 * run as f64))].into();
-                    Measurement { point: p, run, seconds: 1.0, outcome: Ok(Energies { process_j: 1.0 + 1e-9 * x * x * x, methods }) }
+                    Measurement {
+                        point: p,
+                        run,
+                        seconds: 1.0,
+                        outcome: Ok(Energies { process_j: 1.0 + 1e-9 * x * x * x, methods }),
+                    }
                 })
             })
             .collect();
         let analyses = analyse(&params, &points, &measured, 1.0);
         let command = vec!["java".to_owned(), "Rsa".to_owned(), "{keylen}".to_owned()];
-        let s = Sweep { command: &command, params: &params, points: &points, measured: &measured, analyses: &analyses, runs: 2, warmup: 0, grid: false };
+        let s = Sweep {
+            command: &command,
+            params: &params,
+            points: &points,
+            measured: &measured,
+            analyses: &analyses,
+            runs: 2,
+            warmup: 0,
+            grid: false,
+        };
         let page = render(&s, 5).unwrap();
         assert_eq!(page.matches("<svg").count(), 2, "the process and Rsa.modPow");
         assert!(page.contains("keylen (log)") && page.contains("energy (J) (log)"), "log axes");

@@ -140,7 +140,9 @@ pub fn write_outputs(dir: &OutDir, s: &Sweep, top: usize) -> Result<Vec<PathBuf>
     let page = super::html::render(s, top).map_err(SweepError::Render)?;
     let csv = csv(s);
     let mut written = Vec::new();
-    for (name, bytes) in [(SWEEP_CSV_FILE, csv.as_bytes()), (SWEEP_JSON_FILE, &json), (SWEEP_HTML_FILE, page.as_bytes())] {
+    for (name, bytes) in
+        [(SWEEP_CSV_FILE, csv.as_bytes()), (SWEEP_JSON_FILE, &json), (SWEEP_HTML_FILE, page.as_bytes())]
+    {
         let path = dir.join(name);
         let write = || -> std::io::Result<()> {
             let mut file = dir.replace(name)?;

@@ -53,9 +53,10 @@ impl Point {
         command
             .iter()
             .map(|arg| {
-                params.iter().zip(&self.values).fold(arg.clone(), |arg, (p, &i)| {
-                    arg.replace(&p.placeholder(), &p.values[i].text)
-                })
+                params
+                    .iter()
+                    .zip(&self.values)
+                    .fold(arg.clone(), |arg, (p, &i)| arg.replace(&p.placeholder(), &p.values[i].text))
             })
             .collect()
     }
@@ -77,7 +78,9 @@ fn split_name<'a>(flag: &str, text: &'a str, example: &str) -> Result<(&'a str, 
 fn number(flag: &str, text: &str, value: &str, example: &str) -> Result<f64, String> {
     match value.trim().parse::<f64>() {
         Ok(x) if x.is_finite() => Ok(x),
-        _ => Err(format!("{flag} {text}: `{value}` is not a number: models are fitted over numbers, e.g. {flag} {example}")),
+        _ => Err(format!(
+            "{flag} {text}: `{value}` is not a number: models are fitted over numbers, e.g. {flag} {example}"
+        )),
     }
 }
 
@@ -111,9 +114,7 @@ pub fn parse_range(text: &str) -> Result<Param, String> {
     let (lo, hi, by) =
         (number(flag, text, start, EXAMPLE)?, number(flag, text, stop, EXAMPLE)?, number(flag, text, step, EXAMPLE)?);
     if !(by > 0.0) || hi < lo {
-        return Err(format!(
-            "{flag} {text}: expected START ≤ STOP and a STEP above 0, e.g. {flag} {EXAMPLE}"
-        ));
+        return Err(format!("{flag} {text}: expected START ≤ STOP and a STEP above 0, e.g. {flag} {EXAMPLE}"));
     }
     // Counted, not accumulated, so 0.1 steps do not drift; a hair of slack keeps STOP.
     let count = ((hi - lo) / by * (1.0 + 1e-12) + 1e-9).floor() + 1.0;
@@ -187,10 +188,14 @@ pub fn plan(params: &[Param], grid: bool) -> Vec<Point> {
 
 /// The points of `param`'s series: those that vary it (with the others at their defaults).
 pub fn along(points: &[Point], param: usize) -> impl Iterator<Item = usize> + '_ {
-    points.iter().enumerate().filter(move |(_, pt)| match pt.swept {
-        Some(s) => s == param,
-        None => pt.values.iter().enumerate().all(|(j, &v)| j == param || v == 0),
-    }).map(|(i, _)| i)
+    points
+        .iter()
+        .enumerate()
+        .filter(move |(_, pt)| match pt.swept {
+            Some(s) => s == param,
+            None => pt.values.iter().enumerate().all(|(j, &v)| j == param || v == 0),
+        })
+        .map(|(i, _)| i)
 }
 
 #[cfg(test)]
@@ -205,7 +210,10 @@ mod tests {
     fn lists_and_ranges_parse_with_their_text_kept() {
         let p = parse_list("keylen=512, 1024,2048").unwrap();
         assert_eq!(p.name, "keylen");
-        assert_eq!(p.values.iter().map(|v| (&*v.text, v.x)).collect::<Vec<_>>(), [("512", 512.0), ("1024", 1024.0), ("2048", 2048.0)]);
+        assert_eq!(
+            p.values.iter().map(|v| (&*v.text, v.x)).collect::<Vec<_>>(),
+            [("512", 512.0), ("1024", 1024.0), ("2048", 2048.0)]
+        );
         let r = parse_range("n=1:20:1").unwrap();
         assert_eq!((r.values.len(), &*r.values[19].text), (20, "20"));
         let r = parse_range("load=0.1:0.5:0.1").unwrap();

@@ -44,12 +44,14 @@ fn row(m: &Model) -> String {
     };
     let share = m.share_of_increase_pct.map_or_else(|| "-".to_owned(), |p| format!("{p:.0}%"));
     let Some(choice) = &m.model else {
-        return format!("  {name:<NAME_WIDTH$}  {:<12} {:<32} {:>6}  {:<22} {:>+10.3} {share:>7}\n", "(too few runs)", "", "", "", m.increase_j);
+        return format!(
+            "  {name:<NAME_WIDTH$}  {:<12} {:<32} {:>6}  {:<22} {:>+10.3} {share:>7}\n",
+            "(too few runs)", "", "", "", m.increase_j
+        );
     };
-    let runner = choice.runner_up.map_or_else(
-        || "-".to_owned(),
-        |r| format!("{} ({:+.1})", r.family.name(), r.aicc - choice.best.aicc),
-    );
+    let runner = choice
+        .runner_up
+        .map_or_else(|| "-".to_owned(), |r| format!("{} ({:+.1})", r.family.name(), r.aicc - choice.best.aicc));
     format!(
         "  {name:<NAME_WIDTH$}  {:<12} {:<32} {:>6.3}  {runner:<22} {:>+10.3} {share:>7}\n",
         choice.best.family.name(),
