@@ -113,7 +113,7 @@ pub fn parse_range(text: &str) -> Result<Param, String> {
     };
     let (lo, hi, by) =
         (number(flag, text, start, EXAMPLE)?, number(flag, text, stop, EXAMPLE)?, number(flag, text, step, EXAMPLE)?);
-    if !(by > 0.0) || hi < lo {
+    if by <= 0.0 || hi < lo {
         return Err(format!("{flag} {text}: expected START ≤ STOP and a STEP above 0, e.g. {flag} {EXAMPLE}"));
     }
     // Counted, not accumulated, so 0.1 steps do not drift; a hair of slack keeps STOP.
@@ -249,7 +249,7 @@ mod tests {
     fn every_parameter_needs_its_placeholder_once() {
         let n = parse_list("n=1,2").unwrap();
         let k = parse_list("k=3,4").unwrap();
-        assert!(check(&[n.clone()], &cmd(&["app", "--size={n}"])).is_ok());
+        assert!(check(std::slice::from_ref(&n), &cmd(&["app", "--size={n}"])).is_ok());
         let err = check(&[n.clone(), k], &cmd(&["app", "{n}"])).unwrap_err();
         assert!(err.starts_with("--param k: the command has no {k}"), "{err}");
         let err = check(&[n.clone(), n], &cmd(&["app", "{n}"])).unwrap_err();
