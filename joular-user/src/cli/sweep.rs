@@ -23,6 +23,7 @@ const MAX_RUNS: usize = 1_000;
 const RUNS_DIR: &str = "runs";
 
 #[derive(Debug, Clone, clap::Args)]
+// No `{n}` in this text: clap reads it as a line break.
 #[command(after_help = "Each run is `joular-ebpf record --output DIR/runs/<setting>/run-<i> -- CMD`, with {NAME} in \
 CMD replaced by the value; its output goes to run-<i>.log beside it. Warm-up runs start the command unprofiled and \
 are not counted. Every family (constant, logarithmic, linear, n log n, quadratic a + b·x², cubic a + b·x³, power law \
@@ -32,9 +33,9 @@ smallest value to the largest, they carry.
 
 Examples:
   sudo joular-ebpf sweep --param keylen=512,1024,2048,4096 -- java -cp app.jar Rsa {keylen}
-  sudo joular-ebpf sweep --param-range n=10:20:2 --runs 5 --warmup 1 -o hanoi -- java Hanoi {n}
+  sudo joular-ebpf sweep --param-range disks=10:20:2 --runs 5 --warmup 1 -o hanoi -- java Hanoi {disks}
   sudo joular-ebpf sweep --param size=1000,10000 --param threads=1,2,4 -- java -jar app.jar --size={size} -t {threads}
-  sudo joular-ebpf sweep --param n=1,2,4,8 --record-arg=--frequency=499 -- ./bench {n}
+  sudo joular-ebpf sweep --param batch=1,2,4,8 --record-arg=--frequency=499 -- ./bench {batch}
 
 Exit code: 0 when every run succeeded, 1 when one failed (listed in sweep.csv and sweep.json), 2 for bad input.")]
 pub struct SweepArgs {
@@ -251,5 +252,54 @@ fn describe(status: &std::io::Result<std::process::ExitStatus>) -> String {
             _ => s.to_string(),
         },
         Err(e) => format!("could not start: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory as _, Parser as _};
+
+    use super::*;
+    use crate::cli::args::{Cli, Command};
+
+    fn parse(args: &[&str]) -> SweepArgs {
+        let cli = Cli::try_parse_from(["joular-ebpf", "sweep"].iter().chain(args)).unwrap();
+        match cli.command {
+            Some(Command::Sweep(s)) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_are_checked_before_anything_runs_and_name_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out").display().to_string();
+        let args = parse(&["--param", "k=1,2", "--param-range", "n=1:3:1", "-o", &out, "--", "app", "{k}", "-n={n}"]);
+        let params = validate(&args).unwrap();
+        assert_eq!(params.iter().map(|p| (&*p.name, p.values.len())).collect::<Vec<_>>(), [("k", 2), ("n", 3)]);
+        for (extra, expect) in [
+            (&["--runs", "0"][..], "--runs must be between 1 and 1000"),
+            (&["--record-arg=--output=/x"], "--record-arg --output=/x: sweep chooses each run's --output"),
+            (&["--record-arg=-o"], "--record-arg -o: "),
+            (&["--min-share", "120"], "--min-share 120: "),
+        ] {
+            let mut all = extra.to_vec();
+            all.extend(["--param", "k=1,2", "-o", &out, "--", "app", "{k}"]);
+            let err = validate(&parse(&all)).unwrap_err();
+            assert!(err.starts_with(expect), "{extra:?}: {err}");
+        }
+        // An earlier sweep's runs would be read with this one's.
+        std::fs::create_dir_all(tmp.path().join("out/runs")).unwrap();
+        let err = validate(&args).unwrap_err();
+        assert!(err.contains("holds an earlier sweep's runs/"), "{err}");
+    }
+
+    #[test]
+    fn the_help_shows_the_placeholders_of_its_examples() {
+        let mut cli = Cli::command();
+        let help = cli.find_subcommand_mut("sweep").unwrap().render_long_help().to_string();
+        for example in ["Rsa {keylen}", "Hanoi {disks}", "./bench {batch}", "--size={size} -t {threads}"] {
+            assert!(help.contains(example), "{example} in:\n{help}");
+        }
     }
 }
