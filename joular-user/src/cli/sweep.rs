@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use joular_user::diff::Run;
@@ -16,6 +17,25 @@ use joular_user::sweep::table;
 
 use super::errors::UsageError;
 use super::paths::check_writable_fs;
+
+/// Set by the first SIGINT or SIGTERM: the sweep stops after the run under way (whose `record`
+/// got the terminal's Ctrl-C too, and ends its command) and writes what it has.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn catch_stop_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; a child's
+        // exec resets it to the default.
+        unsafe { libc::signal(sig, on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+}
+
+/// Exit code of a sweep stopped by a signal, as a shell reports SIGINT.
+const STOPPED_EXIT: i32 = 130;
 
 /// Most runs per value: beyond it a typo is likelier than a plan.
 const MAX_RUNS: usize = 1_000;
@@ -37,7 +57,10 @@ Examples:
   sudo joular-ebpf sweep --param size=1000,10000 --param threads=1,2,4 -- java -jar app.jar --size={size} -t {threads}
   sudo joular-ebpf sweep --param batch=1,2,4,8 --record-arg=--frequency=499 -- ./bench {batch}
 
-Exit code: 0 when every run succeeded, 1 when one failed (listed in sweep.csv and sweep.json), 2 for bad input.")]
+Ctrl-C (or SIGTERM) stops the sweep after the run under way and writes what the runs so far measured.
+
+Exit code: 0 when every run succeeded, 1 when one failed (listed in sweep.csv and sweep.json), 2 for bad input, \
+130 when stopped.")]
 pub struct SweepArgs {
     /// A parameter and its values: NAME=V1,V2,... (numbers). Repeat for several parameters:
     /// each is swept in turn with the others at their first value, or every combination with
@@ -130,7 +153,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
     let total = points.len() * args.runs;
     let mut measured = Vec::with_capacity(total);
     let mut children_s = 0.0;
-    for (p, point) in points.iter().enumerate() {
+    catch_stop_signals();
+    'points: for (p, point) in points.iter().enumerate() {
         let label = point.label(&params);
         let command = point.command(&params, &args.command);
         let dir = runs_dir.create_subdirs(&point.slug(&params)).map_err(|e| anyhow::anyhow!("{}: {e}", label))?;
@@ -146,6 +170,10 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
             if !status.as_ref().is_ok_and(|s| s.success()) {
                 errln!("joular-ebpf: warm-up {w} ({label}): {}", describe(&status));
             }
+            if STOP.load(Ordering::Relaxed) {
+                errln!("joular-ebpf: stopped during a warm-up, after {} of {total} runs", measured.len());
+                break 'points;
+            }
         }
         for r in 1..=args.runs {
             let (outcome, seconds) = record_run(&exe, &dir, r, &args.record_args, &command);
@@ -156,6 +184,10 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
                 Err(why) => errln!("joular-ebpf: run {done} of {total} ({label}): FAILED ({why}) in {seconds:.1} s"),
             }
             measured.push(Measurement { point: p, run: r, seconds, outcome });
+            if STOP.load(Ordering::Relaxed) {
+                errln!("joular-ebpf: stopped after {} of {total} runs: writing what they measured", measured.len());
+                break 'points;
+            }
         }
     }
     let after_runs = Instant::now();
@@ -183,6 +215,9 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
         wall_s - children_s,
         after_runs.elapsed().as_secs_f64()
     );
+    if STOP.load(Ordering::Relaxed) {
+        return Ok(STOPPED_EXIT);
+    }
     if failed > 0 {
         errln!("joular-ebpf: {failed} of {} runs failed: they are listed in sweep.csv and sweep.json", measured.len());
         return Ok(1);
