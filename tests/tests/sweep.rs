@@ -1,5 +1,5 @@
 //! Issue 27 item 1: `joular-ebpf sweep` on real runs.
-//! - SweepWork's three methods cost n, n² and 2ⁿ units; swept over n = 1..6, 3 runs each, on a
+//! - SweepWork's three methods cost n, n² + 6 and 2ⁿ units; swept over n = 1..6, 3 runs each, on a
 //!   fake 40 W powercap, each gets its true model family, and the three carry most of the
 //!   process's growth.
 //! - A command that fails for one value: that run is reported as failed, the others complete,
@@ -143,4 +143,44 @@ fn a_value_whose_command_fails_is_reported_and_the_other_runs_complete() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("the command has no {n}"), "{text}");
     assert!(!bad.exists(), "bad input runs nothing and writes nothing");
+}
+
+#[test]
+fn ctrl_c_stops_after_the_run_under_way_and_writes_what_was_measured() {
+    let rapl = FakePowercap::start(40.0);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("sweep");
+    let (sysfs, out_arg) = (format!("--record-arg=--sysfs-root={}", rapl.sysfs_root()), out.display().to_string());
+    let script = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 1; : {n}";
+    let child = std::process::Command::new(bin())
+        .args([
+            "sweep",
+            "--param",
+            "n=1,2,3,4,5,6,7,8",
+            "--runs",
+            "1",
+            &sysfs,
+            "-o",
+            &out_arg,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each run takes over a second: the signal comes while the first or second is under way,
+    // and reaches only the sweep (a terminal's Ctrl-C would reach its `record` too).
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill has no memory effects; the pid is our child's, not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let output = wait_bounded(child, Duration::from_secs(60));
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(130), "{text}");
+    assert!(text.contains("joular-ebpf: stopped after "), "{text}");
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap_or_else(|e| panic!("no sweep.csv: {e}\n{text}"));
+    let done = csv.lines().filter(|l| l.contains(",ok,[process],")).count();
+    assert!((1..=3).contains(&done), "the run under way completes, no run starts after: {done} runs\n{csv}\n{text}");
 }
