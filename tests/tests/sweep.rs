@@ -109,7 +109,7 @@ fn sweep_gives_each_method_its_true_model_family() {
 }
 
 #[test]
-fn a_value_whose_command_fails_is_reported_and_the_other_runs_complete() {
+fn sweep_reports_a_value_whose_command_fails_and_the_other_runs_complete() {
     let rapl = FakePowercap::start(40.0);
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("sweep");
@@ -146,7 +146,7 @@ fn a_value_whose_command_fails_is_reported_and_the_other_runs_complete() {
 }
 
 #[test]
-fn ctrl_c_stops_after_the_run_under_way_and_writes_what_was_measured() {
+fn sweep_stops_on_ctrl_c_after_the_run_under_way_and_writes_what_was_measured() {
     let rapl = FakePowercap::start(40.0);
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("sweep");
