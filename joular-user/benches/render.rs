@@ -123,6 +123,7 @@ fn config(dir: &std::path::Path, evolution: bool) -> ResultsConfig {
         native_frames: false,
         html: true,
         modes: joular_user::safe_write::Modes::for_caller(),
+        cpu_frequencies: Default::default(),
     }
 }
 

@@ -12,6 +12,7 @@
 
 // The stages (the order a cycle goes through them is in the paragraph above).
 pub mod attribution;
+pub mod calmness;
 pub mod carbon;
 pub mod collect;
 pub mod diff;

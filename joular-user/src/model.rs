@@ -194,6 +194,33 @@ pub struct CycleReport {
     pub processes: Vec<ProcessReport>,
     #[serde(default)]
     pub methods: Vec<MethodReport>,
+    /// Each CPU's frequency read at the cycle's end (cpufreq's `scaling_cur_freq`); empty
+    /// where the machine exposes none (most VMs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_frequencies: Vec<CpuFrequency>,
+}
+
+/// Whether a run recorded every CPU's frequency each cycle (for `joular-ebpf calmness`), as
+/// `summary.json` says it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrequencyRecording {
+    pub available: bool,
+    /// CPUs with a readable `scaling_cur_freq` at the start.
+    #[serde(default)]
+    pub cpus: usize,
+    /// Where the frequencies are, from the process's result directory (`../frequencies.csv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Why there are none, when there are none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}
+
+/// One CPU's frequency at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuFrequency {
+    pub cpu: u32,
+    pub khz: u64,
 }
 
 impl CycleReport {

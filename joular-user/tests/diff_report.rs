@@ -44,6 +44,7 @@ fn write_run(dir: &Path, work: &[(&str, u64)]) {
         native_frames: false,
         html: false,
         modes: joular_user::safe_write::Modes::for_caller(),
+        cpu_frequencies: Default::default(),
     })
     .unwrap();
     for n in 0..10u64 {

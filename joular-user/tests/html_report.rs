@@ -50,6 +50,7 @@ fn run(dir: &std::path::Path) -> std::path::PathBuf {
         native_frames: false,
         html: true,
         modes: joular_user::safe_write::Modes::for_caller(),
+        cpu_frequencies: Default::default(),
     })
     .unwrap();
     for n in 0..3u64 {

@@ -206,6 +206,7 @@ fn config(out: &Path) -> ResultsConfig {
         native_frames: false,
         html: true,
         modes: Modes::for_caller(),
+        cpu_frequencies: Default::default(),
     }
 }
 

@@ -65,6 +65,9 @@ pub enum Command {
     /// recorded), fit a model per method and for the process (linear, quadratic, exponential...)
     /// and rank the methods by their part of the growth.
     Sweep(super::sweep::SweepArgs),
+    /// How much profiling disturbs the CPU's power state (jcarbon's calmness): compares two
+    /// runs' CPU frequency distributions, or runs `-- CMD` observed only and profiled.
+    Calmness(super::calmness::CalmnessArgs),
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
 #[macro_use]
 pub mod term;
 pub mod args;
+pub mod calmness;
 pub mod diff;
 pub mod errors;
 pub mod paths;

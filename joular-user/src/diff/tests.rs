@@ -76,6 +76,7 @@ pub fn write_run(dir: &Path, workload: &Workload, rng: &mut SplitMix) -> PathBuf
         native_frames: false,
         html: false,
         modes: crate::safe_write::Modes::for_caller(),
+        cpu_frequencies: Default::default(),
     })
     .unwrap();
     let run_factor = 1.0 + workload.run_noise * rng.normal();

@@ -29,6 +29,7 @@ pub use cpu_power_table::{CpuMatch, CpuPowerTable, COEFFICIENTS_SOURCE};
 pub use cpufreq::CpuFreq;
 pub use cpuinfo::{parse_cpuinfo, CpuInfo};
 pub use error::EnergyError;
+pub(crate) use files::read_parsed;
 pub use msr::MsrSource;
 pub use perf_pmu::{PerfCounter, PerfOpener, PerfPmuSource, SyscallOpener};
 pub use power_model::{ModelDescription, ModelSource};

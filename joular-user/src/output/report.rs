@@ -3,12 +3,14 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::jcarbon::{jcarbon_signals, JCARBON_FILE};
 use super::raw_profile::{read_raw_profile, RAW_PROFILE_FILE};
 use super::render::{render_process, OutputFiles, RenderSet};
 use super::table::top_methods_table;
 use super::OutputError;
 use crate::attribution::stacks::methods::MethodFilter;
 use crate::attribution::stacks::profile::ProcessProfile;
+use crate::calmness::{load_run, FrequencyCycle, LoadError, FREQUENCIES_FILE};
 use crate::safe_write::{parse_output_mode, Modes, OutDir};
 
 /// Arguments of the `report` subcommand.
@@ -54,6 +56,9 @@ pub enum ReportFormat {
     Summary,
     /// `report.html`: one self-contained page with tables, the flame graph and charts.
     Html,
+    /// `jcarbon.json`: the run as jcarbon's signals (process and thread energy, thread
+    /// activity, CPU frequencies).
+    Jcarbon,
     /// Everything.
     All,
 }
@@ -62,6 +67,8 @@ pub enum ReportFormat {
 /// a bad file is the user's input, refused as such, with nothing rendered.
 pub struct LoadedReport {
     profiles: Vec<(OutDir, ProcessProfile)>,
+    /// Each profile's run's CPU frequencies, read when `--format jcarbon` asks for them.
+    frequencies: Vec<Vec<FrequencyCycle>>,
 }
 
 /// Finds and reads the raw profiles `args` names.
@@ -69,7 +76,12 @@ pub fn load_report(args: &ReportArgs) -> Result<LoadedReport, OutputError> {
     let modes = Modes::from_flag(args.output_mode);
     let override_filter = args.filter.as_deref().map(MethodFilter::parse);
     let mut profiles = Vec::new();
+    let mut frequencies = Vec::new();
+    let jcarbon = args.format.iter().any(|f| matches!(f, ReportFormat::Jcarbon | ReportFormat::All));
     for profile_dir in find_profiles(&args.result_dir, modes)? {
+        if jcarbon {
+            frequencies.push(run_frequencies(profile_dir.path())?);
+        }
         let mut profile = read_raw_profile(&profile_dir, RAW_PROFILE_FILE)?;
         if let Some(filter) = &override_filter {
             profile.summary.filters = filter.prefixes().to_vec();
@@ -78,7 +90,33 @@ pub fn load_report(args: &ReportArgs) -> Result<LoadedReport, OutputError> {
         profile.complete();
         profiles.push((profile_dir, profile));
     }
-    Ok(LoadedReport { profiles })
+    Ok(LoadedReport { profiles, frequencies })
+}
+
+/// The frequencies of the run a profile belongs to: none where it recorded none, or where the
+/// run's directory cannot be opened (a profile copied out of it); a trace that is there and
+/// unreadable is bad input.
+fn run_frequencies(profile_dir: &Path) -> Result<Vec<FrequencyCycle>, OutputError> {
+    match load_run(profile_dir) {
+        Ok(trace) => Ok(trace),
+        Err(LoadError::NoFrequencies { .. } | LoadError::NotARun { .. }) => Ok(Vec::new()),
+        Err(LoadError::Read { path, .. }) if !path.ends_with(FREQUENCIES_FILE) => Ok(Vec::new()),
+        Err(LoadError::Read { path, source }) => Err(OutputError::Io { path, source }),
+        Err(LoadError::Parse { path, reason }) => Err(OutputError::Format { path, reason }),
+    }
+}
+
+fn write_jcarbon(
+    dir: &OutDir,
+    profile: &ProcessProfile,
+    frequencies: &[FrequencyCycle],
+) -> Result<PathBuf, OutputError> {
+    let path = dir.join(JCARBON_FILE);
+    let json =
+        serde_json::to_vec_pretty(&jcarbon_signals(profile, frequencies)).map_err(|e| OutputError::json(&path, e))?;
+    let mut file = dir.replace(JCARBON_FILE).map_err(|e| OutputError::io(&path, e))?;
+    file.write_all(&json).and_then(|()| file.commit()).map_err(|e| OutputError::io(&path, e))?;
+    Ok(path)
 }
 
 /// Renders what [`load_report`] read, printing the table to stdout.
@@ -107,7 +145,8 @@ fn render_report(
         summary: has(ReportFormat::Summary),
         html: has(ReportFormat::Html),
     };
-    let renders = set.csv || set.folded || set.svg || set.pprof || set.summary || set.html;
+    let jcarbon = has(ReportFormat::Jcarbon);
+    let renders = set.csv || set.folded || set.svg || set.pprof || set.summary || set.html || jcarbon;
     let output = match &args.output {
         Some(output) if renders => Some(OutDir::create_all(output, modes).map_err(|e| OutputError::io(output, e))?),
         _ => None,
@@ -115,7 +154,9 @@ fn render_report(
     let several = loaded.profiles.len() > 1;
     let mut profiles = Vec::with_capacity(loaded.profiles.len());
     let mut outputs = Vec::new();
+    let mut frequencies = loaded.frequencies.into_iter();
     for (profile_dir, profile) in loaded.profiles {
+        let run_frequencies = frequencies.next().unwrap_or_default();
         let filter = MethodFilter::new(profile.summary.filters.iter().cloned());
         if renders {
             let opened = match &output {
@@ -127,10 +168,14 @@ fn render_report(
                 None => profile_dir.try_clone().map_err(|e| OutputError::io(profile_dir.path(), e)),
             };
             // The profile's own directory holds its evolution files (for report.html's charts).
-            let files = render_process(&opened?, &profile_dir, &profile, &filter, set);
+            let opened = opened?;
+            let mut files = render_process(&opened, &profile_dir, &profile, &filter, set);
             // `report` writes nothing else: a file it could not write is its error.
             if let Some(failed) = files.failed.first() {
                 return Err(OutputError::Format { path: failed.path.clone().into(), reason: failed.error.clone() });
+            }
+            if jcarbon {
+                files.files.push(write_jcarbon(&opened, &profile, &run_frequencies)?);
             }
             outputs.push(files);
         }

@@ -52,6 +52,8 @@ pub struct ResultsConfig {
     pub html: bool,
     /// Permissions of the files and directories written.
     pub modes: Modes,
+    /// See `StackConfig::cpu_frequencies`.
+    pub cpu_frequencies: crate::model::FrequencyRecording,
 }
 
 /// Without a result tree, a process's run totals only feed the end table; past this many
@@ -71,6 +73,7 @@ impl ResultsConfig {
             energy_detail: self.energy_detail.clone(),
             carbon: self.carbon.clone(),
             max_stacks: (!self.write_files).then_some(MAX_STACKS_WITHOUT_FILES),
+            cpu_frequencies: self.cpu_frequencies.clone(),
         }
     }
 }

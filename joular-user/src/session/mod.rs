@@ -4,6 +4,7 @@
 mod crosscheck;
 mod emit;
 mod exporter;
+mod frequencies;
 mod jsonl;
 mod labels;
 mod pace;
@@ -163,6 +164,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let mut leader_names = target::LeaderNames::default();
     let deadline = common.duration.map(|d| start + Duration::from_secs_f64(d));
     let serve = fleet.as_ref();
+    let (frequency_reader, cpu_frequencies) = frequencies::open(common, serve.is_some());
     let results = ResultsConfig {
         results_root: common.output.clone(),
         // A daemon writes the tree only when asked, process by process as they end.
@@ -182,6 +184,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         native_frames: common.native_frames,
         html: common.html || serve.is_some_and(|f| f.results),
         modes: common.modes(),
+        cpu_frequencies,
     };
     let stage = StackStage::new(results.stack_config());
     let mut tree = ResultTree::new(results).with_context(|| format!("--output {}", common.output.display()))?;
@@ -211,6 +214,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     }
     if let Some(json) = json {
         outputs.push(Box::new(json));
+    }
+    if frequency_reader.is_some() {
+        outputs.push(Box::new(frequencies::sink(common)?));
     }
     let mut sinks = Sinks::new(stage, outputs, serve.is_some());
     // A daemon logs a cycle line a minute unless --verbose.
@@ -269,11 +275,13 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
                 );
             }
         }
+        let cpu_frequencies = frequency_reader.as_ref().map(|r| r.read()).unwrap_or_default();
         let mut raw = collector.read(&mut probe, span)?;
         if let Some(p) = procfs_time.as_mut() {
             p.replace_cpu_time(&mut raw)?;
         }
         let mut report = base_report(cycles_drained, &raw, &common.proc_root);
+        report.cpu_frequencies = cpu_frequencies;
         cycles_drained += 1;
         let (_, model_failed) = energy.attribute(&raw.cpus, &raw.thread_cpu, raw.end_ns - raw.start_ns, &mut report);
         if let Some(e) = model_failed {

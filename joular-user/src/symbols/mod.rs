@@ -46,6 +46,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use joular_ebpf::{JvmConfig, JVM_UNWIND_HOTSPOT};
+use jvm_symbols::hotspot::PcRole;
 use jvm_symbols::FlagState;
 
 use crate::ebpf::kernel_names::KernelNames;
@@ -348,11 +349,13 @@ impl Symbolizer {
             .into_iter()
             .flat_map(|stack| match stack {
                 StackInput::Walked(walked) => user_inputs(walked),
-                StackInput::Bare(user) => user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect(),
+                StackInput::Bare(user) => {
+                    user.iter().map(|&pc| UserInput::Pc { pc, code: false, role: PcRole::AtOrAfter }).collect()
+                }
             })
             .map(|input| match input {
-                UserInput::Pc { pc, code } => Wanted::Pc { pc, looks_like_code: code || in_mappings(pc) },
-                UserInput::Compiled { pc, compile_id } => Wanted::Compiled { pc, compile_id },
+                UserInput::Pc { pc, code, role } => Wanted::Pc { pc, looks_like_code: code || in_mappings(pc), role },
+                UserInput::Compiled { pc, compile_id, role } => Wanted::Compiled { pc, compile_id, role },
                 UserInput::Interpreted { method, bcp } => Wanted::Interpreted { method, bcp },
             })
             .collect();
@@ -373,7 +376,8 @@ impl Symbolizer {
     pub fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack {
         let started = std::time::Instant::now();
         self.ensure_process(pid);
-        let inputs: Vec<UserInput> = user.iter().map(|&pc| UserInput::Pc { pc, code: false }).collect();
+        let inputs: Vec<UserInput> =
+            user.iter().map(|&pc| UserInput::Pc { pc, code: false, role: PcRole::AtOrAfter }).collect();
         let (user_ids, _) = self.resolve_user(pid, &inputs);
         self.finish_stack(pid, &user_ids, None, kernel, started)
     }

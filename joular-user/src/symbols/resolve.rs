@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use joular_ebpf::JVM_UNWIND_HOTSPOT;
+use jvm_symbols::hotspot::PcRole;
 use jvm_symbols::{classify, short_name, stable_name, CodeKind};
 
 use super::budget::Consumer;
@@ -16,16 +17,23 @@ use crate::model::{FrameKind, WalkedFrame, WalkedStack};
 /// Warn about cut stacks once this many Java stacks were seen, if most were cut.
 const CUT_STACKS_MIN_SAMPLE: u64 = 20;
 
-/// The frames the sampler walked, to resolve.
+/// The frames the sampler walked, to resolve. A code-cache frame whose callee (the frame
+/// before it, leaf first) ran outside the code cache returns from a leaf runtime call, whose
+/// scope is recorded before its return address ([`PcRole::AfterLeafCall`]).
 pub(super) fn user_inputs(walked: &WalkedStack) -> Vec<UserInput> {
+    let mut callee_native = false;
     walked
         .frames
         .iter()
-        .map(|f| match *f {
-            WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false },
-            WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true },
-            WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id },
-            WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
+        .map(|f| {
+            let role = if callee_native { PcRole::AfterLeafCall } else { PcRole::AtOrAfter };
+            callee_native = matches!(f, WalkedFrame::Native(_));
+            match *f {
+                WalkedFrame::Native(pc) => UserInput::Pc { pc, code: false, role: PcRole::AtOrAfter },
+                WalkedFrame::Code(pc) => UserInput::Pc { pc, code: true, role },
+                WalkedFrame::Compiled { pc, compile_id } => UserInput::Compiled { pc, compile_id, role },
+                WalkedFrame::Interpreted { method, bcp } => UserInput::Interpreted { method, bcp },
+            }
         })
         .collect()
 }
@@ -33,8 +41,8 @@ pub(super) fn user_inputs(walked: &WalkedStack) -> Vec<UserInput> {
 /// One user frame to resolve: a pc, or an interpreted frame the sampler walked.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum UserInput {
-    Pc { pc: u64, code: bool },
-    Compiled { pc: u64, compile_id: u32 },
+    Pc { pc: u64, code: bool, role: PcRole },
+    Compiled { pc: u64, compile_id: u32, role: PcRole },
     Interpreted { method: u64, bcp: u64 },
 }
 
@@ -60,7 +68,7 @@ impl Symbolizer {
         let mut pending: Vec<(usize, u64)> = Vec::new();
         let one = |id: FrameId| -> Option<std::sync::Arc<[FrameId]>> { Some(std::sync::Arc::from([id])) };
         for (slot, input) in inputs.iter().enumerate() {
-            let (pc, kernel_says_code) = match *input {
+            let (pc, kernel_says_code, role) = match *input {
                 UserInput::Interpreted { method, bcp } => {
                     let id = match process.hotspot().and_then(|h| h.interpreted(&mut self.interner, method, bcp)) {
                         Some(id) => id,
@@ -72,9 +80,9 @@ impl Symbolizer {
                     slots[slot] = one(id);
                     continue;
                 }
-                UserInput::Pc { pc, code } => (pc, code),
-                UserInput::Compiled { pc, compile_id } => {
-                    let code = process.hotspot().map(|h| h.compiled(&mut self.interner, pc, compile_id));
+                UserInput::Pc { pc, code, role } => (pc, code, role),
+                UserInput::Compiled { pc, compile_id, role } => {
+                    let code = process.hotspot().map(|h| h.compiled(&mut self.interner, pc, compile_id, role));
                     if let Some((_, outcome)) = &code {
                         freed.stale += u64::from(outcome.stale);
                         freed.by_method += u64::from(outcome.by_method);
@@ -97,7 +105,7 @@ impl Symbolizer {
             }
             let in_mappings = process.jvm.as_ref().is_some_and(|j| j.in_code_cache(pc));
             if let Some(h) = process.hotspot() {
-                match h.code(&mut self.interner, pc, kernel_says_code || in_mappings) {
+                match h.code(&mut self.interner, pc, kernel_says_code || in_mappings, role) {
                     (Code::Frames(ids), _) => slots[slot] = Some(ids),
                     (Code::UnknownJit, outcome) => {
                         self.stats.unknown_jit_frames += u64::from(outcome.unknown);
@@ -228,5 +236,45 @@ impl Symbolizer {
                 jvm.java_stacks
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Leaf first: a compiled frame right above native code returns from a leaf runtime call;
+    /// every other frame is looked up as sampled.
+    #[test]
+    fn a_code_frame_above_native_code_is_after_a_leaf_call() {
+        let walked = WalkedStack {
+            frames: vec![
+                WalkedFrame::Native(0x7000),
+                WalkedFrame::Compiled { pc: 0x1000, compile_id: 7 },
+                WalkedFrame::Compiled { pc: 0x2000, compile_id: 8 },
+                WalkedFrame::Native(0x7100),
+                WalkedFrame::Code(0x3000),
+                WalkedFrame::Interpreted { method: 0x50, bcp: 0x60 },
+                WalkedFrame::Code(0x4000),
+            ],
+            ..WalkedStack::default()
+        };
+        let roles: Vec<Option<PcRole>> = user_inputs(&walked)
+            .into_iter()
+            .map(|input| match input {
+                UserInput::Pc { code: true, role, .. } | UserInput::Compiled { role, .. } => Some(role),
+                UserInput::Pc { code: false, .. } | UserInput::Interpreted { .. } => None,
+            })
+            .collect();
+        let (after, at) = (Some(PcRole::AfterLeafCall), Some(PcRole::AtOrAfter));
+        assert_eq!(roles, [None, after, at, None, after, None, at]);
+    }
+
+    /// The sampled pc itself is never a return address.
+    #[test]
+    fn the_leaf_frame_is_looked_up_as_sampled() {
+        let walked =
+            WalkedStack { frames: vec![WalkedFrame::Compiled { pc: 0x1000, compile_id: 7 }], ..WalkedStack::default() };
+        assert!(matches!(user_inputs(&walked)[0], UserInput::Compiled { role: PcRole::AtOrAfter, .. }));
     }
 }

@@ -40,6 +40,18 @@ pub struct JavaFrame {
     pub kind: FrameKind,
 }
 
+/// How a compiled frame's pc was reached, which decides the PcDesc that describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PcRole {
+    /// The sampled pc, or the return address of a call into code-cache code (a Java call, a
+    /// runtime stub): the PcDesc at or after it, as HotSpot looks it up.
+    #[default]
+    AtOrAfter,
+    /// The return address of a call whose callee ran outside the code cache (a leaf runtime
+    /// call): the PcDesc before it ([`super::scopes::NmethodDebugInfo::frames_before`]).
+    AfterLeafCall,
+}
+
 /// What a pc is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CodeAt {
@@ -432,6 +444,11 @@ impl<R: MemoryReader> HotspotJvm<R> {
 
     /// What runs at `pc`: Java frames (inlined ones included) for compiled code.
     pub fn code_at(&mut self, pc: u64) -> CodeAt {
+        self.code_at_as(pc, PcRole::AtOrAfter)
+    }
+
+    /// [`HotspotJvm::code_at`] for a pc reached as `role` says.
+    pub fn code_at_as(&mut self, pc: u64, role: PcRole) -> CodeAt {
         if self.interpreter.is_some_and(|(lo, hi)| (lo..hi).contains(&pc)) {
             return CodeAt::Interpreter;
         }
@@ -442,7 +459,10 @@ impl<R: MemoryReader> HotspotJvm<R> {
             return CodeAt::Blob(self.stub_name(&blob, pc));
         };
         let scopes = match self.debug_info(&blob, method, compile_id) {
-            Some(info) => info.frames_at(pc),
+            Some(info) => match role {
+                PcRole::AtOrAfter => info.frames_at(pc),
+                PcRole::AfterLeafCall => info.frames_before(pc),
+            },
             None => vec![super::scopes::ScopeFrame { method, bci: None }],
         };
         let last = scopes.len() - 1;

@@ -100,7 +100,7 @@ mod bounds_tests;
 
 pub use bounded::{BoundedReader, Overrun, ReadBudget};
 pub use error::HotspotError;
-pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses, Reads};
+pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses, PcRole, Reads};
 pub use libjvm::{locate_tables, TableSymbols};
 pub use memory::{MemoryReader, ProcessMemory, ReadError, RecordingReader, SegmentsMemory, MAX_OBJECT_BYTES};
 pub use method::JavaMethod;

@@ -87,11 +87,41 @@ impl NmethodDebugInfo {
     /// The Java frames at `pc`, innermost (the inlined leaf) first, the nmethod's own
     /// method last. Falls back to the nmethod's method alone when no scope describes it.
     pub fn frames_at(&self, pc: u64) -> Vec<ScopeFrame> {
-        let fallback = vec![ScopeFrame { method: self.method, bci: None }];
-        let Some(offset) = pc.checked_sub(self.code_begin).and_then(|o| i32::try_from(o).ok()) else {
-            return fallback;
+        let Some(offset) = self.offset_of(pc) else {
+            return self.fallback();
         };
-        let idx = self.pcs.partition_point(|&(p, _)| p < offset);
+        self.frames_of(self.pcs.partition_point(|&(p, _)| p < offset))
+    }
+
+    /// The Java frames of the call whose return address is `pc`, when the callee ran outside
+    /// the code cache (a leaf runtime call: C2's intrinsics call `SharedRuntime::
+    /// montgomery_square`, G1's barriers their runtime entries). HotSpot records no scope for
+    /// such a call: the PcDesc at or after its return address describes the next code, which
+    /// may be another method's (`BigInteger.equals` for `montgomerySquare`'s call, JDK 17,
+    /// -XX:+DebugNonSafepoints). The last PcDesc before the call describes the code that set
+    /// up its arguments: the call's own scope. Falls back to [`Self::frames_at`] when no
+    /// PcDesc precedes it.
+    pub fn frames_before(&self, pc: u64) -> Vec<ScopeFrame> {
+        let Some(offset) = self.offset_of(pc) else {
+            return self.fallback();
+        };
+        match self.pcs.partition_point(|&(p, _)| p < offset) {
+            0 => self.frames_of(0),
+            after => self.frames_of(after - 1),
+        }
+    }
+
+    fn offset_of(&self, pc: u64) -> Option<i32> {
+        pc.checked_sub(self.code_begin).and_then(|o| i32::try_from(o).ok())
+    }
+
+    fn fallback(&self) -> Vec<ScopeFrame> {
+        vec![ScopeFrame { method: self.method, bci: None }]
+    }
+
+    /// The scope chain of the `idx`-th PcDesc.
+    fn frames_of(&self, idx: usize) -> Vec<ScopeFrame> {
+        let fallback = self.fallback();
         let Some(&(_, decode_offset)) = self.pcs.get(idx) else {
             return fallback;
         };
@@ -278,6 +308,27 @@ mod tests {
             assert_eq!(info.frames_at(code + 0x41), entry_only, "past the last PcDesc");
             assert_eq!(info.frames_at(code - 1), entry_only);
             assert_eq!(info.described_pcs().collect::<Vec<_>>(), [code + 0x20, code + 0x40]);
+        }
+    }
+
+    #[test]
+    fn a_leaf_call_takes_the_scope_recorded_before_its_return_address() {
+        for enc in [Encoding::Classic, Encoding::Unsigned5] {
+            let (mem, l, nm) = build(enc);
+            let code = 0x20_0000;
+            let info = NmethodDebugInfo::read(&mem, &l, enc, nm, 0xAAAA_0000, code).unwrap().unwrap();
+            let outer = ScopeFrame { method: 0xAAAA_0000, bci: Some(12) };
+            let inner = ScopeFrame { method: 0xBBBB_0000, bci: Some(3) };
+            // Returning to 0x40 (the PcDesc there is the code after the call, here `inner`):
+            // the call is described by the PcDesc before it.
+            assert_eq!(info.frames_before(code + 0x40), [outer]);
+            assert_eq!(info.frames_before(code + 0x30), [outer]);
+            assert_eq!(info.frames_before(code + 0x41), [inner, outer]);
+            // Only the entry PcDesc (offset -1, no scope) precedes: the nmethod's method alone,
+            // never the code after the call.
+            let entry_only = [ScopeFrame { method: 0xAAAA_0000, bci: None }];
+            assert_eq!(info.frames_before(code + 0x20), entry_only);
+            assert_eq!(info.frames_before(code - 1), entry_only);
         }
     }
 

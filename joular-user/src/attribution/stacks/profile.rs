@@ -71,6 +71,9 @@ pub struct RunSummary {
     /// grams of CO₂e, and the intensity and PUE used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carbon: Option<crate::carbon::CarbonSummary>,
+    /// Whether the run recorded CPU frequencies (calmness), and where.
+    #[serde(default)]
+    pub cpu_frequencies: crate::model::FrequencyRecording,
 }
 
 /// An output that failed: the flag that asked for it, the file, and the error. Its writing

@@ -44,6 +44,8 @@ pub struct StackConfig {
     /// weeks holds bounded memory when no output needs its whole run (serve without
     /// `--results`). `None`: the whole run is kept.
     pub max_stacks: Option<usize>,
+    /// Whether the session records CPU frequencies (`summary.json` `cpu_frequencies`).
+    pub cpu_frequencies: crate::model::FrequencyRecording,
 }
 
 /// The run so far, for every process's `summary.json`.
@@ -130,6 +132,7 @@ impl Process {
                 degraded: run.degraded.clone(),
                 outputs_failed: run.outputs_failed.clone(),
                 carbon,
+                cpu_frequencies: config.cpu_frequencies.clone(),
             },
             stacks,
             timeline: self.timeline.clone(),

@@ -115,6 +115,7 @@ pub(crate) fn config(root: &Path) -> ResultsConfig {
         native_frames: false,
         html: false,
         modes: Modes::for_caller(),
+        cpu_frequencies: Default::default(),
     }
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::{
     locate_tables, CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses,
-    Overrun, ReadBudget, Reads,
+    Overrun, PcRole, ReadBudget, Reads,
 };
 
 use super::compiled_names::{CompiledNames, MethodNames};
@@ -94,7 +94,9 @@ pub struct HotspotProcess<R = GuardedMemory> {
     /// Not read in this cycle (backed off, or panicked).
     skipping: bool,
     back_off_warned: bool,
-    code: HashMap<u64, Code>,
+    /// This cycle's names of code pcs, by how each pc was reached (a return address after a
+    /// leaf call is described by another PcDesc than the same pc sampled).
+    code: HashMap<(u64, PcRole), Code>,
     interpreted: HashMap<(u64, u64), FrameId>,
     /// Set once the code cache was re-read in this cycle (at most once per cycle).
     refreshed: bool,
@@ -383,18 +385,24 @@ impl<R: MemoryReader> HotspotProcess<R> {
     /// for a pc that `looks_like_code` by other evidence) re-reads the code cache, at most
     /// once per cycle, and tries again: code committed or stubs generated since the last
     /// read are then found in the same cycle.
-    pub fn code(&mut self, interner: &mut Interner, pc: u64, looks_like_code: bool) -> (Code, CodeOutcome) {
-        if let Some(code) = self.code.get(&pc) {
+    pub fn code(
+        &mut self,
+        interner: &mut Interner,
+        pc: u64,
+        looks_like_code: bool,
+        role: PcRole,
+    ) -> (Code, CodeOutcome) {
+        if let Some(code) = self.code.get(&(pc, role)) {
             return (code.clone(), CodeOutcome::default());
         }
         let mut outcome = CodeOutcome::default();
-        let mut code = self.resolve(interner, pc);
+        let mut code = self.resolve(interner, pc, role);
         let missed = code == Code::UnknownJit || (code == Code::Native && looks_like_code);
         if missed && !self.refreshed && !self.stopped() {
             self.refreshed = true;
             self.guarded(|jvm| jvm.refresh_code_cache());
             outcome.refreshed = true;
-            code = self.resolve(interner, pc);
+            code = self.resolve(interner, pc, role);
         }
         if code == Code::Native && looks_like_code {
             code = Code::UnknownJit;
@@ -407,15 +415,16 @@ impl<R: MemoryReader> HotspotProcess<R> {
             }
         }
         outcome.unknown = code == Code::UnknownJit;
-        self.code.insert(pc, code.clone());
+        self.code.insert((pc, role), code.clone());
         (code, outcome)
     }
 
     /// [`HotspotProcess::code`] for a compiled frame the kernel read `compile_id` for: named
     /// only if the nmethod at `pc` still has that compile id (checked once per pc and
     /// cycle); else from what named that nmethod before (its pc, or its method), else
-    /// `[unknown JIT code]`. The outcome says which.
-    pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32) -> (Code, CodeOutcome) {
+    /// `[unknown JIT code]`. The outcome says which. What named a pc before is kept by pc
+    /// alone: a return address's role is fixed by the call it returns from.
+    pub fn compiled(&mut self, interner: &mut Interner, pc: u64, compile_id: u32, role: PcRole) -> (Code, CodeOutcome) {
         // `None`: not read (stopped); `Some(None)`: no nmethod at `pc` any more.
         let now = match self.compile_ids.get(&pc) {
             Some(&id) => Some(id),
@@ -427,7 +436,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             }
         };
         if now == Some(Some(compile_id)) {
-            let (code, outcome) = self.code(interner, pc, true);
+            let (code, outcome) = self.code(interner, pc, true, role);
             if let Code::Frames(ids) = &code {
                 self.compiled_names
                     .remember(compile_id, pc, || ids.iter().map(|&id| interner.frame_of(id).clone()).collect());
@@ -453,14 +462,14 @@ impl<R: MemoryReader> HotspotProcess<R> {
         Some((Code::Frames(ids), !named.exact))
     }
 
-    fn resolve(&mut self, interner: &mut Interner, pc: u64) -> Code {
+    fn resolve(&mut self, interner: &mut Interner, pc: u64, role: PcRole) -> Code {
         if !self.jvm.in_code_cache(pc) {
             return Code::Native;
         }
         if self.stopped() {
             return Code::UnknownJit;
         }
-        let Some(code) = self.guarded(|jvm| jvm.code_at(pc)) else {
+        let Some(code) = self.guarded(|jvm| jvm.code_at_as(pc, role)) else {
             return Code::UnknownJit;
         };
         match code {

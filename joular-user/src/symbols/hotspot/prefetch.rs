@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use jvm_symbols::hotspot::PcRole;
+
 use super::{Code, CodeOutcome, HotspotProcess};
 use crate::symbols::intern::{FrameId, Interner};
 use crate::target_read::stall_guard::{self, GuardedMemory, Stall};
@@ -17,10 +19,12 @@ pub enum Wanted {
     Pc {
         pc: u64,
         looks_like_code: bool,
+        role: PcRole,
     },
     Compiled {
         pc: u64,
         compile_id: u32,
+        role: PcRole,
     },
     Interpreted {
         method: u64,
@@ -47,8 +51,8 @@ impl HotspotProcess<GuardedMemory> {
             let mut unknown = 0;
             for w in wanted {
                 let outcome = match w {
-                    Wanted::Pc { pc, looks_like_code } => h.code(&mut scratch, pc, looks_like_code).1,
-                    Wanted::Compiled { pc, compile_id } => h.compiled(&mut scratch, pc, compile_id).1,
+                    Wanted::Pc { pc, looks_like_code, role } => h.code(&mut scratch, pc, looks_like_code, role).1,
+                    Wanted::Compiled { pc, compile_id, role } => h.compiled(&mut scratch, pc, compile_id, role).1,
                     Wanted::Interpreted { method, bcp } => {
                         h.interpreted(&mut scratch, method, bcp);
                         CodeOutcome::default()

@@ -27,7 +27,7 @@ fn compiled_pcs_give_inlined_chains_stubs_and_misses() {
         let mut interner = Interner::default();
         let mut inlined_chains = 0;
         for &pc in &manifest.pcs {
-            let (Code::Frames(ids), outcome) = h.code(&mut interner, pc, true) else {
+            let (Code::Frames(ids), outcome) = h.code(&mut interner, pc, true, PcRole::AtOrAfter) else {
                 panic!("JDK {jdk}: pc {pc:#x} not named");
             };
             assert!(!outcome.unknown);
@@ -47,7 +47,7 @@ fn compiled_pcs_give_inlined_chains_stubs_and_misses() {
         assert!(inlined_chains > 0, "JDK {jdk}: mix never inlined into outer");
 
         let stub = |h: &mut HotspotProcess<&SegmentsMemory>, interner: &mut Interner, pc: u64| match h
-            .code(interner, pc, true)
+            .code(interner, pc, true, PcRole::AtOrAfter)
             .0
         {
             Code::Frames(ids) => frames(interner, &ids),
@@ -58,9 +58,9 @@ fn compiled_pcs_give_inlined_chains_stubs_and_misses() {
         let interp = stub(&mut h, &mut interner, manifest.interpreter_pc.unwrap());
         assert_eq!((&*interp[0].name, interp[0].kind), (INTERPRETER, FrameKind::Stub));
         // Outside the code cache: native code, unless other evidence says it is code.
-        assert_eq!(h.code(&mut interner, 0x1000, false).0, Code::Native);
+        assert_eq!(h.code(&mut interner, 0x1000, false, PcRole::AtOrAfter).0, Code::Native);
         h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
-        let (code, outcome) = h.code(&mut interner, 0x1000, true);
+        let (code, outcome) = h.code(&mut interner, 0x1000, true, PcRole::AtOrAfter);
         assert_eq!(code, Code::UnknownJit);
         assert!(outcome.refreshed && outcome.unknown);
     }
@@ -128,15 +128,15 @@ fn a_code_cache_miss_is_read_again_and_named_in_the_same_cycle() {
         Appearing { mem: &mem, hidden: (nmethod - 64, nmethod + 0x400), heaps_static, heap_reads: Cell::new(0) };
     let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
     let mut interner = Interner::default();
-    let (code, outcome) = h.code(&mut interner, pc, true);
+    let (code, outcome) = h.code(&mut interner, pc, true, PcRole::AtOrAfter);
     assert!(matches!(code, Code::Frames(_)), "{code:?}");
     assert!(outcome.refreshed && !outcome.unknown, "{outcome:?}");
     // At most one re-read per cycle: another miss in the same cycle stays a miss.
-    let (code, outcome) = h.code(&mut interner, 0x1000, true);
+    let (code, outcome) = h.code(&mut interner, 0x1000, true, PcRole::AtOrAfter);
     assert_eq!((code, outcome.refreshed), (Code::UnknownJit, false));
     // Resolved pcs are kept for the cycle only.
     h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
-    assert!(h.code(&mut interner, 0x1000, true).1.refreshed);
+    assert!(h.code(&mut interner, 0x1000, true, PcRole::AtOrAfter).1.refreshed);
 }
 
 /// A compiled frame is named only while the nmethod at its pc has the compile id the
@@ -149,10 +149,10 @@ fn compiled_frames_are_named_only_with_their_compile_id() {
     let id = jvm.compile_id_at(pc).expect("an nmethod at a recorded pc");
     let mut h = HotspotProcess::new(jvm).unwrap();
     let mut interner = Interner::default();
-    let (code, outcome) = h.compiled(&mut interner, pc, id);
+    let (code, outcome) = h.compiled(&mut interner, pc, id, PcRole::AtOrAfter);
     assert!(matches!(code, Code::Frames(_)), "{code:?}");
     assert!(!outcome.stale && !outcome.by_method, "{outcome:?}");
-    let (code, outcome) = h.compiled(&mut interner, pc, id + 1);
+    let (code, outcome) = h.compiled(&mut interner, pc, id + 1, PcRole::AtOrAfter);
     assert_eq!((code, outcome.unknown, outcome.stale), (Code::UnknownJit, true, true));
 }
 
@@ -168,7 +168,7 @@ fn a_jvm_over_its_read_budget_is_backed_off_exponentially() {
     for (cycle, &pc) in manifest.pcs.iter().cycle().take(12).enumerate() {
         let start = h.begin_cycle(tiny, usize::MAX);
         let read_before = h.jvm.bytes_read();
-        let (code, _) = h.code(&mut interner, pc, true);
+        let (code, _) = h.code(&mut interner, pc, true, PcRole::AtOrAfter);
         if start != CycleStart::Read && !matches!(start, CycleStart::BackedOff { .. }) {
             assert_eq!(h.jvm.bytes_read(), read_before, "cycle {cycle}: read while backed off");
             assert_eq!(code, Code::UnknownJit);
@@ -185,7 +185,7 @@ fn a_jvm_over_its_read_budget_is_backed_off_exponentially() {
     for _ in 0..12 {
         h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
     }
-    let (code, _) = h.code(&mut interner, manifest.pcs[0], true);
+    let (code, _) = h.code(&mut interner, manifest.pcs[0], true, PcRole::AtOrAfter);
     assert!(matches!(code, Code::Frames(_)), "{code:?}");
 }
 
@@ -210,14 +210,18 @@ fn a_panic_in_the_reader_is_caught_and_the_jvm_read_no_more() {
         HotspotProcess::new(HotspotJvm::new(Bomb { mem: &mem, armed: &armed }, &manifest.symbols).unwrap()).unwrap();
     let mut interner = Interner::default();
     armed.set(true);
-    let (code, _) = h.code(&mut interner, manifest.pcs[0], true);
+    let (code, _) = h.code(&mut interner, manifest.pcs[0], true, PcRole::AtOrAfter);
     assert_eq!(code, Code::UnknownJit);
     assert!(h.panicked());
     assert_eq!(h.take_panic().as_deref(), Some("reader bug"));
     assert_eq!(h.take_panic(), None, "said once");
     h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
     assert_eq!(h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX), CycleStart::Skipped);
-    assert_eq!(h.code(&mut interner, manifest.pcs[1], true).0, Code::UnknownJit, "no read, no second panic");
+    assert_eq!(
+        h.code(&mut interner, manifest.pcs[1], true, PcRole::AtOrAfter).0,
+        Code::UnknownJit,
+        "no read, no second panic"
+    );
     assert_eq!(h.interpreted(&mut interner, 0x1000, 0x2000), None);
 }
 
@@ -263,7 +267,11 @@ fn reported_code_names_frames_of_freed_nmethods_by_their_method() {
         let mut interner = Interner::default();
         // A compile id no nmethod has: the one at `pc` was freed, and its space reused.
         let freed = compile_id + 1_000_000;
-        assert_eq!(h.compiled(&mut interner, pc, freed).0, Code::UnknownJit, "JDK {jdk}: nothing named it yet");
+        assert_eq!(
+            h.compiled(&mut interner, pc, freed, PcRole::AtOrAfter).0,
+            Code::UnknownJit,
+            "JDK {jdk}: nothing named it yet"
+        );
         let jvm_id = h.walk_config(false).expect("a config").interpreter_start;
         let report = CodeReport { jvm: jvm_id, method, tgid: 1, kind: REPORT_NMETHOD, compile_id: freed, _pad: 0 };
         let elsewhere = CodeReport { jvm: jvm_id + 4096, compile_id: freed + 1, ..report };
@@ -271,7 +279,7 @@ fn reported_code_names_frames_of_freed_nmethods_by_their_method() {
         h.take_walk_config(false).expect("a config");
         assert_eq!(h.learn(&[report, elsewhere]), 1, "JDK {jdk}: only this JVM's report is named");
         assert_eq!(h.learn(&[report]), 0, "JDK {jdk}: named once");
-        let (code, outcome) = h.compiled(&mut interner, pc, freed);
+        let (code, outcome) = h.compiled(&mut interner, pc, freed, PcRole::AtOrAfter);
         let Code::Frames(ids) = code else { panic!("JDK {jdk}: {code:?}") };
         let named = frames(&mut interner, &ids);
         assert_eq!(named.len(), 1, "JDK {jdk}: the method alone: {named:?}");
@@ -279,7 +287,10 @@ fn reported_code_names_frames_of_freed_nmethods_by_their_method() {
         let own = h.jvm.method(method).unwrap();
         assert_eq!(&*named[0].name, own.full_name(), "JDK {jdk}");
         assert!(outcome.by_method && !outcome.stale && !outcome.unknown, "JDK {jdk}: {outcome:?}");
-        assert!(h.compiled(&mut interner, pc, freed + 1).1.stale, "JDK {jdk}: another JVM's report names nothing");
+        assert!(
+            h.compiled(&mut interner, pc, freed + 1, PcRole::AtOrAfter).1.stale,
+            "JDK {jdk}: another JVM's report names nothing"
+        );
         // An interpreted method's report names it for when it cannot be read any more.
         let interpreted = CodeReport { kind: REPORT_METHOD, compile_id: 0, ..report };
         assert_eq!(h.learn(&[interpreted]), 1, "JDK {jdk}");
@@ -314,17 +325,23 @@ fn stubs_are_named_after_the_jvm_exited_in_blobs_named_before() {
         let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
         let mut interner = Interner::default();
         let stub = manifest.stub_pc.unwrap();
-        let named =
-            |h: &mut HotspotProcess<Exiting>, interner: &mut Interner, pc: u64| match h.code(interner, pc, true).0 {
-                Code::Frames(ids) => Some(frames(interner, &ids)[0].name.to_string()),
-                _ => None,
-            };
+        let named = |h: &mut HotspotProcess<Exiting>, interner: &mut Interner, pc: u64| match h
+            .code(interner, pc, true, PcRole::AtOrAfter)
+            .0
+        {
+            Code::Frames(ids) => Some(frames(interner, &ids)[0].name.to_string()),
+            _ => None,
+        };
         assert_eq!(named(&mut h, &mut interner, stub).as_deref(), Some("StubRoutines::call_stub"), "JDK {jdk}");
         gone.set(true);
         h.begin_cycle(ReadBudget::UNLIMITED, usize::MAX);
         assert_eq!(named(&mut h, &mut interner, stub).as_deref(), Some("StubRoutines::call_stub"), "JDK {jdk}");
         assert_eq!(named(&mut h, &mut interner, stub - 1).as_deref(), Some("StubRoutines::call_stub"), "JDK {jdk}");
-        assert_eq!(h.code(&mut interner, manifest.pcs[0], true).0, Code::UnknownJit, "JDK {jdk}: never named");
+        assert_eq!(
+            h.code(&mut interner, manifest.pcs[0], true, PcRole::AtOrAfter).0,
+            Code::UnknownJit,
+            "JDK {jdk}: never named"
+        );
         // A stub the sampler reported is named while the JVM runs, its pcs after it exited.
         gone.set(false);
         let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
