@@ -1,7 +1,6 @@
 // Test fixture for `joular-ebpf sweep`: one thread ("worker") runs three methods whose work is
-// a known function of n: linear does n units, quadratic n² + 6, exponential 2^n (n is small: 1
-// to 6 in the test). The quadratic's fixed part is a setup cost, as real methods have; without
-// it a power law a·x^1.93 fitted a parabola through 0 better than a + b·x² in 1 of 5 sweeps. The loops have the same shape, so energy follows trip counts; run with
+// a known function of n: linear does n units, quadratic n², exponential 2^n (n is small: 1 to
+// 6 in the test). The loops have the same shape, so energy follows trip counts; run with
 // -XX:CompileCommand=dontinline,SweepWork::* so each method keeps its frame.
 //   java -cp <classes> SweepWork <n>
 public final class SweepWork {
@@ -9,7 +8,7 @@ public final class SweepWork {
     // Trips per unit: at n = 6 linear runs about 0.3 s, quadratic and exponential about 0.7 s
     // each (a trip is 1.5-2 ns once compiled).
     static final long LINEAR_UNIT = 32_000_000L;
-    static final long QUADRATIC_UNIT = 9_400_000L;
+    static final long QUADRATIC_UNIT = 11_000_000L;
     static final long EXPONENTIAL_UNIT = 6_200_000L;
 
     // Each method has its own loop: a shared helper would be the leaf of every sample.
@@ -22,7 +21,7 @@ public final class SweepWork {
 
     static long quadratic(int n, long seed) {
         long acc = seed;
-        long trips = ((long) n * n + 6) * QUADRATIC_UNIT;
+        long trips = (long) n * n * QUADRATIC_UNIT;
         for (long i = 0; i < trips; i++) acc = acc * 6364136223846793005L + (acc >>> 29) + i;
         return acc;
     }

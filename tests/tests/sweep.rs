@@ -1,5 +1,5 @@
 //! Issue 27 item 1: `joular-ebpf sweep` on real runs.
-//! - SweepWork's three methods cost n, n² + 6 and 2ⁿ units; swept over n = 1..6, 3 runs each, on a
+//! - SweepWork's three methods cost n, n² and 2ⁿ units; swept over n = 1..6, 3 runs each, on a
 //!   fake 40 W powercap, each gets its true model family, and the three carry most of the
 //!   process's growth.
 //! - A command that fails for one value: that run is reported as failed, the others complete,
