@@ -45,7 +45,8 @@ const RUNS_DIR: &str = "runs";
 #[derive(Debug, Clone, clap::Args)]
 // No `{n}` in this text: clap reads it as a line break.
 #[command(after_help = "Each run is `joular-ebpf record --output DIR/runs/<setting>/run-<i> -- CMD`, with {NAME} in \
-CMD replaced by the value; its output goes to run-<i>.log beside it. Warm-up runs start the command unprofiled and \
+CMD replaced by the value; its output goes to run-<i>.log beside it. The runs go round-robin (every value once, \
+then again), so a drift of the machine spreads over all values. Warm-up runs start the command unprofiled and \
 are not counted. Every family (constant, logarithmic, linear, n log n, quadratic a + b·x², cubic a + b·x³, power law \
 a·x^b, exponential a·b^x) is fitted by least squares on every run, in joules, and the one with the lowest AICc is \
 chosen; the runner-up is shown beside it. Methods are ranked by how much of the process's growth, from the \
@@ -73,8 +74,8 @@ pub struct SweepArgs {
     /// Profiled runs per value.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub runs: usize,
-    /// Unprofiled runs of the command before each value's runs (page cache, JIT caches, CPU
-    /// frequency), as hyperfine's --warmup.
+    /// Unprofiled runs of the command before each value's first run (page cache, JIT caches,
+    /// CPU frequency), as hyperfine's --warmup.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub warmup: usize,
     /// Run every combination of the parameters' values instead of one parameter at a time.
@@ -154,29 +155,35 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
     let mut measured = Vec::with_capacity(total);
     let mut children_s = 0.0;
     catch_stop_signals();
-    'points: for (p, point) in points.iter().enumerate() {
-        let label = point.label(&params);
-        let command = point.command(&params, &args.command);
-        let dir = runs_dir.create_subdirs(&point.slug(&params)).map_err(|e| anyhow::anyhow!("{}: {e}", label))?;
-        for w in 1..=args.warmup {
-            let t = Instant::now();
-            let status = Command::new(&command[0])
-                .args(&command[1..])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            children_s += t.elapsed().as_secs_f64();
-            if !status.as_ref().is_ok_and(|s| s.success()) {
-                errln!("joular-ebpf: warm-up {w} ({label}): {}", describe(&status));
+    // Round-robin: round r runs every value once, so a slow drift of the machine (another
+    // job's load, heat) spreads over all values instead of bending the curve.
+    let labels: Vec<String> = points.iter().map(|pt| pt.label(&params)).collect();
+    let commands: Vec<Vec<String>> = points.iter().map(|pt| pt.command(&params, &args.command)).collect();
+    let mut dirs = Vec::with_capacity(points.len());
+    for (point, label) in points.iter().zip(&labels) {
+        dirs.push(runs_dir.create_subdirs(&point.slug(&params)).map_err(|e| anyhow::anyhow!("{label}: {e}"))?);
+    }
+    'rounds: for r in 1..=args.runs {
+        for p in 0..points.len() {
+            let (label, command, dir) = (&labels[p], &commands[p], &dirs[p]);
+            for w in (1..=args.warmup).filter(|_| r == 1) {
+                let t = Instant::now();
+                let status = Command::new(&command[0])
+                    .args(&command[1..])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+                children_s += t.elapsed().as_secs_f64();
+                if !status.as_ref().is_ok_and(|s| s.success()) {
+                    errln!("joular-ebpf: warm-up {w} ({label}): {}", describe(&status));
+                }
+                if STOP.load(Ordering::Relaxed) {
+                    errln!("joular-ebpf: stopped during a warm-up, after {} of {total} runs", measured.len());
+                    break 'rounds;
+                }
             }
-            if STOP.load(Ordering::Relaxed) {
-                errln!("joular-ebpf: stopped during a warm-up, after {} of {total} runs", measured.len());
-                break 'points;
-            }
-        }
-        for r in 1..=args.runs {
-            let (outcome, seconds) = record_run(&exe, &dir, r, &args.record_args, &command);
+            let (outcome, seconds) = record_run(&exe, dir, r, &args.record_args, command);
             children_s += seconds;
             let done = measured.len() + 1;
             match &outcome {
@@ -186,7 +193,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
             measured.push(Measurement { point: p, run: r, seconds, outcome });
             if STOP.load(Ordering::Relaxed) {
                 errln!("joular-ebpf: stopped after {} of {total} runs: writing what they measured", measured.len());
-                break 'points;
+                break 'rounds;
             }
         }
     }
