@@ -22,6 +22,7 @@ pub mod fleet;
 pub mod output;
 pub mod procstat;
 pub mod stages;
+pub mod sweep;
 pub mod symbols;
 pub(crate) mod target_read;
 pub mod unwind;

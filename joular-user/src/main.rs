@@ -72,6 +72,7 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     let (target, common) = match cli.command {
         Some(Command::Report(args)) => return cli::report::run(&args),
         Some(Command::Diff(args)) => return cli::diff::run(&args),
+        Some(Command::Sweep(args)) => return cli::sweep::run(&args),
         Some(Command::Calmness(args)) => return cli::calmness::run(&args),
         Some(Command::Serve(serve)) => {
             serve.validate().map_err(UsageError)?;

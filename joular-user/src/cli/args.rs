@@ -61,6 +61,10 @@ pub enum Command {
     /// Compare two runs, or two sets of repeated runs: per method and for the process, the
     /// change in energy and its uncertainty; flags only changes larger than it.
     Diff(super::diff::DiffArgs),
+    /// Energy as a function of a parameter: run a command over a range of values (each run
+    /// recorded), fit a model per method and for the process (linear, quadratic, exponential...)
+    /// and rank the methods by their part of the growth.
+    Sweep(super::sweep::SweepArgs),
     /// How much profiling disturbs the CPU's power state (jcarbon's calmness): compares two
     /// runs' CPU frequency distributions, or runs `-- CMD` observed only and profiled.
     Calmness(super::calmness::CalmnessArgs),

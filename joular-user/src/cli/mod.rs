@@ -6,3 +6,4 @@ pub mod diff;
 pub mod errors;
 pub mod paths;
 pub mod report;
+pub mod sweep;

@@ -1,0 +1,186 @@
+//! Issue 27 item 1: `joular-ebpf sweep` on real runs.
+//! - SweepWork's three methods cost n, n² and 2ⁿ units; swept over n = 1..6, 3 runs each, on a
+//!   fake 40 W powercap, each gets its true model family, and the three carry most of the
+//!   process's growth.
+//! - A command that fails for one value: that run is reported as failed, the others complete,
+//!   and the sweep exits 1; a malformed --param exits 2 before anything runs.
+//!
+//! Run as root by `cargo xtask test sweep`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use joular_tests::*;
+use serde_json::Value;
+
+/// `sweep` with `args`: its exit code, its `sweep.json` (when it wrote one) and its output.
+fn sweep(args: &[&str], out: &Path, timeout: Duration) -> (i32, Value, String) {
+    let output = profile(&[&["sweep"], args].concat(), timeout);
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    let json =
+        std::fs::read(out.join("sweep.json")).ok().map_or(Value::Null, |bytes| serde_json::from_slice(&bytes).unwrap());
+    (output.status.code().expect("exited"), json, text)
+}
+
+fn model<'a>(json: &'a Value, name: &str) -> &'a Value {
+    json["sweeps"][0]["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("no model of {name}: {json:#}"))
+}
+
+#[test]
+fn sweep_gives_each_method_its_true_model_family() {
+    let rapl = FakePowercap::start(40.0);
+    let tmp = tempfile::tempdir().unwrap();
+    let classes = java_dir();
+    assert!(
+        classes.join("SweepWork.class").is_file(),
+        "{} has no SweepWork.class: run `cargo xtask test`",
+        classes.display()
+    );
+    let out = tmp.path().join("sweep");
+    let (sysfs, out_arg, cp) = (
+        format!("--record-arg=--sysfs-root={}", rapl.sysfs_root()),
+        out.display().to_string(),
+        classes.display().to_string(),
+    );
+    let started = Instant::now();
+    let (code, json, text) = sweep(
+        &[
+            "--param",
+            "n=1,2,3,4,5,6",
+            "--runs",
+            "3",
+            &sysfs,
+            "--record-arg=--interval=0.25",
+            // 499 Hz as the diff test: a method's share within a few % in a short run.
+            "--record-arg=--frequency=499",
+            "-o",
+            &out_arg,
+            "--",
+            "java",
+            "-XX:+PreserveFramePointer",
+            "-XX:CompileCommand=quiet",
+            "-XX:CompileCommand=dontinline,SweepWork::*",
+            "-cp",
+            &cp,
+            "SweepWork",
+            "{n}",
+        ],
+        &out,
+        Duration::from_secs(240),
+    );
+    eprintln!("sweep took {:.1} s:\n{text}", started.elapsed().as_secs_f64());
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("run 18 of 18 (n=6): "), "a progress line per run:\n{text}");
+    let sweep0 = &json["sweeps"][0];
+    assert_eq!(sweep0["param"], "n");
+    assert_eq!(sweep0["process"]["points"], 18, "{text}");
+    for (method, family) in
+        [("SweepWork.linear", "linear"), ("SweepWork.quadratic", "quadratic"), ("SweepWork.exponential", "exponential")]
+    {
+        let m = model(&json, method);
+        assert_eq!(m["model"]["best"]["family"], family, "{method}: {m:#}\n{text}");
+        assert!(m["model"]["best"]["r2"].as_f64().unwrap() > 0.9, "{method}: {m:#}");
+        assert!(m["model"]["runner_up"]["family"].is_string(), "{method}: a runner-up: {m:#}");
+    }
+    // 2ⁿ: the base is 2 within the runs' noise.
+    let base = model(&json, "SweepWork.exponential")["model"]["best"]["b"].as_f64().unwrap();
+    assert!((1.6..=2.5).contains(&base), "exponential's base {base}, expected about 2\n{text}");
+    // The JVM's start costs the same at every n: the three methods carry the growth.
+    let shares: f64 = ["SweepWork.linear", "SweepWork.quadratic", "SweepWork.exponential"]
+        .iter()
+        .map(|m| model(&json, m)["share_of_increase_pct"].as_f64().unwrap())
+        .sum();
+    assert!((75.0..=115.0).contains(&shares), "the three methods carry {shares}% of the process's growth\n{text}");
+    let ranked: Vec<&str> = sweep0["methods"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap()).collect();
+    let linear_rank = ranked.iter().position(|m| *m == "SweepWork.linear").unwrap();
+    assert!(linear_rank >= 2, "linear grows least of the three, ranked {ranked:?}");
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().filter(|l| l.contains(",ok,[process],")).count(), 18, "{csv}");
+    let html = std::fs::read_to_string(out.join("sweep.html")).unwrap();
+    assert!(
+        html.contains("<h3>SweepWork.exponential</h3>") && html.matches("<svg").count() >= 4,
+        "a chart per top method"
+    );
+}
+
+#[test]
+fn sweep_reports_a_value_whose_command_fails_and_the_other_runs_complete() {
+    let rapl = FakePowercap::start(40.0);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("sweep");
+    let (sysfs, out_arg) = (format!("--record-arg=--sysfs-root={}", rapl.sysfs_root()), out.display().to_string());
+    // Some work, then exit 3 for n = 3 only.
+    let script = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; [ {n} -ne 3 ] || exit 3";
+    let args = ["--param", "n=1,2,3,4,5", "--runs", "1", &sysfs, "-o", &out_arg, "--", "sh", "-c", script];
+    let (code, json, text) = sweep(&args, &out, Duration::from_secs(120));
+    assert_eq!(code, 1, "a failed run makes the sweep exit 1:\n{text}");
+    assert!(text.contains("run 3 of 5 (n=3): FAILED (exit status 3, see "), "{text}");
+    for (i, n) in [(1, 1), (2, 2), (4, 4), (5, 5)] {
+        let line = text.lines().find(|l| l.contains(&format!("run {i} of 5 (n={n}): "))).unwrap_or("");
+        assert!(line.contains(" J in "), "run {i} completed: {line}\n{text}");
+    }
+    assert_eq!(json["failed_runs"].as_array().unwrap().len(), 1, "{json:#}");
+    assert_eq!(json["failed_runs"][0]["setting"], "n=3");
+    assert_eq!(json["sweeps"][0]["process"]["points"], 4, "the four other runs are fitted");
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.starts_with("n,3,1,failed,,,\"exit status 3, see ")), "{csv}");
+    assert_eq!(csv.lines().filter(|l| l.contains(",ok,[process],")).count(), 4, "{csv}");
+
+    // Bad input: exit 2, naming the flag and the fix, before anything runs.
+    let bad = tmp.path().join("bad");
+    let bad_arg = bad.display().to_string();
+    let (code, _, text) =
+        sweep(&["--param", "n=1,two", "-o", &bad_arg, "--", "sh", "-c", "exit {n}"], &bad, Duration::from_secs(30));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--param n=1,two: `two` is not a number"), "{text}");
+    let (code, _, text) =
+        sweep(&["--param", "n=1,2", "-o", &bad_arg, "--", "sh", "-c", "exit 0"], &bad, Duration::from_secs(30));
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("the command has no {n}"), "{text}");
+    assert!(!bad.exists(), "bad input runs nothing and writes nothing");
+}
+
+#[test]
+fn sweep_stops_on_ctrl_c_after_the_run_under_way_and_writes_what_was_measured() {
+    let rapl = FakePowercap::start(40.0);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("sweep");
+    let (sysfs, out_arg) = (format!("--record-arg=--sysfs-root={}", rapl.sysfs_root()), out.display().to_string());
+    let script = "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 1; : {n}";
+    let child = std::process::Command::new(bin())
+        .args([
+            "sweep",
+            "--param",
+            "n=1,2,3,4,5,6,7,8",
+            "--runs",
+            "1",
+            &sysfs,
+            "-o",
+            &out_arg,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each run takes over a second: the signal comes while the first or second is under way,
+    // and reaches only the sweep (a terminal's Ctrl-C would reach its `record` too).
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill has no memory effects; the pid is our child's, not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let output = wait_bounded(child, Duration::from_secs(60));
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert_eq!(output.status.code(), Some(130), "{text}");
+    assert!(text.contains("joular-ebpf: stopped after "), "{text}");
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap_or_else(|e| panic!("no sweep.csv: {e}\n{text}"));
+    let done = csv.lines().filter(|l| l.contains(",ok,[process],")).count();
+    assert!((1..=3).contains(&done), "the run under way completes, no run starts after: {done} runs\n{csv}\n{text}");
+}
