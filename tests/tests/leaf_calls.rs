@@ -50,7 +50,7 @@ fn montgomery_callers(jdk: u32) {
                 let caller = frames[..at].iter().rev().find(|f| is_java(f) || name(f) == UNKNOWN_JIT);
                 match caller {
                     Some(f) if name(f) == UNKNOWN_JIT || CALLERS.contains(&short(f)) => {}
-                    other => wrong.push((other.map(|f| name(f)), samples)),
+                    other => wrong.push((other.map(name), samples)),
                 }
             }
         }
