@@ -76,6 +76,13 @@ impl Jvm {
 /// Stops `tid` (PTRACE_SEIZE + PTRACE_INTERRUPT: no signal reaches the JVM) and returns its
 /// (pc, fp).
 fn sample(tid: i32) -> (u64, u64) {
+    sample_then(tid, |pc, fp| (pc, fp))
+}
+
+/// Stops the thread, reads its pc and fp, and runs `f` on them before the thread goes on:
+/// what `f` reads of the thread's frames is the frames of that pc (read after the thread
+/// resumed, the frame at fp may already be gone).
+fn sample_then<T>(tid: i32, f: impl FnOnce(u64, u64) -> T) -> T {
     // SAFETY: plain ptrace calls on a thread of a child we own; `regs` is written by the
     // kernel only while the thread is stopped.
     unsafe {
@@ -85,8 +92,9 @@ fn sample(tid: i32) -> (u64, u64) {
         assert_eq!(libc::waitpid(tid, &mut status, libc::__WALL), tid);
         let mut regs: libc::user_regs_struct = std::mem::zeroed();
         assert_eq!(libc::ptrace(libc::PTRACE_GETREGS, tid, 0, &mut regs as *mut _), 0, "PTRACE_GETREGS");
+        let out = f(regs.rip, regs.rbp);
         libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0);
-        (regs.rip, regs.rbp)
+        out
     }
 }
 
@@ -182,13 +190,17 @@ fn interpreted_frames_resolve_from_their_frame_slots() {
     let mut in_interpreter = 0;
     let mut named: HashMap<String, usize> = HashMap::new();
     for _ in 0..SAMPLES {
-        let (pc, fp) = sample(tid);
+        // The frame slots are read while the thread is stopped at the sampled pc, as the eBPF
+        // sampler reads them.
+        let (pc, m, bcp) = sample_then(tid, |pc, fp| {
+            let slot = |words: i64| fp.wrapping_add_signed(words * 8);
+            (pc, mem.read_u64(slot(slots.method_slot)), mem.read_u64(slot(slots.bcp_slot)))
+        });
         if hs.code_at(pc) != CodeAt::Interpreter {
             continue;
         }
         in_interpreter += 1;
-        let slot = |words: i64| fp.wrapping_add_signed(words * 8);
-        let (Ok(m), Ok(bcp)) = (mem.read_u64(slot(slots.method_slot)), mem.read_u64(slot(slots.bcp_slot))) else {
+        let (Ok(m), Ok(bcp)) = (m, bcp) else {
             continue;
         };
         if let Some(frame) = hs.interpreted_frame(m, bcp) {
