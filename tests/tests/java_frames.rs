@@ -466,7 +466,9 @@ fn jdk17_native_code_is_charged_to_the_java_method_that_called_it() {
 /// of samples concerned and the flags that make it exact, and `summary.json` has the share.
 /// With it, the share is not reported and InlineSplit's inlined 60:40 split holds within 3 pp.
 fn debug_non_safepoints(jdk: u32) {
-    let args = ["--duration", "6", "--frequency", "400"];
+    // 10 s at 400 Hz, as the inlined-split test: ~4,000 samples, the split's noise ~0.8 pp
+    // against its 3 pp bar (6 s gave ~1 pp, and a CI run once saw left at 63.9%).
+    let args = ["--duration", "10", "--frequency", "400"];
     let without = run(jdk, "InlineSplit", "inliner", &[], &args);
     let with =
         run(jdk, "InlineSplit", "inliner", &["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"], &args);

@@ -13,7 +13,10 @@ fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
     let jvm = Jvm::start("MethodSplit", &["30"], &[DONTINLINE]);
     std::thread::sleep(Duration::from_secs(2));
     // `_dir` holds the result tree until the end of the test.
-    let ProfiledRun { cycles, results: run, dir: _dir, .. } = profile_outputs(jvm.pid(), &["--duration", "5"]);
+    // 400 Hz: ~2,000 samples of the splitter, so a share's sampling noise is ~1 pp against the
+    // 5 pp bar (at 100 Hz it was ~2.2 pp, and a CI run once saw alpha at 51.8%).
+    let ProfiledRun { cycles, results: run, dir: _dir, .. } =
+        profile_outputs(jvm.pid(), &["--duration", "5", "--frequency", "400"]);
     let splitter = jvm.tid_of("splitter") as u64;
 
     let mut energy: HashMap<String, f64> = HashMap::new();
