@@ -4,11 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::energy::EnergyError;
+use crate::energy::cpufreq::{cur_freq_path, read_khz};
 use crate::model::CpuFrequency;
 
-/// Highest frequency believed (1 THz in kHz): a larger value is a broken file, not a CPU.
-const MAX_KHZ: u64 = 1_000_000_000;
 /// CPUs looked at: a bound on a hostile or broken tree, far above any machine made.
 const MAX_CPUS: usize = 8_192;
 
@@ -29,9 +27,9 @@ impl FrequencyReader {
             .filter_map(|e| {
                 let name = e.file_name();
                 let cpu: u32 = name.to_str()?.strip_prefix("cpu")?.parse().ok()?;
-                Some((cpu, cpu_dir.join(name).join("cpufreq/scaling_cur_freq")))
+                Some((cpu, cur_freq_path(sysfs_root, cpu)))
             })
-            .filter(|(_, path)| read_khz(path).is_ok())
+            .filter(|(_, path)| read_khz(path).is_some())
             .collect();
         cpus.sort_unstable_by_key(|(cpu, _)| *cpu);
         (!cpus.is_empty()).then_some(Self { cpus })
@@ -44,19 +42,8 @@ impl FrequencyReader {
     /// Every CPU's frequency now; a CPU whose file cannot be read this time (taken offline)
     /// is left out of this reading rather than given a made-up value.
     pub fn read(&self) -> Vec<CpuFrequency> {
-        self.cpus
-            .iter()
-            .filter_map(|(cpu, path)| read_khz(path).ok().map(|khz| CpuFrequency { cpu: *cpu, khz }))
-            .collect()
+        self.cpus.iter().filter_map(|(cpu, path)| read_khz(path).map(|khz| CpuFrequency { cpu: *cpu, khz })).collect()
     }
-}
-
-fn read_khz(path: &Path) -> Result<u64, EnergyError> {
-    let khz: u64 = crate::energy::read_parsed(path, "", "kHz")?;
-    if khz == 0 || khz > MAX_KHZ {
-        return Err(EnergyError::Parse { path: path.to_owned(), content: khz.to_string(), expected: "kHz" });
-    }
-    Ok(khz)
 }
 
 #[cfg(test)]

@@ -8,6 +8,19 @@ use std::path::{Path, PathBuf};
 use super::files::read_parsed;
 use super::Topology;
 
+/// Highest frequency believed (1 THz in kHz): a larger value is a broken file, not a CPU.
+const MAX_KHZ: u64 = 1_000_000_000;
+
+/// Where CPU `cpu`'s current frequency is, under `sysfs_root`.
+pub fn cur_freq_path(sysfs_root: &Path, cpu: u32) -> PathBuf {
+    sysfs_root.join(format!("devices/system/cpu/cpu{cpu}/cpufreq/scaling_cur_freq"))
+}
+
+/// A cpufreq frequency file's kHz; `None` when unreadable, 0 or past any CPU made.
+pub fn read_khz(path: &Path) -> Option<u64> {
+    read_parsed::<u64>(path, "", "kHz").ok().filter(|&khz| khz > 0 && khz <= MAX_KHZ)
+}
+
 /// The CPUs with cpufreq, by socket: where to read each one's current frequency, and its top.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CpuFreq {
@@ -20,10 +33,9 @@ impl CpuFreq {
         let mut by_socket: BTreeMap<u32, Vec<(PathBuf, u64)>> = BTreeMap::new();
         for socket in topo.sockets() {
             for &cpu in topo.cpus_of(socket) {
-                let dir = sysfs_root.join(format!("devices/system/cpu/cpu{cpu}/cpufreq"));
-                let max_khz: Option<u64> = read_parsed(&dir.join("cpuinfo_max_freq"), "", "kHz").ok();
-                if let Some(max_khz) = max_khz.filter(|&k| k > 0) {
-                    by_socket.entry(socket).or_default().push((dir.join("scaling_cur_freq"), max_khz));
+                let cur = cur_freq_path(sysfs_root, cpu);
+                if let Some(max_khz) = cur.parent().and_then(|dir| read_khz(&dir.join("cpuinfo_max_freq"))) {
+                    by_socket.entry(socket).or_default().push((cur, max_khz));
                 }
             }
         }
@@ -36,10 +48,7 @@ impl CpuFreq {
         let Some(cpus) = self.by_socket.get(&socket) else { return 1.0 };
         let sum: f64 = cpus
             .iter()
-            .map(|(cur, max_khz)| {
-                let cur_khz: Option<u64> = read_parsed(cur, "", "kHz").ok();
-                cur_khz.map_or(1.0, |c| (c as f64 / *max_khz as f64).clamp(0.0, 1.0))
-            })
+            .map(|(cur, max_khz)| read_khz(cur).map_or(1.0, |c| (c as f64 / *max_khz as f64).clamp(0.0, 1.0)))
             .sum();
         sum / cpus.len() as f64
     }

@@ -5,7 +5,7 @@
 //! only ever sees non-negative joules.
 
 mod cpu_power_table;
-mod cpufreq;
+pub mod cpufreq;
 mod cpuinfo;
 mod domains;
 mod error;
@@ -29,7 +29,6 @@ pub use cpu_power_table::{CpuMatch, CpuPowerTable, COEFFICIENTS_SOURCE};
 pub use cpufreq::CpuFreq;
 pub use cpuinfo::{parse_cpuinfo, CpuInfo};
 pub use error::EnergyError;
-pub(crate) use files::read_parsed;
 pub use msr::MsrSource;
 pub use perf_pmu::{PerfCounter, PerfOpener, PerfPmuSource, SyscallOpener};
 pub use power_model::{ModelDescription, ModelSource};
