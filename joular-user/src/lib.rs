@@ -34,3 +34,4 @@ pub mod model;
 pub mod safe_write;
 
 mod printable;
+mod svg_chart;

@@ -1,6 +1,7 @@
 //! `calmness.html`: the two runs' frequency distributions (`C_S`, bin by bin) side by side, the
 //! correlations and how the bins were chosen, in `report.html`'s style.
 
+use crate::svg_chart::{chart_error, draw_legend};
 use maud::{html, PreEscaped, DOCTYPE};
 use plotters::prelude::*;
 
@@ -14,10 +15,6 @@ const WIDTH: u32 = 1100;
 const HEIGHT: u32 = 420;
 const COLOR_A: RGBColor = RGBColor(31, 119, 180);
 const COLOR_B: RGBColor = RGBColor(255, 127, 14);
-
-fn chart_error(e: impl std::fmt::Display) -> String {
-    format!("chart: {e}")
-}
 
 /// `r` to three decimals, or why there is none.
 pub fn r_text(r: Option<f64>) -> String {
@@ -71,14 +68,7 @@ fn distributions_svg(c: &Calmness) -> Result<String, String> {
                 .label(printable(&run.name).into_owned())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(("sans-serif", 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .draw()
-            .map_err(chart_error)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(chart_error)?;
     }
     Ok(svg)

@@ -2,6 +2,7 @@
 //! every run as a point, the mean with the runs' min–max, and the chosen model's curve; log
 //! axes where the values span a factor 10 or more.
 
+use crate::svg_chart::{chart_error, draw_legend};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use plotters::prelude::*;
 
@@ -95,10 +96,6 @@ fn section(a: &Analysis, top: usize) -> Result<Markup, String> {
             div.jr-chart { (PreEscaped(svg)) }
         }
     })
-}
-
-fn chart_error(e: impl std::fmt::Display) -> String {
-    format!("chart: {e}")
 }
 
 /// Per distinct x: the mean, the smallest and the largest of its runs.
@@ -196,14 +193,7 @@ fn chart(m: &Model, param: &str) -> Result<String, String> {
                         .label(printable(&label).into_owned())
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], red.stroke_width(3)));
                 }
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperLeft)
-                    .label_font(("sans-serif", 13))
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(RGBColor(200, 200, 200))
-                    .draw()
-                    .map_err(chart_error)?;
+                draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
             }};
         }
         let (xa, xb) = if log_x { (x_lo / 1.15, x_hi * 1.15) } else { (x_lo - x_pad, x_hi + x_pad) };

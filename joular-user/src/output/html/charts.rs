@@ -1,6 +1,7 @@
 //! The report's charts, drawn by plotters' SVG backend: power over time (the process and its
 //! top methods) and per-thread power stacked over time (the areas are the threads' energy).
 
+use crate::svg_chart::{chart_error, draw_legend};
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
@@ -32,10 +33,6 @@ fn color(i: usize) -> RGBColor {
         RGBColor(127, 127, 127),
     ];
     COLORS[i % COLORS.len()]
-}
-
-fn chart_error(e: impl std::fmt::Display) -> String {
-    format!("chart: {e}")
 }
 
 /// Longest legend entry: the end of a long method name says the most.
@@ -89,14 +86,7 @@ fn power_chart(
             .draw()
             .map_err(chart_error)?;
         series(&mut chart)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font(("sans-serif", 13))
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .draw()
-            .map_err(chart_error)?;
+        draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(chart_error)?;
     }
     Ok(svg)
