@@ -11,8 +11,9 @@ use std::time::Instant;
 use joular_user::diff::Run;
 use joular_user::safe_write::{self, parse_output_mode, Modes, OutDir};
 use joular_user::sweep::analysis::{analyse, Energies, Measurement};
-use joular_user::sweep::outputs::{write_outputs, Sweep};
+use joular_user::sweep::outputs::write_outputs;
 use joular_user::sweep::params::{self, Param};
+use joular_user::sweep::summary::Sweep;
 use joular_user::sweep::table;
 
 use super::errors::UsageError;

@@ -7,7 +7,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use plotters::prelude::*;
 
 use super::analysis::{Analysis, Model};
-use super::outputs::Sweep;
+use super::summary::Sweep;
 use crate::printable::{printable, printable_text};
 
 const CSS: &str = include_str!("../output/html/report.css");

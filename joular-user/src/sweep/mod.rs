@@ -9,6 +9,7 @@ pub mod fit;
 mod html;
 pub mod outputs;
 pub mod params;
+pub mod summary;
 mod table;
 
 use std::path::PathBuf;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::analysis::{Analysis, Measurement, PROCESS};
-use super::params::{Param, Point};
+use super::analysis::{Analysis, PROCESS};
+use super::summary::Sweep;
 use super::SweepError;
 use crate::printable::printable;
 use crate::safe_write::OutDir;
@@ -16,29 +16,6 @@ use crate::safe_write::OutDir;
 pub const SWEEP_CSV_FILE: &str = "sweep.csv";
 pub const SWEEP_JSON_FILE: &str = "sweep.json";
 pub const SWEEP_HTML_FILE: &str = "sweep.html";
-
-/// Everything a sweep did and found.
-pub struct Sweep<'a> {
-    pub command: &'a [String],
-    pub params: &'a [Param],
-    pub points: &'a [Point],
-    pub measured: &'a [Measurement],
-    pub analyses: &'a [Analysis],
-    pub runs: usize,
-    pub warmup: usize,
-    pub grid: bool,
-}
-
-impl Sweep<'_> {
-    /// The parameter a point varies, or `grid`.
-    fn swept(&self, point: &Point) -> &str {
-        point.swept.map_or("grid", |i| &self.params[i].name)
-    }
-
-    pub fn failed(&self) -> impl Iterator<Item = &Measurement> {
-        self.measured.iter().filter(|m| m.outcome.is_err())
-    }
-}
 
 /// One row per run and method (and one for the process); a failed run has one row, its
 /// `status` `failed` and its `error` why.
@@ -158,7 +135,7 @@ pub fn write_outputs(dir: &OutDir, s: &Sweep, top: usize) -> Result<Vec<PathBuf>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::analysis::{analyse, Energies};
+    use crate::sweep::analysis::{analyse, Energies, Measurement};
     use crate::sweep::params::{parse_list, plan};
 
     #[test]
