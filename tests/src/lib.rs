@@ -18,6 +18,7 @@ pub mod java_stack;
 pub mod jfr;
 pub mod jni;
 pub mod results;
+pub mod statistical;
 pub mod stderr_tap;
 
 pub use child::{await_ready, wait_with_rusage, KillOnDrop};

@@ -3,12 +3,19 @@
 //! JFR's, which records the same window for comparison. Run as root by `cargo xtask test`.
 
 use joular_tests::apps::{compare, App, Run, TOP_METHODS};
+use joular_tests::statistical;
 
 /// Whole call paths: ≥ 97% of the application threads' samples reach their thread's root,
 /// native code without a Java caller stays under 2% of the process's energy, and the top
 /// leaf methods agree with JFR's in the same JVM within three times JFR's own split-half noise.
 #[test]
 fn jdk17_jetty_from_debian_keeps_whole_call_paths_and_agrees_with_jfr() {
+    statistical::two_attempts("jetty", jetty_attempt);
+}
+
+/// One attempt: every bar counts samples of a real server under load, so a miss is measured
+/// once more.
+fn jetty_attempt() {
     let c = compare(&Run { app: App::Jetty, jdk: 17, warmup_s: 10, window_s: 15, frequency_hz: 200, ..Run::default() });
     eprintln!("{c}");
     let mut failures = Vec::new();
@@ -36,5 +43,5 @@ fn jdk17_jetty_from_debian_keeps_whole_call_paths_and_agrees_with_jfr() {
             c.leaf_distance_pp, c.jfr_split_half_pp
         ));
     }
-    assert!(failures.is_empty(), "Jetty on JDK 17: {failures:?}\n{c}");
+    statistical::check(failures.is_empty(), || format!("Jetty on JDK 17: {failures:?}\n{c}"));
 }

@@ -96,27 +96,22 @@ fn no_flag_jvm_keeps_its_callers(jdk: u32) {
     };
     let (bare_left, bare_chained) = split_and_chain(&bare);
     let (fp_left, fp_chained) = split_and_chain(&with_fp);
-    assert!(
-        (bare_left - fp_left).abs() <= 0.03,
-        "JDK {jdk}: left has {:.1}% without flags, {:.1}% with frame pointers",
-        bare_left * 100.0,
-        fp_left * 100.0
-    );
-    assert!(
-        (bare_left - 0.60).abs() <= 0.05,
-        "JDK {jdk}: left has {:.1}% without flags, expected 60%",
-        bare_left * 100.0
-    );
-    assert!(
-        bare_chained >= 0.95,
-        "JDK {jdk}: only {:.1}% of the no-flag samples carry Spinner.run and Thread.run",
-        bare_chained * 100.0
-    );
-    assert!(
-        fp_chained >= 0.95,
-        "JDK {jdk}: only {:.1}% of the frame-pointer samples carry their callers",
-        fp_chained * 100.0
-    );
+    statistical::check((bare_left - fp_left).abs() <= 0.03, || {
+        format!(
+            "JDK {jdk}: left has {:.1}% without flags, {:.1}% with frame pointers",
+            bare_left * 100.0,
+            fp_left * 100.0
+        )
+    });
+    statistical::check((bare_left - 0.60).abs() <= 0.05, || {
+        format!("JDK {jdk}: left has {:.1}% without flags, expected 60%", bare_left * 100.0)
+    });
+    statistical::check(bare_chained >= 0.95, || {
+        format!("JDK {jdk}: only {:.1}% of the no-flag samples carry Spinner.run and Thread.run", bare_chained * 100.0)
+    });
+    statistical::check(fp_chained >= 0.95, || {
+        format!("JDK {jdk}: only {:.1}% of the frame-pointer samples carry their callers", fp_chained * 100.0)
+    });
     assert_eq!(bare.unwinder(), "hotspot", "JDK {jdk}: no-flag JVM");
     assert_eq!(with_fp.unwinder(), "frame_pointers", "JDK {jdk}: JVM with -XX:+PreserveFramePointer");
     let summary = bare.summary();
@@ -136,22 +131,30 @@ fn no_flag_jvm_keeps_its_callers(jdk: u32) {
 
 #[test]
 fn jdk17_unwind_a_jvm_without_flags_keeps_its_java_callers() {
-    no_flag_jvm_keeps_its_callers(17);
+    statistical::two_attempts("jdk17_unwind_a_jvm_without_flags_keeps_its_java_callers", || {
+        no_flag_jvm_keeps_its_callers(17)
+    });
 }
 
 #[test]
 fn jdk11_unwind_a_jvm_without_flags_keeps_its_java_callers() {
-    no_flag_jvm_keeps_its_callers(11);
+    statistical::two_attempts("jdk11_unwind_a_jvm_without_flags_keeps_its_java_callers", || {
+        no_flag_jvm_keeps_its_callers(11)
+    });
 }
 
 #[test]
 fn jdk21_unwind_a_jvm_without_flags_keeps_its_java_callers() {
-    no_flag_jvm_keeps_its_callers(21);
+    statistical::two_attempts("jdk21_unwind_a_jvm_without_flags_keeps_its_java_callers", || {
+        no_flag_jvm_keeps_its_callers(21)
+    });
 }
 
 #[test]
 fn jdk25_unwind_a_jvm_without_flags_keeps_its_java_callers() {
-    no_flag_jvm_keeps_its_callers(25);
+    statistical::two_attempts("jdk25_unwind_a_jvm_without_flags_keeps_its_java_callers", || {
+        no_flag_jvm_keeps_its_callers(25)
+    });
 }
 
 /// `--filter NativeWork` on a JVM with no flags: the BigInteger work `crypto` causes (JDK
@@ -183,30 +186,42 @@ fn app_view_without_flags(jdk: u32) {
             }
         }
     }
-    assert!(
-        big > 0 && under * 100 >= big * 95,
-        "JDK {jdk}: {under} of {big} BigInteger samples under NativeWork.crypto"
-    );
+    assert!(big > 0, "JDK {jdk}: no BigInteger samples");
+    statistical::check(under * 100 >= big * 95, || {
+        format!("JDK {jdk}: {under} of {big} BigInteger samples under NativeWork.crypto")
+    });
 }
 
 #[test]
 fn jdk17_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
-    app_view_without_flags(17);
+    statistical::two_attempts(
+        "jdk17_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method",
+        || app_view_without_flags(17),
+    );
 }
 
 #[test]
 fn jdk21_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
-    app_view_without_flags(21);
+    statistical::two_attempts(
+        "jdk21_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method",
+        || app_view_without_flags(21),
+    );
 }
 
 #[test]
 fn jdk25_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
-    app_view_without_flags(25);
+    statistical::two_attempts(
+        "jdk25_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method",
+        || app_view_without_flags(25),
+    );
 }
 
 #[test]
 fn jdk11_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method() {
-    app_view_without_flags(11);
+    statistical::two_attempts(
+        "jdk11_unwind_the_app_view_of_a_jvm_without_flags_charges_jdk_work_to_the_app_method",
+        || app_view_without_flags(11),
+    );
 }
 
 /// 500 calls of one method: every walked stack stops at the frame limit, flagged truncated
@@ -248,7 +263,9 @@ fn deep_recursion(jdk: u32) {
         }
     }
     assert!(total >= 300, "JDK {jdk}: only {total} samples");
-    assert!(deep * 10 >= total * 9, "JDK {jdk}: only {deep} of {total} samples walked to the frame limit");
+    statistical::check(deep * 10 >= total * 9, || {
+        format!("JDK {jdk}: only {deep} of {total} samples walked to the frame limit")
+    });
     let truncated = run.summary()["drops"]["java_walk_truncated"].as_u64().unwrap_or(0);
     assert!(truncated * 10 >= total * 9, "JDK {jdk}: {truncated} truncated walks counted for {total} samples");
     let line = run.stderr.lines().find(|l| l.contains("Java frames:")).expect("Java frames line");
@@ -257,22 +274,22 @@ fn deep_recursion(jdk: u32) {
 
 #[test]
 fn jdk17_unwind_deep_recursion_stops_at_the_frame_limit() {
-    deep_recursion(17);
+    statistical::two_attempts("jdk17_unwind_deep_recursion_stops_at_the_frame_limit", || deep_recursion(17));
 }
 
 #[test]
 fn jdk11_unwind_deep_recursion_stops_at_the_frame_limit() {
-    deep_recursion(11);
+    statistical::two_attempts("jdk11_unwind_deep_recursion_stops_at_the_frame_limit", || deep_recursion(11));
 }
 
 #[test]
 fn jdk21_unwind_deep_recursion_stops_at_the_frame_limit() {
-    deep_recursion(21);
+    statistical::two_attempts("jdk21_unwind_deep_recursion_stops_at_the_frame_limit", || deep_recursion(21));
 }
 
 #[test]
 fn jdk25_unwind_deep_recursion_stops_at_the_frame_limit() {
-    deep_recursion(25);
+    statistical::two_attempts("jdk25_unwind_deep_recursion_stops_at_the_frame_limit", || deep_recursion(25));
 }
 
 /// A JDK tool (`jcmd`, `jfr`) of the JDK whose launcher is `java`.
@@ -345,7 +362,13 @@ fn churning_code_cache(jdk: u32) {
     assert!(total >= 300, "JDK {jdk}: only {total} samples");
     let unknown_leaf: u64 =
         run.stacks().iter().filter(|(f, _, _)| f.last().is_some_and(|l| l["name"] == UNKNOWN_JIT)).map(|s| s.1).sum();
-    assert!(template * 2 >= total, "JDK {jdk}: {template} of {total} samples in Template.applyAsLong, {unknown_leaf} in unknown JIT code; stderr:\n{}", run.stderr);
+    statistical::check(template * 2 >= total, || {
+        format!(
+            "JDK {jdk}: {template} of {total} samples in Template.applyAsLong, {unknown_leaf} in unknown JIT code; \
+             stderr:\n{}",
+            run.stderr
+        )
+    });
     assert_eq!(template_in_loop, template, "JDK {jdk}: applyAsLong samples with another caller than the churn loop");
     // The fixture's own methods, whatever their share, are methods it has.
     let fixture = [
@@ -401,22 +424,30 @@ fn churning_code_cache(jdk: u32) {
 
 #[test]
 fn jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
-    churning_code_cache(17);
+    statistical::two_attempts("jdk17_unwind_a_churning_code_cache_never_yields_a_wrong_method", || {
+        churning_code_cache(17)
+    });
 }
 
 #[test]
 fn jdk11_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
-    churning_code_cache(11);
+    statistical::two_attempts("jdk11_unwind_a_churning_code_cache_never_yields_a_wrong_method", || {
+        churning_code_cache(11)
+    });
 }
 
 #[test]
 fn jdk21_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
-    churning_code_cache(21);
+    statistical::two_attempts("jdk21_unwind_a_churning_code_cache_never_yields_a_wrong_method", || {
+        churning_code_cache(21)
+    });
 }
 
 #[test]
 fn jdk25_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
-    churning_code_cache(25);
+    statistical::two_attempts("jdk25_unwind_a_churning_code_cache_never_yields_a_wrong_method", || {
+        churning_code_cache(25)
+    });
 }
 
 /// A hot compiled method called from an interpreted frame: with no flags (HotSpot unwinder)

@@ -10,6 +10,12 @@ const DONTINLINE: &str = "-XX:CompileCommand=dontinline,MethodSplit::*";
 
 #[test]
 fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
+    statistical::two_attempts("method split", method_split_attempt);
+}
+
+/// One attempt: the per-cycle sums are invariants (a miss fails at once); the split is a
+/// statistical bar ([`statistical::check`]).
+fn method_split_attempt() {
     let jvm = Jvm::start("MethodSplit", &["30"], &[DONTINLINE]);
     std::thread::sleep(Duration::from_secs(2));
     // `_dir` holds the result tree until the end of the test.
@@ -49,12 +55,9 @@ fn method_energy_follows_the_known_cpu_split_and_sums_to_the_thread() {
     assert!(picked > 0.0, "no energy in the expected methods: {energy:?}");
     for (m, want) in [("MethodSplit.alpha", 0.60), ("MethodSplit.beta", 0.30), ("MethodSplit.gamma", 0.10)] {
         let got = energy.get(m).copied().unwrap_or(0.0) / picked;
-        assert!(
-            (got - want).abs() <= 0.05,
-            "{m}: {:.1}% of the energy, expected {:.0}% ±5 pp",
-            got * 100.0,
-            want * 100.0
-        );
+        statistical::check((got - want).abs() <= 0.05, || {
+            format!("{m}: {:.1}% of the energy, expected {:.0}% ±5 pp", got * 100.0, want * 100.0)
+        });
     }
 
     // The JoularJX tree holds the same totals (joules), and the end-of-run outputs exist.

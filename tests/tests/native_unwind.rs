@@ -68,12 +68,12 @@ fn native_callers_are_kept(jdk: u32) {
         }
     }
     eprint!("{report}");
-    if !failures.is_empty() {
-        panic!(
+    statistical::check(failures.is_empty(), || {
+        format!(
             "JDK {jdk}: callers lost: {failures:?}\n{report}stacks without their callers:\n{}",
             lost_stacks(&cycles, &jvm)
-        );
-    }
+        )
+    });
 }
 
 /// The stacks of the workers that lost their callers, for the failure message.
@@ -94,10 +94,14 @@ fn lost_stacks(cycles: &[Value], jvm: &Jvm) -> String {
 
 #[test]
 fn jdk17_native_unwind_keeps_java_callers_of_native_code_without_frame_pointers() {
-    native_callers_are_kept(17);
+    statistical::two_attempts("jdk17_native_unwind_keeps_java_callers_of_native_code_without_frame_pointers", || {
+        native_callers_are_kept(17)
+    });
 }
 
 #[test]
 fn jdk21_native_unwind_keeps_java_callers_of_native_code_without_frame_pointers() {
-    native_callers_are_kept(21);
+    statistical::two_attempts("jdk21_native_unwind_keeps_java_callers_of_native_code_without_frame_pointers", || {
+        native_callers_are_kept(21)
+    });
 }

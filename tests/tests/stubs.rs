@@ -228,7 +228,8 @@ fn stubs_keep_callers_and_names(jdk: u32) {
         }
     }
     eprint!("{report}");
-    assert!(failures.is_empty(), "JDK {jdk}: {failures:#?}\n{report}{lost}");
+    // Every bar above counts samples of a real JVM: a miss is statistical, measured once more.
+    statistical::check(failures.is_empty(), || format!("JDK {jdk}: {failures:#?}\n{report}{lost}"));
 }
 
 /// Stacks that lost their callers, for the failure message.
@@ -250,20 +251,20 @@ fn lost_stacks(cycles: &[Value], jvm: &Jvm, callers: &[(&str, &str)]) -> String 
 
 #[test]
 fn jdk11_stubs_keep_java_callers_and_jvm_names() {
-    stubs_keep_callers_and_names(11);
+    statistical::two_attempts("jdk11_stubs_keep_java_callers_and_jvm_names", || stubs_keep_callers_and_names(11));
 }
 
 #[test]
 fn jdk17_stubs_keep_java_callers_and_jvm_names() {
-    stubs_keep_callers_and_names(17);
+    statistical::two_attempts("jdk17_stubs_keep_java_callers_and_jvm_names", || stubs_keep_callers_and_names(17));
 }
 
 #[test]
 fn jdk21_stubs_keep_java_callers_and_jvm_names() {
-    stubs_keep_callers_and_names(21);
+    statistical::two_attempts("jdk21_stubs_keep_java_callers_and_jvm_names", || stubs_keep_callers_and_names(21));
 }
 
 #[test]
 fn jdk25_stubs_keep_java_callers_and_jvm_names() {
-    stubs_keep_callers_and_names(25);
+    statistical::two_attempts("jdk25_stubs_keep_java_callers_and_jvm_names", || stubs_keep_callers_and_names(25));
 }
