@@ -54,7 +54,13 @@ pub fn two_attempts(name: &str, attempt: impl Fn()) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::any::Any;
     use std::cell::Cell;
+
+    /// The panic payload `f` ends with.
+    fn panic_of(f: impl FnOnce()) -> Box<dyn Any + Send> {
+        panic::catch_unwind(AssertUnwindSafe(f)).expect_err("it should have panicked")
+    }
 
     #[test]
     fn a_miss_then_a_pass_passes_after_two_attempts() {
@@ -69,13 +75,12 @@ mod tests {
     #[test]
     fn two_misses_fail_with_both_messages() {
         let runs = Cell::new(0);
-        let err = panic::catch_unwind(AssertUnwindSafe(|| {
+        let err = panic_of(|| {
             two_attempts("t", || {
                 runs.set(runs.get() + 1);
                 check(false, || format!("miss {}", runs.get()));
             })
-        }))
-        .unwrap_err();
+        });
         let text = err.downcast::<String>().unwrap();
         assert!(text.contains("miss 1") && text.contains("miss 2"), "{text}");
         assert_eq!(runs.get(), 2);
@@ -84,13 +89,12 @@ mod tests {
     #[test]
     fn an_invariant_panic_is_not_retried() {
         let runs = Cell::new(0);
-        let err = panic::catch_unwind(AssertUnwindSafe(|| {
+        let err = panic_of(|| {
             two_attempts("t", || {
                 runs.set(runs.get() + 1);
                 panic!("energy does not add up");
             })
-        }))
-        .unwrap_err();
+        });
         assert_eq!(*err.downcast::<&str>().unwrap(), "energy does not add up");
         assert_eq!(runs.get(), 1);
     }

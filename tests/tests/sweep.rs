@@ -212,29 +212,22 @@ fn sweep_warms_up_unprofiled_and_grids_every_combination() {
         text.lines().map(str::to_owned).collect()
     };
 
-    // One at a time around the defaults (a=1, b=10): a over {1, 2} and b over {10, 20, 30},
-    // each value's command once unprofiled, then once profiled.
-    let out = tmp.path().join("one-at-a-time");
-    let out_arg = out.display().to_string();
-    let args = [
-        "--param",
-        "a=1,2",
-        "--param",
-        "b=10,20,30",
-        "--runs",
-        "1",
-        "--warmup",
-        "1",
-        &sysfs,
-        "-o",
-        &out_arg,
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ];
-    let (code, json, text) = sweep(&args, &out, Duration::from_secs(180));
-    assert_eq!(code, 0, "{text}");
+    // `sweep` over a in {1, 2} and b in {10, 20, 30}, one run per point, with `plan` (the
+    // --warmup or --grid flags), into `name`.
+    let two_params = |name: &str, plan: &[&str]| {
+        let out = tmp.path().join(name);
+        let out_arg = out.display().to_string();
+        let mut args = vec!["--param", "a=1,2", "--param", "b=10,20,30", "--runs", "1", &sysfs, "-o", &out_arg];
+        args.splice(6..6, plan.iter().copied());
+        args.extend(["--", "sh", "-c", &script]);
+        let (code, json, text) = sweep(&args, &out, Duration::from_secs(180));
+        assert_eq!(code, 0, "{text}");
+        (out, json, text)
+    };
+
+    // One at a time around the defaults (a=1, b=10), each value's command once unprofiled,
+    // then once profiled.
+    let (out, json, text) = two_params("one-at-a-time", &["--warmup", "1"]);
     let seen = invocations();
     // Five points: (1,10) (2,10) for a, (1,10) (1,20) (1,30) for b; each warmed up just before
     // its measured run.
@@ -249,26 +242,7 @@ fn sweep_warms_up_unprofiled_and_grids_every_combination() {
     assert_eq!(csv.lines().filter(|l| l.contains(",ok,[process],")).count(), 5, "warm-ups are not measured:\n{csv}");
 
     // The grid: every combination, 2 x 3, no warm-up.
-    let out = tmp.path().join("grid");
-    let out_arg = out.display().to_string();
-    let args = [
-        "--param",
-        "a=1,2",
-        "--param",
-        "b=10,20,30",
-        "--grid",
-        "--runs",
-        "1",
-        &sysfs,
-        "-o",
-        &out_arg,
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ];
-    let (code, json, text) = sweep(&args, &out, Duration::from_secs(180));
-    assert_eq!(code, 0, "{text}");
+    let (out, json, text) = two_params("grid", &["--grid"]);
     let mut seen = invocations();
     seen.sort();
     let mut all: Vec<String> = ["1", "2"].iter().flat_map(|a| ["10", "20", "30"].map(|b| format!("{a},{b}"))).collect();
