@@ -81,6 +81,16 @@ fn schedstat_ns(pid: u32, tid: u32) -> u64 {
     text.split_whitespace().next().and_then(|f| f.parse().ok()).unwrap_or_else(|| panic!("bad schedstat {text:?}"))
 }
 
+/// Time the kernel's task clock leaves out of every task's run time, all CPUs together, ns:
+/// `/proc/stat`'s irq, softirq and steal (a hypervisor running another guest on our vCPU).
+fn left_out_of_task_clocks_ns() -> u64 {
+    let text = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let fields: Vec<u64> =
+        text.lines().next().unwrap().split_whitespace().skip(1).map(|f| f.parse().unwrap()).collect();
+    // user nice system idle iowait irq softirq steal ...
+    (fields[5] + fields[6] + fields[7]) * ns_per_jiffy()
+}
+
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid timespec; CLOCK_MONOTONIC is the clock of the cycles' start_ns/end_ns.
@@ -100,6 +110,10 @@ fn value_at(readings: &[(u64, u64)], t_ns: u64) -> f64 {
 /// `THREAD_CPU_*`) against the kernel's own nanosecond count for a busy thread, over the same
 /// span: its schedstat, read every 2 ms during the run and interpolated at the cycle bounds.
 /// The first cycle also holds the slice since the programs were attached, so it is left out.
+/// The programs count wall-clock time between scheduler events; schedstat counts the task
+/// clock, which leaves out interrupts and, in a VM, the time the hypervisor stole from the
+/// vCPU (3% of it on this 2-vCPU VM under load). So eBPF may exceed schedstat by what
+/// `/proc/stat` says was stolen or spent in interrupts in the window, never fall short of it.
 #[test]
 fn ebpf_on_cpu_time_of_a_busy_thread_matches_its_schedstat() {
     let jvm = Jvm::start("DutyCycle", &["20", "1.0", "0.3"], &[]);
@@ -108,13 +122,17 @@ fn ebpf_on_cpu_time_of_a_busy_thread_matches_its_schedstat() {
     let reader = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            let mut readings = Vec::new();
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                readings.push((monotonic_ns(), schedstat_ns(pid, busy)));
+            let (mut readings, mut left_out) = (Vec::new(), Vec::new());
+            loop {
+                let done = stop.load(std::sync::atomic::Ordering::Relaxed);
+                let at = monotonic_ns();
+                readings.push((at, schedstat_ns(pid, busy)));
+                left_out.push((at, left_out_of_task_clocks_ns()));
+                if done {
+                    return (readings, left_out);
+                }
                 std::thread::sleep(Duration::from_millis(2));
             }
-            readings.push((monotonic_ns(), schedstat_ns(pid, busy)));
-            readings
         })
     };
     let dir = tempfile::tempdir().unwrap();
@@ -124,7 +142,7 @@ fn ebpf_on_cpu_time_of_a_busy_thread_matches_its_schedstat() {
         Duration::from_secs(60),
     );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let readings = reader.join().expect("schedstat reader");
+    let (readings, left_out) = reader.join().expect("schedstat reader");
     assert_success(&out);
     let cycles = read_jsonl(&json);
     assert_eq!(cycles.len(), 4, "4 s at 1 s cycles gives 4 cycles");
@@ -133,12 +151,15 @@ fn ebpf_on_cpu_time_of_a_busy_thread_matches_its_schedstat() {
     let (from, to) = (counted[0]["start_ns"].as_u64().unwrap(), counted.last().unwrap()["end_ns"].as_u64().unwrap());
     let kernel_ns = value_at(&readings, to) - value_at(&readings, from);
     assert!(kernel_ns > 1e9, "the busy thread ran only {kernel_ns} ns in {} ns", to - from);
+    let left_out_ns = value_at(&left_out, to) - value_at(&left_out, from);
     assert!(
-        (ebpf_ns - kernel_ns).abs() <= 0.03 * kernel_ns,
-        "busy thread: eBPF {:.4} s vs schedstat {:.4} s over the same {:.3} s",
+        ebpf_ns >= 0.97 * kernel_ns && ebpf_ns <= 1.03 * kernel_ns + left_out_ns,
+        "busy thread: eBPF {:.4} s vs schedstat {:.4} s over the same {:.3} s, with {:.4} s of interrupts and \
+         stolen time on the CPUs",
         ebpf_ns / 1e9,
         kernel_ns / 1e9,
-        (to - from) as f64 / 1e9
+        (to - from) as f64 / 1e9,
+        left_out_ns / 1e9
     );
 }
 
