@@ -19,10 +19,12 @@ public final class SweepWork {
     static final long LINEAR_UNIT = 32_000_000L;
     static final long QUADRATIC_UNIT = 11_000_000L;
     static final long EXPONENTIAL_UNIT = 6_200_000L;
-    // Warm-up: past C2's invocation threshold (Tier4InvocationThreshold is 5,000) on a few
-    // trips per call: some 2 ms of work per method.
-    static final int WARMUP_CALLS = 20_000;
-    static final long WARMUP_UNIT = 50L;
+    // Warm-up: past C2's invocation threshold (Tier4InvocationThreshold is 5,000; C2 compiles
+    // all three by ~70 ms with -XX:+PrintCompilation) on 4 trips per call. The warm-up's
+    // samples carry the same method names, so it must stay short: at 20,000 calls of 50 trips
+    // it added ~0.5 J per method at 40 W, and that constant let a·x^0.89 beat a + b·x.
+    static final int WARMUP_CALLS = 10_000;
+    static final long WARMUP_UNIT = 4L;
 
     // Each method has its own loop: a shared helper would be the leaf of every sample.
     static long linear(int n, long unit, long seed) {
