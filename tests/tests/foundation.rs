@@ -31,6 +31,12 @@ fn profile_duty_cycle(extra: &[&str]) -> Run {
 /// so 3 s show whether the sampler fires at its frequency on whatever runs.
 #[test]
 fn samples_follow_frequency_times_on_cpu_time() {
+    statistical::two_attempts("samples follow frequency", samples_follow_frequency_attempt);
+}
+
+/// One attempt: a sample count against its expectation is a statistical bar (the light
+/// thread's phase against the sampler's moves it between runs).
+fn samples_follow_frequency_attempt() {
     const UNLOCKED_HZ: f64 = 97.0;
     let run = profile_duty_cycle(&["--frequency", "97"]);
     let on_cpu = per_thread_sum(&run.cycles, "on_cpu_ns");
@@ -40,7 +46,9 @@ fn samples_follow_frequency_times_on_cpu_time() {
         let expected = UNLOCKED_HZ * on_cpu[&tid] / 1e9;
         let got = samples[&tid];
         assert!(expected > 20.0, "{name}: too little on-CPU time to judge ({expected} expected samples)");
-        assert!((got - expected).abs() <= 0.25 * expected, "{name}: {got} samples, expected {expected:.0} ±25%");
+        statistical::check((got - expected).abs() <= 0.25 * expected, || {
+            format!("{name}: {got} samples, expected {expected:.0} ±25%")
+        });
     }
 }
 
