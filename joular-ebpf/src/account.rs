@@ -29,11 +29,11 @@ use joular_ebpf::{
 
 use crate::maps::{
     count_drop, CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, STACKS_0, STACKS_1,
-    STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1,
+    STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1, WALKER_SAMPLER,
 };
 use crate::walk;
 
-const BPF_F_USER_STACK: u64 = 1 << 8;
+pub(crate) const BPF_F_USER_STACK: u64 = 1 << 8;
 const BPF_NOEXIST: u64 = 1;
 const EFAULT: i32 = 14;
 const EEXIST: i32 = 17;
@@ -47,7 +47,7 @@ fn config(index: u32) -> u32 {
 
 /// `CONFIG[CONFIG_ACTIVE_BUFFER]`: generation and buffer (the low bit).
 #[inline(always)]
-fn active_tag() -> u32 {
+pub(crate) fn active_tag() -> u32 {
     config(CONFIG_ACTIVE_BUFFER)
 }
 
@@ -55,7 +55,7 @@ fn active_tag() -> u32 {
 /// has not branched on: a value it already branched on would be marked precise, and every
 /// path after the second branch (the whole Java walk) would be verified once per buffer.
 #[inline(always)]
-fn buffer_of(tag: u32) -> u32 {
+pub(crate) fn buffer_of(tag: u32) -> u32 {
     core::hint::black_box(tag) & 1
 }
 
@@ -63,7 +63,7 @@ fn buffer_of(tag: u32) -> u32 {
 /// accounting, so each CPU keeps recent answers, valid while `CONFIG_TARGETS_GEN` holds the
 /// value it had when they were read.
 #[inline(always)]
-fn targeted(tgid: u32) -> bool {
+pub(crate) fn targeted(tgid: u32) -> bool {
     if config(CONFIG_ALL_PROCESSES) == 1 {
         return true;
     }
@@ -88,7 +88,7 @@ fn targeted(tgid: u32) -> bool {
 /// 0 when they are unknown or a read fails. Two reads, taken only when a thread takes a slot or
 /// a slot is checked again after a process ended (see `charge_thread`).
 #[inline(always)]
-fn process_start_ticks() -> u32 {
+pub(crate) fn process_start_ticks() -> u32 {
     let offsets = CONFIG.get(CONFIG_TASK_OFFSETS).copied().unwrap_or(0);
     if offsets == 0 {
         return 0;
@@ -252,7 +252,7 @@ fn stack_id(result: Result<i64, i32>, collision: u32, failed: u32) -> i32 {
 /// user or kernel): `STACKS_*`, or `STACKS_OVERFLOW_*` (the id then has `STACK_ID_OVERFLOW`)
 /// when the stack's bucket in the first holds another stack.
 #[inline(always)]
-fn get_stack_id(ctx: &PerfEventContext, tag: u32, flags: u64) -> i32 {
+pub(crate) fn get_stack_id<C: StackIdContext>(ctx: &C, tag: u32, flags: u64) -> i32 {
     let stacks = if buffer_of(tag) == 0 { &STACKS_0 } else { &STACKS_1 };
     let result = match ctx.get_stackid(stacks, flags) {
         Err(e) if e == -EEXIST => {
@@ -291,10 +291,10 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     // SAFETY: writes 16 bytes into `comm` (zeroed if it fails).
     unsafe { generated::bpf_get_current_comm(comm.as_mut_ptr() as *mut c_void, 16) };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
-    let jvm = WALK_JVMS && walk::load_jvm(tgid);
+    let jvm = WALK_JVMS && walk::load_jvm(WALKER_SAMPLER, tgid);
     let (user_stack_id, java_stack_hash, java_leaf) = if jvm {
         let regs = walk::user_regs(ctx, walk::sampled_user_mode(ctx));
-        match walk::walk_and_store(tgid, &regs, tag) {
+        match walk::walk_and_store(WALKER_SAMPLER, tgid, &regs, tag) {
             (0, _) => (-3, 0, JavaFrame::default()),
             (hash, leaf) => (-1, hash, leaf),
         }

@@ -1,6 +1,6 @@
 //! The programs' entry points: three lines each, the logic lives in the modules they call.
 
-use crate::{account, follow, ksym};
+use crate::{account, devices, follow, ksym};
 use aya_ebpf::{
     macros::{perf_event, raw_tracepoint, tracepoint},
     programs::{PerfEventContext, RawTracePointContext, TracePointContext},
@@ -57,6 +57,14 @@ pub fn joular_exit(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn joular_fork(ctx: TracePointContext) -> u32 {
     match follow::on_new_task(&ctx) {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+/// The byte counters of `--devices` (see `devices.rs`): attached only when asked for.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn joular_sys_exit(ctx: RawTracePointContext) -> u32 {
+    match devices::on_sys_exit(&ctx) {
         Ok(r) | Err(r) => r,
     }
 }

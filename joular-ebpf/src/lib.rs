@@ -36,7 +36,21 @@ pub const CONFIG_TASK_OFFSETS: u32 = 4;
 /// process ends: a thread slot checked under an older value may belong to a process whose PID
 /// has since been reused, and is checked again (`ThreadSlot::checked_gen`).
 pub const CONFIG_EXITS_GEN: u32 = 5;
-pub const CONFIG_LEN: u32 = 6;
+/// Which byte counters run (`--devices`): `DEVICES_NETWORK` | `DEVICES_DISK` (0: none; the
+/// program is then not even attached).
+pub const CONFIG_DEVICES: u32 = 6;
+pub const DEVICES_NETWORK: u64 = 1;
+pub const DEVICES_DISK: u64 = 2;
+/// Where the byte counters find a socket's family and addresses, from the kernel's BTF (see
+/// `SocketOffsets`; 0: unknown, every socket is then a device's).
+pub const CONFIG_SOCKET_OFFSETS: u32 = 7;
+/// The IPv6 address offsets of `struct sock_common` (see `SocketOffsets::v6_value`).
+pub const CONFIG_SOCKET_V6_OFFSETS: u32 = 8;
+/// Where the byte counters find a file descriptor's file and its mode (see `FileOffsets`; 0:
+/// unknown, no byte is counted).
+pub const CONFIG_FD_OFFSETS: u32 = 9;
+pub const CONFIG_FILE_OFFSETS: u32 = 10;
+pub const CONFIG_LEN: u32 = 11;
 /// `CONFIG_TARGETS_GEN`'s writer field for user space (above any CPU number).
 pub const TARGETS_WRITER_USER: u64 = 0xffff;
 
@@ -100,7 +114,9 @@ pub const DROP_NATIVE_UNMAPPED: u32 = 17;
 /// (`NEW_CODE` full): it is reported again when next met; until then, if the JVM exits or the
 /// nmethod is freed before the cycle is named, its frames may stay unnamed.
 pub const DROP_CODE_REPORT_LOST: u32 = 18;
-pub const DROP_KINDS: u32 = 19;
+/// A byte count found `DEVICE_BYTES_*` full: those bytes are lost (`--devices`).
+pub const DROP_DEVICE_BYTES_MAP_FULL: u32 = 19;
+pub const DROP_KINDS: u32 = 20;
 pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "samples_map_full",
     "user_stack_collision",
@@ -121,6 +137,7 @@ pub const DROP_NAMES: [&str; DROP_KINDS as usize] = [
     "native_no_table",
     "native_unmapped",
     "code_report_lost",
+    "device_bytes_map_full",
 ];
 
 /// JVM processes whose user stacks the sampler walks itself (`JVMS` entries).
@@ -482,8 +499,114 @@ pub struct KsymNames {
     pub names: [[u8; KSYM_NAME_BYTES]; KSYM_BATCH],
 }
 
+/// Byte classes of `DeviceKey::class` (`--devices`): socket bytes through a network device or
+/// over loopback/AF_UNIX (which cost CPU, not NIC, energy), sent and received, and bytes read
+/// from and written to regular files (charged when the process makes the call: writeback later
+/// writes them in a kernel thread, which no profiled thread is).
+pub const CLASS_NET_DEVICE_TX: u32 = 0;
+pub const CLASS_NET_DEVICE_RX: u32 = 1;
+pub const CLASS_NET_LOCAL_TX: u32 = 2;
+pub const CLASS_NET_LOCAL_RX: u32 = 3;
+pub const CLASS_FILE_READ: u32 = 4;
+pub const CLASS_FILE_WRITE: u32 = 5;
+pub const DEVICE_CLASSES: u32 = 6;
+
+/// Distinct (thread, call path, class) byte counts per cycle.
+pub const MAX_DEVICE_KEYS: u32 = 16 * 1024;
+
+/// Key of the byte counters: one sum of bytes per (thread, user stack, class). The stack is
+/// the sampler's: a `bpf_get_stackid` id, or a walked JVM stack's hash and leaf (see
+/// `SampleKey`).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DeviceKey {
+    pub tgid: u32,
+    pub tid: u32,
+    pub start_ticks: u32,
+    pub class: u32,
+    pub user_stack_id: i32,
+    pub _pad: u32,
+    pub java_stack_hash: u64,
+    pub java_leaf: JavaFrame,
+}
+
+/// Byte offsets the socket programs read, packed 16 bits each into `CONFIG_SOCKET_OFFSETS`
+/// (`socket.sk`, `sock_common.skc_family`, `.skc_daddr`, `.skc_rcv_saddr`) and
+/// `CONFIG_SOCKET_V6_OFFSETS` (`.skc_v6_daddr`, `.skc_v6_rcv_saddr`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct SocketOffsets {
+    pub sk: u16,
+    pub family: u16,
+    pub daddr: u16,
+    pub rcv_saddr: u16,
+    pub v6_daddr: u16,
+    pub v6_rcv_saddr: u16,
+}
+
+impl SocketOffsets {
+    pub fn value(&self) -> u64 {
+        u64::from(self.sk) << 48
+            | u64::from(self.family) << 32
+            | u64::from(self.daddr) << 16
+            | u64::from(self.rcv_saddr)
+    }
+
+    pub fn v6_value(&self) -> u64 {
+        u64::from(self.v6_daddr) << 16 | u64::from(self.v6_rcv_saddr)
+    }
+
+    pub fn from_values(value: u64, v6: u64) -> Self {
+        Self {
+            sk: (value >> 48) as u16,
+            family: (value >> 32) as u16,
+            daddr: (value >> 16) as u16,
+            rcv_saddr: value as u16,
+            v6_daddr: (v6 >> 16) as u16,
+            v6_rcv_saddr: v6 as u16,
+        }
+    }
+}
+
+/// Byte offsets the byte counters read to go from a file descriptor to its file, packed 16 bits
+/// each into `CONFIG_FD_OFFSETS` (`task_struct.files`, `files_struct.fdt`, `fdtable.fd`,
+/// `fdtable.max_fds`) and `CONFIG_FILE_OFFSETS` (`file.f_inode`, `file.private_data`,
+/// `inode.i_mode`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct FileOffsets {
+    pub files: u16,
+    pub fdt: u16,
+    pub fd: u16,
+    pub max_fds: u16,
+    pub f_inode: u16,
+    pub private_data: u16,
+    pub i_mode: u16,
+}
+
+impl FileOffsets {
+    pub fn fd_value(&self) -> u64 {
+        u64::from(self.files) << 48 | u64::from(self.fdt) << 32 | u64::from(self.fd) << 16 | u64::from(self.max_fds)
+    }
+
+    pub fn file_value(&self) -> u64 {
+        u64::from(self.f_inode) << 32 | u64::from(self.private_data) << 16 | u64::from(self.i_mode)
+    }
+
+    pub fn from_values(fd: u64, file: u64) -> Self {
+        Self {
+            files: (fd >> 48) as u16,
+            fdt: (fd >> 32) as u16,
+            fd: (fd >> 16) as u16,
+            max_fds: fd as u16,
+            f_inode: (file >> 32) as u16,
+            private_data: (file >> 16) as u16,
+            i_mode: file as u16,
+        }
+    }
+}
+
 #[cfg(feature = "user")]
 mod pod {
+    unsafe impl aya::Pod for super::DeviceKey {}
     // SAFETY: all of these are #[repr(C)] plain data with no padding holes left implicit.
     unsafe impl aya::Pod for super::SampleKey {}
     unsafe impl aya::Pod for super::ThreadCpuKey {}

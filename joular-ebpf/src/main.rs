@@ -9,6 +9,8 @@ mod account;
 #[cfg(target_arch = "bpf")]
 mod codeblob;
 #[cfg(target_arch = "bpf")]
+mod devices;
+#[cfg(target_arch = "bpf")]
 mod entry;
 #[cfg(target_arch = "bpf")]
 mod follow;

@@ -8,10 +8,10 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
 use joular_ebpf::{
-    blob_cache::BlobCache, prologue::PROLOGUE_WINDOW_BYTES, CodeReport, CpuState, ExitValue, JavaStack, JvmConfig,
-    KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS, CODE_REPORT_RING_BYTES,
-    CONFIG_LEN, DROP_KINDS, MAX_JAVA_STACKS, MAX_JVMS, MAX_REPORTED, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS,
-    MAX_THREAD_CPU,
+    blob_cache::BlobCache, prologue::PROLOGUE_WINDOW_BYTES, CodeReport, CpuState, DeviceKey, ExitValue, JavaStack,
+    JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS,
+    CODE_REPORT_RING_BYTES, CONFIG_LEN, DROP_KINDS, MAX_DEVICE_KEYS, MAX_JAVA_STACKS, MAX_JVMS, MAX_REPORTED,
+    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
 /// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
@@ -74,17 +74,26 @@ pub static JAVA_STACKS_0: HashMap<u64, JavaStack> = HashMap::with_max_entries(MA
 #[map]
 pub static JAVA_STACKS_1: HashMap<u64, JavaStack> = HashMap::with_max_entries(MAX_JAVA_STACKS, 0);
 
-/// Per CPU: stacks this CPU stored lately (see `walk.rs`).
-#[map]
-pub static RECENT_STACKS: PerCpuArray<RecentStacks> = PerCpuArray::with_max_entries(1, 0);
+/// Who walks a JVM stack, the index of its per-CPU walk state (`WALK_STATE`, `JAVA_SCRATCH`,
+/// `RECENT_STACKS`, `ROW_CACHE`): the sampler, or a byte counter (`devices.rs`). They need
+/// apart states: the byte counters run in the thread's system call with interrupts on, so the
+/// sampler's timer interrupt can walk in the middle of their walk, and one state would leave
+/// the interrupted walk (and the caches) torn.
+pub const WALKER_SAMPLER: u32 = 0;
+pub const WALKER_DEVICES: u32 = 1;
+pub const WALKERS: u32 = 2;
 
-/// Where a stack is walked before it is stored (too big for the 512-byte eBPF stack).
+/// Per CPU and walker: stacks this CPU stored lately (see `walk.rs`).
 #[map]
-pub static JAVA_SCRATCH: PerCpuArray<JavaStack> = PerCpuArray::with_max_entries(1, 0);
+pub static RECENT_STACKS: PerCpuArray<RecentStacks> = PerCpuArray::with_max_entries(WALKERS, 0);
 
-/// The JVM stack walk in progress on this CPU (see `walk.rs`).
+/// Per walker: where a stack is walked before it is stored (too big for the 512-byte eBPF stack).
 #[map]
-pub static WALK_STATE: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(1, 0);
+pub static JAVA_SCRATCH: PerCpuArray<JavaStack> = PerCpuArray::with_max_entries(WALKERS, 0);
+
+/// Per walker: the JVM stack walk in progress on this CPU (see `walk.rs`).
+#[map]
+pub static WALK_STATE: PerCpuArray<WalkState> = PerCpuArray::with_max_entries(WALKERS, 0);
 
 /// Code the sampler met for the first time, for user space to name while the JVM has it
 /// (see `report.rs`).
@@ -94,6 +103,12 @@ pub static NEW_CODE: RingBuf = RingBuf::with_byte_size(CODE_REPORT_RING_BYTES, 0
 /// Reports sent to `NEW_CODE` lately (value unused), so code met again is not sent again.
 #[map]
 pub static REPORTED: LruHashMap<CodeReport, u8> = LruHashMap::with_max_entries(MAX_REPORTED, 0);
+
+/// Bytes per (thread, call path, class) of the cycle (`--devices`, see `devices.rs`).
+#[map]
+pub static DEVICE_BYTES_0: HashMap<DeviceKey, u64> = HashMap::with_max_entries(MAX_DEVICE_KEYS, 0);
+#[map]
+pub static DEVICE_BYTES_1: HashMap<DeviceKey, u64> = HashMap::with_max_entries(MAX_DEVICE_KEYS, 0);
 
 /// Where `joular_ksym` writes the names user space asked for (see `ksym.rs`).
 #[map]
@@ -151,7 +166,8 @@ pub struct WalkState {
     pub cfg_is_jvm: u32,
     pub cfg_generation: u64,
     pub cfg_tgid: u32,
-    pub _pad: u32,
+    /// Which walker's state this is (`WALKER_*`), for the maps the step reads by walker.
+    pub walker: u32,
     /// The code heap block the current frame's pc is in, as read.
     pub blob: [u64; BLOB_WINDOW_WORDS],
     /// `STACK_WINDOW_WORDS` of the thread's stack read at `stack_base` during this walk

@@ -15,6 +15,8 @@ use joular_ebpf::{
     MAX_JVMS,
 };
 
+use crate::maps::WALKERS;
+
 /// Every loaded file's rows, each file's contiguous and sorted by pc. Memory-mapped by user
 /// space, which writes a file's rows with one copy (`rows_mmap`).
 #[map]
@@ -76,7 +78,7 @@ pub struct RowCache {
 }
 
 #[map]
-pub static ROW_CACHE: PerCpuArray<RowCache> = PerCpuArray::with_max_entries(1, 0);
+pub static ROW_CACHE: PerCpuArray<RowCache> = PerCpuArray::with_max_entries(WALKERS, 0);
 
 /// The generation `UNWIND_PROCS` is at.
 #[inline(always)]
@@ -96,11 +98,11 @@ impl RowArray for MapRows {
 
 /// Called at the start of each walk of process `tgid`, before its first `row_for`.
 #[inline(always)]
-pub fn start_walk(tgid: u32) {
-    let Some(cache) = ROW_CACHE.get_ptr_mut(0) else {
+pub fn start_walk(walker: u32, tgid: u32) {
+    let Some(cache) = ROW_CACHE.get_ptr_mut(walker) else {
         return;
     };
-    // SAFETY: this CPU's value; programs on a CPU do not nest into the sampler.
+    // SAFETY: this CPU's value; each walker has its own (see `WALKER_SAMPLER`).
     let cache = unsafe { &mut *cache };
     // Read before any table: a table replaced during the walk voids what it caches.
     let generation = generation();
@@ -119,13 +121,13 @@ pub fn start_walk(tgid: u32) {
 /// process and generation, else found by the shared binary searches (mapping, then row) and
 /// remembered in both.
 #[inline(always)]
-pub fn row_for(pc: u64) -> Lookup {
-    // Never missing (a one-entry per-CPU array). Searching uncached without it would make the
-    // compiler emit the whole search twice, which doubled what the verifier walks.
-    let Some(cache) = ROW_CACHE.get_ptr_mut(0) else {
+pub fn row_for(walker: u32, pc: u64) -> Lookup {
+    // Never missing (a per-CPU array entry per walker). Searching uncached without it would make
+    // the compiler emit the whole search twice, which doubled what the verifier walks.
+    let Some(cache) = ROW_CACHE.get_ptr_mut(walker) else {
         return Lookup::NoTable;
     };
-    // SAFETY: this CPU's value; programs on a CPU do not nest into the sampler.
+    // SAFETY: this CPU's value; each walker has its own (see `WALKER_SAMPLER`).
     let cache = unsafe { &mut *cache };
     let (tgid, generation) = (cache.walk_tgid, cache.walk_generation);
     let frame = cache.walk_frames as usize;

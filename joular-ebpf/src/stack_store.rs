@@ -12,11 +12,11 @@ const EEXIST: i32 = 17;
 /// Stores the stack under `hash` unless this cycle already has it. A stored stack of
 /// another length or first caller under the same hash is a collision (counted, not stored).
 #[inline(always)]
-pub fn store(hash: u64, stack: &JavaStack, tag: u32) -> bool {
-    let Some(recent) = RECENT_STACKS.get_ptr_mut(0) else {
+pub fn store(walker: u32, hash: u64, stack: &JavaStack, tag: u32) -> bool {
+    let Some(recent) = RECENT_STACKS.get_ptr_mut(walker) else {
         return false;
     };
-    // SAFETY: per-CPU, only this CPU's sampler uses it.
+    // SAFETY: per-CPU and per walker, only this CPU's walker uses it.
     let slot = unsafe { &mut (*recent).slots[hash as usize & (RECENT_STACK_SLOTS - 1)] };
     // The tag changes at every flip: an entry of this tag was stored in this very buffer,
     // which user space drains only after flipping away from it.

@@ -117,8 +117,15 @@ pub fn user_regs(ctx: &PerfEventContext, user_mode: bool) -> UserRegs {
         let r = unsafe { &(*ctx.ctx).regs };
         return UserRegs { pc: r.rip, sp: r.rsp, fp: r.rbp, bcp: r.r13 };
     }
+    saved_user_regs()
+}
+
+/// The user registers the current task saved on entry to the kernel (`bpf_task_pt_regs`,
+/// Linux 5.15+): in a system call, where it called the kernel from.
+#[inline(always)]
+pub fn saved_user_regs() -> UserRegs {
     // Copied with helper reads, not loaded through the pointer: the compiler would share
-    // the loads with the ctx branch above, and one load cannot serve two pointer types.
+    // the loads with the ctx branch of `user_regs`, and one load cannot serve two pointer types.
     // SAFETY: the helpers return the current task's saved user registers; the reads fail
     // cleanly (then the walk starts from zeros and stops at once).
     unsafe {
@@ -147,11 +154,11 @@ fn mix(h: u64, v: u64) -> u64 {
 /// replaces: a thread sampled again (most samples) costs neither the hash lookup nor the
 /// config's copy, whose cold cache lines were a tenth of a sample's cost.
 #[inline(always)]
-pub fn load_jvm(tgid: u32) -> bool {
-    let Some(state) = WALK_STATE.get_ptr_mut(0) else {
+pub fn load_jvm(walker: u32, tgid: u32) -> bool {
+    let Some(state) = WALK_STATE.get_ptr_mut(walker) else {
         return false;
     };
-    // SAFETY: per-CPU value, only this CPU's sampler uses it.
+    // SAFETY: per-CPU value of this walker, only this CPU's walker uses it.
     let state = unsafe { &mut *state };
     // Read before `JVMS`: a change is made before its value is stored, so the answer below
     // is never older than the state this value names.
@@ -180,12 +187,12 @@ pub fn load_jvm(tgid: u32) -> bool {
 /// hash (0 when the stack could not be stored, counted) and the leaf frame, which the
 /// sample's key carries.
 #[inline(always)]
-pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
-    let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(0), WALK_STATE.get_ptr_mut(0)) else {
+pub fn walk_and_store(walker: u32, tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) {
+    let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(walker), WALK_STATE.get_ptr_mut(walker)) else {
         return (0, JavaFrame::default());
     };
-    // SAFETY: per-CPU scratch, only this CPU uses it, and programs on a CPU do not nest
-    // into the sampler.
+    // SAFETY: per-CPU scratch of this walker: only this CPU's walker uses it (the sampler
+    // may interrupt a byte counter's walk, but walks in its own state).
     let (out, state) = unsafe { (&mut *out, &mut *state) };
     let method_word = (INTERPRETER_WINDOW_WORDS + state.cfg.method_slot) as u32;
     let bcp_word = (INTERPRETER_WINDOW_WORDS + state.cfg.bcp_slot) as u32;
@@ -193,7 +200,8 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
         return (0, JavaFrame::default());
     }
     state.tgid = tgid;
-    start_walk(tgid);
+    state.walker = walker;
+    start_walk(walker, tgid);
     state.stack_base = 0;
     state.interrupted_pc = 0;
     state.pc = regs.pc;
@@ -204,9 +212,10 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
     state.len = 0;
     state.flags = JAVA_STACK_TRUNCATED;
     out.frames[0] = JavaFrame::default();
+    let mut walker_ctx = walker;
     // SAFETY: `walk_frame` is a static function of the bpf_loop callback type; it takes
-    // its state from the per-CPU maps, not from the context pointer.
-    unsafe { bpf_loop(MAX_JAVA_FRAMES as u32, walk_frame as *mut c_void, core::ptr::null_mut(), 0) };
+    // its state from the per-CPU maps of the walker the context points to.
+    unsafe { bpf_loop(MAX_JAVA_FRAMES as u32, walk_frame as *mut c_void, &raw mut walker_ctx as *mut c_void, 0) };
     let (len, flags) = (state.len.max(1), state.flags);
     if flags & JAVA_STACK_TRUNCATED != 0 {
         count_drop(DROP_JAVA_WALK_TRUNCATED);
@@ -218,7 +227,7 @@ pub fn walk_and_store(tgid: u32, regs: &UserRegs, tag: u32) -> (u64, JavaFrame) 
         h => h,
     };
     let leaf = out.frames[0];
-    if store(hash, out, tag) {
+    if store(walker, hash, out, tag) {
         (hash, leaf)
     } else {
         (0, leaf)
@@ -248,11 +257,13 @@ impl Step {
 }
 
 /// One frame per call, as `bpf_loop`'s callback: 0 goes on, 1 ends the loop.
-extern "C" fn walk_frame(index: u64, _ctx: *mut c_void) -> i64 {
-    let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(0), WALK_STATE.get_ptr_mut(0)) else {
+extern "C" fn walk_frame(index: u64, ctx: *mut c_void) -> i64 {
+    // SAFETY: `walk_and_store` passes a pointer to the walker on its stack.
+    let walker = unsafe { *(ctx as *const u32) };
+    let (Some(out), Some(state)) = (JAVA_SCRATCH.get_ptr_mut(walker), WALK_STATE.get_ptr_mut(walker)) else {
         return 1;
     };
-    // SAFETY: per-CPU maps, only this CPU's sampler uses them.
+    // SAFETY: per-CPU maps of this walker, only this CPU's walker uses them.
     let (out, state) = unsafe { (&mut *out, &mut *state) };
     let i = index as usize;
     if i >= MAX_JAVA_FRAMES {
@@ -538,7 +549,7 @@ struct SampledThread<'a>(&'a mut WalkState);
 impl UnwindSource for SampledThread<'_> {
     #[inline(always)]
     fn row_at(&mut self, pc: u64) -> Lookup {
-        row_for(pc)
+        row_for(self.0.walker, pc)
     }
 
     #[inline(always)]

@@ -198,6 +198,10 @@ pub struct CycleReport {
     /// where the machine exposes none (most VMs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu_frequencies: Vec<CpuFrequency>,
+    /// `--devices network,disk`: the cycle's bytes per thread and call path (absent with
+    /// `--devices cpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<crate::attribution::devices::DeviceReport>,
 }
 
 /// Whether a run recorded every CPU's frequency each cycle (for `joular-ebpf calmness`), as
@@ -267,7 +271,7 @@ pub struct StackReport {
     pub energy_uj: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FrameReport {
     pub name: String,
     pub kind: FrameKind,

@@ -21,6 +21,7 @@
 
 mod attribute;
 mod baseline;
+pub mod devices;
 mod report;
 pub mod stacks;
 mod totals;

@@ -321,6 +321,13 @@ pub struct CommonArgs {
     /// jiffies (10 ms ticks; used automatically when the hook cannot be attached).
     #[arg(long, value_enum, default_value = "ebpf", value_name = "SOURCE")]
     pub cpu_time: CpuTimeSource,
+    /// Devices measured, a comma list of `cpu`, `network`, `disk` (the CPU always is). With
+    /// `network` and/or `disk`, the kernel counts each profiled thread's socket bytes (through a
+    /// network device, or local: loopback and AF_UNIX) and regular-file bytes read and written,
+    /// per call path, at the call that moves them; `--json` cycles and `summary.json` then
+    /// carry them under `devices`. With `cpu` only, no byte counter is even loaded.
+    #[arg(long, default_value = "cpu", value_name = "LIST", value_parser = joular_user::ebpf::Devices::parse)]
+    pub devices: joular_user::ebpf::Devices,
     /// Forward the eBPF programs' debug log (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,

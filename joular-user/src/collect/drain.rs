@@ -13,6 +13,7 @@ use super::exit::ThreadExit;
 use super::incarnations::{Incarnations, Rows};
 use super::monotonic;
 use super::{sample_log, sample_names, walked};
+use crate::attribution::devices::DeviceSample;
 use crate::ebpf::{Probe, ProbeError};
 use crate::model::{CpuTime, RawSample, ThreadCpuTime, WalkedStack};
 
@@ -43,6 +44,9 @@ pub struct RawCycle {
     pub starts: HashMap<u32, u32>,
     /// Losses in this cycle, by cause (only causes with losses).
     pub drops: BTreeMap<String, u64>,
+    /// `--devices network,disk`: bytes per (thread, user stack, class), of the processes the
+    /// cycle's other rows are of.
+    pub devices: Vec<DeviceSample>,
 }
 
 pub struct Collector {
@@ -100,7 +104,8 @@ impl Collector {
         let old = 1 - self.active;
         let mut rows = Rows::default();
         let mut cycle = RawCycle { start_ns, end_ns, ..Default::default() };
-        let sampled_names = drain_samples(probe, old as usize, self.retired_tag, &mut rows)?;
+        let mut devices = Vec::new();
+        let sampled_names = drain_samples(probe, old as usize, self.retired_tag, &mut rows, &mut devices)?;
         drain_cpu_time(probe, old as usize, self.retired_tag, &mut rows, &mut cycle)?;
         // The names threads had when sampled over those they had when they first ran.
         rows.comms.extend(sampled_names);
@@ -108,7 +113,16 @@ impl Collector {
         let sorted = self.incarnations.sort(rows);
         (cycle.samples, cycle.thread_cpu, cycle.comms, cycle.exits, cycle.starts) =
             (sorted.samples, sorted.thread_cpu, sorted.comms, sorted.exits, sorted.starts);
+        // A byte count of a process other than the one the cycle's rows of its PID are of (a
+        // reused PID) waits for nothing: it is dropped and counted with the other such rows.
+        let before = devices.len();
+        devices.retain(|(start, _)| cycle.starts.get(&start.0).is_none_or(|&s| s == start.1 || s == 0 || start.1 == 0));
+        cycle.devices = devices.into_iter().map(|(_, d)| d).collect();
+        let stale_devices = (before - cycle.devices.len()) as u64;
         cycle.drops = self.drop_deltas(probe)?;
+        if stale_devices > 0 {
+            *cycle.drops.entry(OTHER_PROCESS_ROWS.into()).or_default() += stale_devices;
+        }
         if sorted.stale_rows > 0 {
             cycle.drops.insert(OTHER_PROCESS_ROWS.into(), sorted.stale_rows);
         }
@@ -131,15 +145,22 @@ impl Collector {
 }
 
 /// Returns the names the threads had when sampled (see `sample_names`).
+/// Also drains the buffer's byte counts (`--devices`) into `devices`, with (pid, start tick):
+/// their stacks are in the same stack maps, cleared here.
 fn drain_samples(
     probe: &mut Probe,
     buffer: usize,
     tag: u32,
     rows: &mut Rows,
+    devices: &mut Vec<((u32, u32), DeviceSample)>,
 ) -> Result<sample_names::ThreadNames, ProbeError> {
     let logs = probe.sample_log.get(&(buffer as u32), 0).map_err(|e| ProbeError::Map("SAMPLE_LOG", e))?;
     let maps = &mut probe.buffers[buffer];
     let counted: Vec<_> = maps.counts.iter().filter_map(Result::ok).collect();
+    let byte_counts: Vec<_> = match &maps.device_bytes {
+        Some(map) => map.iter().filter_map(Result::ok).collect(),
+        None => Vec::new(),
+    };
     let entries = sample_log::merge_counts(logs.iter(), tag, &counted);
     let names = sample_names::from_samples(&entries);
     let mut stacks: HashMap<i32, Arc<[u64]>> = HashMap::new();
@@ -185,6 +206,33 @@ fn drain_samples(
             walked,
         };
         rows.samples.push((key.start_ticks, sample));
+    }
+    for (key, bytes) in &byte_counts {
+        let walked = match key.java_stack_hash {
+            0 => None,
+            hash => walked
+                .entry((hash, key.java_leaf))
+                .or_insert_with(|| {
+                    let raw = stored.entry(hash).or_insert_with(|| maps.java_stacks.get(&hash, 0).ok());
+                    raw.as_ref().map(|raw| Arc::new(walked::decode(raw, &key.java_leaf)))
+                })
+                .clone(),
+        };
+        let sample = RawSample {
+            pid: key.tgid,
+            tid: key.tid,
+            cpu: 0,
+            user: stack(key.user_stack_id),
+            kernel: empty.clone(),
+            count: 0,
+            walked,
+        };
+        devices.push(((key.tgid, key.start_ticks), DeviceSample { sample, class: key.class, bytes: *bytes }));
+    }
+    if let Some(map) = maps.device_bytes.as_mut() {
+        for (key, _) in byte_counts {
+            let _ = map.remove(&key);
+        }
     }
     for (key, _) in counted {
         let _ = maps.counts.remove(&key);

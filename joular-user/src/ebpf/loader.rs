@@ -12,9 +12,9 @@ use aya::{
     Ebpf, EbpfLoader,
 };
 use joular_ebpf::{
-    CpuState, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
-    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS, MAX_JAVA_STACKS,
-    MAX_SAMPLE_KEYS, MAX_STACKS, TARGETS_WRITER_USER,
+    CpuState, DeviceKey, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
+    CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS, MAX_DEVICE_KEYS,
+    MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS, TARGETS_WRITER_USER,
 };
 
 use super::{
@@ -40,6 +40,8 @@ pub struct ProbeOptions {
     pub ebpf_log: bool,
     /// Attach the scheduler programs (off: CPU time comes from /proc instead).
     pub scheduler: bool,
+    /// `--devices`: the byte counters to load beside the sampler (none: not even loaded).
+    pub devices: super::Devices,
     pub proc_root: PathBuf,
 }
 
@@ -60,6 +62,8 @@ pub struct BufferMaps {
     pub exits: HashMap<MapData, u32, ExitValue>,
     /// Walked JVM stacks by hash (`SampleKey::java_stack_hash`).
     pub java_stacks: HashMap<MapData, u64, JavaStack>,
+    /// Bytes per (thread, user stack, class) (None: no byte counter runs).
+    pub device_bytes: Option<HashMap<MapData, DeviceKey, u64>>,
 }
 
 pub struct Probe {
@@ -88,6 +92,8 @@ pub struct Probe {
     /// Code the sampler met for the first time, for the symbol worker to take (None: the
     /// sampler does not walk, or the ring could not be mapped).
     pub code_reports: Option<super::CodeReports>,
+    /// Whether the byte counters run (`--devices network,disk`, and the kernel took them).
+    pub counts_bytes: bool,
     /// Changes made to `TARGETS` and `JVMS` from here (the count in `CONFIG_TARGETS_GEN`).
     targets_changes: u64,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -125,6 +131,10 @@ impl Probe {
         }
         for name in ["JAVA_STACKS_0", "JAVA_STACKS_1"] {
             loader.map_max_entries(name, java_stacks);
+        }
+        // Without byte counters their maps take no memory to speak of.
+        for name in ["DEVICE_BYTES_0", "DEVICE_BYTES_1"] {
+            loader.map_max_entries(name, if opts.devices.any() { MAX_DEVICE_KEYS } else { 1 });
         }
         let mut ebpf = loader.load(OBJECT)?;
         let logger = if opts.ebpf_log {
@@ -169,6 +179,7 @@ impl Probe {
         };
         attach_exit(&mut ebpf)?;
         attach_sampler(&mut ebpf, sampler, &online_cpus, opts.frequency_hz)?;
+        let counting = opts.devices.any() && opts.devices.attach(&mut ebpf, &mut config);
         let kernel_names = match KernelNames::load(&mut ebpf) {
             Ok(names) => Some(names),
             Err(e) => {
@@ -181,7 +192,7 @@ impl Probe {
             config,
             targets: take(&mut ebpf, "TARGETS")?,
             jvms: take(&mut ebpf, "JVMS")?,
-            buffers: [buffer_maps(&mut ebpf, 0)?, buffer_maps(&mut ebpf, 1)?],
+            buffers: [buffer_maps(&mut ebpf, 0, counting)?, buffer_maps(&mut ebpf, 1, counting)?],
             sample_log: take(&mut ebpf, "SAMPLE_LOG")?,
             cpu_state: take(&mut ebpf, "CPU_STATE")?,
             drops: take(&mut ebpf, "DROPS")?,
@@ -215,6 +226,7 @@ impl Probe {
                 }
                 _ => None,
             },
+            counts_bytes: counting,
             targets_changes: 0,
             logger,
             _ebpf: ebpf,
@@ -273,12 +285,13 @@ where
     T::try_from(map).map_err(|e| ProbeError::Map(name, e))
 }
 
-fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError> {
-    const NAMES: [[&str; 6]; 2] = [
-        ["COUNTS_0", "STACKS_0", "STACKS_OVERFLOW_0", "THREAD_CPU_0", "EXITS_0", "JAVA_STACKS_0"],
-        ["COUNTS_1", "STACKS_1", "STACKS_OVERFLOW_1", "THREAD_CPU_1", "EXITS_1", "JAVA_STACKS_1"],
+/// `devices`: whether a byte counter runs (its map is taken then only).
+fn buffer_maps(ebpf: &mut Ebpf, buffer: usize, devices: bool) -> Result<BufferMaps, ProbeError> {
+    const NAMES: [[&str; 7]; 2] = [
+        ["COUNTS_0", "STACKS_0", "STACKS_OVERFLOW_0", "THREAD_CPU_0", "EXITS_0", "JAVA_STACKS_0", "DEVICE_BYTES_0"],
+        ["COUNTS_1", "STACKS_1", "STACKS_OVERFLOW_1", "THREAD_CPU_1", "EXITS_1", "JAVA_STACKS_1", "DEVICE_BYTES_1"],
     ];
-    let [counts, stacks, stacks_overflow, thread_cpu, exits, java_stacks] = NAMES[buffer];
+    let [counts, stacks, stacks_overflow, thread_cpu, exits, java_stacks, device_bytes] = NAMES[buffer];
     Ok(BufferMaps {
         counts: take(ebpf, counts)?,
         stacks: take(ebpf, stacks)?,
@@ -286,6 +299,7 @@ fn buffer_maps(ebpf: &mut Ebpf, buffer: usize) -> Result<BufferMaps, ProbeError>
         thread_cpu: take(ebpf, thread_cpu)?,
         exits: take(ebpf, exits)?,
         java_stacks: take(ebpf, java_stacks)?,
+        device_bytes: if devices { Some(take(ebpf, device_bytes)?) } else { None },
     })
 }
 

@@ -3,6 +3,8 @@
 #[cfg(test)]
 mod blob_cache_rules;
 mod code_reports;
+mod device_fields;
+mod devices;
 pub mod kernel_names;
 mod loader;
 pub mod preflight;
@@ -12,6 +14,7 @@ mod sizing;
 mod task_fields;
 
 pub use code_reports::CodeReports;
+pub use devices::{Devices, HOOK as DEVICES_HOOK};
 pub use loader::{Probe, ProbeOptions, SchedulerHook};
 
 #[derive(Debug, thiserror::Error)]

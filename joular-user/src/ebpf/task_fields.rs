@@ -70,6 +70,10 @@ pub enum BtfError {
     WrongType { field: &'static str, expected: &'static str },
     #[error("task_struct::{0} is not byte-aligned")]
     Unaligned(&'static str),
+    #[error("no struct {0}")]
+    NoStruct(&'static str),
+    #[error("{owner} has no byte-aligned {field} within 64 KiB")]
+    NoMember { owner: &'static str, field: &'static str },
 }
 
 /// Byte offsets of `task_struct::group_leader` and of the start time /proc shows
@@ -105,16 +109,7 @@ impl TaskFields {
 
     /// From `<sys_root>/kernel/btf/vmlinux`.
     pub fn from_sys(sys_root: &Path) -> Result<Self, TaskFieldsError> {
-        let path = sys_root.join("kernel/btf/vmlinux");
-        let read_error = |source| TaskFieldsError::Read { path: path.clone(), source };
-        let file = File::open(&path).map_err(read_error)?;
-        // Private and read-only: the kernel refuses to share its BTF pages writable.
-        // SAFETY: a map of a file only the kernel writes (and never after boot).
-        let blob = match unsafe { MmapOptions::new().map_copy_read_only(&file) } {
-            Ok(map) => Blob::Mapped(map),
-            Err(_) => Blob::Read(std::fs::read(&path).map_err(read_error)?),
-        };
-        Self::from_btf(&blob).map_err(|source| TaskFieldsError::Btf { path, source })
+        with_vmlinux(sys_root, Self::from_btf)
     }
 
     pub fn from_btf(bytes: &[u8]) -> Result<Self, BtfError> {
@@ -138,6 +133,42 @@ impl TaskFields {
             group_leader: bytes_of(leader.bit_offset, "group_leader")?,
             start_boottime: bytes_of(start.bit_offset, "start_boottime")?,
         })
+    }
+}
+
+/// Runs `read` on the kernel's BTF, `<sys_root>/kernel/btf/vmlinux`.
+pub(super) fn with_vmlinux<T>(
+    sys_root: &Path,
+    read: impl FnOnce(&[u8]) -> Result<T, BtfError>,
+) -> Result<T, TaskFieldsError> {
+    let path = sys_root.join("kernel/btf/vmlinux");
+    let read_error = |source| TaskFieldsError::Read { path: path.clone(), source };
+    let file = File::open(&path).map_err(read_error)?;
+    // Private and read-only: the kernel refuses to share its BTF pages writable.
+    // SAFETY: a map of a file only the kernel writes (and never after boot).
+    let blob = match unsafe { MmapOptions::new().map_copy_read_only(&file) } {
+        Ok(map) => Blob::Mapped(map),
+        Err(_) => Blob::Read(std::fs::read(&path).map_err(read_error)?),
+    };
+    read(&blob).map_err(|source| TaskFieldsError::Btf { path, source })
+}
+
+/// Byte offsets of members of kernel structs, for the byte counters (`--devices`).
+pub(super) struct StructOffsets<'a>(Btf<'a>);
+
+impl<'a> StructOffsets<'a> {
+    pub(super) fn parse(bytes: &'a [u8]) -> Result<Self, BtfError> {
+        Btf::parse(bytes).map(Self)
+    }
+
+    /// `owner.field`'s byte offset (anonymous members looked into), below 64 KiB.
+    pub(super) fn offset(&self, owner: &'static str, field: &'static str) -> Result<u16, BtfError> {
+        let id = self.0.struct_named(owner.as_bytes()).ok_or(BtfError::NoStruct(owner))?;
+        let member = self.0.member(id, field.as_bytes(), 0).ok_or(BtfError::NoMember { owner, field })?;
+        if !member.bit_offset.is_multiple_of(8) {
+            return Err(BtfError::NoMember { owner, field });
+        }
+        u16::try_from(member.bit_offset / 8).map_err(|_| BtfError::NoMember { owner, field })
     }
 }
 

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use joular_user::attribution::devices::{cycle_report as device_report, DevicePath};
 use joular_user::attribution::stacks::{StackStage, ThreadStacks};
 use joular_user::collect::ThreadExit;
 use joular_user::model::CycleReport;
@@ -57,6 +58,8 @@ pub struct Sinks {
     unreported_superseded: u64,
     /// Outputs that failed during the run, each said once.
     failed: Vec<FailedOutput>,
+    /// Byte counters run (`--devices`): each cycle report carries their bytes.
+    pub devices: bool,
 }
 
 impl Sinks {
@@ -74,6 +77,7 @@ impl Sinks {
             unreported_cycles_refused: 0,
             unreported_superseded: 0,
             failed: Vec::new(),
+            devices: false,
         }
     }
 
@@ -105,7 +109,7 @@ impl Sinks {
                 self.write_late(cycle)?;
                 continue;
             }
-            self.write(cycle, &reply.stacks)?;
+            self.write(cycle, &reply.stacks, &reply.device_paths)?;
             break;
         }
         Ok(())
@@ -139,10 +143,19 @@ impl Sinks {
             *cycle.report.drops.entry(UNSYMBOLIZED.into()).or_default() += samples;
         }
         self.cycles_written_late += 1;
-        self.write(cycle, &late_stacks(&threads))
+        // A late cycle's byte counts are unnamed, and not written (its report says it is late).
+        self.write(cycle, &late_stacks(&threads), &[])
     }
 
-    fn write(&mut self, mut cycle: PendingCycle, stacks: &[ThreadStacks]) -> anyhow::Result<()> {
+    fn write(
+        &mut self,
+        mut cycle: PendingCycle,
+        stacks: &[ThreadStacks],
+        devices: &[DevicePath],
+    ) -> anyhow::Result<()> {
+        if self.devices {
+            cycle.report.devices = Some(device_report(devices, &cycle.report.threads));
+        }
         if self.unreported_not_indexed > 0 {
             *cycle.report.drops.entry(OVER_BUDGET.into()).or_default() +=
                 std::mem::take(&mut self.unreported_not_indexed);

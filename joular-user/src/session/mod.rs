@@ -70,6 +70,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         follow_children: target.follows_children(),
         ebpf_log: common.ebpf_log,
         scheduler: common.cpu_time == CpuTimeSource::Ebpf,
+        devices: common.devices,
         proc_root: common.proc_root.clone(),
     };
     // Energy first: a bad --sysfs-root or --tdp is reported before anything is loaded.
@@ -146,7 +147,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     };
     let json = common.json.as_deref().map(|p| JsonLines::create(p, common.modes())).transpose()?;
     errln!(
-        "joular-ebpf: profiling {} at {} Hz, {} s cycles (CPU time from {}); Ctrl-C to stop",
+        "joular-ebpf: profiling {} at {} Hz, {} s cycles (CPU time from {}{}); Ctrl-C to stop",
         describe(&target),
         common.frequency,
         common.interval,
@@ -154,7 +155,12 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             Some(SchedulerHook::RawTracepoint) => "raw_tp/sched_switch",
             Some(SchedulerHook::ClassicTracepoint) => "tracepoint sched/sched_switch",
             None => "/proc jiffies",
-        }
+        },
+        if probe.counts_bytes {
+            format!("; bytes per call path from {}", joular_user::ebpf::DEVICES_HOOK)
+        } else {
+            String::new()
+        },
     );
 
     let mut sigint = signal(SignalKind::interrupt())?;
@@ -219,6 +225,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         outputs.push(Box::new(frequencies::sink(common)?));
     }
     let mut sinks = Sinks::new(stage, outputs, serve.is_some());
+    sinks.devices = probe.counts_bytes;
     // A daemon logs a cycle line a minute unless --verbose.
     let cycle_line_every = if serve.is_some() && !common.verbose { 60 } else { 1 };
     let mut cycles_drained = 0u64;
@@ -304,6 +311,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         symbols.submit(CycleSamples {
             cycle: report.cycle,
             samples: std::mem::take(&mut raw.samples),
+            devices: std::mem::take(&mut raw.devices),
             ended: raw.exits.iter().filter(|e| e.process_ended).map(|e| e.pid).collect(),
         });
         sinks.hold(PendingCycle { report, exits: raw.exits, drained_at: std::time::Instant::now() });

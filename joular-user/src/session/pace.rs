@@ -99,7 +99,13 @@ mod tests {
     use super::*;
 
     fn reply(cycle: u64) -> SymbolReply {
-        SymbolReply { cycle, stacks: Vec::new(), stats: Default::default(), kernel_updates: Vec::new() }
+        SymbolReply {
+            cycle,
+            stacks: Vec::new(),
+            device_paths: Vec::new(),
+            stats: Default::default(),
+            kernel_updates: Vec::new(),
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::symbolize::{install_quiet_panic_hook, symbolize_cycle, PanicGuard};
+use crate::attribution::devices::{DevicePath, DeviceSample};
 use crate::attribution::stacks::ThreadStacks;
 use crate::ebpf::CodeReports;
 use crate::model::RawSample;
@@ -26,6 +27,8 @@ use crate::urgency::urgent;
 pub struct CycleSamples {
     pub cycle: u64,
     pub samples: Vec<RawSample>,
+    /// The cycle's byte counts (`--devices`), named as the samples are.
+    pub devices: Vec<DeviceSample>,
     /// Processes that ended in the cycle: forgotten once it is symbolized.
     pub ended: Vec<u32>,
 }
@@ -36,6 +39,8 @@ pub struct SymbolReply {
     pub cycle: u64,
     /// Per thread, its stacks, busiest first; threads sorted by (pid, tid).
     pub stacks: Vec<ThreadStacks>,
+    /// The cycle's bytes per thread and call path (`--devices`).
+    pub device_paths: Vec<DevicePath>,
     /// The symbolizer's counters after this cycle.
     pub stats: SymbolStats,
     /// JVMs whose stacks the sampler is to walk from now on (or no longer): the loop writes
@@ -223,7 +228,8 @@ fn run(
         if cycle.cycle >= abandoned_below.load(Ordering::Acquire) {
             // Catching up matters more than completing one cycle's JIT frames.
             let deadline = Instant::now() + if behind { Duration::ZERO } else { settle_within };
-            let stacks = symbolize_cycle(&mut symbolizer, &cycle.samples, deadline, &mut guard);
+            let (stacks, device_paths) =
+                symbolize_cycle(&mut symbolizer, &cycle.samples, &cycle.devices, deadline, &mut guard);
             forget(&mut symbolizer, &cycle.ended, &mut guard);
             let mut stats = guard.contain(|| symbolizer.stats(), "reading its counters").unwrap_or_default();
             stats.worker_panics = guard.panics;
@@ -231,7 +237,7 @@ fn run(
             let kernel_updates = guard
                 .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
                 .unwrap_or_default();
-            let reply = SymbolReply { cycle: cycle.cycle, stacks, stats, kernel_updates };
+            let reply = SymbolReply { cycle: cycle.cycle, stacks, device_paths, stats, kernel_updates };
             if replies.send(reply).is_err() {
                 return;
             }
@@ -308,7 +314,7 @@ mod tests {
 
         worker.abandon_through(2);
         for cycle in 1..=3 {
-            worker.submit(CycleSamples { cycle, samples: vec![sample(1, 1)], ended: vec![] });
+            worker.submit(CycleSamples { cycle, samples: vec![sample(1, 1)], devices: vec![], ended: vec![] });
         }
         assert_eq!(worker.recv().await.unwrap().cycle, 3, "cycles 1 and 2 were written without waiting");
         assert!(worker.alive());

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::attribution::devices::{DeviceBytes, DevicePath, DeviceSample};
 use crate::attribution::stacks::ThreadStacks;
 use crate::model::{Frame, FrameKind, RawSample, Stack, ThreadStack, WalkedStack};
 use crate::symbols::{StackInput, Symbolizer};
@@ -107,12 +108,16 @@ pub fn install_quiet_panic_hook() {
 }
 
 /// Look ahead, wait for what is missing (until `deadline`), then symbolize every sample.
+/// `devices`: the cycle's byte counts (`--devices`), looked ahead at and named with the samples
+/// (their frames named as the samples' are), returned apart: they are no CPU samples.
 pub fn symbolize_cycle(
     symbolizer: &mut dyn StackNamer,
     samples: &[RawSample],
+    devices: &[DeviceSample],
     deadline: Instant,
     guard: &mut PanicGuard,
-) -> Vec<ThreadStacks> {
+) -> (Vec<ThreadStacks>, Vec<DevicePath>) {
+    let all = || samples.iter().chain(devices.iter().map(|d| &d.sample));
     // A panic while looking ahead costs the wait, not the names.
     guard.contain(
         || {
@@ -120,7 +125,7 @@ pub fn symbolize_cycle(
             // Walked stacks are named through HotSpot's tables, which need no job to wait for:
             // each JVM's frames of the cycle are read in one guarded job.
             let mut by_pid: HashMap<u32, Vec<StackInput>> = HashMap::new();
-            for s in samples {
+            for s in all() {
                 let input = match &s.walked {
                     Some(walked) => StackInput::Walked(walked),
                     None => StackInput::Bare(&s.user),
@@ -130,7 +135,7 @@ pub fn symbolize_cycle(
             for (pid, stacks) in by_pid {
                 symbolizer.prefetch(pid, stacks);
             }
-            for s in samples.iter().filter(|s| s.walked.is_none()) {
+            for s in all().filter(|s| s.walked.is_none()) {
                 symbolizer.prepare(s.pid, &s.user);
             }
             symbolizer.settle(deadline);
@@ -170,7 +175,29 @@ pub fn symbolize_cycle(
         })
         .collect();
     out.sort_by_key(|t| (t.0, t.1));
-    out
+    let paths = devices
+        .iter()
+        .filter_map(|d| {
+            let s = &d.sample;
+            let stack = match guard.bad_pids.contains(&s.pid) {
+                true => Arc::clone(&failed),
+                false => guard
+                    .contain(
+                        // 0 samples: a byte count's stack adds nothing to the JVM's sample counters.
+                        || match &s.walked {
+                            Some(walked) => symbolizer.symbolize_walked(s.pid, walked, &s.kernel, 0),
+                            None => symbolizer.symbolize(s.pid, &s.user, &s.kernel),
+                        },
+                        "symbolizing a byte count's stack",
+                    )
+                    .unwrap_or_else(|| Arc::clone(&failed)),
+            };
+            let mut bytes = DeviceBytes::default();
+            bytes.add_class(d.class, d.bytes).ok()?;
+            Some(DevicePath { pid: s.pid, tid: s.tid, stack, bytes })
+        })
+        .collect();
+    (out, paths)
 }
 
 /// Stacks for a cycle written without waiting for the worker: each thread's samples on one
@@ -234,7 +261,7 @@ pub(crate) mod tests {
         bad.pid = u32::MAX;
         guard.bad_pids.insert(bad.pid);
         let mut symbolizer = Symbolizer::new(options());
-        let stacks = symbolize_cycle(&mut symbolizer, &[bad, sample(2, 4)], Instant::now(), &mut guard);
+        let (stacks, _) = symbolize_cycle(&mut symbolizer, &[bad, sample(2, 4)], &[], Instant::now(), &mut guard);
         let by_pid: HashMap<u32, &str> = stacks.iter().map(|(pid, _, s)| (*pid, &*s[0].stack[0].name)).collect();
         assert_eq!(by_pid[&u32::MAX], SYMBOLS_FAILED);
         assert!(by_pid[&std::process::id()].contains("marker_function_for_the_worker"), "{by_pid:?}");

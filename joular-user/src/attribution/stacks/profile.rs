@@ -74,6 +74,9 @@ pub struct RunSummary {
     /// Whether the run recorded CPU frequencies (calmness), and where.
     #[serde(default)]
     pub cpu_frequencies: crate::model::FrequencyRecording,
+    /// `--devices network,disk`: the process's bytes per thread and call path over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<crate::attribution::devices::DeviceReport>,
 }
 
 /// An output that failed: the flag that asked for it, the file, and the error. Its writing

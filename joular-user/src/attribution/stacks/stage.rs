@@ -12,6 +12,7 @@ use super::methods::{bucket_stack, MethodFilter, StackRules, NO_SAMPLES};
 use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::thread_kind::ThreadKind;
 use super::timeline::Timeline;
+use crate::attribution::devices::DeviceTotals;
 use crate::carbon::{Carbon, CarbonSummary};
 use crate::model::{CycleReport, FrameReport, JavaUnwinder, MethodReport, Stack, StackReport, ThreadStack};
 
@@ -75,6 +76,8 @@ struct Process {
     jvm: bool,
     java_unwinder: Option<JavaUnwinder>,
     timeline: Timeline,
+    /// `--devices`: its bytes over the run (None: no cycle carried byte counts).
+    devices: Option<DeviceTotals>,
 }
 
 impl Process {
@@ -133,6 +136,7 @@ impl Process {
                 outputs_failed: run.outputs_failed.clone(),
                 carbon,
                 cpu_frequencies: config.cpu_frequencies.clone(),
+                devices: self.devices.as_ref().map(DeviceTotals::report),
             },
             stacks,
             timeline: self.timeline.clone(),
@@ -217,6 +221,7 @@ impl StackStage {
                 jvm: false,
                 java_unwinder: None,
                 timeline: Timeline::default(),
+                devices: None,
             }
         })
     }
@@ -351,6 +356,12 @@ impl StackStage {
                 if !thread.comm.is_empty() {
                     total.comm.clone_from(&thread.comm);
                 }
+            }
+        }
+        if let Some(devices) = &report.devices {
+            // Every profiled process gets its totals (zero bytes too: "counted, none moved").
+            for (pid, process) in &mut self.processes {
+                process.devices.get_or_insert_with(DeviceTotals::default).add(*pid, devices);
             }
         }
         for p in report.processes.iter().filter(|p| !p.comm.is_empty()) {

@@ -1,0 +1,206 @@
+//! The byte counters of `--devices network,disk` (E-Surgeon's network and disk halves): at the
+//! return of every system call that moves bytes through a file descriptor (read, write, their
+//! positioned and vectored forms, send*/recv* but the `mmsg` ones), a profiled thread's bytes
+//! (the return value) go to its (thread, user stack, class) entry in `DEVICE_BYTES_*`, the stack
+//! taken as the sampler takes it (a JVM's walked by `walk.rs`, in its own walker state; other
+//! processes' by `bpf_get_stackid`), so user space names the call path's frames exactly as a
+//! CPU sample's.
+//!
+//! The hook is the `sys_exit` raw tracepoint: fentry/fexit on the socket layer and the VFS
+//! would see more (sendfile, splice, io_uring), but this kernel refuses to load them (EPERM
+//! before the verifier runs, lockdown or not), and kprobes are compiled out. One program
+//! for every system call is verified once, and a system call that moves no bytes returns after
+//! one read of its number.
+//!
+//! The descriptor's file says what the bytes are: a socket (`S_IFSOCK`) or a regular file
+//! (`S_IFREG`); pipes, terminals and devices count nowhere. This runs in the thread's own
+//! system call, so the call path is the one that asked for the bytes. A file write only
+//! dirties the page cache: writeback writes the bytes later from a kernel thread, which belongs
+//! to no profiled process, so a written byte is counted once, at write time, on the call path
+//! that wrote it, and nowhere after.
+//!
+//! Sockets are told apart by their addresses (`sock_common`, at offsets user space read from
+//! the kernel's BTF): a peer on a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104),
+//! or at the socket's own local address, and every AF_UNIX socket, is local traffic, which
+//! costs CPU time and no network device; any other socket counts as a device's. (An
+//! unconnected UDP socket has no peer address here: its datagrams count as a device's.)
+
+use aya_ebpf::{
+    bindings::pt_regs,
+    helpers::{bpf_get_current_pid_tgid, bpf_probe_read_kernel, generated},
+    programs::{tracing::StackIdContext, RawTracePointContext},
+};
+use joular_ebpf::{
+    DeviceKey, FileOffsets, JavaFrame, SocketOffsets, CLASS_FILE_READ, CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX,
+    CLASS_NET_DEVICE_TX, CLASS_NET_LOCAL_RX, CLASS_NET_LOCAL_TX, CONFIG_DEVICES, CONFIG_FD_OFFSETS,
+    CONFIG_FILE_OFFSETS, CONFIG_SOCKET_OFFSETS, CONFIG_SOCKET_V6_OFFSETS, DEVICES_DISK, DEVICES_NETWORK,
+    DROP_DEVICE_BYTES_MAP_FULL,
+};
+
+use crate::account::{active_tag, buffer_of, get_stack_id, process_start_ticks, targeted, BPF_F_USER_STACK};
+use crate::maps::{count_drop, CONFIG, DEVICE_BYTES_0, DEVICE_BYTES_1, WALKER_DEVICES};
+use crate::walk;
+
+const BPF_NOEXIST: u64 = 1;
+const AF_UNIX: u16 = 1;
+const AF_INET: u16 = 2;
+const AF_INET6: u16 = 10;
+const S_IFMT: u16 = 0o170_000;
+const S_IFREG: u16 = 0o100_000;
+const S_IFSOCK: u16 = 0o140_000;
+
+/// x86_64 system call numbers of the calls that move bytes through their first argument, a
+/// file descriptor, and return how many: whether each reads (or receives) or writes (sends).
+#[inline(always)]
+fn direction(nr: u64) -> Option<bool> {
+    match nr {
+        // read, pread64, readv, recvfrom, recvmsg, preadv, preadv2
+        0 | 17 | 19 | 45 | 47 | 295 | 327 => Some(false),
+        // write, pwrite64, writev, sendto, sendmsg, pwritev, pwritev2
+        1 | 18 | 20 | 44 | 46 | 296 | 328 => Some(true),
+        _ => None,
+    }
+}
+
+/// At every system call's return: `sys_exit(struct pt_regs *regs, long ret)`.
+#[inline(always)]
+pub fn on_sys_exit(ctx: &RawTracePointContext) -> Result<u32, u32> {
+    let ret: i64 = ctx.arg(1);
+    if ret <= 0 {
+        return Ok(0);
+    }
+    let regs: u64 = ctx.arg(0);
+    let nr: u64 = read(regs + core::mem::offset_of!(pt_regs, orig_rax) as u64).ok_or(0u32)?;
+    let Some(write) = direction(nr) else {
+        return Ok(0);
+    };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if !targeted((pid_tgid >> 32) as u32) {
+        return Ok(0);
+    }
+    let fd: u64 = read(regs + core::mem::offset_of!(pt_regs, rdi) as u64).ok_or(0u32)?;
+    let Some(class) = classify(fd, write) else {
+        return Ok(0);
+    };
+    charge(ctx, pid_tgid, class, ret as u64);
+    Ok(0)
+}
+
+/// The class of `fd`'s bytes: a socket's (network) or a regular file's (disk), when that
+/// device is counted.
+#[inline(always)]
+fn classify(fd: u64, write: bool) -> Option<u32> {
+    let devices = CONFIG.get(CONFIG_DEVICES).copied().unwrap_or(0);
+    let o = FileOffsets::from_values(
+        CONFIG.get(CONFIG_FD_OFFSETS).copied().unwrap_or(0),
+        CONFIG.get(CONFIG_FILE_OFFSETS).copied().unwrap_or(0),
+    );
+    if o.files == 0 || o.f_inode == 0 {
+        return None;
+    }
+    let file = fd_file(&o, fd)?;
+    let inode = read::<u64>(file + u64::from(o.f_inode)).filter(|&i| i != 0)?;
+    let mode = read::<u16>(inode + u64::from(o.i_mode))?;
+    match mode & S_IFMT {
+        S_IFREG if devices & DEVICES_DISK != 0 => Some(if write { CLASS_FILE_WRITE } else { CLASS_FILE_READ }),
+        S_IFSOCK if devices & DEVICES_NETWORK != 0 => {
+            // A socket file's private data is its `struct socket`.
+            let local = socket_is_local(read::<u64>(file + u64::from(o.private_data)).unwrap_or(0));
+            Some(match (local, write) {
+                (false, true) => CLASS_NET_DEVICE_TX,
+                (false, false) => CLASS_NET_DEVICE_RX,
+                (true, true) => CLASS_NET_LOCAL_TX,
+                (true, false) => CLASS_NET_LOCAL_RX,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The current task's `struct file *` of `fd` (`current->files->fdt->fd[fd]`), read as the
+/// kernel's own lookup does, bounded by the table's size.
+#[inline(always)]
+fn fd_file(o: &FileOffsets, fd: u64) -> Option<u64> {
+    // SAFETY: returns the current task's address; nothing is dereferenced here.
+    let task = unsafe { generated::bpf_get_current_task() };
+    let files = read::<u64>(task + u64::from(o.files)).filter(|&f| f != 0)?;
+    let fdt = read::<u64>(files + u64::from(o.fdt)).filter(|&f| f != 0)?;
+    let max_fds = read::<u32>(fdt + u64::from(o.max_fds))?;
+    if fd >= u64::from(max_fds) {
+        return None;
+    }
+    let table = read::<u64>(fdt + u64::from(o.fd)).filter(|&t| t != 0)?;
+    read::<u64>(table + fd * 8).filter(|&f| f != 0)
+}
+
+#[inline(always)]
+fn read<T>(at: u64) -> Option<T> {
+    // SAFETY: `bpf_probe_read_kernel` checks the address; a failed read is `None`.
+    unsafe { bpf_probe_read_kernel(at as *const T) }.ok()
+}
+
+/// Whether `struct socket *sock` carries local traffic (see the module's comment).
+#[inline(always)]
+fn socket_is_local(sock: u64) -> bool {
+    let packed = CONFIG.get(CONFIG_SOCKET_OFFSETS).copied().unwrap_or(0);
+    if packed == 0 || sock == 0 {
+        return false;
+    }
+    let o = SocketOffsets::from_values(packed, CONFIG.get(CONFIG_SOCKET_V6_OFFSETS).copied().unwrap_or(0));
+    let Some(sk) = read::<u64>(sock + u64::from(o.sk)).filter(|&sk| sk != 0) else {
+        return false;
+    };
+    match read::<u16>(sk + u64::from(o.family)) {
+        Some(AF_UNIX) => true,
+        Some(AF_INET) => {
+            let peer = read::<u32>(sk + u64::from(o.daddr)).unwrap_or(0);
+            let own = read::<u32>(sk + u64::from(o.rcv_saddr)).unwrap_or(0);
+            // Network byte order read little-endian: the first octet is the low byte.
+            peer & 0xff == 127 || (peer != 0 && peer == own)
+        }
+        Some(AF_INET6) if o.v6_daddr != 0 => {
+            let peer = read::<[u64; 2]>(sk + u64::from(o.v6_daddr)).unwrap_or([0; 2]);
+            let own = read::<[u64; 2]>(sk + u64::from(o.v6_rcv_saddr)).unwrap_or([0; 2]);
+            let v6_loopback = peer[0] == 0 && peer[1] == 1 << 56;
+            // ::ffff:127.x.y.z: bytes 10 and 11 are 0xff, byte 12 is 127.
+            let mapped_loopback = peer[0] == 0 && peer[1] as u32 == 0xffff_0000 && (peer[1] >> 32) & 0xff == 127;
+            v6_loopback || mapped_loopback || (peer != [0; 2] && peer == own)
+        }
+        _ => false,
+    }
+}
+
+/// Adds `bytes` of `class` to the thread's entry for its current user stack.
+#[inline(always)]
+fn charge<C: StackIdContext>(ctx: &C, pid_tgid: u64, class: u32, bytes: u64) {
+    let tgid = (pid_tgid >> 32) as u32;
+    let tag = active_tag();
+    // In a system call the task's saved registers are its user registers: the walk starts
+    // where it called the kernel.
+    let (user_stack_id, java_stack_hash, java_leaf) = if walk::load_jvm(WALKER_DEVICES, tgid) {
+        match walk::walk_and_store(WALKER_DEVICES, tgid, &walk::saved_user_regs(), tag) {
+            (0, _) => (-3, 0, JavaFrame::default()),
+            (hash, leaf) => (-1, hash, leaf),
+        }
+    } else {
+        (get_stack_id(ctx, tag, BPF_F_USER_STACK), 0, JavaFrame::default())
+    };
+    let key = DeviceKey {
+        tgid,
+        tid: pid_tgid as u32,
+        start_ticks: process_start_ticks(),
+        class,
+        user_stack_id,
+        _pad: 0,
+        java_stack_hash,
+        java_leaf,
+    };
+    let map = if buffer_of(tag) == 0 { &DEVICE_BYTES_0 } else { &DEVICE_BYTES_1 };
+    if let Some(sum) = map.get_ptr_mut(key) {
+        // SAFETY: the key holds the thread, which runs on one CPU at a time, and this program
+        // ends before it returns from its system call: one writer.
+        unsafe { *sum += bytes };
+    } else if map.insert(key, bytes, BPF_NOEXIST).is_err() {
+        count_drop(DROP_DEVICE_BYTES_MAP_FULL);
+    }
+}

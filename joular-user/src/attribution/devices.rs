@@ -1,0 +1,281 @@
+//! The bytes of `--devices network,disk`: what each thread and each call path sent, received,
+//! read and wrote in a cycle (the kernel counts them per thread and user stack, see
+//! `joular-ebpf/src/devices.rs`), and the run's totals per process for `summary.json`. Pure:
+//! the symbolized byte counts in, the reports out. These are measured bytes; the device models
+//! that turn them into joules are not here.
+
+use std::collections::{BTreeMap, HashMap};
+
+use joular_ebpf::{
+    CLASS_FILE_READ, CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX, CLASS_NET_DEVICE_TX, CLASS_NET_LOCAL_RX, CLASS_NET_LOCAL_TX,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{FrameReport, RawSample, Stack, ThreadReport};
+
+/// Bytes by class. Network bytes through a device and over loopback or AF_UNIX (local: CPU
+/// energy only) are apart; file bytes count at the read or write call (a write is charged when
+/// the process writes, not when writeback later reaches the disk).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceBytes {
+    pub net_device_tx_bytes: u64,
+    pub net_device_rx_bytes: u64,
+    pub net_local_tx_bytes: u64,
+    pub net_local_rx_bytes: u64,
+    pub file_read_bytes: u64,
+    pub file_write_bytes: u64,
+}
+
+impl DeviceBytes {
+    /// Adds `bytes` of a kernel class (`joular_ebpf::CLASS_*`); an unknown class (a newer
+    /// kernel object) is returned, not counted.
+    pub fn add_class(&mut self, class: u32, bytes: u64) -> Result<(), u32> {
+        let slot = match class {
+            CLASS_NET_DEVICE_TX => &mut self.net_device_tx_bytes,
+            CLASS_NET_DEVICE_RX => &mut self.net_device_rx_bytes,
+            CLASS_NET_LOCAL_TX => &mut self.net_local_tx_bytes,
+            CLASS_NET_LOCAL_RX => &mut self.net_local_rx_bytes,
+            CLASS_FILE_READ => &mut self.file_read_bytes,
+            CLASS_FILE_WRITE => &mut self.file_write_bytes,
+            other => return Err(other),
+        };
+        *slot = slot.saturating_add(bytes);
+        Ok(())
+    }
+
+    pub fn add(&mut self, other: &DeviceBytes) {
+        for (mine, theirs) in self.fields_mut().into_iter().zip(other.fields()) {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.fields().iter().all(|&b| b == 0)
+    }
+
+    fn fields(&self) -> [u64; 6] {
+        [
+            self.net_device_tx_bytes,
+            self.net_device_rx_bytes,
+            self.net_local_tx_bytes,
+            self.net_local_rx_bytes,
+            self.file_read_bytes,
+            self.file_write_bytes,
+        ]
+    }
+
+    fn fields_mut(&mut self) -> [&mut u64; 6] {
+        [
+            &mut self.net_device_tx_bytes,
+            &mut self.net_device_rx_bytes,
+            &mut self.net_local_tx_bytes,
+            &mut self.net_local_rx_bytes,
+            &mut self.file_read_bytes,
+            &mut self.file_write_bytes,
+        ]
+    }
+
+    fn total(&self) -> u64 {
+        self.fields().iter().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+}
+
+/// One kernel byte count as drained: the thread and user stack it was taken at (`count` 0: it
+/// is no CPU sample), its class and bytes.
+#[derive(Debug, Clone)]
+pub struct DeviceSample {
+    pub sample: RawSample,
+    pub class: u32,
+    pub bytes: u64,
+}
+
+/// A thread's bytes on one symbolized call path in one cycle.
+#[derive(Debug, Clone)]
+pub struct DevicePath {
+    pub pid: u32,
+    pub tid: u32,
+    pub stack: Stack,
+    pub bytes: DeviceBytes,
+}
+
+/// A thread's bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadBytes {
+    pub pid: u32,
+    pub tid: u32,
+    #[serde(default)]
+    pub comm: String,
+    #[serde(flatten)]
+    pub bytes: DeviceBytes,
+}
+
+/// A thread's bytes on one call path (frames root first, named as the CPU stacks are).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathBytes {
+    pub pid: u32,
+    pub tid: u32,
+    pub frames: Vec<FrameReport>,
+    #[serde(flatten)]
+    pub bytes: DeviceBytes,
+}
+
+/// `--json` `devices` of a cycle, `summary.json` `devices` of a run: bytes per thread and per
+/// call path, each list busiest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    pub threads: Vec<ThreadBytes>,
+    pub paths: Vec<PathBytes>,
+}
+
+fn frames_of(stack: &Stack) -> Vec<FrameReport> {
+    stack
+        .iter()
+        .map(|f| FrameReport {
+            name: f.name.to_string(),
+            kind: f.kind,
+            line: f.line,
+            raw_name: f.raw_name.as_deref().map(str::to_owned),
+        })
+        .collect()
+}
+
+/// The identity of a path across cycles: its frames' names, kinds and lines.
+type PathKey = (u32, u32, Vec<(String, Option<u32>)>);
+
+fn path_key(p: &PathBytes) -> PathKey {
+    (p.pid, p.tid, p.frames.iter().map(|f| (format!("{:?}:{}", f.kind, f.name), f.line)).collect())
+}
+
+/// A cycle's report from its symbolized byte counts; threads are named from the cycle's
+/// thread reports (`threads`).
+pub fn cycle_report(paths: &[DevicePath], threads: &[ThreadReport]) -> DeviceReport {
+    let names: HashMap<u32, &str> = threads.iter().map(|t| (t.tid, t.comm.as_str())).collect();
+    let mut by_thread: BTreeMap<(u32, u32), DeviceBytes> = BTreeMap::new();
+    let mut by_path: HashMap<(u32, u32, *const [crate::model::Frame]), (Stack, DeviceBytes)> = HashMap::new();
+    for p in paths {
+        by_thread.entry((p.pid, p.tid)).or_default().add(&p.bytes);
+        by_path
+            .entry((p.pid, p.tid, std::sync::Arc::as_ptr(&p.stack)))
+            .or_insert((p.stack.clone(), DeviceBytes::default()))
+            .1
+            .add(&p.bytes);
+    }
+    let mut report = DeviceReport {
+        threads: by_thread
+            .into_iter()
+            .map(|((pid, tid), bytes)| ThreadBytes {
+                pid,
+                tid,
+                comm: names.get(&tid).unwrap_or(&"").to_string(),
+                bytes,
+            })
+            .collect(),
+        paths: by_path
+            .into_iter()
+            .map(|((pid, tid, _), (stack, bytes))| PathBytes { pid, tid, frames: frames_of(&stack), bytes })
+            .collect(),
+    };
+    sort(&mut report);
+    report
+}
+
+fn sort(report: &mut DeviceReport) {
+    report.threads.sort_by_key(|t| (std::cmp::Reverse(t.bytes.total()), t.pid, t.tid));
+    report.paths.sort_by(|a, b| b.bytes.total().cmp(&a.bytes.total()).then((a.pid, a.tid).cmp(&(b.pid, b.tid))));
+}
+
+/// One process's bytes over the run.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceTotals {
+    threads: BTreeMap<u32, ThreadBytes>,
+    paths: HashMap<PathKey, PathBytes>,
+}
+
+impl DeviceTotals {
+    /// Adds the cycle's rows of process `pid`.
+    pub fn add(&mut self, pid: u32, cycle: &DeviceReport) {
+        for t in cycle.threads.iter().filter(|t| t.pid == pid) {
+            let total =
+                self.threads.entry(t.tid).or_insert_with(|| ThreadBytes { pid, tid: t.tid, ..Default::default() });
+            total.bytes.add(&t.bytes);
+            if !t.comm.is_empty() {
+                total.comm.clone_from(&t.comm);
+            }
+        }
+        for p in cycle.paths.iter().filter(|p| p.pid == pid) {
+            self.paths
+                .entry(path_key(p))
+                .or_insert_with(|| PathBytes { bytes: DeviceBytes::default(), ..p.clone() })
+                .bytes
+                .add(&p.bytes);
+        }
+    }
+
+    pub fn report(&self) -> DeviceReport {
+        let mut report = DeviceReport {
+            threads: self.threads.values().cloned().collect(),
+            paths: self.paths.values().cloned().collect(),
+        };
+        sort(&mut report);
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{Frame, FrameKind};
+
+    fn stack(names: &[&str]) -> Stack {
+        Arc::from(names.iter().map(|n| Frame::new(FrameKind::JavaJit, *n, *n, None)).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn classes_land_in_their_own_counters_and_an_unknown_class_is_refused() {
+        let mut b = DeviceBytes::default();
+        for class in 0..6 {
+            b.add_class(class, 1 << class).unwrap();
+        }
+        assert_eq!(b.fields(), [1, 2, 4, 8, 16, 32]);
+        assert_eq!(b.add_class(6, 5), Err(6));
+        assert_eq!(b.total(), 63);
+    }
+
+    #[test]
+    fn a_cycle_sums_per_thread_and_per_path_and_the_run_sums_cycles() {
+        let send = stack(&["Thread.run", "NetWork.send"]);
+        let write = stack(&["Thread.run", "NetWork.write"]);
+        let bytes = |class, n| {
+            let mut b = DeviceBytes::default();
+            b.add_class(class, n).unwrap();
+            b
+        };
+        let paths = vec![
+            DevicePath { pid: 1, tid: 2, stack: send.clone(), bytes: bytes(CLASS_NET_DEVICE_TX, 100) },
+            DevicePath { pid: 1, tid: 2, stack: send.clone(), bytes: bytes(CLASS_NET_DEVICE_RX, 5) },
+            DevicePath { pid: 1, tid: 3, stack: write.clone(), bytes: bytes(CLASS_FILE_WRITE, 40) },
+        ];
+        let threads = vec![ThreadReport { pid: 1, tid: 2, comm: "sender".into(), ..Default::default() }];
+        let cycle = cycle_report(&paths, &threads);
+        assert_eq!(cycle.threads.len(), 2);
+        assert_eq!(cycle.threads[0].comm, "sender");
+        assert_eq!(cycle.threads[0].bytes.net_device_tx_bytes, 100);
+        assert_eq!(cycle.threads[0].bytes.net_device_rx_bytes, 5);
+        assert_eq!(cycle.threads[1].bytes.file_write_bytes, 40);
+        assert_eq!(cycle.paths.len(), 2);
+        assert_eq!(cycle.paths[0].frames.last().unwrap().name, "NetWork.send");
+        let mut run = DeviceTotals::default();
+        run.add(1, &cycle);
+        run.add(1, &cycle);
+        run.add(7, &cycle);
+        let r = run.report();
+        assert_eq!(r.threads[0].bytes.net_device_tx_bytes, 200);
+        assert_eq!(r.paths.len(), 2);
+        assert_eq!(r.paths[1].bytes.file_write_bytes, 80);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["threads"][0]["net_device_tx_bytes"], 200);
+        assert_eq!(json["paths"][0]["frames"][1]["name"], "NetWork.send");
+    }
+}

@@ -1,0 +1,67 @@
+//! Where the byte counters (`--devices`, `joular-ebpf/src/devices.rs`) find a descriptor's
+//! file, its mode, and a socket's family and addresses, read from the kernel's BTF as
+//! `task_fields.rs` reads the task's: Rust eBPF has no CO-RE field relocations.
+
+use std::path::Path;
+
+use joular_ebpf::{FileOffsets, SocketOffsets};
+
+use super::task_fields::{with_vmlinux, BtfError, StructOffsets, TaskFieldsError};
+
+/// The `CONFIG_SOCKET_*`, `CONFIG_FD_OFFSETS` and `CONFIG_FILE_OFFSETS` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceFields {
+    pub socket: SocketOffsets,
+    pub file: FileOffsets,
+}
+
+impl DeviceFields {
+    pub fn from_sys(sys_root: &Path) -> Result<Self, TaskFieldsError> {
+        with_vmlinux(sys_root, Self::from_btf)
+    }
+
+    pub fn from_btf(bytes: &[u8]) -> Result<Self, BtfError> {
+        let btf = StructOffsets::parse(bytes)?;
+        // `struct sock` starts with its `sock_common` (`__sk_common`): its fields' offsets in
+        // `sock_common` are theirs in `sock`.
+        let common = btf.offset("sock", "__sk_common")?;
+        let at = |field| btf.offset("sock_common", field).map(|o| o + common);
+        let socket = SocketOffsets {
+            sk: btf.offset("socket", "sk")?,
+            family: at("skc_family")?,
+            daddr: at("skc_daddr")?,
+            rcv_saddr: at("skc_rcv_saddr")?,
+            // Absent without IPv6: such sockets then count as a device's.
+            v6_daddr: at("skc_v6_daddr").unwrap_or(0),
+            v6_rcv_saddr: at("skc_v6_rcv_saddr").unwrap_or(0),
+        };
+        let file = FileOffsets {
+            files: btf.offset("task_struct", "files")?,
+            fdt: btf.offset("files_struct", "fdt")?,
+            fd: btf.offset("fdtable", "fd")?,
+            max_fds: btf.offset("fdtable", "max_fds")?,
+            f_inode: btf.offset("file", "f_inode")?,
+            private_data: btf.offset("file", "private_data")?,
+            i_mode: btf.offset("inode", "i_mode")?,
+        };
+        Ok(Self { socket, file })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The running kernel's BTF (the profiler needs one: `task_fields.rs`).
+    #[test]
+    fn the_running_kernel_has_every_field() {
+        let bytes = std::fs::read("/sys/kernel/btf/vmlinux").expect("the kernel's BTF");
+        let fields = DeviceFields::from_btf(&bytes).unwrap();
+        assert_eq!(fields.socket.family % 2, 0);
+        assert_eq!(fields.socket.rcv_saddr, fields.socket.daddr + 4);
+        assert!(fields.file.files != 0 && fields.file.f_inode != 0 && fields.file.private_data != 0);
+        assert_eq!(FileOffsets::from_values(fields.file.fd_value(), fields.file.file_value()), fields.file);
+        let back = SocketOffsets::from_values(fields.socket.value(), fields.socket.v6_value());
+        assert_eq!(back, fields.socket);
+    }
+}

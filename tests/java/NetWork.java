@@ -1,0 +1,81 @@
+// Network and disk byte counters (--devices): known bytes from one thread, none from another.
+//   java NetWork net HOST PORT BYTES   "sender" streams BYTES over TCP to HOST:PORT while
+//                                      "computer" only computes; prints "sent <n>"
+//   java NetWork file PATH BYTES       "writer" writes BYTES of text to PATH through a
+//                                      BufferedWriter; prints "wrote <n>"
+// Prints "ready" first; the bytes move after a pause, once the profiler walks the JVM.
+import java.io.BufferedWriter;
+import java.io.FileWriter;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+public final class NetWork {
+    static final AtomicBoolean done = new AtomicBoolean();
+    static volatile long sink;
+
+    static long sendChunks(String host, int port, long bytes) throws IOException {
+        byte[] chunk = new byte[8192];
+        long sent = 0;
+        try (Socket s = new Socket(host, port)) {
+            OutputStream out = s.getOutputStream();
+            while (sent < bytes) {
+                int n = (int) Math.min(chunk.length, bytes - sent);
+                out.write(chunk, 0, n);
+                sent += n;
+            }
+        }
+        return sent;
+    }
+
+    static long writeLines(String path, long bytes) throws IOException {
+        String line = "a line of text for the disk byte counter, 64 bytes long........\n";
+        long wrote = 0;
+        try (BufferedWriter out = new BufferedWriter(new FileWriter(path))) {
+            while (wrote < bytes) {
+                int n = (int) Math.min(line.length(), bytes - wrote);
+                out.write(line, 0, n);
+                wrote += n;
+            }
+        }
+        return wrote;
+    }
+
+    static void compute() {
+        long x = 1;
+        while (!done.get()) {
+            for (int i = 0; i < 1_000_000; i++) {
+                x = x * 6364136223846793005L + 1442695040888963407L;
+            }
+            sink = x;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String mode = args[0];
+        long bytes = Long.parseLong(args[args.length - 1]);
+        long[] moved = new long[1];
+        Thread computer = new Thread(NetWork::compute, "computer");
+        Thread worker = new Thread(() -> {
+            try {
+                Thread.sleep(1500);
+                moved[0] = mode.equals("net")
+                        ? sendChunks(args[1], Integer.parseInt(args[2]), bytes)
+                        : writeLines(args[1], bytes);
+                Thread.sleep(500);
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            } finally {
+                done.set(true);
+            }
+        }, mode.equals("net") ? "sender" : "writer");
+        System.out.println("ready");
+        System.out.flush();
+        computer.start();
+        worker.start();
+        worker.join();
+        computer.join();
+        System.out.println((mode.equals("net") ? "sent " : "wrote ") + moved[0]);
+    }
+}
