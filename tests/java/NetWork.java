@@ -3,7 +3,9 @@
 //                                      "computer" only computes; prints "sent <n>"
 //   java NetWork file PATH BYTES       "writer" writes BYTES of text to PATH through a
 //                                      BufferedWriter; prints "wrote <n>"
-// Prints "ready" first; the bytes move after a pause, once the profiler walks the JVM.
+// Prints "ready" first; the bytes move after a pause (the profiler then walks the JVM, and the
+// socket library this run loads at once is in its native unwind tables), in paced bursts, so
+// most of them move through code the JIT has settled, as in a long-running service.
 import java.io.BufferedWriter;
 import java.io.FileWriter;
 import java.io.IOException;
@@ -13,6 +15,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 public final class NetWork {
     static final AtomicBoolean done = new AtomicBoolean();
+    /// Bytes per burst, and the pause after each: about 3 s for 64 MiB.
+    static final long BURST_BYTES = 1 << 20;
+    static final long PAUSE_MS = 40;
     static volatile long sink;
 
     static long sendChunks(String host, int port, long bytes) throws IOException {
@@ -24,6 +29,7 @@ public final class NetWork {
                 int n = (int) Math.min(chunk.length, bytes - sent);
                 out.write(chunk, 0, n);
                 sent += n;
+                pace(sent, n);
             }
         }
         return sent;
@@ -37,9 +43,21 @@ public final class NetWork {
                 int n = (int) Math.min(line.length(), bytes - wrote);
                 out.write(line, 0, n);
                 wrote += n;
+                pace(wrote, n);
             }
         }
         return wrote;
+    }
+
+    /// Pauses after each `BURST_BYTES` moved (`n` the bytes just moved, `total` so far).
+    static void pace(long total, int n) {
+        if (total / BURST_BYTES != (total - n) / BURST_BYTES) {
+            try {
+                Thread.sleep(PAUSE_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     static void compute() {
@@ -56,10 +74,14 @@ public final class NetWork {
         String mode = args[0];
         long bytes = Long.parseLong(args[args.length - 1]);
         long[] moved = new long[1];
+        if (mode.equals("net")) {
+            // Loads the socket implementation and its native library now, not mid-run.
+            new Socket().close();
+        }
         Thread computer = new Thread(NetWork::compute, "computer");
         Thread worker = new Thread(() -> {
             try {
-                Thread.sleep(1500);
+                Thread.sleep(2500);
                 moved[0] = mode.equals("net")
                         ? sendChunks(args[1], Integer.parseInt(args[2]), bytes)
                         : writeLines(args[1], bytes);

@@ -1,0 +1,274 @@
+//! Issue 26 item 1: `--devices network,disk` counts each profiled thread's socket and file bytes
+//! in the kernel, per call path, named as the CPU stacks are. A Java fixture moves a known
+//! number of bytes from one thread while another only computes: over a veth pair to a peer in a
+//! network namespace made here (a network device's bytes), over loopback (local bytes), and
+//! through a BufferedWriter to a file. Root, real eBPF; the byte counts are exact, not
+//! statistical.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use joular_tests::*;
+use serde_json::Value;
+
+/// A veth pair whose far end is in a network namespace of its own, with private addresses;
+/// deleted on drop (a panic too).
+struct Veth {
+    ns: String,
+    host_if: String,
+    peer_ip: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("run ip");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Veth {
+    fn create() -> Self {
+        let id = std::process::id() % 250 + 1;
+        let veth =
+            Veth { ns: format!("joular-dev-{id}"), host_if: format!("jdev{id}a"), peer_ip: format!("10.213.{id}.2") };
+        let peer_if = format!("jdev{id}b");
+        ip(&["netns", "add", &veth.ns]);
+        ip(&["link", "add", &veth.host_if, "type", "veth", "peer", "name", &peer_if]);
+        ip(&["link", "set", &peer_if, "netns", &veth.ns]);
+        ip(&["addr", "add", &format!("10.213.{id}.1/24"), "dev", &veth.host_if]);
+        ip(&["link", "set", &veth.host_if, "up"]);
+        ip(&["netns", "exec", &veth.ns, "ip", "addr", "add", &format!("{}/24", veth.peer_ip), "dev", &peer_if]);
+        ip(&["netns", "exec", &veth.ns, "ip", "link", "set", &peer_if, "up"]);
+        ip(&["netns", "exec", &veth.ns, "ip", "link", "set", "lo", "up"]);
+        veth
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the pair's far end, and with it the pair.
+        for args in [["netns", "del", &self.ns], ["link", "del", &self.host_if]] {
+            let _ = Command::new("ip").args(args).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+/// Accepts one connection on `host` (port chosen by the kernel) and reads it to its end.
+const PEER: &str = "import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+s.listen(1)
+print('ready', s.getsockname()[1], flush=True)
+c, _ = s.accept()
+while c.recv(1 << 16):
+    pass
+";
+
+/// A listener (in `netns` when given), killed on drop, and its port.
+fn start_peer(netns: Option<&str>, host: &str) -> (KillOnDrop, u16) {
+    let mut argv: Vec<&str> = match netns {
+        Some(ns) => vec!["ip", "netns", "exec", ns, "python3"],
+        None => vec!["python3"],
+    };
+    argv.extend(["-c", PEER, host]);
+    let mut child = Command::new(argv[0]).args(&argv[1..]).stdout(Stdio::piped()).spawn().expect("start the peer");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("the peer's ready line");
+    let port = line.trim().strip_prefix("ready ").and_then(|p| p.parse().ok());
+    (KillOnDrop::new(child), port.unwrap_or_else(|| panic!("peer said {line:?}")))
+}
+
+struct DeviceRun {
+    out: Output,
+    cycles: Vec<Value>,
+    /// The JVM's `summary.json`.
+    summary: Value,
+    _dir: tempfile::TempDir,
+}
+
+/// `record --devices DEVICES -- java NetWork ARGS` on a fake powercap, with `--json`.
+fn record_network(devices: &str, args: &[&str]) -> DeviceRun {
+    let rapl = FakePowercap::start(40.0);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.jsonl");
+    let results = dir.path().join("results");
+    let root = rapl.sysfs_root();
+    let mut argv: Vec<String> =
+        ["record", "--devices", devices, "--sysfs-root", &root, "--json"].iter().map(|s| s.to_string()).collect();
+    argv.extend([json.display().to_string(), "--output".into(), results.display().to_string(), "--".into()]);
+    argv.extend(java_cmd("NetWork", args, &[]));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = profile(&argv, Duration::from_secs(120));
+    assert_success(&out);
+    let summary = jvm_summary(&results);
+    DeviceRun { out, cycles: read_jsonl(&json), summary, _dir: dir }
+}
+
+/// The `summary.json` of the process named `java` under `root`.
+fn jvm_summary(root: &Path) -> Value {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(root).unwrap().flatten().map(|e| e.path()).collect();
+    dirs.iter()
+        .filter_map(|d| std::fs::read_to_string(d.join("summary.json")).ok())
+        .map(|s| serde_json::from_str::<Value>(&s).unwrap())
+        .find(|s| s["comm"] == "java")
+        .unwrap_or_else(|| panic!("no java summary.json under {}: {dirs:?}", root.display()))
+}
+
+/// What the fixture says it moved (`sent N` / `wrote N`).
+fn fixture_bytes(out: &Output, word: &str) -> u64 {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(word)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no `{word} N` line in the fixture's output:\n{stdout}"))
+}
+
+fn bytes(row: &Value, class: &str) -> u64 {
+    row[format!("{class}_bytes")].as_u64().unwrap_or_else(|| panic!("no {class}_bytes in {row}"))
+}
+
+/// The thread named `comm`'s bytes of `class` (0 when it has no row: it moved none).
+fn thread_bytes(devices: &Value, comm: &str, class: &str) -> u64 {
+    devices["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == comm).map(|t| bytes(t, class)).sum()
+}
+
+/// Asserts that at least 95% of the process's `classes` bytes are on call paths through
+/// `method` down to `java.lang.Thread.run`.
+fn assert_on_path(devices: &Value, method: &str, classes: &[&str]) {
+    let (mut on, mut all) = (0u64, 0u64);
+    let mut elsewhere = Vec::new();
+    for p in devices["paths"].as_array().unwrap() {
+        let n: u64 = classes.iter().map(|c| bytes(p, c)).sum();
+        all += n;
+        let names: Vec<&str> = p["frames"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+        if names.iter().any(|f| f.contains(method)) && names.iter().any(|f| f.contains("java.lang.Thread.run")) {
+            on += n;
+        } else if n > 0 {
+            elsewhere.push((n, p["tid"].clone(), names.join(" > ")));
+        }
+    }
+    assert!(all > 0, "no {classes:?} bytes at all: {devices}");
+    elsewhere.sort_by_key(|e| std::cmp::Reverse(e.0));
+    elsewhere.truncate(5);
+    let share = on as f64 / all as f64;
+    assert!(
+        share >= 0.95,
+        "{:.1}% of the {classes:?} bytes on {method}'s path (>= 95%); the largest elsewhere: {elsewhere:#?}",
+        share * 100.0
+    );
+}
+
+/// Sum over the `--json` cycles of a thread's bytes of `class`.
+fn cycles_thread_bytes(cycles: &[Value], comm: &str, class: &str) -> u64 {
+    cycles.iter().filter(|c| !c["devices"].is_null()).map(|c| thread_bytes(&c["devices"], comm, class)).sum()
+}
+
+fn assert_close(counted: u64, moved: u64, what: &str) {
+    assert!(
+        counted >= moved && counted as f64 <= moved as f64 * 1.02,
+        "{what}: {counted} bytes counted, {moved} moved (0 to 2% over expected)"
+    );
+}
+
+#[test]
+fn a_network_device_s_bytes_go_to_the_sending_method_and_none_to_the_computing_thread() {
+    let veth = Veth::create();
+    let (_peer, port) = start_peer(Some(&veth.ns), &veth.peer_ip);
+    let port = port.to_string();
+    let run = record_network("network", &["net", &veth.peer_ip, &port, "67108864"]);
+    let sent = fixture_bytes(&run.out, "sent ");
+    let devices = &run.summary["devices"];
+    assert!(devices.is_object(), "summary.json has no devices: {}", run.summary);
+    assert_close(thread_bytes(devices, "sender", "net_device_tx"), sent, "sender's net_device_tx");
+    assert_eq!(thread_bytes(devices, "sender", "net_local_tx"), 0, "a veth peer is no local traffic");
+    for class in ["net_device_tx", "net_device_rx", "net_local_tx", "net_local_rx", "file_read", "file_write"] {
+        assert_eq!(thread_bytes(devices, "computer", class), 0, "the computing thread moved no {class} byte");
+    }
+    assert_on_path(devices, "NetWork.sendChunks", &["net_device_tx", "net_device_rx"]);
+    // The cycles say it too, and add up to the run.
+    assert_eq!(
+        cycles_thread_bytes(&run.cycles, "sender", "net_device_tx"),
+        thread_bytes(devices, "sender", "net_device_tx")
+    );
+}
+
+#[test]
+fn loopback_bytes_are_local_not_a_network_device_s() {
+    let (_peer, port) = start_peer(None, "127.0.0.1");
+    let port = port.to_string();
+    let run = record_network("network", &["net", "127.0.0.1", &port, "33554432"]);
+    let sent = fixture_bytes(&run.out, "sent ");
+    let devices = &run.summary["devices"];
+    assert_close(thread_bytes(devices, "sender", "net_local_tx"), sent, "sender's net_local_tx");
+    let device_bytes: u64 = devices["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| bytes(t, "net_device_tx") + bytes(t, "net_device_rx"))
+        .sum();
+    assert_eq!(device_bytes, 0, "loopback counted as a network device's: {devices}");
+    assert_on_path(devices, "NetWork.sendChunks", &["net_local_tx", "net_local_rx"]);
+}
+
+#[test]
+fn file_bytes_written_through_a_buffered_writer_go_to_the_writing_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lines.txt");
+    let run = record_network("disk", &["file", file.to_str().unwrap(), "33554432"]);
+    let wrote = fixture_bytes(&run.out, "wrote ");
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), wrote);
+    let devices = &run.summary["devices"];
+    assert_close(thread_bytes(devices, "writer", "file_write"), wrote, "writer's file_write");
+    assert_eq!(thread_bytes(devices, "computer", "file_write"), 0, "the computing thread wrote nothing");
+    assert_on_path(devices, "NetWork.writeLines", &["file_write"]);
+    // `--devices disk` counts no socket byte.
+    assert_eq!(thread_bytes(devices, "writer", "net_local_tx") + thread_bytes(devices, "writer", "net_device_tx"), 0);
+}
+
+#[test]
+fn a_bad_devices_value_exits_2_naming_the_flag_and_the_values() {
+    for bad in ["gpu", "cpu,gpu", "", "cpu,,disk"] {
+        let out = profile(&["record", "--devices", bad, "--", "true"], Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--devices {bad:?}: {err}");
+        assert!(err.contains("--devices") && err.contains("cpu, network, disk"), "--devices {bad:?}: {err}");
+    }
+}
+
+/// Whether a program named `joular_sys_exit` is loaded while `record --devices DEVICES` runs
+/// (looked at once the run says it is profiling: everything is loaded then), and its stderr.
+fn byte_counter_loaded(devices: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let mut child = Command::new(bin())
+        .args(["record", "--devices", devices, "--output", results.to_str().unwrap(), "--", "sleep", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start joular-ebpf");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut head = String::new();
+    while !head.contains("joular-ebpf: profiling") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).expect("read stderr") > 0, "no profiling line: {head}");
+        head.push_str(&line);
+    }
+    let progs = Command::new("bpftool").args(["prog", "show"]).output().expect("run bpftool");
+    let progs = String::from_utf8_lossy(&progs.stdout).into_owned();
+    let rest = drain(Some(stderr));
+    let out = wait_bounded(child, Duration::from_secs(60));
+    assert_success(&out);
+    head.push_str(&String::from_utf8_lossy(&rest.join().unwrap()));
+    assert!(progs.contains("joular_sample"), "the profiler is not loaded? {progs}");
+    (progs.contains("name joular_sys_exit"), head)
+}
+
+#[test]
+fn cpu_only_loads_no_byte_counter() {
+    let (loaded, stderr) = byte_counter_loaded("cpu");
+    assert!(!loaded, "--devices cpu loaded the byte counter");
+    assert!(!stderr.contains("bytes per call path"), "{stderr}");
+    let (loaded, stderr) = byte_counter_loaded("cpu,disk");
+    assert!(loaded, "--devices cpu,disk did not load the byte counter: {stderr}");
+    assert!(stderr.contains("bytes per call path from raw_syscalls:sys_exit"), "{stderr}");
+}
