@@ -8,7 +8,8 @@
 //!
 //! The hook is the `sys_exit` raw tracepoint: fentry/fexit on the socket layer and the VFS
 //! would see more (sendfile, splice, io_uring), but this kernel refuses to load them (EPERM
-//! before the verifier runs, lockdown or not), and kprobes are compiled out. One program
+//! before the verifier runs, even for an empty program; `tp_btf` loads), and kprobes are
+//! compiled out. One program
 //! for every system call is verified once, and a system call that moves no bytes returns after
 //! one read of its number.
 //!

@@ -1,6 +1,7 @@
 // Network and disk byte counters (--devices): known bytes from one thread, none from another.
-//   java NetWork net HOST PORT BYTES   "sender" streams BYTES over TCP to HOST:PORT while
-//                                      "computer" only computes; prints "sent <n>"
+//   java NetWork net HOST PORT BYTES [CHUNK]   "sender" streams BYTES over TCP to HOST:PORT in
+//                                      writes of CHUNK bytes (8192) while "computer" only
+//                                      computes; prints "sent <n>"
 //   java NetWork file PATH BYTES       "writer" writes BYTES of text to PATH through a
 //                                      BufferedWriter; prints "wrote <n>"
 // Prints "ready" first; the bytes move after a pause (the profiler then walks the JVM, and the
@@ -20,8 +21,8 @@ public final class NetWork {
     static final long PAUSE_MS = 40;
     static volatile long sink;
 
-    static long sendChunks(String host, int port, long bytes) throws IOException {
-        byte[] chunk = new byte[8192];
+    static long sendChunks(String host, int port, long bytes, int chunkBytes) throws IOException {
+        byte[] chunk = new byte[chunkBytes];
         long sent = 0;
         try (Socket s = new Socket(host, port)) {
             OutputStream out = s.getOutputStream();
@@ -72,7 +73,9 @@ public final class NetWork {
 
     public static void main(String[] args) throws Exception {
         String mode = args[0];
-        long bytes = Long.parseLong(args[args.length - 1]);
+        boolean net = mode.equals("net");
+        long bytes = Long.parseLong(args[net ? 3 : 2]);
+        int chunkBytes = net && args.length > 4 ? Integer.parseInt(args[4]) : 8192;
         long[] moved = new long[1];
         if (mode.equals("net")) {
             // Loads the socket implementation and its native library now, not mid-run.
@@ -83,7 +86,7 @@ public final class NetWork {
             try {
                 Thread.sleep(2500);
                 moved[0] = mode.equals("net")
-                        ? sendChunks(args[1], Integer.parseInt(args[2]), bytes)
+                        ? sendChunks(args[1], Integer.parseInt(args[2]), bytes, chunkBytes)
                         : writeLines(args[1], bytes);
                 Thread.sleep(500);
             } catch (Exception e) {

@@ -297,6 +297,7 @@ mod tests {
         worker.submit(CycleSamples {
             cycle: 0,
             samples: vec![sample(1, 3), sample(2, 1), sample(1, 2)],
+            devices: vec![],
             ended: vec![],
         });
         let reply = worker.recv().await.unwrap();
