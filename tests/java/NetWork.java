@@ -3,7 +3,9 @@
 //                                      writes of CHUNK bytes (8192) while "computer" only
 //                                      computes; prints "sent <n>"
 //   java NetWork file PATH BYTES       "writer" writes BYTES of text to PATH through a
-//                                      BufferedWriter; prints "wrote <n>"
+//                                      BufferedWriter (after as many to /dev/null, which is no
+//                                      regular file, so the JIT has compiled the writing code
+//                                      by then); prints "wrote <n>"
 // Prints "ready" first; the bytes move after a pause (the profiler then walks the JVM, and the
 // socket library this run loads at once is in its native unwind tables), in paced bursts, so
 // most of them move through code the JIT has settled, as in a long-running service.
@@ -50,6 +52,12 @@ public final class NetWork {
         return wrote;
     }
 
+    static long warmThenWrite(String path, long bytes) throws Exception {
+        writeLines("/dev/null", bytes);
+        Thread.sleep(1000);
+        return writeLines(path, bytes);
+    }
+
     /// Pauses after each `BURST_BYTES` moved (`n` the bytes just moved, `total` so far).
     static void pace(long total, int n) {
         if (total / BURST_BYTES != (total - n) / BURST_BYTES) {
@@ -87,8 +95,10 @@ public final class NetWork {
                 Thread.sleep(2500);
                 moved[0] = mode.equals("net")
                         ? sendChunks(args[1], Integer.parseInt(args[2]), bytes, chunkBytes)
-                        : writeLines(args[1], bytes);
-                Thread.sleep(500);
+                        : warmThenWrite(args[1], bytes);
+                // Alive past the next cycle's end: the cycle the last bytes moved in is named
+                // while the JVM still has its compiled code.
+                Thread.sleep(2500);
             } catch (Exception e) {
                 throw new RuntimeException(e);
             } finally {

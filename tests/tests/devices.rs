@@ -196,7 +196,7 @@ fn a_network_device_s_bytes_go_to_the_sending_method_and_none_to_the_computing_t
 fn loopback_bytes_are_local_not_a_network_device_s() {
     let (_peer, port) = start_peer(None, "127.0.0.1");
     let port = port.to_string();
-    let run = record_network("network", &["net", "127.0.0.1", &port, "33554432"]);
+    let run = record_network("network", &["net", "127.0.0.1", &port, "67108864"]);
     let sent = fixture_bytes(&run.out, "sent ");
     let devices = &run.summary["devices"];
     assert_close(thread_bytes(devices, "sender", "net_local_tx"), sent, "sender's net_local_tx");
@@ -214,7 +214,7 @@ fn loopback_bytes_are_local_not_a_network_device_s() {
 fn file_bytes_written_through_a_buffered_writer_go_to_the_writing_method() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lines.txt");
-    let run = record_network("disk", &["file", file.to_str().unwrap(), "33554432"]);
+    let run = record_network("disk", &["file", file.to_str().unwrap(), "100663296"]);
     let wrote = fixture_bytes(&run.out, "wrote ");
     assert_eq!(std::fs::metadata(&file).unwrap().len(), wrote);
     let devices = &run.summary["devices"];
