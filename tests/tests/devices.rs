@@ -55,7 +55,7 @@ impl Drop for Veth {
 
 /// Accepts one connection on `host` (port chosen by the kernel) and reads it to its end.
 const PEER: &str = "import socket, sys
-s = socket.socket()
+s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)
 s.bind((sys.argv[1], 0))
 s.listen(1)
 print('ready', s.getsockname()[1], flush=True)
@@ -192,22 +192,32 @@ fn a_network_device_s_bytes_go_to_the_sending_method_and_none_to_the_computing_t
     );
 }
 
-#[test]
-fn loopback_bytes_are_local_not_a_network_device_s() {
-    let (_peer, port) = start_peer(None, "127.0.0.1");
+/// Loopback traffic to `host` is counted as local, none as a network device's.
+fn assert_loopback_is_local(host: &str) {
+    let (_peer, port) = start_peer(None, host);
     let port = port.to_string();
-    let run = record_network("network", &["net", "127.0.0.1", &port, "67108864"]);
+    let run = record_network("network", &["net", host, &port, "67108864"]);
     let sent = fixture_bytes(&run.out, "sent ");
     let devices = &run.summary["devices"];
-    assert_close(thread_bytes(devices, "sender", "net_local_tx"), sent, "sender's net_local_tx");
+    assert_close(thread_bytes(devices, "sender", "net_local_tx"), sent, &format!("{host}: sender's net_local_tx"));
     let device_bytes: u64 = devices["threads"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| bytes(t, "net_device_tx") + bytes(t, "net_device_rx"))
         .sum();
-    assert_eq!(device_bytes, 0, "loopback counted as a network device's: {devices}");
+    assert_eq!(device_bytes, 0, "{host}: loopback counted as a network device's: {devices}");
     assert_on_path(devices, "NetWork.sendChunks", &["net_local_tx", "net_local_rx"]);
+}
+
+#[test]
+fn loopback_bytes_are_local_not_a_network_device_s() {
+    assert_loopback_is_local("127.0.0.1");
+}
+
+#[test]
+fn ipv6_loopback_bytes_are_local_too() {
+    assert_loopback_is_local("::1");
 }
 
 #[test]
