@@ -202,6 +202,9 @@ pub struct CycleReport {
     /// `--devices cpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<crate::attribution::devices::DeviceReport>,
+    /// `--devices network,disk`: each device class's modelled energy and its split by bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_energy: Vec<crate::attribution::device_energy::DeviceEnergy>,
 }
 
 /// Whether a run recorded every CPU's frequency each cycle (for `joular-ebpf calmness`), as

@@ -21,6 +21,7 @@
 
 mod attribute;
 mod baseline;
+pub mod device_energy;
 pub mod devices;
 mod report;
 pub mod stacks;

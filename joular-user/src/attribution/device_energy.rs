@@ -1,0 +1,148 @@
+//! The energy of the devices besides the CPU (`--devices network,disk`), as one cycle's
+//! attribution gives it: each device class's modelled joules, and how they split over the
+//! profiled processes, their threads and their call paths by bytes (E-Surgeon's eq. 13 and 14).
+//! These are the records the outputs read; the models that fill them live beside them.
+//!
+//! Invariants, per cycle and device class (checked by `DeviceEnergy::conservation_error_uj`):
+//! `energy_uj = Σ processes + unattributed_uj`, each process = Σ its threads, each thread =
+//! Σ its paths, and no figure is negative.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::FrameReport;
+
+/// A device class besides the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    Network,
+    Disk,
+}
+
+impl Device {
+    pub const ALL: [Device; 2] = [Device::Network, Device::Disk];
+
+    /// The name in file paths, JSON and Prometheus' `device` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Network => "network",
+            Device::Disk => "disk",
+        }
+    }
+}
+
+/// One measured unit of a class (a network interface, a block device) in one cycle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnitEnergy {
+    /// `eth0`, `nvme0n1`.
+    pub name: String,
+    /// What the model took for it: `"intel-i350"`, `"nvme"`, `"--nic-power"`...
+    pub model: String,
+    pub energy_uj: f64,
+    /// Bytes it moved in the cycle (interface statistics, block device sectors × 512).
+    pub bytes: u64,
+    /// Time it was busy in the cycle (block devices' io_ticks; 0 for interfaces).
+    #[serde(default)]
+    pub busy_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessDeviceEnergy {
+    pub pid: u32,
+    pub energy_uj: f64,
+    /// The bytes its share was taken by.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadDeviceEnergy {
+    pub pid: u32,
+    pub tid: u32,
+    #[serde(default)]
+    pub comm: String,
+    pub energy_uj: f64,
+    pub bytes: u64,
+}
+
+/// A thread's energy on one call path (frames root first, named as the CPU stacks are).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathDeviceEnergy {
+    pub pid: u32,
+    pub tid: u32,
+    pub frames: Vec<FrameReport>,
+    pub energy_uj: f64,
+    pub bytes: u64,
+}
+
+/// One device class's energy in one cycle: `--json`'s `device_energy[]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceEnergy {
+    pub device: Device,
+    /// Always true today: every figure comes from a model (`source`).
+    pub estimated: bool,
+    /// The model and its figures' origin, for a reader: `"model: ... (docs/devices.md)"`.
+    pub source: String,
+    /// Every unit of the class together (µJ).
+    pub energy_uj: f64,
+    /// What no profiled process's bytes account for (µJ).
+    pub unattributed_uj: f64,
+    pub units: Vec<UnitEnergy>,
+    /// Busiest first, as are `threads` and `paths`.
+    pub processes: Vec<ProcessDeviceEnergy>,
+    pub threads: Vec<ThreadDeviceEnergy>,
+    pub paths: Vec<PathDeviceEnergy>,
+}
+
+impl DeviceEnergy {
+    /// The largest gap between a level and the sum of the level below it (µJ), or the most
+    /// negative figure's magnitude: 0 (to rounding) when the split conserves energy.
+    pub fn conservation_error_uj(&self) -> f64 {
+        let mut worst =
+            (self.energy_uj - self.unattributed_uj - self.processes.iter().map(|p| p.energy_uj).sum::<f64>()).abs();
+        for p in &self.processes {
+            let threads: f64 = self.threads.iter().filter(|t| t.pid == p.pid).map(|t| t.energy_uj).sum();
+            worst = worst.max((p.energy_uj - threads).abs());
+        }
+        for t in &self.threads {
+            let paths: f64 = self.paths.iter().filter(|x| x.pid == t.pid && x.tid == t.tid).map(|x| x.energy_uj).sum();
+            worst = worst.max((t.energy_uj - paths).abs());
+        }
+        let negatives = std::iter::once(self.energy_uj)
+            .chain(std::iter::once(self.unattributed_uj))
+            .chain(self.units.iter().map(|u| u.energy_uj))
+            .chain(self.processes.iter().map(|p| p.energy_uj))
+            .chain(self.threads.iter().map(|t| t.energy_uj))
+            .chain(self.paths.iter().map(|x| x.energy_uj))
+            .filter(|e| *e < 0.0)
+            .fold(0.0f64, |w, e| w.max(-e));
+        worst.max(negatives)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(process_uj: f64, thread_uj: f64) -> DeviceEnergy {
+        DeviceEnergy {
+            device: Device::Network,
+            estimated: true,
+            source: "model".into(),
+            energy_uj: 10.0,
+            unattributed_uj: 4.0,
+            units: vec![],
+            processes: vec![ProcessDeviceEnergy { pid: 1, energy_uj: process_uj, bytes: 6 }],
+            threads: vec![ThreadDeviceEnergy { pid: 1, tid: 2, comm: String::new(), energy_uj: thread_uj, bytes: 6 }],
+            paths: vec![PathDeviceEnergy { pid: 1, tid: 2, frames: vec![], energy_uj: 6.0, bytes: 6 }],
+        }
+    }
+
+    #[test]
+    fn a_conserving_split_has_no_error_and_a_gap_at_any_level_is_its_size() {
+        assert_eq!(split(6.0, 6.0).conservation_error_uj(), 0.0);
+        assert_eq!(split(7.0, 7.0).conservation_error_uj(), 1.0);
+        assert_eq!(split(6.0, 5.5).conservation_error_uj(), 0.5);
+        assert_eq!(Device::Disk.name(), "disk");
+        assert_eq!(serde_json::to_value(Device::Network).unwrap(), "network");
+    }
+}
