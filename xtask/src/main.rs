@@ -56,6 +56,10 @@ enum Task {
         /// --pid and bpftrace); implies --overhead.
         #[arg(long)]
         from_start: bool,
+        /// The overhead benchmark of the byte counters: none, --pid, and --pid --devices
+        /// cpu,network,disk side by side; implies --overhead.
+        #[arg(long)]
+        devices: bool,
         /// Rounds of the overhead benchmark (default 5, 2 with --quick).
         #[arg(long, value_name = "N")]
         rounds: Option<usize>,
@@ -167,6 +171,7 @@ fn main() -> anyhow::Result<()> {
             overhead,
             quick,
             from_start,
+            devices,
             rounds,
             no_frame_pointers,
             host,
@@ -182,6 +187,7 @@ fn main() -> anyhow::Result<()> {
             let any = overhead
                 || quick
                 || from_start
+                || devices
                 || host
                 || criterion
                 || hotspot
@@ -191,11 +197,12 @@ fn main() -> anyhow::Result<()> {
                 || host_only
                 || soak_only
                 || hotspot_only;
-            let run_overhead = overhead || quick || from_start || overhead_only || !any;
-            let mut opts = match (from_start, quick) {
-                (true, _) => overhead::Options::from_start(),
-                (false, true) => overhead::Options::quick(),
-                (false, false) => overhead::Options::full(),
+            let run_overhead = overhead || quick || from_start || devices || overhead_only || !any;
+            let mut opts = match (from_start, devices, quick) {
+                (true, _, _) => overhead::Options::from_start(),
+                (false, true, _) => overhead::Options::devices(),
+                (false, false, true) => overhead::Options::quick(),
+                (false, false, false) => overhead::Options::full(),
             };
             opts.rounds = rounds.unwrap_or(opts.rounds).max(1);
             opts.frame_pointers = !no_frame_pointers;

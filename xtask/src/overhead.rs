@@ -13,6 +13,10 @@
 //! its first HotSpot table reads and its first cycles all fall inside the measured window, where
 //! they compete with the JVM for its two CPUs. It runs none, `--pid` and bpftrace only.
 //!
+//! `--devices` runs none, `--pid` and `--pid --devices cpu,network,disk` (the byte counters at
+//! every system call's return, E-Surgeon's network and disk halves) side by side: what counting
+//! bytes adds to the CPU-only profile.
+//!
 //! For the external profilers it also reports their CPU (start-up, measured window, whole run),
 //! their peak and final RSS, and, from `kernel.bpf_stats_enabled`, the ns per run of each of their
 //! eBPF programs over the measured window.
@@ -71,12 +75,19 @@ impl Options {
             modes: vec![Mode::Alone, Mode::Pid, Mode::Bpftrace],
         }
     }
+
+    /// `--devices`: `--pid` with and without the byte counters.
+    pub fn devices() -> Self {
+        Options { modes: vec![Mode::Alone, Mode::Pid, Mode::PidDevices], ..Options::full() }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Alone,
     Pid,
+    /// `--pid --devices cpu,network,disk`.
+    PidDevices,
     All,
     Bpftrace,
     Jfr,
@@ -89,6 +100,7 @@ impl Mode {
         match self {
             Mode::Alone => "none",
             Mode::Pid => "joular-ebpf --pid",
+            Mode::PidDevices => "--pid +network,disk",
             Mode::All => "joular-ebpf --all",
             Mode::Bpftrace => "bpftrace 100 Hz ustack",
             Mode::Jfr => "JFR settings=profile",
@@ -97,7 +109,7 @@ impl Mode {
 
     /// The profiler runs as a process of its own (its CPU and eBPF programs can be measured).
     fn external(self) -> bool {
-        matches!(self, Mode::Pid | Mode::All | Mode::Bpftrace)
+        matches!(self, Mode::Pid | Mode::PidDevices | Mode::All | Mode::Bpftrace)
     }
 }
 
@@ -194,6 +206,11 @@ fn profiler_command(mode: Mode, bin: &Path, jvm_pid: u32, scratch: &Path) -> Opt
             c.args(["--pid", &jvm_pid.to_string()]);
             c
         }
+        Mode::PidDevices => {
+            let mut c = Command::new(bin);
+            c.args(["--pid", &jvm_pid.to_string(), "--devices", "cpu,network,disk"]);
+            c
+        }
         Mode::All => {
             let mut c = Command::new(bin);
             c.arg("--all");
@@ -206,7 +223,7 @@ fn profiler_command(mode: Mode, bin: &Path, jvm_pid: u32, scratch: &Path) -> Opt
         }
         Mode::Alone | Mode::Jfr => return None,
     };
-    if matches!(mode, Mode::Pid | Mode::All) {
+    if matches!(mode, Mode::Pid | Mode::PidDevices | Mode::All) {
         cmd.arg("--output").arg(scratch.join("results"));
     }
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
@@ -273,7 +290,7 @@ fn one_run(
     let figures = match (profiler.as_mut(), from, to) {
         (Some(p), Some((t0, cpu0, prog0)), Some((t1, cpu1, prog1, end_rss_kib))) => {
             // `--pid` stops by itself when its JVM exits; the others are stopped as a user would.
-            if mode != Mode::Pid {
+            if !matches!(mode, Mode::Pid | Mode::PidDevices) {
                 p.interrupt();
             }
             let (whole_cpu_s, peak_rss_kib, life_s) = p.finish(Duration::from_secs(20))?;
