@@ -50,7 +50,10 @@ pub const CONFIG_SOCKET_V6_OFFSETS: u32 = 8;
 /// unknown, no byte is counted).
 pub const CONFIG_FD_OFFSETS: u32 = 9;
 pub const CONFIG_FILE_OFFSETS: u32 = 10;
-pub const CONFIG_LEN: u32 = 11;
+/// Where the byte counters find a regular file's filesystem type (`FileOffsets::super_value`;
+/// 0: unknown, every regular file's bytes count as the disk's).
+pub const CONFIG_SUPER_OFFSETS: u32 = 11;
+pub const CONFIG_LEN: u32 = 12;
 /// `CONFIG_TARGETS_GEN`'s writer field for user space (above any CPU number).
 pub const TARGETS_WRITER_USER: u64 = 0xffff;
 
@@ -569,8 +572,8 @@ impl SocketOffsets {
 
 /// Byte offsets the byte counters read to go from a file descriptor to its file, packed 16 bits
 /// each into `CONFIG_FD_OFFSETS` (`task_struct.files`, `files_struct.fdt`, `fdtable.fd`,
-/// `fdtable.max_fds`) and `CONFIG_FILE_OFFSETS` (`file.f_inode`, `file.private_data`,
-/// `inode.i_mode`).
+/// `fdtable.max_fds`), `CONFIG_FILE_OFFSETS` (`file.f_inode`, `file.private_data`,
+/// `inode.i_mode`) and `CONFIG_SUPER_OFFSETS` (`inode.i_sb`, `super_block.s_magic`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct FileOffsets {
     pub files: u16,
@@ -580,6 +583,8 @@ pub struct FileOffsets {
     pub f_inode: u16,
     pub private_data: u16,
     pub i_mode: u16,
+    pub i_sb: u16,
+    pub s_magic: u16,
 }
 
 impl FileOffsets {
@@ -591,7 +596,11 @@ impl FileOffsets {
         u64::from(self.f_inode) << 32 | u64::from(self.private_data) << 16 | u64::from(self.i_mode)
     }
 
-    pub fn from_values(fd: u64, file: u64) -> Self {
+    pub fn super_value(&self) -> u64 {
+        u64::from(self.i_sb) << 16 | u64::from(self.s_magic)
+    }
+
+    pub fn from_values(fd: u64, file: u64, sup: u64) -> Self {
         Self {
             files: (fd >> 48) as u16,
             fdt: (fd >> 32) as u16,
@@ -600,6 +609,8 @@ impl FileOffsets {
             f_inode: (file >> 32) as u16,
             private_data: (file >> 16) as u16,
             i_mode: file as u16,
+            i_sb: (sup >> 16) as u16,
+            s_magic: sup as u16,
         }
     }
 }

@@ -340,3 +340,61 @@ fn counting_bytes_leaves_the_cpu_energy_as_it_was() {
         });
     });
 }
+
+/// Reads about 48 MiB from procfs, sysfs and a tmpfs file, then writes 8 MiB to a regular
+/// file on disk (argv[1]).
+const IN_MEMORY_READER: &str = "import os, sys
+n = 0
+with open('/dev/shm/joular-devices-test-%d' % os.getpid(), 'wb+') as f:
+    f.write(b'x' * (1 << 20))
+    for _ in range(16):
+        f.seek(0)
+        n += len(f.read())
+    os.unlink(f.name)
+while n < 48 << 20:
+    for path in ('/proc/self/maps', '/proc/self/status', '/sys/kernel/btf/vmlinux'):
+        with open(path, 'rb') as g:
+            n += len(g.read(1 << 20))
+with open(sys.argv[1], 'wb') as f:
+    f.write(b'y' * (8 << 20))
+print('read', n, flush=True)
+";
+
+#[test]
+fn files_kept_in_memory_move_no_disk_byte() {
+    // procfs, sysfs and tmpfs files are regular files too: reading them is no disk I/O, and a
+    // JVM reads /proc and cgroup files all the time.
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out_file = dir.path().join("written.bin");
+    let results = dir.path().join("results");
+    let argv = [
+        "record",
+        "--devices",
+        "disk",
+        "--output",
+        results.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        IN_MEMORY_READER,
+        out_file.to_str().unwrap(),
+    ];
+    let out = profile(&argv, Duration::from_secs(120));
+    assert_success(&out);
+    let read = fixture_bytes(&out, "read ");
+    assert!(read >= 48 << 20, "the reader read {read} bytes");
+    let summary: Value = std::fs::read_dir(&results)
+        .unwrap()
+        .flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("summary.json")).ok())
+        .map(|s| serde_json::from_str(&s).unwrap())
+        .find(|s: &Value| s["comm"] == "python3")
+        .expect("python3's summary.json");
+    let devices = &summary["devices"];
+    let file_read: u64 = devices["threads"].as_array().unwrap().iter().map(|t| bytes(t, "file_read")).sum();
+    let file_write: u64 = devices["threads"].as_array().unwrap().iter().map(|t| bytes(t, "file_write")).sum();
+    // Python's own start-up reads a few hundred KiB of modules from disk; 48 MiB in memory
+    // must not show.
+    assert!(file_read < 4 << 20, "{file_read} file bytes read counted of {read} read from procfs, sysfs and tmpfs");
+    assert_close(file_write, 8 << 20, "the disk file's bytes written");
+}

@@ -8,7 +8,8 @@ use joular_ebpf::{FileOffsets, SocketOffsets};
 
 use super::task_fields::{with_vmlinux, BtfError, StructOffsets, TaskFieldsError};
 
-/// The `CONFIG_SOCKET_*`, `CONFIG_FD_OFFSETS` and `CONFIG_FILE_OFFSETS` values.
+/// The `CONFIG_SOCKET_*`, `CONFIG_FD_OFFSETS`, `CONFIG_FILE_OFFSETS` and `CONFIG_SUPER_OFFSETS`
+/// values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceFields {
     pub socket: SocketOffsets,
@@ -43,6 +44,8 @@ impl DeviceFields {
             f_inode: btf.offset("file", "f_inode")?,
             private_data: btf.offset("file", "private_data")?,
             i_mode: btf.offset("inode", "i_mode")?,
+            i_sb: btf.offset("inode", "i_sb")?,
+            s_magic: btf.offset("super_block", "s_magic")?,
         };
         Ok(Self { socket, file })
     }
@@ -60,7 +63,9 @@ mod tests {
         assert_eq!(fields.socket.family % 2, 0);
         assert_eq!(fields.socket.rcv_saddr, fields.socket.daddr + 4);
         assert!(fields.file.files != 0 && fields.file.f_inode != 0 && fields.file.private_data != 0);
-        assert_eq!(FileOffsets::from_values(fields.file.fd_value(), fields.file.file_value()), fields.file);
+        assert!(fields.file.i_sb != 0 && fields.file.s_magic != 0);
+        let f = &fields.file;
+        assert_eq!(FileOffsets::from_values(f.fd_value(), f.file_value(), f.super_value()), fields.file);
         let back = SocketOffsets::from_values(fields.socket.value(), fields.socket.v6_value());
         assert_eq!(back, fields.socket);
     }

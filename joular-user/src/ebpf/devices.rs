@@ -9,7 +9,7 @@ use std::path::Path;
 use aya::{programs::RawTracePoint, Ebpf};
 use joular_ebpf::{
     CONFIG_DEVICES, CONFIG_FD_OFFSETS, CONFIG_FILE_OFFSETS, CONFIG_SOCKET_OFFSETS, CONFIG_SOCKET_V6_OFFSETS,
-    DEVICES_DISK, DEVICES_NETWORK,
+    CONFIG_SUPER_OFFSETS, DEVICES_DISK, DEVICES_NETWORK,
 };
 
 use super::device_fields::DeviceFields;
@@ -65,6 +65,7 @@ impl Devices {
             (CONFIG_SOCKET_V6_OFFSETS, fields.socket.v6_value()),
             (CONFIG_FD_OFFSETS, fields.file.fd_value()),
             (CONFIG_FILE_OFFSETS, fields.file.file_value()),
+            (CONFIG_SUPER_OFFSETS, fields.file.super_value()),
             (CONFIG_DEVICES, self.config_value()),
         ]
         .into_iter()
