@@ -166,6 +166,18 @@ impl RunDir {
         Ok(Self { dir, pid })
     }
 
+    /// A tree of run totals only (`{all,app}/total/`) in `dir`: a device's, or CPU + devices
+    /// (`device_tree.rs`).
+    pub fn create_totals_at(dir: OutDir, pid: u32) -> Result<Self, OutputError> {
+        for scope in ["all", "app"] {
+            for sub in ["total/methods", "total/calltrees"] {
+                let rel = format!("{scope}/{sub}");
+                dir.create_subdirs(&rel).map_err(|e| OutputError::io(&dir.join(&rel), e))?;
+            }
+        }
+        Ok(Self { dir, pid })
+    }
+
     pub fn path(&self) -> &Path {
         self.dir.path()
     }

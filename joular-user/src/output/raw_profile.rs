@@ -174,7 +174,7 @@ pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, Outp
             samples: raw_stack.samples,
         });
     }
-    Ok(ProcessProfile { summary: raw.summary, stacks, timeline: raw.timeline })
+    Ok(ProcessProfile { summary: raw.summary, stacks, devices: Vec::new(), timeline: raw.timeline })
 }
 
 /// Above this a value is corrupt, not measured: a 1 kW socket takes 30 years to reach 1e18 µJ.
@@ -342,7 +342,8 @@ mod tests {
         let path = tmp.path().join(RAW_PROFILE_FILE);
         let mut timeline = Timeline::default();
         timeline.add_cycle(0.0, 1.0, 1_700_000_001, [(10, "worker", 5.0)]);
-        let profile = ProcessProfile { summary: summary.clone(), stacks: stacks.clone(), timeline };
+        let profile =
+            ProcessProfile { summary: summary.clone(), stacks: stacks.clone(), timeline, devices: Vec::new() };
         write_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE, &profile).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.matches("com.acme.App.main").count(), 4, "frame stored once per line (name + short)");
