@@ -12,7 +12,9 @@
 //! ```
 //!
 //! `carbon/` (beside `total/`, same rows) is written only when the run was given a carbon
-//! intensity.
+//! intensity. With `--devices network,disk`, `network/`, `disk/` and `total/` (CPU + devices)
+//! sit beside `all/` and `app/`, each a tree of run totals with these file names
+//! (`device_tree.rs`); the files above are the CPU's either way.
 //!
 //! Rows are JoularJX's `%s,%.4f`. Runtime files are rewritten each cycle, as JoularJX does
 //! with `overwrite-runtime-data=true`: a per-cycle file would grow the tree without bound.
