@@ -32,7 +32,7 @@ use super::aggregate::{method_totals, Scope, StackTable, StackTotal};
 use super::methods::{MethodFilter, StackRules};
 use super::profile::ThreadTotal;
 use super::thread_kind::ThreadKind;
-use crate::attribution::device_energy::{Device, DeviceEnergy};
+use crate::attribution::device_energy::{Device, DeviceEnergy, PathDeviceEnergy, ThreadDeviceEnergy};
 use crate::model::{Frame, FrameReport, Stack};
 
 /// A frame of a device path as the symbolizer named it: `FrameReport` keeps the full name, and
@@ -57,6 +57,28 @@ pub fn stack_of(frames: &[FrameReport]) -> Stack {
     frames.iter().map(frame_of).collect::<Vec<_>>().into()
 }
 
+/// A cycle's device energy, each device's thread and path rows by process.
+pub type CycleDevices<'a> =
+    Vec<(&'a DeviceEnergy, HashMap<u32, (Vec<&'a ThreadDeviceEnergy>, Vec<&'a PathDeviceEnergy>)>)>;
+
+/// Groups a cycle's rows by process once, so that adding them to every process costs the rows,
+/// not processes × rows.
+pub fn by_process(cycle: &[DeviceEnergy]) -> CycleDevices<'_> {
+    cycle
+        .iter()
+        .map(|device| {
+            let mut rows: HashMap<u32, (Vec<&ThreadDeviceEnergy>, Vec<&PathDeviceEnergy>)> = HashMap::new();
+            for t in &device.threads {
+                rows.entry(t.pid).or_default().0.push(t);
+            }
+            for p in &device.paths {
+                rows.entry(p.pid).or_default().1.push(p);
+            }
+            (device, rows)
+        })
+        .collect()
+}
+
 /// One device's run in one process.
 struct DeviceRun {
     estimated: bool,
@@ -72,18 +94,19 @@ pub struct DeviceRuns {
 }
 
 impl DeviceRuns {
-    /// Adds process `pid`'s share of a cycle's device energy. Every device of the cycle gets a
-    /// run, with 0 J when the process moved no byte ("counted, none moved"). `threads` names a
-    /// thread the device rows leave unnamed (its kind decides a JVM bucket).
+    /// Adds process `pid`'s share of a cycle's device energy (`cycle`, grouped once per cycle
+    /// by [`by_process`]). Every device of the cycle gets a run, with 0 J when the process
+    /// moved no byte ("counted, none moved"). `threads` names a thread the device rows leave
+    /// unnamed (its kind decides a JVM bucket).
     pub fn add(
         &mut self,
         pid: u32,
-        cycle: &[DeviceEnergy],
+        cycle: &CycleDevices,
         threads: &BTreeMap<u32, ThreadTotal>,
         filter: &MethodFilter,
         rules: StackRules,
     ) {
-        for device in cycle {
+        for (device, rows) in cycle {
             let run = self.runs.entry(device.device).or_insert_with(|| DeviceRun {
                 estimated: device.estimated,
                 source: device.source.clone(),
@@ -94,8 +117,9 @@ impl DeviceRuns {
             if run.source != device.source && !device.source.is_empty() {
                 run.source.clone_from(&device.source);
             }
+            let Some((thread_rows, path_rows)) = rows.get(&pid) else { continue };
             let mut comms: HashMap<u32, &str> = HashMap::new();
-            for t in device.threads.iter().filter(|t| t.pid == pid) {
+            for t in thread_rows {
                 let entry = run.threads.entry(t.tid).or_default();
                 entry.1 += t.energy_uj;
                 if !t.comm.is_empty() {
@@ -103,7 +127,7 @@ impl DeviceRuns {
                     comms.insert(t.tid, &t.comm);
                 }
             }
-            for path in device.paths.iter().filter(|p| p.pid == pid) {
+            for path in path_rows {
                 let comm = comms
                     .get(&path.tid)
                     .copied()
@@ -349,7 +373,7 @@ pub fn device_summary(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::attribution::device_energy::{PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy};
+    use crate::attribution::device_energy::ProcessDeviceEnergy;
     use crate::model::FrameKind;
 
     pub(crate) fn java_report(name: &str) -> FrameReport {
@@ -432,8 +456,9 @@ pub(crate) mod tests {
                 device_cycle(Device::Network, 1, "main", vec![(2, send.clone(), 3e6), (2, log.clone(), 1e6)], 5e6),
                 device_cycle(Device::Disk, 1, "", vec![(3, log.clone(), 0.5e6), (9, gc.clone(), 0.25e6)], 0.0),
             ];
-            runs.add(1, &cycle, &threads, &filter, jvm);
-            runs.add(7, &cycle, &threads, &filter, jvm);
+            let grouped = by_process(&cycle);
+            runs.add(1, &grouped, &threads, &filter, jvm);
+            runs.add(7, &grouped, &threads, &filter, jvm);
         }
         let profiles = runs.profiles();
         assert_eq!(profiles.len(), 2);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::aggregate::{named, StackTable};
 use super::cycle::{AttributedCycle, CycleCarbon, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
-use super::device_run::DeviceRuns;
+use super::device_run::{by_process, DeviceRuns};
 use super::methods::{bucket_stack, MethodFilter, StackRules, NO_SAMPLES};
 use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::thread_kind::ThreadKind;
@@ -380,9 +380,10 @@ impl StackStage {
                 self.process(pid);
             }
             // After the threads' names: a device path's thread kind comes from them.
+            let grouped = by_process(&report.device_energy);
             for (pid, process) in &mut self.processes {
                 let rules = process.rules(config.native_frames);
-                process.device_runs.add(*pid, &report.device_energy, &process.threads, &config.filter, rules);
+                process.device_runs.add(*pid, &grouped, &process.threads, &config.filter, rules);
             }
         }
         for p in report.processes.iter().filter(|p| !p.comm.is_empty()) {
