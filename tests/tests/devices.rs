@@ -282,3 +282,287 @@ fn cpu_only_loads_no_byte_counter() {
     assert!(loaded, "--devices cpu,disk did not load the byte counter: {stderr}");
     assert!(stderr.contains("bytes per call path from raw_syscalls:sys_exit"), "{stderr}");
 }
+
+// Issue 26 item 2: the device models' joules and their split by bytes (`--json`
+// `device_energy`), on the machine's own /sys (the interfaces and block devices are real).
+
+/// `record --devices DEVICES FLAGS -- java CLASS ARGS` on the machine's own sysfs, with
+/// `--json`; while it runs, `during` runs on this thread.
+fn record_energy(devices: &str, flags: &[&str], class: &str, args: &[&str], during: impl FnOnce()) -> DeviceRun {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.jsonl");
+    let results = dir.path().join("results");
+    let mut argv: Vec<String> = ["record", "--devices", devices].iter().map(|s| s.to_string()).collect();
+    argv.extend(flags.iter().map(|s| s.to_string()));
+    argv.extend(["--json".into(), json.display().to_string(), "--output".into(), results.display().to_string()]);
+    argv.push("--".into());
+    argv.extend(java_cmd(class, args, &[]));
+    let child = Command::new(bin())
+        .args(&argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start joular-ebpf");
+    during();
+    let out = wait_bounded(child, Duration::from_secs(90));
+    assert_success(&out);
+    let summary = jvm_summary(&results);
+    DeviceRun { out, cycles: read_jsonl(&json), summary, _dir: dir }
+}
+
+/// Each cycle's `device_energy` entry of `device`.
+fn device_energy<'a>(cycles: &'a [Value], device: &str) -> Vec<&'a Value> {
+    cycles
+        .iter()
+        .flat_map(|c| c["device_energy"].as_array().into_iter().flatten())
+        .filter(|d| d["device"] == device)
+        .collect()
+}
+
+fn uj(v: &Value) -> f64 {
+    v["energy_uj"].as_f64().unwrap_or_else(|| panic!("no energy_uj in {v}"))
+}
+
+/// Energy conserved per cycle: the class = processes + unattributed, each process = its
+/// threads, each thread = its paths, the class = its units; nothing negative; labelled estimated.
+fn assert_conserved(entries: &[&Value]) {
+    for d in entries {
+        assert_eq!(d["estimated"], true, "{d}");
+        let total = uj(d);
+        let tol = 1e-6 * total.max(1.0);
+        let processes: Vec<&Value> = d["processes"].as_array().unwrap().iter().collect();
+        let threads: Vec<&Value> = d["threads"].as_array().unwrap().iter().collect();
+        let paths: Vec<&Value> = d["paths"].as_array().unwrap().iter().collect();
+        let unattributed = d["unattributed_uj"].as_f64().unwrap();
+        let sum = |vs: &[&Value]| vs.iter().map(|v| uj(v)).sum::<f64>();
+        assert!((total - unattributed - sum(&processes)).abs() <= tol, "class != processes + unattributed: {d}");
+        let units: Vec<&Value> = d["units"].as_array().unwrap().iter().collect();
+        assert!((total - sum(&units)).abs() <= tol, "class != its units: {d}");
+        for p in &processes {
+            let mine: Vec<&Value> = threads.iter().copied().filter(|t| t["pid"] == p["pid"]).collect();
+            assert!((uj(p) - sum(&mine)).abs() <= tol, "process != its threads: {d}");
+        }
+        for t in &threads {
+            let mine: Vec<&Value> =
+                paths.iter().copied().filter(|x| x["pid"] == t["pid"] && x["tid"] == t["tid"]).collect();
+            assert!((uj(t) - sum(&mine)).abs() <= tol, "thread != its paths: {d}");
+        }
+        let all = processes.iter().chain(&threads).chain(&paths).chain(&units).map(|v| uj(v));
+        assert!(all.chain([total, unattributed]).all(|e| e >= 0.0), "a negative figure: {d}");
+    }
+}
+
+/// Joules of `device` attributed over the run: (to every process, to paths through `method`
+/// down to Thread.run, to the thread named `comm`).
+fn attributed_j(entries: &[&Value], method: &str, comm: &str) -> (f64, f64, f64) {
+    let (mut all, mut on, mut thread) = (0.0, 0.0, 0.0);
+    for d in entries {
+        all += d["processes"].as_array().unwrap().iter().map(uj).sum::<f64>();
+        thread += d["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == comm).map(uj).sum::<f64>();
+        for p in d["paths"].as_array().unwrap() {
+            let names: Vec<&str> =
+                p["frames"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+            if names.iter().any(|f| f.contains(method)) && names.iter().any(|f| f.contains("java.lang.Thread.run")) {
+                on += uj(p);
+            }
+        }
+    }
+    (all / 1e6, on / 1e6, thread / 1e6)
+}
+
+/// Joules of the thread named `comm` over the run, and of them on paths through `method`.
+fn thread_on_path_j(entries: &[&Value], comm: &str, method: &str) -> (f64, f64) {
+    let (mut thread, mut on) = (0.0, 0.0);
+    for d in entries {
+        let tids: Vec<&Value> =
+            d["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == comm).map(|t| &t["tid"]).collect();
+        thread += d["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == comm).map(uj).sum::<f64>();
+        for p in d["paths"].as_array().unwrap().iter().filter(|p| tids.contains(&&p["tid"])) {
+            if p["frames"].as_array().unwrap().iter().any(|f| f["name"].as_str().unwrap().contains(method)) {
+                on += uj(p);
+            }
+        }
+    }
+    (thread / 1e6, on / 1e6)
+}
+
+/// The JVM's CPU joules over the run's cycles (its processes' rows).
+fn cpu_j(cycles: &[Value], pid: u64) -> f64 {
+    cycles
+        .iter()
+        .flat_map(|c| c["processes"].as_array().into_iter().flatten())
+        .filter(|p| p["pid"].as_u64() == Some(pid))
+        .map(uj)
+        .sum::<f64>()
+        / 1e6
+}
+
+#[test]
+fn network_energy_goes_to_the_sending_method_and_loopback_gets_none() {
+    let veth = Veth::create();
+    let (_peer, port) = start_peer(Some(&veth.ns), &veth.peer_ip);
+    let port = port.to_string();
+    let run = record_energy("network", &[], "NetWork", &["net", &veth.peer_ip, &port, "67108864"], || {});
+    let net = device_energy(&run.cycles, "network");
+    assert!(!net.is_empty(), "no network device_energy in --json");
+    assert!(device_energy(&run.cycles, "disk").is_empty(), "--devices network models no disk");
+    assert_conserved(&net);
+    let units: Vec<&str> =
+        net.iter().flat_map(|d| d["units"].as_array().unwrap()).map(|u| u["name"].as_str().unwrap()).collect();
+    assert!(units.contains(&veth.host_if.as_str()), "the veth is a unit: {units:?}");
+    assert!(!units.contains(&"lo"), "lo is no unit");
+    let (all, on, computer) = attributed_j(&net, "NetWork.sendChunks", "computer");
+    let total: f64 = net.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
+    let pid = run.summary["pid"].as_u64().unwrap();
+    println!(
+        "network fixture: CPU {:.3} J (JVM), network {total:.3} J (all interfaces), {all:.3} J to processes, {on:.3} J on NetWork.sendChunks",
+        cpu_j(&run.cycles, pid)
+    );
+    assert!(all > 0.0, "no network energy attributed");
+    assert!(on >= 0.95 * all, "{on} of {all} J on NetWork.sendChunks's path (>= 95%)");
+    assert_eq!(computer, 0.0, "the computing thread got network energy");
+
+    // Loopback: the same stream to 127.0.0.1 costs the JVM no NIC energy.
+    let (_peer, port) = start_peer(None, "127.0.0.1");
+    let port = port.to_string();
+    let run = record_energy("network", &[], "NetWork", &["net", "127.0.0.1", &port, "67108864"], || {});
+    let net = device_energy(&run.cycles, "network");
+    assert!(!net.is_empty());
+    assert_conserved(&net);
+    let (all, _, _) = attributed_j(&net, "NetWork.sendChunks", "computer");
+    assert_eq!(all, 0.0, "loopback traffic got NIC energy");
+}
+
+/// An ext4 filesystem on a loop device over a file in /dev/shm (so its writes reach no other
+/// disk), mounted on a temporary directory; all undone on drop.
+struct LoopFs {
+    image: PathBuf,
+    device: String,
+    mount: tempfile::TempDir,
+}
+
+fn sh(argv: &[&str]) -> String {
+    let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    assert!(out.status.success(), "{argv:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl LoopFs {
+    fn create() -> Self {
+        let image = PathBuf::from(format!("/dev/shm/joular-hanoi-{}.img", std::process::id()));
+        let mount = tempfile::tempdir().unwrap();
+        let image_s = image.to_str().unwrap();
+        sh(&["truncate", "-s", "256M", image_s]);
+        let mut fs = LoopFs { image: image.clone(), device: String::new(), mount };
+        sh(&["mkfs.ext4", "-q", "-F", image_s]);
+        fs.device = sh(&["losetup", "-f", "--show", image_s]);
+        sh(&["mount", &fs.device, fs.mount.path().to_str().unwrap()]);
+        fs
+    }
+
+    /// `loop3` of `/dev/loop3`.
+    fn name(&self) -> &str {
+        self.device.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mount.path()).status();
+        if !self.device.is_empty() {
+            let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        }
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+#[test]
+fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
+    let fs = LoopFs::create();
+    let file = fs.mount.path().join("moves.txt");
+    let done = fs.mount.path().join("moves.txt.done");
+    let power = format!("{}=1.0,3.0", fs.name());
+    let file_s = file.to_str().unwrap().to_owned();
+    let run = record_energy("cpu,disk", &["--disk-power", &power], "HanoiDisk", &[&file_s, "20", "2"], || {
+        // Writeback: once the moves are written and their cycle is over, the test syncs them
+        // (the kernel would after dirty_expire_centisecs, 30 s).
+        let start = std::time::Instant::now();
+        while !done.exists() {
+            assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        sh(&["sync", "-f", file.to_str().unwrap()]);
+    });
+    let wrote = fixture_bytes(&run.out, "wrote ");
+    let disk = device_energy(&run.cycles, "disk");
+    assert!(!disk.is_empty(), "no disk device_energy in --json");
+    assert!(device_energy(&run.cycles, "network").is_empty(), "--devices cpu,disk models no network");
+    assert_conserved(&disk);
+    let units: Vec<(&str, &str)> = disk
+        .iter()
+        .flat_map(|d| d["units"].as_array().unwrap())
+        .map(|u| (u["name"].as_str().unwrap(), u["model"].as_str().unwrap()))
+        .collect();
+    assert!(units.contains(&(fs.name(), "--disk-power")), "{} is a unit with its figures: {units:?}", fs.name());
+    let (all, _, computer) = attributed_j(&disk, "HanoiDisk.move", "computer");
+    let (mover, on) = thread_on_path_j(&disk, "mover", "HanoiDisk.move");
+    let total: f64 = disk.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
+    let pid = run.summary["pid"].as_u64().unwrap();
+    let cpu = cpu_j(&run.cycles, pid);
+    println!(
+        "disk fixture: CPU {cpu:.3} J (JVM), disk {all:.3} J (JVM; {total:.3} J all block devices), writer thread {mover:.3} J of which {on:.3} J on HanoiDisk.move; CPU/disk split of the JVM {:.1}% / {:.1}%",
+        100.0 * cpu / (cpu + all),
+        100.0 * all / (cpu + all)
+    );
+    // The JVM's other threads read a few KiB of procfs and cgroup files a cycle (regular files
+    // to the byte counter): when another process reads from the disk in that cycle they get a
+    // share too, so the bar is on the writing thread.
+    assert!(mover > 0.0, "the writing thread got no disk energy");
+    assert!(on >= 0.95 * mover, "{on} of the writer's {mover} J on HanoiDisk.move's path (>= 95%)");
+    assert_eq!(computer, 0.0, "the computing thread got disk energy");
+    // Writeback charged the writer: some cycle gives HanoiDisk.move disk energy though it wrote
+    // nothing in it, and the bytes charged add up to what it wrote.
+    let charged_later = run.cycles.iter().any(|c| {
+        let wrote_now: u64 = c["devices"]["threads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["comm"] == "mover")
+            .map(|t| bytes(t, "file_write"))
+            .sum();
+        let disk_now = c["device_energy"].as_array().into_iter().flatten().filter(|d| d["device"] == "disk");
+        wrote_now == 0 && disk_now.flat_map(|d| d["threads"].as_array().unwrap()).any(|t| t["comm"] == "mover")
+    });
+    assert!(charged_later, "no cycle charged the writer for bytes written back after its writes");
+    let charged_bytes: u64 = disk
+        .iter()
+        .flat_map(|d| d["threads"].as_array().unwrap())
+        .filter(|t| t["comm"] == "mover")
+        .map(|t| t["bytes"].as_u64().unwrap())
+        .sum();
+    assert!(
+        charged_bytes as f64 >= 0.9 * wrote as f64,
+        "the writer was charged for {charged_bytes} bytes written back of {wrote} it wrote"
+    );
+}
+
+#[test]
+fn bad_device_model_flags_exit_2_naming_the_flag_the_value_and_the_fix() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--devices", "network", "--nic-power", "eth0=x,1"], "IFACE=IDLE_W,W_PER_GBPS"),
+        (&["--devices", "disk", "--disk-power", "sda"], "DEV=IDLE_W,ACTIVE_W"),
+        (&["--devices", "network", "--nic-power", "nosuchif0=1,1"], "nosuchif0"),
+        (&["--devices", "cpu", "--disk-power", "loop0=1,1"], "--devices cpu,disk"),
+    ];
+    for (flags, says) in cases {
+        let mut argv = vec!["record"];
+        argv.extend_from_slice(flags);
+        argv.extend(["--", "true"]);
+        let out = profile(&argv, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        let flag = flags[2];
+        assert!(err.contains(flag) && err.contains(says), "{flags:?}: {err}");
+    }
+}
