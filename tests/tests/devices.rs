@@ -397,6 +397,44 @@ fn cpu_j(cycles: &[Value], pid: u64) -> f64 {
         / 1e6
 }
 
+/// Issue 26 item 3 on the real model: the JVM's `summary.json` `device_energy` holds the
+/// network joules `--json` gave it, its JoularJX `network/` call trees put them on
+/// NetWork.sendChunks (>= 95%), and `total/` is CPU + network per method.
+fn assert_device_files(run: &DeviceRun, pid: u64) {
+    let dir = std::fs::read_dir(run._dir.path().join("results"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|d| d.file_name().unwrap().to_str().unwrap().starts_with(&format!("{pid}-")))
+        .expect("the JVM's result directory");
+    let rows = |rel: &str| -> Vec<(String, f64)> {
+        let text = std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        text.lines()
+            .map(|l| l.rsplit_once(',').map(|(n, j)| (n.to_owned(), j.parse().unwrap())).unwrap())
+            .collect()
+    };
+    let net = device_energy(&run.cycles, "network");
+    let jvm_j: f64 = net
+        .iter()
+        .flat_map(|d| d["processes"].as_array().unwrap())
+        .filter(|p| p["pid"].as_u64() == Some(pid))
+        .map(uj)
+        .sum::<f64>()
+        / 1e6;
+    let summary_j = run.summary["device_energy"]["network"]["energy_j"].as_f64().expect("summary.json device_energy");
+    assert!((summary_j - jvm_j).abs() <= 1e-6 * jvm_j.max(1.0), "summary {summary_j} J vs --json {jvm_j} J");
+    let trees = rows(&format!("network/all/total/calltrees/joularJX-{pid}-all-call-trees-energy.csv"));
+    let in_trees: f64 = trees.iter().map(|t| t.1).sum();
+    let sending: f64 = trees.iter().filter(|t| t.0.contains("NetWork.sendChunks")).map(|t| t.1).sum();
+    assert!(sending >= 0.95 * in_trees && sending > 0.0, "{sending} of {in_trees} J on NetWork.sendChunks: {trees:?}");
+    let methods = |tree: &str| rows(&format!("{tree}all/total/methods/joularJX-{pid}-all-methods-energy.csv"));
+    let (cpu, network, total) = (methods(""), methods("network/"), methods("total/"));
+    for (name, joules) in &total {
+        let of = |rows: &[(String, f64)]| rows.iter().find(|r| &r.0 == name).map_or(0.0, |r| r.1);
+        assert!((joules - of(&cpu) - of(&network)).abs() <= 2e-4, "total {name}: {joules} J");
+    }
+}
+
 #[test]
 fn network_energy_goes_to_the_sending_method_and_loopback_gets_none() {
     let veth = Veth::create();
@@ -421,6 +459,7 @@ fn network_energy_goes_to_the_sending_method_and_loopback_gets_none() {
     assert!(all > 0.0, "no network energy attributed");
     assert!(on >= 0.95 * all, "{on} of {all} J on NetWork.sendChunks's path (>= 95%)");
     assert_eq!(computer, 0.0, "the computing thread got network energy");
+    assert_device_files(&run, pid);
 
     // Loopback: the same stream to 127.0.0.1 costs the JVM no NIC energy.
     let (_peer, port) = start_peer(None, "127.0.0.1");
