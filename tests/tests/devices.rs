@@ -409,9 +409,7 @@ fn assert_device_files(run: &DeviceRun, pid: u64) {
         .expect("the JVM's result directory");
     let rows = |rel: &str| -> Vec<(String, f64)> {
         let text = std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-        text.lines()
-            .map(|l| l.rsplit_once(',').map(|(n, j)| (n.to_owned(), j.parse().unwrap())).unwrap())
-            .collect()
+        text.lines().map(|l| l.rsplit_once(',').map(|(n, j)| (n.to_owned(), j.parse().unwrap())).unwrap()).collect()
     };
     let net = device_energy(&run.cycles, "network");
     let jvm_j: f64 = net
