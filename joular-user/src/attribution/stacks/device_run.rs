@@ -10,7 +10,8 @@
 //! "device_energy": {
 //!   "network": { "energy_j", "estimated", "source",
 //!                "threads": [{ "tid", "comm", "energy_j" }],
-//!                "methods": { "all": [{ "name", "energy_j" }], "app": [...] } },
+//!                "methods": { "all": [{ "name", "energy_j" }], "app": [...] },
+//!                "call_trees": { "all": [{ "tree", "energy_j" }], "app": [...] } },
 //!   "disk":    { same },
 //!   "total":   { "energy_j", "cpu_j", "network_j", "disk_j",
 //!                "methods": { "all": [{ "name", "energy_j", "cpu_j", "network_j", "disk_j" }], "app": [...] } }
@@ -18,7 +19,8 @@
 //! ```
 //!
 //! A device's `methods` hold every name its paths map to, buckets (`[native]`, `[GC]`...)
-//! included, so they sum to its `threads`, which sum to its `energy_j`. `total.methods` lists
+//! included, so they sum to its `threads`, which sum to its `energy_j`; so do its `call_trees`
+//! (the JoularJX call-tree form, `a;b;c` root first, buckets included). `total.methods` lists
 //! the methods with device energy (`energy_j = cpu_j + network_j + disk_j`); the complete list
 //! of every method's total is the JoularJX `total/` tree. A device absent from the run is absent
 //! here; with `--devices cpu` the key is absent.
@@ -28,8 +30,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregate::{method_totals, Scope, StackTable, StackTotal};
+use super::aggregate::{by_energy, method_totals, path_groups, Scope, StackTable, StackTotal};
 use super::methods::{MethodFilter, StackRules};
+use super::paths::PathStyle;
 use super::profile::ThreadTotal;
 use super::thread_kind::ThreadKind;
 use crate::attribution::device_energy::{Device, DeviceEnergy, PathDeviceEnergy, ThreadDeviceEnergy};
@@ -237,6 +240,13 @@ pub struct DeviceSummary {
     pub source: String,
     pub threads: Vec<DeviceThreadSummary>,
     pub methods: MethodViews<MethodEnergy>,
+    pub call_trees: MethodViews<TreeEnergy>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TreeEnergy {
+    pub tree: String,
+    pub energy_j: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -312,6 +322,13 @@ pub fn device_summary(
                 .map(|m| MethodEnergy { name: m.name.to_string(), energy_j: joules(m.energy_uj) })
                 .collect()
         });
+        let call_trees = views(&scopes, |scope| {
+            let groups = path_groups(&d.stacks, scope, rules, PathStyle::CallTree);
+            by_energy(&groups)
+                .into_iter()
+                .map(|g| TreeEnergy { tree: g.tree(false), energy_j: joules(g.energy_uj) })
+                .collect()
+        });
         let device = DeviceSummary {
             energy_j: joules(d.energy_uj),
             estimated: d.estimated,
@@ -322,6 +339,7 @@ pub fn device_summary(
                 .map(|t| DeviceThreadSummary { tid: t.tid, comm: t.comm.clone(), energy_j: joules(t.energy_uj) })
                 .collect(),
             methods,
+            call_trees,
         };
         match d.device {
             Device::Network => summary.network = Some(device),
@@ -482,10 +500,26 @@ pub(crate) mod tests {
         let all: Vec<(&str, f64)> = disk.methods.all.iter().map(|m| (m.name.as_str(), m.energy_j)).collect();
         // A GC thread named only by the CPU's threads: its path is the [GC] bucket.
         assert_eq!(all, [("com.acme.Log.flush", 1.0), ("[GC]", 0.5)]);
+        // Call trees: Java frames only in a JVM, root first; a bucket is its own tree.
+        let trees: Vec<(&str, f64)> = net.call_trees.all.iter().map(|t| (t.tree.as_str(), t.energy_j)).collect();
+        assert_eq!(
+            trees,
+            [
+                ("java.lang.Thread.run;com.acme.Net.send;java.net.SocketOutputStream.write", 6.0),
+                ("com.acme.Log.flush", 2.0)
+            ]
+        );
+        assert_eq!(
+            disk.call_trees.app.iter().map(|t| t.tree.as_str()).collect::<Vec<_>>(),
+            ["com.acme.Log.flush", "[GC]"]
+        );
         for d in [net, disk] {
             let threads: f64 = d.threads.iter().map(|t| t.energy_j).sum();
             for view in [&d.methods.all, &d.methods.app] {
                 assert_eq!(view.iter().map(|m| m.energy_j).sum::<f64>(), threads);
+            }
+            for view in [&d.call_trees.all, &d.call_trees.app] {
+                assert_eq!(view.iter().map(|t| t.energy_j).sum::<f64>(), threads);
             }
             assert_eq!(threads, d.energy_j);
         }
