@@ -226,3 +226,53 @@ pub(crate) mod tests {
         assert!(summary.contains("outputs_failed") && summary.contains("device_energy"));
     }
 }
+
+#[cfg(test)]
+mod report_tests {
+    use std::fs;
+
+    use super::tests::device_fixture;
+    use crate::output::{report_to, ReportArgs, ReportFormat};
+    use crate::stages::results::tests::config;
+    use crate::stages::Results;
+
+    /// `profile.json` keeps the device stacks: `report` writes the same device trees, summary
+    /// key and table columns as the run did.
+    #[test]
+    fn report_rerenders_the_device_trees_from_the_raw_profile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut results = Results::new(config(&tmp.path().join("run"))).unwrap();
+        for (mut report, stacks) in device_fixture() {
+            results.on_cycle(&mut report, &stacks).unwrap();
+        }
+        let dir = results.finish().unwrap().outputs[0].dir.clone();
+        let out = tmp.path().join("again");
+        let args = ReportArgs {
+            result_dir: dir.clone(),
+            output: Some(out.clone()),
+            format: vec![ReportFormat::Csv, ReportFormat::Summary, ReportFormat::Table],
+            top: 10,
+            filter: None,
+            native_frames: false,
+            output_mode: None,
+        };
+        let mut table = Vec::new();
+        report_to(&args, &mut table).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert!(table.lines().nth(1).unwrap().contains("network J"), "{table}");
+        for tree in ["network", "disk", super::TOTAL_DIR] {
+            for rel in ["all/total/methods", "all/total/calltrees", "app/total/calltrees"] {
+                let (a, b) = (dir.join(tree).join(rel), out.join(tree).join(rel));
+                let name = fs::read_dir(&a).unwrap().next().unwrap().unwrap().file_name();
+                assert_eq!(fs::read(a.join(&name)).unwrap(), fs::read(b.join(&name)).unwrap(), "{tree}/{rel}");
+            }
+        }
+        let summary = |d: &std::path::Path| -> serde_json::Value {
+            serde_json::from_str(&fs::read_to_string(d.join("summary.json")).unwrap()).unwrap()
+        };
+        let (was, is) = (summary(&dir)["device_energy"].clone(), summary(&out)["device_energy"].clone());
+        assert_eq!(was["network"]["methods"], is["network"]["methods"]);
+        assert_eq!(was["disk"]["threads"], is["disk"]["threads"]);
+        assert_eq!(was["total"]["methods"], is["total"]["methods"]);
+    }
+}
