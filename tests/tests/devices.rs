@@ -286,13 +286,30 @@ fn cpu_only_loads_no_byte_counter() {
 // Issue 26 item 2: the device models' joules and their split by bytes (`--json`
 // `device_energy`), on the machine's own /sys (the interfaces and block devices are real).
 
-/// `record --devices DEVICES FLAGS -- java CLASS ARGS` on the machine's own sysfs, with
-/// `--json`; while it runs, `during` runs on this thread.
-fn record_energy(devices: &str, flags: &[&str], class: &str, args: &[&str], during: impl FnOnce()) -> DeviceRun {
+/// `record --devices DEVICES FLAGS -- java CLASS ARGS` with `--json`, on a fake sysfs whose
+/// powercap package draws 40 W and whose only units are the real `units` (`class/net/veth0`,
+/// `block/loop3`: links into /sys), so other processes' traffic on the machine's own disks and
+/// interfaces stays out of the test; while it runs, `during` runs on this thread.
+fn record_energy(
+    devices: &str,
+    units: &[&str],
+    flags: &[&str],
+    class: &str,
+    args: &[&str],
+    during: impl FnOnce(),
+) -> DeviceRun {
+    let rapl = FakePowercap::start(40.0);
+    for unit in units {
+        let link = rapl.root.path().join(unit);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(Path::new("/sys").join(unit), &link).unwrap();
+    }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("run.jsonl");
     let results = dir.path().join("results");
-    let mut argv: Vec<String> = ["record", "--devices", devices].iter().map(|s| s.to_string()).collect();
+    let root = rapl.sysfs_root();
+    let mut argv: Vec<String> =
+        ["record", "--devices", devices, "--sysfs-root", &root].iter().map(|s| s.to_string()).collect();
     argv.extend(flags.iter().map(|s| s.to_string()));
     argv.extend(["--json".into(), json.display().to_string(), "--output".into(), results.display().to_string()]);
     argv.push("--".into());
@@ -386,6 +403,22 @@ fn thread_on_path_j(entries: &[&Value], comm: &str, method: &str) -> (f64, f64) 
     (thread / 1e6, on / 1e6)
 }
 
+/// The largest paths (µJ, frames) not through `method`.
+fn off_path(entries: &[&Value], method: &str) -> Vec<(u64, String)> {
+    let mut off: Vec<(u64, String)> = entries
+        .iter()
+        .flat_map(|d| d["paths"].as_array().unwrap())
+        .filter_map(|p| {
+            let names: Vec<&str> =
+                p["frames"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+            (!names.iter().any(|n| n.contains(method))).then(|| (uj(p) as u64, names.join(" > ")))
+        })
+        .collect();
+    off.sort_by_key(|o| std::cmp::Reverse(o.0));
+    off.truncate(5);
+    off
+}
+
 /// The JVM's CPU joules over the run's cycles (its processes' rows).
 fn cpu_j(cycles: &[Value], pid: u64) -> f64 {
     cycles
@@ -438,31 +471,37 @@ fn network_energy_goes_to_the_sending_method_and_loopback_gets_none() {
     let veth = Veth::create();
     let (_peer, port) = start_peer(Some(&veth.ns), &veth.peer_ip);
     let port = port.to_string();
-    let run = record_energy("network", &[], "NetWork", &["net", &veth.peer_ip, &port, "67108864"], || {});
+    let unit = format!("class/net/{}", veth.host_if);
+    let units = [unit.as_str(), "class/net/lo"];
+    let run = record_energy("network", &units, &[], "NetWork", &["net", &veth.peer_ip, &port, "67108864"], || {});
     let net = device_energy(&run.cycles, "network");
     assert!(!net.is_empty(), "no network device_energy in --json");
     assert!(device_energy(&run.cycles, "disk").is_empty(), "--devices network models no disk");
     assert_conserved(&net);
-    let units: Vec<&str> =
+    let names: Vec<&str> =
         net.iter().flat_map(|d| d["units"].as_array().unwrap()).map(|u| u["name"].as_str().unwrap()).collect();
-    assert!(units.contains(&veth.host_if.as_str()), "the veth is a unit: {units:?}");
-    assert!(!units.contains(&"lo"), "lo is no unit");
+    assert!(names.contains(&veth.host_if.as_str()), "the veth is a unit: {names:?}");
+    assert!(!names.contains(&"lo"), "lo is no unit");
     let (all, on, computer) = attributed_j(&net, "NetWork.sendChunks", "computer");
     let total: f64 = net.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
     let pid = run.summary["pid"].as_u64().unwrap();
     println!(
-        "network fixture: CPU {:.3} J (JVM), network {total:.3} J (all interfaces), {all:.3} J to processes, {on:.3} J on NetWork.sendChunks",
+        "network fixture: CPU {:.3} J (JVM, of a fake 40 W package), network {total:.3} J (the veth), {all:.3} J to processes, {on:.3} J on NetWork.sendChunks",
         cpu_j(&run.cycles, pid)
     );
     assert!(all > 0.0, "no network energy attributed");
-    assert!(on >= 0.95 * all, "{on} of {all} J on NetWork.sendChunks's path (>= 95%)");
+    assert!(
+        on >= 0.95 * all,
+        "{on} of {all} J on NetWork.sendChunks's path (>= 95%); elsewhere: {:#?}",
+        off_path(&net, "NetWork.sendChunks")
+    );
     assert_eq!(computer, 0.0, "the computing thread got network energy");
     assert_device_files(&run, pid);
 
     // Loopback: the same stream to 127.0.0.1 costs the JVM no NIC energy.
     let (_peer, port) = start_peer(None, "127.0.0.1");
     let port = port.to_string();
-    let run = record_energy("network", &[], "NetWork", &["net", "127.0.0.1", &port, "67108864"], || {});
+    let run = record_energy("network", &units, &[], "NetWork", &["net", "127.0.0.1", &port, "67108864"], || {});
     let net = device_energy(&run.cycles, "network");
     assert!(!net.is_empty());
     assert_conserved(&net);
@@ -520,17 +559,19 @@ fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
     let done = fs.mount.path().join("moves.txt.done");
     let power = format!("{}=1.0,3.0", fs.name());
     let file_s = file.to_str().unwrap().to_owned();
-    let run = record_energy("cpu,disk", &["--disk-power", &power], "HanoiDisk", &[&file_s, "20", "2"], || {
-        // Writeback: once the moves are written and their cycle is over, the test syncs them
-        // (the kernel would after dirty_expire_centisecs, 30 s).
-        let start = std::time::Instant::now();
-        while !done.exists() {
-            assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        std::thread::sleep(Duration::from_millis(1500));
-        sh(&["sync", "-f", file.to_str().unwrap()]);
-    });
+    let unit = format!("block/{}", fs.name());
+    let run =
+        record_energy("cpu,disk", &[&unit], &["--disk-power", &power], "HanoiDisk", &[&file_s, "20", "2"], || {
+            // Writeback: once the moves are written and their cycle is over, the test syncs them
+            // (the kernel would after dirty_expire_centisecs, 30 s).
+            let start = std::time::Instant::now();
+            while !done.exists() {
+                assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(Duration::from_millis(1500));
+            sh(&["sync", "-f", file.to_str().unwrap()]);
+        });
     let wrote = fixture_bytes(&run.out, "wrote ");
     let disk = device_energy(&run.cycles, "disk");
     assert!(!disk.is_empty(), "no disk device_energy in --json");
@@ -548,7 +589,7 @@ fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
     let pid = run.summary["pid"].as_u64().unwrap();
     let cpu = cpu_j(&run.cycles, pid);
     println!(
-        "disk fixture: CPU {cpu:.3} J (JVM), disk {all:.3} J (JVM; {total:.3} J all block devices), writer thread {mover:.3} J of which {on:.3} J on HanoiDisk.move; CPU/disk split of the JVM {:.1}% / {:.1}%",
+        "disk fixture: CPU {cpu:.3} J (JVM, of a fake 40 W package), disk {all:.3} J (JVM; {total:.3} J the loop device), writer thread {mover:.3} J of which {on:.3} J on HanoiDisk.move; CPU/disk split of the JVM {:.1}% / {:.1}%",
         100.0 * cpu / (cpu + all),
         100.0 * all / (cpu + all)
     );
@@ -556,7 +597,11 @@ fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
     // to the byte counter): when another process reads from the disk in that cycle they get a
     // share too, so the bar is on the writing thread.
     assert!(mover > 0.0, "the writing thread got no disk energy");
-    assert!(on >= 0.95 * mover, "{on} of the writer's {mover} J on HanoiDisk.move's path (>= 95%)");
+    assert!(
+        on >= 0.95 * mover,
+        "{on} of the writer's {mover} J on HanoiDisk.move's path (>= 95%); elsewhere: {:#?}",
+        off_path(&disk, "HanoiDisk.move")
+    );
     assert_eq!(computer, 0.0, "the computing thread got disk energy");
     // Writeback charged the writer: some cycle gives HanoiDisk.move disk energy though it wrote
     // nothing in it, and the bytes charged add up to what it wrote.

@@ -10,13 +10,14 @@
 //!   the page cache serves moves no device byte), plus the written bytes the cycle's
 //!   writeback covered (`writeback.rs`); the devices' other bytes are unattributed.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 
 use super::device_energy::{
     Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy, UnitEnergy,
 };
 use super::devices::DeviceReport;
-use super::writeback::{WritePath, WritebackLedger};
+use super::writeback::{key_of, PathKey, WritePath, WritebackLedger};
 
 /// What a class's model read for one cycle, before any split.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,42 +125,42 @@ fn split_by(reading: &ClassReading, shares: Vec<Share>, unit_bytes: f64) -> Devi
         return out;
     }
     let mut paths: Vec<PathDeviceEnergy> = Vec::new();
+    let mut path_row: HashMap<PathKey, usize> = HashMap::new();
+    let mut threads: BTreeMap<(u32, u32), ThreadDeviceEnergy> = BTreeMap::new();
     for s in shares.into_iter().filter(|s| s.bytes > 0.0) {
         let energy_uj = out.energy_uj * s.bytes / denominator;
-        let same = paths.iter_mut().find(|p| p.pid == s.path.pid && p.tid == s.path.tid && p.frames == s.path.frames);
-        match same {
-            Some(p) => {
+        let bytes = s.bytes.round() as u64;
+        let t = threads.entry((s.path.pid, s.path.tid)).or_insert_with(|| ThreadDeviceEnergy {
+            pid: s.path.pid,
+            tid: s.path.tid,
+            comm: String::new(),
+            energy_uj: 0.0,
+            bytes: 0,
+        });
+        if t.comm.is_empty() {
+            t.comm.clone_from(&s.path.comm);
+        }
+        t.energy_uj += energy_uj;
+        t.bytes += bytes;
+        match path_row.entry(key_of(&s.path)) {
+            Entry::Occupied(i) => {
+                let p = &mut paths[*i.get()];
                 p.energy_uj += energy_uj;
-                p.bytes += s.bytes.round() as u64;
+                p.bytes += bytes;
             }
-            None => paths.push(PathDeviceEnergy {
-                pid: s.path.pid,
-                tid: s.path.tid,
-                frames: s.path.frames,
-                energy_uj,
-                bytes: s.bytes.round() as u64,
-            }),
-        }
-        if let Some(t) = out.threads.iter_mut().find(|t| t.pid == s.path.pid && t.tid == s.path.tid) {
-            if t.comm.is_empty() {
-                t.comm = s.path.comm;
+            Entry::Vacant(v) => {
+                v.insert(paths.len());
+                paths.push(PathDeviceEnergy {
+                    pid: s.path.pid,
+                    tid: s.path.tid,
+                    frames: s.path.frames,
+                    energy_uj,
+                    bytes,
+                });
             }
-        } else {
-            out.threads.push(ThreadDeviceEnergy {
-                pid: s.path.pid,
-                tid: s.path.tid,
-                comm: s.path.comm,
-                energy_uj: 0.0,
-                bytes: 0,
-            });
         }
     }
-    for t in &mut out.threads {
-        for p in paths.iter().filter(|p| p.pid == t.pid && p.tid == t.tid) {
-            t.energy_uj += p.energy_uj;
-            t.bytes += p.bytes;
-        }
-    }
+    out.threads = threads.into_values().collect();
     let mut processes: BTreeMap<u32, ProcessDeviceEnergy> = BTreeMap::new();
     for t in &out.threads {
         let p = processes.entry(t.pid).or_insert(ProcessDeviceEnergy { pid: t.pid, energy_uj: 0.0, bytes: 0 });

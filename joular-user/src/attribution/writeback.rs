@@ -25,9 +25,9 @@ pub struct WritePath {
 }
 
 /// Frames' kinds, names and lines: what makes two paths the same across cycles.
-type PathKey = (u32, u32, Vec<(String, Option<u32>)>);
+pub(crate) type PathKey = (u32, u32, Vec<(String, Option<u32>)>);
 
-fn key_of(p: &WritePath) -> PathKey {
+pub(crate) fn key_of(p: &WritePath) -> PathKey {
     (p.pid, p.tid, p.frames.iter().map(|f| (format!("{:?}:{}", f.kind, f.name), f.line)).collect())
 }
 
@@ -67,14 +67,19 @@ impl WritebackLedger {
         }
         let mut left = written_bytes;
         let mut covered: Vec<(Arc<WritePath>, u64)> = Vec::new();
+        // Interned: one path is one allocation, so its address finds its row.
+        let mut row: HashMap<*const WritePath, usize> = HashMap::new();
         while left > 0 {
             let Some(front) = self.entries.front_mut() else { break };
             let n = front.1.min(left);
             front.1 -= n;
             left -= n;
-            match covered.iter_mut().find(|c| Arc::ptr_eq(&c.0, &front.0)) {
-                Some(c) => c.1 += n,
-                None => covered.push((front.0.clone(), n)),
+            match row.get(&Arc::as_ptr(&front.0)) {
+                Some(&i) => covered[i].1 += n,
+                None => {
+                    row.insert(Arc::as_ptr(&front.0), covered.len());
+                    covered.push((front.0.clone(), n));
+                }
             }
             if front.1 == 0 {
                 self.entries.pop_front();
