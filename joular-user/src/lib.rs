@@ -15,6 +15,7 @@ pub mod attribution;
 pub mod calmness;
 pub mod carbon;
 pub mod collect;
+pub mod device_models;
 pub mod diff;
 pub mod ebpf;
 pub mod energy;

@@ -1,17 +1,22 @@
 //! Sinks only read: a recorded run of three processes (a JVM, a native one, one that ends and
 //! one whose PID is reused) goes through the stack stage once per cycle, then through the result
 //! tree, the periodic profile, the metrics registry and the JSON lines, in the session's order
-//! and in shuffled orders; every file they write must be the same, byte for byte.
+//! and in shuffled orders; every file they write must be the same, byte for byte. The cycles
+//! carry network and disk energy (`--devices network,disk`), so the device outputs are held to
+//! it too.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use joular_user::attribution::device_energy::{
+    Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy,
+};
 use joular_user::attribution::stacks::{AttributedCycle, Retired, RunEnd, StackStage, ThreadStacks};
 use joular_user::fleet::{MetricsRegistry, ProcFs, RegistryConfig};
 use joular_user::model::{
-    CycleReport, Frame, FrameKind, ProcessReport, SocketReport, Stack, ThreadReport, ThreadStack,
+    CycleReport, Frame, FrameKind, FrameReport, ProcessReport, SocketReport, Stack, ThreadReport, ThreadStack,
 };
 use joular_user::output::{IntervalProfile, MethodFilter, OutputFiles, ResultTree, ResultsConfig, Sink, SinkError};
 use joular_user::safe_write::{Modes, OutDir};
@@ -129,9 +134,68 @@ fn recorded_run() -> Vec<(CycleReport, Vec<ThreadStacks>)> {
                 }
             }
         }
+        report.device_energy = device_energy(&report, &stacks, &mut rng);
         run.push((report, thread_stacks));
     }
     run
+}
+
+/// Network and disk energy on up to three threads of the cycle (not the native process's), each
+/// on a call path from the pool, plus some no profiled byte explains.
+fn device_energy(report: &CycleReport, stacks: &[Stack], rng: &mut Rng) -> Vec<DeviceEnergy> {
+    let frames = |stack: &Stack| -> Vec<FrameReport> {
+        stack
+            .iter()
+            .map(|f| FrameReport {
+                // As HotSpot names a Java method, so its short name is the CPU frame's.
+                name: if f.kind.is_java() { format!("void {}()", f.short) } else { f.name.to_string() },
+                kind: f.kind,
+                line: f.line,
+                raw_name: None,
+            })
+            .collect()
+    };
+    Device::ALL
+        .iter()
+        .map(|&device| {
+            let mut paths = Vec::new();
+            for t in report.threads.iter().filter(|t| t.pid != 20).take(3) {
+                let energy_uj = (1 + rng.below(50_000)) as f64 * 0.91;
+                let stack = &stacks[rng.below(stacks.len())];
+                paths.push(PathDeviceEnergy { pid: t.pid, tid: t.tid, frames: frames(stack), energy_uj, bytes: 10 });
+            }
+            let mut threads: BTreeMap<(u32, u32), f64> = BTreeMap::new();
+            let mut processes: BTreeMap<u32, f64> = BTreeMap::new();
+            for p in &paths {
+                *threads.entry((p.pid, p.tid)).or_default() += p.energy_uj;
+                *processes.entry(p.pid).or_default() += p.energy_uj;
+            }
+            let unattributed_uj = 1000.0;
+            DeviceEnergy {
+                device,
+                estimated: true,
+                source: "model: test".into(),
+                energy_uj: processes.values().sum::<f64>() + unattributed_uj,
+                unattributed_uj,
+                units: vec![],
+                processes: processes
+                    .into_iter()
+                    .map(|(pid, energy_uj)| ProcessDeviceEnergy { pid, energy_uj, bytes: 10 })
+                    .collect(),
+                threads: threads
+                    .into_iter()
+                    .map(|((pid, tid), energy_uj)| ThreadDeviceEnergy {
+                        pid,
+                        tid,
+                        comm: String::new(),
+                        energy_uj,
+                        bytes: 10,
+                    })
+                    .collect(),
+                paths,
+            }
+        })
+        .collect()
 }
 
 /// `serve --profile-dir`'s interval files, every 4 cycles.
@@ -296,7 +360,14 @@ fn the_order_of_the_sinks_changes_no_output_file() {
     run(&tmp.path().join("session"), &session_order);
     let expected = files(&tmp.path().join("session"));
     // The tree, the interval files, the metrics and the JSON all wrote, for both processes.
-    for want in ["cycles.jsonl", "metrics.txt", "interval/i11.folded", "results/10-1700000000000/summary.json"] {
+    for want in [
+        "cycles.jsonl",
+        "metrics.txt",
+        "interval/i11.folded",
+        "results/10-1700000000000/summary.json",
+        "results/10-1700000000000/network/all/total/methods/joularJX-10-all-methods-energy.csv",
+        "results/30-1700000000000/total/app/total/calltrees/joularJX-30-filtered-call-trees-energy.csv",
+    ] {
         assert!(expected.contains_key(Path::new(want)), "{want} missing: {:?}", expected.keys());
     }
     assert!(expected.keys().any(|p| p.starts_with("results/20-reused")), "the reused PID's tree");

@@ -283,6 +283,372 @@ fn cpu_only_loads_no_byte_counter() {
     assert!(stderr.contains("bytes per call path from raw_syscalls:sys_exit"), "{stderr}");
 }
 
+// Issue 26 item 2: the device models' joules and their split by bytes (`--json`
+// `device_energy`), on the machine's own /sys (the interfaces and block devices are real).
+
+/// `record --devices DEVICES FLAGS -- java CLASS ARGS` with `--json`, on a fake sysfs whose
+/// powercap package draws 40 W and whose only units are the real `units` (`class/net/veth0`,
+/// `block/loop3`: links into /sys), so other processes' traffic on the machine's own disks and
+/// interfaces stays out of the test; while it runs, `during` runs on this thread.
+fn record_energy(
+    devices: &str,
+    units: &[&str],
+    flags: &[&str],
+    class: &str,
+    args: &[&str],
+    during: impl FnOnce(),
+) -> DeviceRun {
+    let rapl = FakePowercap::start(40.0);
+    for unit in units {
+        let link = rapl.root.path().join(unit);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(Path::new("/sys").join(unit), &link).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.jsonl");
+    let results = dir.path().join("results");
+    let root = rapl.sysfs_root();
+    let mut argv: Vec<String> =
+        ["record", "--devices", devices, "--sysfs-root", &root].iter().map(|s| s.to_string()).collect();
+    argv.extend(flags.iter().map(|s| s.to_string()));
+    argv.extend(["--json".into(), json.display().to_string(), "--output".into(), results.display().to_string()]);
+    argv.push("--".into());
+    argv.extend(java_cmd(class, args, &[]));
+    let child = Command::new(bin())
+        .args(&argv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start joular-ebpf");
+    during();
+    let out = wait_bounded(child, Duration::from_secs(90));
+    assert_success(&out);
+    let summary = jvm_summary(&results);
+    DeviceRun { out, cycles: read_jsonl(&json), summary, _dir: dir }
+}
+
+/// Each cycle's `device_energy` entry of `device`.
+fn device_energy<'a>(cycles: &'a [Value], device: &str) -> Vec<&'a Value> {
+    cycles
+        .iter()
+        .flat_map(|c| c["device_energy"].as_array().into_iter().flatten())
+        .filter(|d| d["device"] == device)
+        .collect()
+}
+
+fn uj(v: &Value) -> f64 {
+    v["energy_uj"].as_f64().unwrap_or_else(|| panic!("no energy_uj in {v}"))
+}
+
+/// Energy conserved per cycle: the class = processes + unattributed, each process = its
+/// threads, each thread = its paths, the class = its units; nothing negative; labelled estimated.
+fn assert_conserved(entries: &[&Value]) {
+    for d in entries {
+        assert_eq!(d["estimated"], true, "{d}");
+        let total = uj(d);
+        let tol = 1e-6 * total.max(1.0);
+        let processes: Vec<&Value> = d["processes"].as_array().unwrap().iter().collect();
+        let threads: Vec<&Value> = d["threads"].as_array().unwrap().iter().collect();
+        let paths: Vec<&Value> = d["paths"].as_array().unwrap().iter().collect();
+        let unattributed = d["unattributed_uj"].as_f64().unwrap();
+        let sum = |vs: &[&Value]| vs.iter().map(|v| uj(v)).sum::<f64>();
+        assert!((total - unattributed - sum(&processes)).abs() <= tol, "class != processes + unattributed: {d}");
+        let units: Vec<&Value> = d["units"].as_array().unwrap().iter().collect();
+        assert!((total - sum(&units)).abs() <= tol, "class != its units: {d}");
+        for p in &processes {
+            let mine: Vec<&Value> = threads.iter().copied().filter(|t| t["pid"] == p["pid"]).collect();
+            assert!((uj(p) - sum(&mine)).abs() <= tol, "process != its threads: {d}");
+        }
+        for t in &threads {
+            let mine: Vec<&Value> =
+                paths.iter().copied().filter(|x| x["pid"] == t["pid"] && x["tid"] == t["tid"]).collect();
+            assert!((uj(t) - sum(&mine)).abs() <= tol, "thread != its paths: {d}");
+        }
+        let all = processes.iter().chain(&threads).chain(&paths).chain(&units).map(|v| uj(v));
+        assert!(all.chain([total, unattributed]).all(|e| e >= 0.0), "a negative figure: {d}");
+    }
+}
+
+/// Joules of `device` attributed over the run: (to every process, to paths through `method`
+/// down to Thread.run, to the thread named `comm`).
+fn attributed_j(entries: &[&Value], method: &str, comm: &str) -> (f64, f64, f64) {
+    let (mut all, mut on, mut thread) = (0.0, 0.0, 0.0);
+    for d in entries {
+        all += d["processes"].as_array().unwrap().iter().map(uj).sum::<f64>();
+        thread += d["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == comm).map(uj).sum::<f64>();
+        for p in d["paths"].as_array().unwrap() {
+            let names: Vec<&str> =
+                p["frames"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+            if names.iter().any(|f| f.contains(method)) && names.iter().any(|f| f.contains("java.lang.Thread.run")) {
+                on += uj(p);
+            }
+        }
+    }
+    (all / 1e6, on / 1e6, thread / 1e6)
+}
+
+/// Joules of the thread named `comm` over the run, and of them on paths through `method`.
+fn thread_on_path_j(entries: &[&Value], comm: &str, method: &str) -> (f64, f64) {
+    let (mut thread, mut on) = (0.0, 0.0);
+    for d in entries {
+        let tids: Vec<&Value> =
+            d["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == comm).map(|t| &t["tid"]).collect();
+        thread += d["threads"].as_array().unwrap().iter().filter(|t| t["comm"] == comm).map(uj).sum::<f64>();
+        for p in d["paths"].as_array().unwrap().iter().filter(|p| tids.contains(&&p["tid"])) {
+            if p["frames"].as_array().unwrap().iter().any(|f| f["name"].as_str().unwrap().contains(method)) {
+                on += uj(p);
+            }
+        }
+    }
+    (thread / 1e6, on / 1e6)
+}
+
+/// The largest paths (µJ, frames) not through `method`.
+fn off_path(entries: &[&Value], method: &str) -> Vec<(u64, String)> {
+    let mut off: Vec<(u64, String)> = entries
+        .iter()
+        .flat_map(|d| d["paths"].as_array().unwrap())
+        .filter_map(|p| {
+            let names: Vec<&str> =
+                p["frames"].as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+            (!names.iter().any(|n| n.contains(method))).then(|| (uj(p) as u64, names.join(" > ")))
+        })
+        .collect();
+    off.sort_by_key(|o| std::cmp::Reverse(o.0));
+    off.truncate(5);
+    off
+}
+
+/// The JVM's CPU joules over the run's cycles (its processes' rows).
+fn cpu_j(cycles: &[Value], pid: u64) -> f64 {
+    cycles
+        .iter()
+        .flat_map(|c| c["processes"].as_array().into_iter().flatten())
+        .filter(|p| p["pid"].as_u64() == Some(pid))
+        .map(uj)
+        .sum::<f64>()
+        / 1e6
+}
+
+/// Issue 26 item 3 on the real model: the JVM's `summary.json` `device_energy` holds the
+/// network joules `--json` gave it, its JoularJX `network/` call trees put them on
+/// NetWork.sendChunks (>= 95%), and `total/` is CPU + network per method.
+fn assert_device_files(run: &DeviceRun, pid: u64) {
+    let dir = std::fs::read_dir(run._dir.path().join("results"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|d| d.file_name().unwrap().to_str().unwrap().starts_with(&format!("{pid}-")))
+        .expect("the JVM's result directory");
+    let rows = |rel: &str| -> Vec<(String, f64)> {
+        let text = std::fs::read_to_string(dir.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        text.lines().map(|l| l.rsplit_once(',').map(|(n, j)| (n.to_owned(), j.parse().unwrap())).unwrap()).collect()
+    };
+    let net = device_energy(&run.cycles, "network");
+    let jvm_j: f64 = net
+        .iter()
+        .flat_map(|d| d["processes"].as_array().unwrap())
+        .filter(|p| p["pid"].as_u64() == Some(pid))
+        .map(uj)
+        .sum::<f64>()
+        / 1e6;
+    let summary_j = run.summary["device_energy"]["network"]["energy_j"].as_f64().expect("summary.json device_energy");
+    assert!((summary_j - jvm_j).abs() <= 1e-6 * jvm_j.max(1.0), "summary {summary_j} J vs --json {jvm_j} J");
+    let trees = rows(&format!("network/all/total/calltrees/joularJX-{pid}-all-call-trees-energy.csv"));
+    let in_trees: f64 = trees.iter().map(|t| t.1).sum();
+    let sending: f64 = trees.iter().filter(|t| t.0.contains("NetWork.sendChunks")).map(|t| t.1).sum();
+    assert!(sending >= 0.95 * in_trees && sending > 0.0, "{sending} of {in_trees} J on NetWork.sendChunks: {trees:?}");
+    let methods = |tree: &str| rows(&format!("{tree}all/total/methods/joularJX-{pid}-all-methods-energy.csv"));
+    let (cpu, network, total) = (methods(""), methods("network/"), methods("total/"));
+    for (name, joules) in &total {
+        let of = |rows: &[(String, f64)]| rows.iter().find(|r| &r.0 == name).map_or(0.0, |r| r.1);
+        assert!((joules - of(&cpu) - of(&network)).abs() <= 2e-4, "total {name}: {joules} J");
+    }
+}
+
+#[test]
+fn network_energy_goes_to_the_sending_method_and_loopback_gets_none() {
+    let veth = Veth::create();
+    let (_peer, port) = start_peer(Some(&veth.ns), &veth.peer_ip);
+    let port = port.to_string();
+    let unit = format!("class/net/{}", veth.host_if);
+    let units = [unit.as_str(), "class/net/lo"];
+    let run = record_energy("network", &units, &[], "NetWork", &["net", &veth.peer_ip, &port, "67108864"], || {});
+    let net = device_energy(&run.cycles, "network");
+    assert!(!net.is_empty(), "no network device_energy in --json");
+    assert!(device_energy(&run.cycles, "disk").is_empty(), "--devices network models no disk");
+    assert_conserved(&net);
+    let names: Vec<&str> =
+        net.iter().flat_map(|d| d["units"].as_array().unwrap()).map(|u| u["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&veth.host_if.as_str()), "the veth is a unit: {names:?}");
+    assert!(!names.contains(&"lo"), "lo is no unit");
+    let (all, on, computer) = attributed_j(&net, "NetWork.sendChunks", "computer");
+    let total: f64 = net.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
+    let pid = run.summary["pid"].as_u64().unwrap();
+    println!(
+        "network fixture: CPU {:.3} J (JVM, of a fake 40 W package), network {total:.3} J (the veth), {all:.3} J to processes, {on:.3} J on NetWork.sendChunks",
+        cpu_j(&run.cycles, pid)
+    );
+    assert!(all > 0.0, "no network energy attributed");
+    assert!(
+        on >= 0.95 * all,
+        "{on} of {all} J on NetWork.sendChunks's path (>= 95%); elsewhere: {:#?}",
+        off_path(&net, "NetWork.sendChunks")
+    );
+    assert_eq!(computer, 0.0, "the computing thread got network energy");
+    assert_device_files(&run, pid);
+
+    // Loopback: the same stream to 127.0.0.1 costs the JVM no NIC energy.
+    let (_peer, port) = start_peer(None, "127.0.0.1");
+    let port = port.to_string();
+    let run = record_energy("network", &units, &[], "NetWork", &["net", "127.0.0.1", &port, "67108864"], || {});
+    let net = device_energy(&run.cycles, "network");
+    assert!(!net.is_empty());
+    assert_conserved(&net);
+    let (all, _, _) = attributed_j(&net, "NetWork.sendChunks", "computer");
+    assert_eq!(all, 0.0, "loopback traffic got NIC energy");
+}
+
+/// An ext4 filesystem on a loop device over a file in /dev/shm (so its writes reach no other
+/// disk), mounted on a temporary directory; all undone on drop.
+struct LoopFs {
+    image: PathBuf,
+    device: String,
+    mount: tempfile::TempDir,
+}
+
+fn sh(argv: &[&str]) -> String {
+    let out = Command::new(argv[0]).args(&argv[1..]).output().unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    assert!(out.status.success(), "{argv:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl LoopFs {
+    fn create() -> Self {
+        let image = PathBuf::from(format!("/dev/shm/joular-hanoi-{}.img", std::process::id()));
+        let mount = tempfile::tempdir().unwrap();
+        let image_s = image.to_str().unwrap();
+        sh(&["truncate", "-s", "256M", image_s]);
+        let mut fs = LoopFs { image: image.clone(), device: String::new(), mount };
+        sh(&["mkfs.ext4", "-q", "-F", image_s]);
+        fs.device = sh(&["losetup", "-f", "--show", image_s]);
+        sh(&["mount", &fs.device, fs.mount.path().to_str().unwrap()]);
+        fs
+    }
+
+    /// `loop3` of `/dev/loop3`.
+    fn name(&self) -> &str {
+        self.device.trim_start_matches("/dev/")
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mount.path()).status();
+        if !self.device.is_empty() {
+            let _ = Command::new("losetup").args(["-d", &self.device]).status();
+        }
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+#[test]
+fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
+    let fs = LoopFs::create();
+    let file = fs.mount.path().join("moves.txt");
+    let done = fs.mount.path().join("moves.txt.done");
+    let power = format!("{}=1.0,3.0", fs.name());
+    let file_s = file.to_str().unwrap().to_owned();
+    let unit = format!("block/{}", fs.name());
+    let run =
+        record_energy("cpu,disk", &[&unit], &["--disk-power", &power], "HanoiDisk", &[&file_s, "20", "2"], || {
+            // Writeback: once the moves are written and their cycle is over, the test syncs them
+            // (the kernel would after dirty_expire_centisecs, 30 s).
+            let start = std::time::Instant::now();
+            while !done.exists() {
+                assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(Duration::from_millis(1500));
+            sh(&["sync", "-f", file.to_str().unwrap()]);
+        });
+    let wrote = fixture_bytes(&run.out, "wrote ");
+    let disk = device_energy(&run.cycles, "disk");
+    assert!(!disk.is_empty(), "no disk device_energy in --json");
+    assert!(device_energy(&run.cycles, "network").is_empty(), "--devices cpu,disk models no network");
+    assert_conserved(&disk);
+    let units: Vec<(&str, &str)> = disk
+        .iter()
+        .flat_map(|d| d["units"].as_array().unwrap())
+        .map(|u| (u["name"].as_str().unwrap(), u["model"].as_str().unwrap()))
+        .collect();
+    assert!(units.contains(&(fs.name(), "--disk-power")), "{} is a unit with its figures: {units:?}", fs.name());
+    let (all, _, computer) = attributed_j(&disk, "HanoiDisk.move", "computer");
+    let (mover, on) = thread_on_path_j(&disk, "mover", "HanoiDisk.move");
+    let total: f64 = disk.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
+    let pid = run.summary["pid"].as_u64().unwrap();
+    let cpu = cpu_j(&run.cycles, pid);
+    println!(
+        "disk fixture: CPU {cpu:.3} J (JVM, of a fake 40 W package), disk {all:.3} J (JVM; {total:.3} J the loop device), writer thread {mover:.3} J of which {on:.3} J on HanoiDisk.move; CPU/disk split of the JVM {:.1}% / {:.1}%",
+        100.0 * cpu / (cpu + all),
+        100.0 * all / (cpu + all)
+    );
+    // The JVM's other threads read a few KiB of procfs and cgroup files a cycle (regular files
+    // to the byte counter): when another process reads from the disk in that cycle they get a
+    // share too, so the bar is on the writing thread.
+    assert!(mover > 0.0, "the writing thread got no disk energy");
+    assert!(
+        on >= 0.95 * mover,
+        "{on} of the writer's {mover} J on HanoiDisk.move's path (>= 95%); elsewhere: {:#?}",
+        off_path(&disk, "HanoiDisk.move")
+    );
+    assert_eq!(computer, 0.0, "the computing thread got disk energy");
+    // Writeback charged the writer: some cycle gives HanoiDisk.move disk energy though it wrote
+    // nothing in it, and the bytes charged add up to what it wrote.
+    let charged_later = run.cycles.iter().any(|c| {
+        let wrote_now: u64 = c["devices"]["threads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["comm"] == "mover")
+            .map(|t| bytes(t, "file_write"))
+            .sum();
+        let disk_now = c["device_energy"].as_array().into_iter().flatten().filter(|d| d["device"] == "disk");
+        wrote_now == 0 && disk_now.flat_map(|d| d["threads"].as_array().unwrap()).any(|t| t["comm"] == "mover")
+    });
+    assert!(charged_later, "no cycle charged the writer for bytes written back after its writes");
+    let charged_bytes: u64 = disk
+        .iter()
+        .flat_map(|d| d["threads"].as_array().unwrap())
+        .filter(|t| t["comm"] == "mover")
+        .map(|t| t["bytes"].as_u64().unwrap())
+        .sum();
+    assert!(
+        charged_bytes as f64 >= 0.9 * wrote as f64,
+        "the writer was charged for {charged_bytes} bytes written back of {wrote} it wrote"
+    );
+}
+
+#[test]
+fn bad_device_model_flags_exit_2_naming_the_flag_the_value_and_the_fix() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--devices", "network", "--nic-power", "eth0=x,1"], "IFACE=IDLE_W,W_PER_GBPS"),
+        (&["--devices", "disk", "--disk-power", "sda"], "DEV=IDLE_W,ACTIVE_W"),
+        (&["--devices", "network", "--nic-power", "nosuchif0=1,1"], "nosuchif0"),
+        (&["--devices", "cpu", "--disk-power", "loop0=1,1"], "--devices cpu,disk"),
+    ];
+    for (flags, says) in cases {
+        let mut argv = vec!["record"];
+        argv.extend_from_slice(flags);
+        argv.extend(["--", "true"]);
+        let out = profile(&argv, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        let flag = flags[2];
+        assert!(err.contains(flag) && err.contains(says), "{flags:?}: {err}");
+    }
+}
+
 /// A thread's share of its process's CPU energy over the run, from `summary.json`.
 fn thread_share(summary: &Value, comm: &str) -> f64 {
     let uj: f64 = summary["threads"]

@@ -22,10 +22,12 @@
 mod attribute;
 mod baseline;
 pub mod device_energy;
+pub mod device_split;
 pub mod devices;
 mod report;
 pub mod stacks;
 mod totals;
+pub mod writeback;
 
 pub use attribute::attribute;
 pub use baseline::IdleBaseline;

@@ -328,6 +328,16 @@ pub struct CommonArgs {
     /// carry them under `devices`. With `cpu` only, no byte counter is even loaded.
     #[arg(long, default_value = "cpu", value_name = "LIST", value_parser = joular_user::ebpf::Devices::parse)]
     pub devices: joular_user::ebpf::Devices,
+    /// A network interface's model figures, IFACE=IDLE_W,W_PER_GBPS (repeatable): its idle
+    /// watts and its watts per Gbit/s moved, instead of the defaults chosen by its PCI ids
+    /// (docs/devices.md). Needs `network` in --devices.
+    #[arg(long, value_name = "IFACE=IDLE_W,W_PER_GBPS", value_parser = joular_user::device_models::figures::parse_nic_power)]
+    pub nic_power: Vec<joular_user::device_models::figures::UnitFigures>,
+    /// A block device's model figures, DEV=IDLE_W,ACTIVE_W (repeatable), instead of its
+    /// class's defaults (docs/devices.md); also makes it a unit when it is stacked on another
+    /// (loop, dm-, md...), which are left out otherwise. Needs `disk` in --devices.
+    #[arg(long, value_name = "DEV=IDLE_W,ACTIVE_W", value_parser = joular_user::device_models::figures::parse_disk_power)]
+    pub disk_power: Vec<joular_user::device_models::figures::UnitFigures>,
     /// Forward the eBPF programs' debug log (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,
@@ -425,7 +435,19 @@ impl CommonArgs {
         }
         check_root("--proc-root", &self.proc_root)?;
         self.carbon.carbon()?;
-        self.energy.validate()
+        self.energy.validate()?;
+        joular_user::device_models::check(&self.device_models())
+    }
+
+    /// What `--devices`, `--nic-power` and `--disk-power` ask the device models for.
+    pub fn device_models(&self) -> joular_user::device_models::ModelOptions {
+        joular_user::device_models::ModelOptions {
+            sysfs_root: self.energy.sysfs_root.clone(),
+            network: self.devices.network,
+            disk: self.devices.disk,
+            nic_power: self.nic_power.clone(),
+            disk_power: self.disk_power.clone(),
+        }
     }
 
     /// Permissions of what the run writes.

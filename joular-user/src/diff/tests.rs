@@ -282,6 +282,7 @@ fn hidden_class_addresses_do_not_split_a_method() {
                 samples: 100,
             }],
             timeline: Default::default(),
+            devices: Vec::new(),
         };
         write_raw_profile(&crate::safe_write::test_dir(&dir), RAW_PROFILE_FILE, &profile).unwrap();
         Run::read(&dir).unwrap()

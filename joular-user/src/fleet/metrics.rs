@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::exposition::{Exposition, MetricKind};
 use super::labels::{ProcessLabels, ProcessTable};
+use crate::attribution::device_energy::Device;
 use crate::attribution::stacks::AttributedCycle;
 
 /// VMs exported at most (`serve --vm-energy-dir`): each is a directory, two files rewritten per
@@ -70,6 +71,8 @@ struct ProcessSeries {
     /// Cycle clock (`end_ns`) of the cycle in which the process was found gone.
     exited_at_ns: Option<u64>,
     methods_j: HashMap<String, f64>,
+    /// `--devices network,disk`: its joules per device, in `Device::ALL` order.
+    device_j: [f64; 2],
 }
 
 impl ProcessSeries {
@@ -121,6 +124,10 @@ pub struct MetricsRegistry {
     /// `serve --vm-energy-dir`: each VM's exported energy, by sanitized name (bounded by
     /// `MAX_VMS`).
     vms: Vec<VmSeries>,
+    /// `--devices network,disk`: each device's energy over the run (`Device::ALL` order) and
+    /// whether its model said estimated; `None` until a cycle carries device energy (no
+    /// `device` series with `--devices cpu`).
+    devices: Option<[(f64, bool); 2]>,
 }
 
 /// Energy that can only add to a counter.
@@ -154,6 +161,7 @@ impl MetricsRegistry {
             exited_carbon_g: 0.0,
             drops: BTreeMap::new(),
             vms: Vec::new(),
+            devices: None,
         }
     }
 
@@ -208,6 +216,21 @@ impl MetricsRegistry {
                 self.series_for(charge.pid, comm, table, now_ns).carbon_g += finite_or_zero(charge.energy.carbon_g);
             }
         }
+        if !report.device_energy.is_empty() {
+            let devices = self.devices.get_or_insert_with(Default::default);
+            for d in &report.device_energy {
+                let slot = Device::ALL.iter().position(|x| *x == d.device).expect("every device is in ALL");
+                devices[slot].0 += joules(d.energy_uj);
+                devices[slot].1 |= d.estimated;
+            }
+            for d in &report.device_energy {
+                let slot = Device::ALL.iter().position(|x| *x == d.device).expect("every device is in ALL");
+                for p in &d.processes {
+                    let comm = report.processes.iter().find(|r| r.pid == p.pid).map_or("", |r| r.comm.as_str());
+                    self.series_for(p.pid, comm, table, now_ns).device_j[slot] += joules(p.energy_uj);
+                }
+            }
+        }
         let tracked_methods = self.config.tracked_methods;
         for m in cycle.methods() {
             let comm = report.threads.iter().find(|t| t.pid == m.pid).map_or("", |t| t.comm.as_str());
@@ -249,6 +272,7 @@ impl MetricsRegistry {
                 power_w: 0.0,
                 exited_at_ns,
                 methods_j: HashMap::new(),
+                device_j: [0.0; 2],
             }
         })
     }
@@ -291,6 +315,7 @@ impl MetricsRegistry {
         self.render_processes(&mut e, estimated);
         self.render_carbon(&mut e, estimated);
         self.render_vms(&mut e, estimated);
+        self.render_devices(&mut e, estimated);
 
         e.family(
             "joular_exited_process_energy_joules_total",
@@ -321,6 +346,36 @@ impl MetricsRegistry {
             e.sample("joular_samples_dropped_total", &[("cause", cause)], *lost as f64);
         }
         e.finish()
+    }
+
+    /// `--devices network,disk`: each process's energy per device, `device` one of `cpu`
+    /// (the series of `joular_process_energy_joules_total` again), `network`, `disk`; and each
+    /// device's energy on the machine.
+    fn render_devices(&self, e: &mut Exposition, estimated: &str) {
+        let Some(devices) = &self.devices else { return };
+        let flag = |b: bool| if b { "true" } else { "false" };
+        e.family(
+            "joular_device_energy_joules_total",
+            "Energy of each process per device: cpu (its share of the sockets'), network and disk (device models, split by bytes).",
+            MetricKind::Counter,
+        );
+        for s in self.processes.values() {
+            let labels = s.identity_and(&[("device", "cpu"), ("estimated", estimated)]);
+            sample(e, "joular_device_energy_joules_total", &labels, s.energy_j);
+            for (slot, device) in Device::ALL.iter().enumerate() {
+                let labels = s.identity_and(&[("device", device.name()), ("estimated", flag(devices[slot].1))]);
+                sample(e, "joular_device_energy_joules_total", &labels, s.device_j[slot]);
+            }
+        }
+        e.family(
+            "joular_host_device_energy_joules_total",
+            "Energy of each device class on the machine (device models), processes' and unattributed.",
+            MetricKind::Counter,
+        );
+        for (slot, device) in Device::ALL.iter().enumerate() {
+            let labels = [("device", device.name()), ("estimated", flag(devices[slot].1))];
+            e.sample("joular_host_device_energy_joules_total", &labels, devices[slot].0);
+        }
     }
 
     fn render_vms(&self, e: &mut Exposition, estimated: &str) {

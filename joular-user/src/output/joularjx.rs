@@ -12,7 +12,9 @@
 //! ```
 //!
 //! `carbon/` (beside `total/`, same rows) is written only when the run was given a carbon
-//! intensity.
+//! intensity. With `--devices network,disk`, `network/`, `disk/` and `total/` (CPU + devices)
+//! sit beside `all/` and `app/`, each a tree of run totals with these file names
+//! (`device_tree.rs`); the files above are the CPU's either way.
 //!
 //! Rows are JoularJX's `%s,%.4f`. Runtime files are rewritten each cycle, as JoularJX does
 //! with `overwrite-runtime-data=true`: a per-cycle file would grow the tree without bound.
@@ -159,6 +161,18 @@ impl RunDir {
     pub fn create_at(dir: OutDir, pid: u32) -> Result<Self, OutputError> {
         for scope in ["all", "app"] {
             for sub in SUBDIRS {
+                let rel = format!("{scope}/{sub}");
+                dir.create_subdirs(&rel).map_err(|e| OutputError::io(&dir.join(&rel), e))?;
+            }
+        }
+        Ok(Self { dir, pid })
+    }
+
+    /// A tree of run totals only (`{all,app}/total/`) in `dir`: a device's, or CPU + devices
+    /// (`device_tree.rs`).
+    pub fn create_totals_at(dir: OutDir, pid: u32) -> Result<Self, OutputError> {
+        for scope in ["all", "app"] {
+            for sub in ["total/methods", "total/calltrees"] {
                 let rel = format!("{scope}/{sub}");
                 dir.create_subdirs(&rel).map_err(|e| OutputError::io(&dir.join(&rel), e))?;
             }

@@ -9,6 +9,7 @@
 
 mod cycle_files;
 mod cycle_sums;
+mod device_tree;
 mod flamegraph;
 mod folded;
 mod frequencies;

@@ -1,6 +1,9 @@
 //! The raw profile (`profile.json` in each `<pid>-<epochms>` directory): the run summary and
 //! every distinct stack with its energy and samples, frames stored once and referred to by
-//! index. `joular-ebpf report` re-renders every output from it without running again.
+//! index. `joular-ebpf report` re-renders every output from it without running again. With
+//! `--devices network,disk`, `device_stacks` holds each device's stacks the same way (a key an
+//! older reader ignores, so it never takes them for CPU stacks); their threads, model and
+//! joules are in the summary's `device_energy`.
 
 use std::collections::HashMap;
 use std::io::BufWriter;
@@ -10,7 +13,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::OutputError;
+use crate::attribution::device_energy::Device;
 use crate::attribution::stacks::aggregate::StackTotal;
+use crate::attribution::stacks::device_run::{DeviceProfile, DeviceThreadTotal};
 use crate::attribution::stacks::profile::{ProcessProfile, RunSummary};
 use crate::attribution::stacks::thread_kind::ThreadKind;
 use crate::attribution::stacks::timeline::{Timeline, MAX_BUCKETS};
@@ -55,6 +60,13 @@ fn is_application(kind: &ThreadKind) -> bool {
     *kind == ThreadKind::Application
 }
 
+/// One device's stacks (`ProcessProfile::devices`).
+#[derive(Serialize, Deserialize)]
+struct RawDeviceStacks {
+    device: Device,
+    stacks: Vec<RawStack>,
+}
+
 #[derive(Serialize)]
 struct RawProfileOut<'a> {
     format: &'static str,
@@ -62,6 +74,8 @@ struct RawProfileOut<'a> {
     summary: &'a RunSummary,
     frames: Vec<FrameOut<'a>>,
     stacks: Vec<RawStack>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    device_stacks: Vec<RawDeviceStacks>,
     timeline: &'a Timeline,
 }
 
@@ -84,36 +98,52 @@ struct RawProfileIn {
     frames: Vec<FrameIn>,
     stacks: Vec<RawStack>,
     #[serde(default)]
+    device_stacks: Vec<RawDeviceStacks>,
+    #[serde(default)]
     timeline: Timeline,
+}
+
+/// `total` as a raw stack, its frames added to `frames` once (`index`).
+fn raw_stack<'a>(
+    total: &'a StackTotal,
+    index: &mut HashMap<&'a Frame, u32>,
+    frames: &mut Vec<FrameOut<'a>>,
+) -> RawStack {
+    RawStack {
+        frames: total
+            .stack
+            .iter()
+            .map(|frame| {
+                *index.entry(frame).or_insert_with(|| {
+                    frames.push(FrameOut {
+                        name: &frame.name,
+                        short: &frame.short,
+                        kind: frame.kind,
+                        line: frame.line,
+                        raw_name: frame.raw_name.as_deref(),
+                    });
+                    frames.len() as u32 - 1
+                })
+            })
+            .collect(),
+        thread: total.thread,
+        energy_uj: total.energy_uj,
+        carbon_g: total.carbon_g,
+        samples: total.samples,
+    }
 }
 
 pub fn write_raw_profile(dir: &OutDir, name: &str, profile: &ProcessProfile) -> Result<(), OutputError> {
     let (summary, stacks) = (&profile.summary, &profile.stacks);
     let mut index: HashMap<&Frame, u32> = HashMap::new();
     let mut frames = Vec::new();
-    let raw_stacks = stacks
+    let raw_stacks = stacks.iter().map(|total| raw_stack(total, &mut index, &mut frames)).collect();
+    let device_stacks = profile
+        .devices
         .iter()
-        .map(|total| RawStack {
-            frames: total
-                .stack
-                .iter()
-                .map(|frame| {
-                    *index.entry(frame).or_insert_with(|| {
-                        frames.push(FrameOut {
-                            name: &frame.name,
-                            short: &frame.short,
-                            kind: frame.kind,
-                            line: frame.line,
-                            raw_name: frame.raw_name.as_deref(),
-                        });
-                        frames.len() as u32 - 1
-                    })
-                })
-                .collect(),
-            thread: total.thread,
-            energy_uj: total.energy_uj,
-            carbon_g: total.carbon_g,
-            samples: total.samples,
+        .map(|d| RawDeviceStacks {
+            device: d.device,
+            stacks: d.stacks.iter().map(|total| raw_stack(total, &mut index, &mut frames)).collect(),
         })
         .collect();
     let out = RawProfileOut {
@@ -122,6 +152,7 @@ pub fn write_raw_profile(dir: &OutDir, name: &str, profile: &ProcessProfile) -> 
         summary,
         frames,
         stacks: raw_stacks,
+        device_stacks,
         timeline: &profile.timeline,
     };
     let path = &dir.join(name);
@@ -159,22 +190,48 @@ pub fn parse_raw_profile(text: &str, path: &Path) -> Result<ProcessProfile, Outp
         .into_iter()
         .map(|f| Frame { raw_name: f.raw_name.map(Arc::from), ..Frame::new(f.kind, f.name, f.short, f.line) })
         .collect();
-    let mut stacks = Vec::with_capacity(raw.stacks.len());
-    for raw_stack in raw.stacks {
-        let stack: Option<Vec<Frame>> = raw_stack.frames.iter().map(|&i| frames.get(i as usize).cloned()).collect();
-        let stack: Stack = Arc::from(stack.ok_or_else(|| OutputError::Format {
-            path: path.to_owned(),
-            reason: format!("frame index out of range (only {} frames)", frames.len()),
-        })?);
-        stacks.push(StackTotal {
-            stack,
-            thread: raw_stack.thread,
-            energy_uj: raw_stack.energy_uj,
-            carbon_g: raw_stack.carbon_g,
-            samples: raw_stack.samples,
+    let to_totals = |raw_stacks: Vec<RawStack>| -> Result<Vec<StackTotal>, OutputError> {
+        let mut stacks = Vec::with_capacity(raw_stacks.len());
+        for raw_stack in raw_stacks {
+            let stack: Option<Vec<Frame>> = raw_stack.frames.iter().map(|&i| frames.get(i as usize).cloned()).collect();
+            let stack: Stack = Arc::from(stack.ok_or_else(|| OutputError::Format {
+                path: path.to_owned(),
+                reason: format!("frame index out of range (only {} frames)", frames.len()),
+            })?);
+            stacks.push(StackTotal {
+                stack,
+                thread: raw_stack.thread,
+                energy_uj: raw_stack.energy_uj,
+                carbon_g: raw_stack.carbon_g,
+                samples: raw_stack.samples,
+            });
+        }
+        Ok(stacks)
+    };
+    let stacks = to_totals(raw.stacks)?;
+    let mut devices = Vec::with_capacity(raw.device_stacks.len());
+    for d in raw.device_stacks {
+        let stacks = to_totals(d.stacks)?;
+        // The model, joules and threads the summary says; a summary without them (edited by
+        // hand) leaves the stacks' own sum.
+        let said = raw.summary.device_energy.as_ref().and_then(|e| e.device(d.device));
+        devices.push(DeviceProfile {
+            device: d.device,
+            estimated: said.is_none_or(|s| s.estimated),
+            source: said.map(|s| s.source.clone()).unwrap_or_default(),
+            energy_uj: said.map_or_else(|| stacks.iter().map(|s| s.energy_uj).sum(), |s| s.energy_j * 1e6),
+            threads: said
+                .map(|s| {
+                    s.threads
+                        .iter()
+                        .map(|t| DeviceThreadTotal { tid: t.tid, comm: t.comm.clone(), energy_uj: t.energy_j * 1e6 })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            stacks,
         });
     }
-    Ok(ProcessProfile { summary: raw.summary, stacks, timeline: raw.timeline })
+    Ok(ProcessProfile { summary: raw.summary, stacks, devices, timeline: raw.timeline })
 }
 
 /// Above this a value is corrupt, not measured: a 1 kW socket takes 30 years to reach 1e18 µJ.
@@ -210,6 +267,21 @@ fn validate(raw: &RawProfileIn) -> Result<(), String> {
         energy(&format!("stacks[{i}].energy_uj"), s.energy_uj)?;
         energy(&format!("stacks[{i}].carbon_g"), s.carbon_g)?;
         count(&format!("stacks[{i}].samples"), s.samples)?;
+    }
+    for (d, device) in raw.device_stacks.iter().enumerate() {
+        for (i, s) in device.stacks.iter().enumerate() {
+            energy(&format!("device_stacks[{d}].stacks[{i}].energy_uj"), s.energy_uj)?;
+            energy(&format!("device_stacks[{d}].stacks[{i}].carbon_g"), s.carbon_g)?;
+            count(&format!("device_stacks[{d}].stacks[{i}].samples"), s.samples)?;
+        }
+    }
+    if let Some(devices) = &summary.device_energy {
+        for d in Device::ALL.iter().filter_map(|&d| devices.device(d)) {
+            energy("summary.device_energy.*.energy_j (in µJ)", d.energy_j * 1e6)?;
+            for t in &d.threads {
+                energy("summary.device_energy.*.threads[].energy_j (in µJ)", t.energy_j * 1e6)?;
+            }
+        }
     }
     validate_timeline(&raw.timeline)
 }
@@ -342,7 +414,8 @@ mod tests {
         let path = tmp.path().join(RAW_PROFILE_FILE);
         let mut timeline = Timeline::default();
         timeline.add_cycle(0.0, 1.0, 1_700_000_001, [(10, "worker", 5.0)]);
-        let profile = ProcessProfile { summary: summary.clone(), stacks: stacks.clone(), timeline };
+        let profile =
+            ProcessProfile { summary: summary.clone(), stacks: stacks.clone(), timeline, devices: Vec::new() };
         write_raw_profile(&test_dir(tmp.path()), RAW_PROFILE_FILE, &profile).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.matches("com.acme.App.main").count(), 4, "frame stored once per line (name + short)");

@@ -11,8 +11,10 @@ use super::joularjx::{Kind, Period, RunDir};
 use super::pprof::write_pprof;
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
 use super::OutputError;
-use crate::attribution::stacks::aggregate::{call_tree_totals, method_call_trees, method_totals, path_groups, Scope};
-use crate::attribution::stacks::methods::{is_method_name, MethodFilter};
+use crate::attribution::stacks::aggregate::{
+    call_tree_totals, method_call_trees, method_totals, path_groups, NamedTotal, Scope, StackTotal,
+};
+use crate::attribution::stacks::methods::{is_method_name, MethodFilter, StackRules};
 use crate::attribution::stacks::paths::PathStyle;
 use crate::attribution::stacks::profile::{FailedOutput, ProcessProfile, RunSummary};
 use crate::safe_write::OutDir;
@@ -52,7 +54,7 @@ pub struct OutputFiles {
 impl OutputFiles {
     /// Keeps `path` as written, or the failure: one file that cannot be written never stops the
     /// others.
-    fn keep(&mut self, path: PathBuf, result: Result<(), OutputError>) {
+    pub(super) fn keep(&mut self, path: PathBuf, result: Result<(), OutputError>) {
         match result {
             Ok(()) => self.files.push(path),
             Err(e) => self.failed.push(e.failed(OUTPUT_FLAG)),
@@ -96,12 +98,7 @@ pub fn render_process(
         if let Some(tree) = &tree {
             // JoularJX files hold methods only: samples whose method is a bucket or an unnamed
             // frame are `unattributed` in summary.json, in both files.
-            let methods_of = method_totals(stacks, scope, rules);
-            let methods = methods_of.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.energy_uj));
-            written
-                .keep(tree.file(scope, Period::Total, Kind::Methods), tree.write_total(scope, Kind::Methods, methods));
-            let trees = tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules));
-            written.keep(tree.file(scope, Period::Total, Kind::CallTrees), trees);
+            let methods_of = write_totals(tree, stacks, scope, rules, &mut written);
             if profile.summary.carbon.is_some() {
                 let grams = methods_of.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.carbon_g));
                 let methods = tree.write_carbon(scope, Kind::Methods, grams);
@@ -152,6 +149,9 @@ pub fn render_process(
             }
         }
     }
+    if tree.is_some() {
+        super::device_tree::write_device_trees(dir, profile, filter, &mut written);
+    }
     if set.pprof {
         written.keep(dir.join(PPROF_FILE), write_pprof(dir, PPROF_FILE, &profile.summary, stacks, rules));
     }
@@ -163,6 +163,23 @@ pub fn render_process(
         written.keep(dir.join(SUMMARY_FILE), write_summary(dir, &summary));
     }
     written
+}
+
+/// A view's JoularJX `total/` files of `stacks` (methods only: buckets and unnamed frames are
+/// `unattributed`, in summary.json); returns every name's total, buckets included.
+pub(super) fn write_totals(
+    tree: &RunDir,
+    stacks: &[StackTotal],
+    scope: Scope,
+    rules: StackRules,
+    written: &mut OutputFiles,
+) -> Vec<NamedTotal> {
+    let methods_of = method_totals(stacks, scope, rules);
+    let methods = methods_of.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.energy_uj));
+    written.keep(tree.file(scope, Period::Total, Kind::Methods), tree.write_total(scope, Kind::Methods, methods));
+    let trees = tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules));
+    written.keep(tree.file(scope, Period::Total, Kind::CallTrees), trees);
+    methods_of
 }
 
 fn write_summary(dir: &OutDir, summary: &RunSummary) -> Result<(), OutputError> {

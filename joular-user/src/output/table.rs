@@ -1,8 +1,12 @@
 //! The terminal table of the top methods by energy (J, W, % of the processes' energy, and
-//! grams of CO₂e when the run was given a carbon intensity).
+//! grams of CO₂e when the run was given a carbon intensity). With `--devices network,disk`, a
+//! column per device whose energy is not zero (its joules, estimated by its model); methods
+//! are then ranked by CPU + devices, and J, W and % stay the CPU's.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
+use crate::attribution::device_energy::Device;
 use crate::attribution::stacks::aggregate::{method_totals, Scope};
 use crate::attribution::stacks::methods::{is_unnamed_code, MethodFilter, UNNAMED_CODE};
 use crate::attribution::stacks::profile::{ProcessProfile, Share};
@@ -18,6 +22,21 @@ struct Row {
     power_w: f64,
     carbon_g: f64,
     samples: u64,
+    /// Joules per device, in `Device::ALL` order.
+    device_j: [f64; 2],
+}
+
+impl Row {
+    fn total_j(&self) -> f64 {
+        self.energy_j + self.device_j.iter().sum::<f64>()
+    }
+}
+
+/// The devices with energy in any of `profiles`, in `Device::ALL` order.
+fn devices_shown(profiles: &[ProcessProfile]) -> Vec<usize> {
+    (0..Device::ALL.len())
+        .filter(|&i| profiles.iter().flat_map(|p| &p.devices).any(|d| d.device == Device::ALL[i] && d.energy_uj > 0.0))
+        .collect()
 }
 
 /// The end-of-run table of the top `top_n` methods of every process of the run.
@@ -64,16 +83,34 @@ fn render<'a>(
         let (unnamed, methods): (Vec<_>, Vec<_>) =
             method_totals(&profile.stacks, scope, profile.rules()).into_iter().partition(|m| is_unnamed_code(&m.name));
         unnamed_j += unnamed.iter().map(|m| m.energy_uj / 1e6).sum::<f64>();
-        rows.extend(methods.into_iter().map(|m| Row {
+        // Each device's methods by the same rules; a method with device energy only gets a row.
+        let mut on_devices: HashMap<std::sync::Arc<str>, [f64; 2]> = HashMap::new();
+        for d in &profile.devices {
+            let slot = Device::ALL.iter().position(|x| *x == d.device).expect("every device is in ALL");
+            for m in method_totals(&d.stacks, scope, profile.rules()) {
+                if !is_unnamed_code(&m.name) {
+                    on_devices.entry(m.name).or_default()[slot] += m.energy_uj / 1e6;
+                }
+            }
+        }
+        let row = |name: &str, energy_uj: f64, carbon_g: f64, samples: u64, device_j: [f64; 2]| Row {
             pid: profile.summary.pid,
-            name: shorten(&m.name),
-            energy_j: m.energy_uj / 1e6,
-            power_w: profile.summary.power_w(m.energy_uj),
-            carbon_g: m.carbon_g,
-            samples: m.samples,
-        }));
+            name: shorten(name),
+            energy_j: energy_uj / 1e6,
+            power_w: profile.summary.power_w(energy_uj),
+            carbon_g,
+            samples,
+            device_j,
+        };
+        for m in &methods {
+            rows.push(row(&m.name, m.energy_uj, m.carbon_g, m.samples, on_devices.remove(&m.name).unwrap_or_default()));
+        }
+        for (name, device_j) in on_devices {
+            rows.push(row(&name, 0.0, 0.0, 0, device_j));
+        }
     }
-    rows.sort_by(|a, b| b.energy_j.total_cmp(&a.energy_j).then_with(|| a.name.cmp(&b.name)));
+    rows.sort_by(|a, b| b.total_j().total_cmp(&a.total_j()).then_with(|| a.name.cmp(&b.name)));
+    let devices = devices_shown(profiles);
     let shown = rows.len().min(top_n);
     let show_pid = profiles.len() > 1;
     let _ = writeln!(out, "Top {shown} of {} methods by energy ({view}), {total_j:.3} J in total", rows.len());
@@ -81,24 +118,43 @@ fn render<'a>(
     let pid_head = if show_pid { format!("{:>8} ", "pid") } else { String::new() };
     let carbon = profiles.iter().any(|p| p.summary.carbon.is_some());
     let carbon_head = if carbon { format!(" {:>12}", "gCO2e") } else { String::new() };
+    let device_head: String =
+        devices.iter().map(|&i| format!(" {:>12}", format!("{} J", Device::ALL[i].name()))).collect();
     let _ = writeln!(
         out,
-        "{:>4} {pid_head}{:<width$} {:>12} {:>10} {:>7}{carbon_head} {:>9}",
+        "{:>4} {pid_head}{:<width$} {:>12}{device_head} {:>10} {:>7}{carbon_head} {:>9}",
         "#", "method", "J", "W", "%", "samples"
     );
     for (rank, row) in rows[..shown].iter().enumerate() {
         let pid = if show_pid { format!("{:>8} ", row.pid) } else { String::new() };
         let percent = if total_j > 0.0 { 100.0 * row.energy_j / total_j } else { 0.0 };
         let grams = if carbon { format!(" {:>12.6}", row.carbon_g) } else { String::new() };
+        let on_devices: String = devices.iter().map(|&i| format!(" {:>12.3}", row.device_j[i])).collect();
         let _ = writeln!(
             out,
-            "{:>4} {pid}{:<width$} {:>12.3} {:>10.3} {:>6.1}%{grams} {:>9}",
+            "{:>4} {pid}{:<width$} {:>12.3}{on_devices} {:>10.3} {:>6.1}%{grams} {:>9}",
             rank + 1,
             row.name,
             row.energy_j,
             row.power_w,
             percent,
             row.samples
+        );
+    }
+    if !devices.is_empty() {
+        let said: Vec<String> = devices
+            .iter()
+            .map(|&i| {
+                let device = Device::ALL[i];
+                let uj: f64 =
+                    profiles.iter().flat_map(|p| &p.devices).filter(|d| d.device == device).map(|d| d.energy_uj).sum();
+                format!("{} {:.3} J", device.name(), uj / 1e6)
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "devices (estimated by their models, ranked with the CPU; J, W and % are the CPU's): {}",
+            said.join(", ")
         );
     }
     if unnamed_j > 0.0 {
@@ -220,6 +276,36 @@ mod tests {
         assert!(!table.lines().any(|l| l.trim_start().starts_with("2 ")), "{table}");
         let line = table.lines().find(|l| l.starts_with("not ranked:")).expect(&table);
         assert!(line.contains("1.000 J (25.0%)"), "{table}");
+    }
+
+    #[test]
+    fn a_device_with_energy_gets_a_column_and_ranks_with_the_cpu() {
+        use crate::attribution::stacks::device_run::DeviceProfile;
+        let mut p = profile(1, &[], &[("a.A.cpu", 3_000_000.0), ("a.A.send", 1_000_000.0)]);
+        let device = |device, energy: &[(&str, f64)]| DeviceProfile {
+            device,
+            estimated: true,
+            source: "model".into(),
+            energy_uj: energy.iter().map(|e| e.1).sum(),
+            threads: vec![],
+            stacks: profile(1, &[], energy).stacks,
+        };
+        let cpu_only = top_methods_table(std::slice::from_ref(&p), None, 10);
+        p.devices =
+            vec![device(Device::Disk, &[]), device(Device::Network, &[("a.A.send", 2_500_000.0), ("a.A.recv", 0.5e6)])];
+        let table = top_methods_table(std::slice::from_ref(&p), None, 10);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[1].contains("network J") && !lines[1].contains("disk"), "a zero device has no column: {table}");
+        // send: 1 J CPU + 2.5 J network outranks cpu's 3 J; recv has network energy only.
+        let cells = |line: &str| line.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(cells(lines[2])[1..4], ["a.A.send", "1.000", "2.500"], "{table}");
+        assert_eq!(cells(lines[3])[1..4], ["a.A.cpu", "3.000", "0.000"], "{table}");
+        assert_eq!(cells(lines[4])[1..4], ["a.A.recv", "0.000", "0.500"], "{table}");
+        assert!(table.contains("network 3.000 J"), "{table}");
+        // Without device energy the table is the CPU's, unchanged.
+        p.devices = vec![device(Device::Network, &[])];
+        assert_eq!(top_methods_table(std::slice::from_ref(&p), None, 10), cpu_only);
+        assert!(!cpu_only.contains("network"));
     }
 
     #[test]

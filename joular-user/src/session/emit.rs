@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use joular_user::attribution::device_split::{ClassReading, DeviceSplitter};
 use joular_user::attribution::devices::{cycle_report as device_report, DevicePath};
 use joular_user::attribution::stacks::{StackStage, ThreadStacks};
 use joular_user::collect::ThreadExit;
@@ -31,6 +32,9 @@ pub struct PendingCycle {
     pub report: CycleReport,
     pub exits: Vec<ThreadExit>,
     pub drained_at: Instant,
+    /// The device models' joules per unit at the cycle's end (`--devices network,disk`),
+    /// split by the cycle's bytes once they are named.
+    pub device_readings: Vec<ClassReading>,
 }
 
 pub struct Sinks {
@@ -60,6 +64,9 @@ pub struct Sinks {
     failed: Vec<FailedOutput>,
     /// Byte counters run (`--devices`): each cycle report carries their bytes.
     pub devices: bool,
+    /// Splits the device models' joules by bytes, cycle by cycle in order (its writeback
+    /// ledger spans cycles).
+    splitter: DeviceSplitter,
 }
 
 impl Sinks {
@@ -78,6 +85,7 @@ impl Sinks {
             unreported_superseded: 0,
             failed: Vec::new(),
             devices: false,
+            splitter: DeviceSplitter::default(),
         }
     }
 
@@ -155,6 +163,11 @@ impl Sinks {
     ) -> anyhow::Result<()> {
         if self.devices {
             cycle.report.devices = Some(device_report(devices, &cycle.report.threads));
+        }
+        let end_ns = cycle.report.end_ns;
+        for reading in &cycle.device_readings {
+            let energy = self.splitter.split(reading, cycle.report.devices.as_ref(), end_ns);
+            cycle.report.device_energy.push(energy);
         }
         if self.unreported_not_indexed > 0 {
             *cycle.report.drops.entry(OVER_BUDGET.into()).or_default() +=

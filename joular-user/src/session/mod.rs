@@ -131,6 +131,9 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     let start = Instant::now();
     // Loading took a while; the first cycle's energy must start where its CPU time starts.
     energy.read_at_flip(0)?;
+    // The device models' counters start where the first cycle starts, too.
+    let mut device_models =
+        common.devices.any().then(|| joular_user::device_models::DeviceModels::start(common.device_models()));
     if let Target::Command(child) = &mut target {
         child.release();
     }
@@ -283,6 +286,8 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             }
         }
         let cpu_frequencies = frequency_reader.as_ref().map(|r| r.read()).unwrap_or_default();
+        let device_readings =
+            device_models.as_mut().map(|m| m.read((span.1 - span.0) as f64 / 1e9)).unwrap_or_default();
         let mut raw = collector.read(&mut probe, span)?;
         if let Some(p) = procfs_time.as_mut() {
             p.replace_cpu_time(&mut raw)?;
@@ -314,7 +319,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
             devices: std::mem::take(&mut raw.devices),
             ended: raw.exits.iter().filter(|e| e.process_ended).map(|e| e.pid).collect(),
         });
-        sinks.hold(PendingCycle { report, exits: raw.exits, drained_at: std::time::Instant::now() });
+        sinks.hold(PendingCycle { report, exits: raw.exits, drained_at: std::time::Instant::now(), device_readings });
         pacer.write_deferred(&mut sinks)?;
         if let Some(cycle) = sinks.write_overdue(MAX_SYMBOL_WAIT.max(2 * interval))? {
             symbols.abandon_through(cycle);

@@ -6,6 +6,7 @@
 
 pub mod aggregate;
 mod cycle;
+pub mod device_run;
 pub mod methods;
 pub mod paths;
 pub mod profile;

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::aggregate::{method_totals, NamedTotal, Scope, StackTotal};
+use super::device_run::device_summary;
 use super::methods::{is_method_name, shows_jvm, MethodFilter, StackRules};
 use super::thread_kind;
 use super::timeline::Timeline;
@@ -77,6 +78,10 @@ pub struct RunSummary {
     /// `--devices network,disk`: the process's bytes per thread and call path over the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<crate::attribution::devices::DeviceReport>,
+    /// `--devices network,disk`: each device's modelled energy per thread and method, and the
+    /// total of CPU and devices per method (`device_run.rs` says the shape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_energy: Option<super::device_run::DeviceEnergySummary>,
 }
 
 /// An output that failed: the flag that asked for it, the file, and the error. Its writing
@@ -188,6 +193,9 @@ pub struct ThreadTotal {
 pub struct ProcessProfile {
     pub summary: RunSummary,
     pub stacks: Vec<StackTotal>,
+    /// `--devices network,disk`: each device's totals per thread and call path (empty with
+    /// `--devices cpu`, and in a raw profile read back: its summary keeps `device_energy`).
+    pub devices: Vec<super::device_run::DeviceProfile>,
     /// Energy over time (empty in raw profiles written before it existed).
     pub timeline: Timeline,
 }
@@ -220,5 +228,8 @@ impl ProcessProfile {
                 unattributed(&app, process_uj)
             },
         };
+        if !self.devices.is_empty() {
+            self.summary.device_energy = device_summary(&self.stacks, &self.devices, &filter, rules);
+        }
     }
 }

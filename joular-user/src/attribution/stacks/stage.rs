@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::aggregate::{named, StackTable};
 use super::cycle::{AttributedCycle, CycleCarbon, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
+use super::device_run::{by_process, DeviceRuns};
 use super::methods::{bucket_stack, MethodFilter, StackRules, NO_SAMPLES};
 use super::profile::{FailedOutput, JvmShares, ProcessProfile, RunSummary, ThreadTotal};
 use super::thread_kind::ThreadKind;
@@ -78,6 +79,8 @@ struct Process {
     timeline: Timeline,
     /// `--devices`: its bytes over the run (None: no cycle carried byte counts).
     devices: Option<DeviceTotals>,
+    /// `--devices network,disk`: its device energy over the run, per device.
+    device_runs: DeviceRuns,
 }
 
 impl Process {
@@ -137,8 +140,10 @@ impl Process {
                 carbon,
                 cpu_frequencies: config.cpu_frequencies.clone(),
                 devices: self.devices.as_ref().map(DeviceTotals::report),
+                device_energy: None,
             },
             stacks,
+            devices: self.device_runs.profiles(),
             timeline: self.timeline.clone(),
         };
         profile.complete();
@@ -222,6 +227,7 @@ impl StackStage {
                 java_unwinder: None,
                 timeline: Timeline::default(),
                 devices: None,
+                device_runs: DeviceRuns::default(),
             }
         })
     }
@@ -265,6 +271,9 @@ impl StackStage {
                 if process.table.len() > max {
                     process.table = StackTable::default();
                 }
+                if process.device_runs.len() > max {
+                    process.device_runs.clear_stacks();
+                }
             }
         }
 
@@ -274,6 +283,7 @@ impl StackStage {
             let process = self.processes.get_mut(&pid).expect("interned above");
             process.jvm = true;
             process.table.relabel(&config.filter, process.rules(config.native_frames));
+            process.device_runs.relabel(&config.filter, process.rules(config.native_frames));
         }
 
         let mut method_reports = Vec::new();
@@ -362,6 +372,18 @@ impl StackStage {
             // Every profiled process gets its totals (zero bytes too: "counted, none moved").
             for (pid, process) in &mut self.processes {
                 process.devices.get_or_insert_with(DeviceTotals::default).add(*pid, devices);
+            }
+        }
+        if !report.device_energy.is_empty() {
+            // A process with device energy and no CPU share in the cycle is still charged.
+            for pid in report.device_energy.iter().flat_map(|d| d.processes.iter().map(|p| p.pid)) {
+                self.process(pid);
+            }
+            // After the threads' names: a device path's thread kind comes from them.
+            let grouped = by_process(&report.device_energy);
+            for (pid, process) in &mut self.processes {
+                let rules = process.rules(config.native_frames);
+                process.device_runs.add(*pid, &grouped, &process.threads, &config.filter, rules);
             }
         }
         for p in report.processes.iter().filter(|p| !p.comm.is_empty()) {

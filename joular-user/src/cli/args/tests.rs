@@ -225,3 +225,41 @@ fn vm_energy_flags_name_the_flag_and_the_fix() {
         assert!(err.contains("--energy-source") && err.contains(part), "{arg}: {err}");
     }
 }
+
+#[test]
+fn device_model_overrides_repeat_and_bad_ones_name_the_flag_the_value_and_the_fix() {
+    let sysfs = tempfile::tempdir().unwrap();
+    for dir in ["class/net/eth0", "class/net/eth1", "block/loop3"] {
+        std::fs::create_dir_all(sysfs.path().join(dir)).unwrap();
+    }
+    let root = sysfs.path().to_str().unwrap();
+    let ok = [
+        "--sysfs-root",
+        root,
+        "--devices",
+        "cpu,network,disk",
+        "--nic-power",
+        "eth0=1,0.5",
+        "--nic-power",
+        "eth1=0.2,0.1",
+        "--disk-power",
+        "loop3=1,3",
+    ];
+    let cli = Cli::try_parse_from(std::iter::once("joular-ebpf").chain(ok)).unwrap();
+    let models = cli.profile.common.device_models();
+    assert_eq!(models.nic_power.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(), ["eth0", "eth1"]);
+    assert_eq!((models.disk_power[0].a_w, models.disk_power[0].b_w), (1.0, 3.0));
+    assert!(validate(&ok).is_ok());
+    for (args, says) in [
+        (&["--devices", "network", "--nic-power", "eth0=1"][..], "invalid value 'eth0=1' for '--nic-power"),
+        (&["--devices", "disk", "--disk-power", "loop3=a,1"], "DEV=IDLE_W,ACTIVE_W"),
+        (&["--devices", "network", "--nic-power", "eth9=1,1"], "--nic-power eth9: no such device"),
+        (&["--devices", "network", "--nic-power", "eth0=1,1", "--nic-power", "eth0=2,2"], "eth0 twice"),
+        (&["--disk-power", "loop3=1,1"], "add disk to --devices"),
+    ] {
+        let mut argv = vec!["--sysfs-root", root];
+        argv.extend_from_slice(args);
+        let err = validate(&argv).unwrap_err();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

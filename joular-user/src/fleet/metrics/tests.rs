@@ -354,3 +354,50 @@ fn vms_are_a_bounded_set_of_series_named_by_their_sanitized_name() {
     assert!(text.contains("joular_vm_power_watts{vm=\"vm0\",hypervisor=\"qemu\",estimated=\"false\"} 1.25"), "{text}");
     assert_eq!(text.lines().filter(|l| l.starts_with("joular_vm_energy_joules_total{")).count(), MAX_VMS);
 }
+
+#[test]
+fn device_energy_is_a_series_per_process_and_device_only_when_devices_run() {
+    use crate::attribution::device_energy::{Device, DeviceEnergy, ProcessDeviceEnergy};
+    let table = FakeTable::default();
+    table.spawn(10, "java", 1, None);
+    let mut registry = MetricsRegistry::new(config(5));
+    let plain = cycle(1, 10e6, &[(10, 4e6)], &[]);
+    registry.on_cycle(&AttributedCycle::of_report(plain.clone()), &table);
+    let without = scrape(&registry);
+    assert!(!without.keys().any(|k| k.contains("device")), "no device series with --devices cpu: {without:?}");
+    let device = |device, process_uj: f64, unattributed_uj: f64| DeviceEnergy {
+        device,
+        estimated: true,
+        source: "model".into(),
+        energy_uj: process_uj + unattributed_uj,
+        unattributed_uj,
+        units: vec![],
+        processes: vec![ProcessDeviceEnergy { pid: 10, energy_uj: process_uj, bytes: 1 }],
+        threads: vec![],
+        paths: vec![],
+    };
+    for n in 2..4 {
+        let report = CycleReport {
+            device_energy: vec![device(Device::Network, 1.5e6, 0.5e6), device(Device::Disk, 0.25e6, 0.0)],
+            ..cycle(n, 10e6, &[(10, 4e6)], &[])
+        };
+        registry.on_cycle(&AttributedCycle::of_report(report), &table);
+    }
+    let series = scrape(&registry);
+    let per =
+        |device: &str| value(&series, "joular_device_energy_joules_total", &format!("device=\"{device}\"")).unwrap();
+    // Hand-checked: cpu is the process's 3 × 4 J; network 2 × 1.5 J; disk 2 × 0.25 J.
+    assert_eq!((per("cpu"), per("network"), per("disk")), (12.0, 3.0, 0.5));
+    assert_eq!(per("cpu"), value(&series, "joular_process_energy_joules_total", "pid=\"10\"").unwrap());
+    let host = |device: &str| {
+        value(&series, "joular_host_device_energy_joules_total", &format!("device=\"{device}\"")).unwrap()
+    };
+    assert_eq!((host("network"), host("disk")), (4.0, 0.5));
+    let devices: std::collections::BTreeSet<&str> = series
+        .keys()
+        .filter(|k| k.contains("device=\""))
+        .map(|k| k.split("device=\"").nth(1).unwrap().split('"').next().unwrap())
+        .collect();
+    assert_eq!(devices.into_iter().collect::<Vec<_>>(), ["cpu", "disk", "network"], "a bounded label");
+    assert_balanced(&series);
+}

@@ -9,6 +9,7 @@
 //! images (`data:` URLs) for the same reason.
 
 mod charts;
+mod devices;
 mod evolution;
 
 pub(crate) use evolution::method_series;
@@ -96,6 +97,7 @@ pub fn render(input: &HtmlInput) -> Result<String, String> {
                 h2 { "Methods" }
                 (view_buttons(&views))
                 @for view in &views { (method_table(profile, view)) }
+                (devices::device_bars(profile, &all_methods))
                 h2 { "Flame graph (all methods)" }
                 p.jr-note { "Click a frame to zoom, Ctrl-F to search. Widths are energy." }
                 div.jr-flame #jr-flamegraph { (PreEscaped(flamegraph)) }

@@ -203,3 +203,29 @@ fn the_inlining_approximate_share_and_its_advice_are_in_the_header() {
     assert!(html.contains("42.1% of the Java samples"));
     assert!(html.contains("-XX:+UnlockDiagnosticVMOptions -XX:+DebugNonSafepoints"));
 }
+
+#[test]
+fn device_energy_is_a_stacked_bar_per_method_and_absent_without_it() {
+    let (_tmp, plain, _dir) = page();
+    assert!(!plain.contains("jr-device-bars") && !plain.contains("Energy by device"));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut results = Results::new(ResultsConfig { html: true, ..config(tmp.path()) }).unwrap();
+    for (mut report, stacks) in crate::output::device_tree::tests::device_fixture() {
+        results.on_cycle(&mut report, &stacks).unwrap();
+    }
+    let dir = results.finish().unwrap().outputs[0].dir.clone();
+    let html = fs::read_to_string(dir.join(HTML_FILE)).unwrap();
+    // compute: 1 J CPU + 3 J network; save: 1 J disk; multiply: 4 J CPU.
+    assert_eq!(row_uj(&html, "jr-device-bars", "com.acme.App.compute"), Some(4e6));
+    assert_eq!(row_uj(&html, "jr-device-bars", "com.acme.App.save"), Some(1e6));
+    assert_eq!(row_uj(&html, "jr-device-bars", "java.math.BigInteger.multiply"), Some(4e6));
+    let table = &html[html.find("id=\"jr-device-bars\"").unwrap()..];
+    let row = &table[table.find("com.acme.App.compute").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("<td>1.0000</td><td>3.0000</td><td>0.0000</td>"), "{row}");
+    // Widths are of the widest bar (4 J): 25% CPU, 75% network, no disk segment.
+    assert!(row.contains("jr-bar jr-bar-cpu\" style=\"width:25.00%\""), "{row}");
+    assert!(row.contains("jr-bar jr-bar-network\" style=\"width:75.00%\""), "{row}");
+    assert!(!row.contains("jr-bar jr-bar-disk"), "{row}");
+    assert!(html.contains("network 3.0000 J (estimated), disk 1.0000 J (estimated)"));
+}

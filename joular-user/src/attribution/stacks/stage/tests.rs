@@ -292,3 +292,52 @@ fn time_varying_intensity_is_interpolated_per_cycle_and_summed() {
     assert!(close(carbon.mean_g_per_kwh, 100.0 + 50.0 * 1.5), "{carbon:?}");
     assert!(carbon.intensity.contains("grid.csv") && carbon.intensity.contains("interpolated"), "{carbon:?}");
 }
+
+/// Device paths are named by the process's rules as they stand at the end: a native-only path of
+/// process 100 seen before it showed a Java frame is `[native]` once it is a JVM, as its CPU
+/// stacks are; a GC thread's path is `[GC]`; a process with device energy and no CPU share in a
+/// cycle still gets it; the native process's path is its topmost user frame.
+#[test]
+fn device_paths_follow_the_jvm_flip_and_the_thread_kinds() {
+    use crate::attribution::device_energy::Device;
+    use crate::attribution::stacks::device_run::tests::{device_cycle, java_report};
+    let native = |name: &str| FrameReport { name: name.into(), kind: FrameKind::Native, line: None, raw_name: None };
+    let boot = vec![native("main"), native("os::init"), native("write")];
+    let send =
+        vec![java_report("void java.lang.Thread.run()"), java_report("void com.acme.App.send()"), native("write")];
+    let gc = vec![native("start_thread"), native("G1ParTask::work"), native("write")];
+    let mut stage = StackStage::new(config());
+    for (n, (mut report, stacks)) in recorded().into_iter().enumerate() {
+        let mut paths = vec![(101, boot.clone(), 1e6)];
+        if n > 0 {
+            paths.extend([(101, send.clone(), 2e6), (104, gc.clone(), 0.5e6)]);
+        }
+        let mut net = device_cycle(Device::Network, JVM, "", paths, 0.0);
+        let native_process = device_cycle(
+            Device::Network,
+            300,
+            "other",
+            vec![(301, vec![native("main"), native("write")], 0.25e6)],
+            0.0,
+        );
+        net.processes.extend(native_process.processes);
+        net.threads.extend(native_process.threads);
+        net.paths.extend(native_process.paths);
+        report.device_energy = vec![net];
+        stage.on_cycle(report, &stacks);
+    }
+    let profiles = stage.profiles();
+    let jvm = profiles.iter().find(|p| p.summary.pid == JVM).unwrap();
+    let s = jvm.summary.device_energy.as_ref().unwrap().network.as_ref().unwrap();
+    assert_eq!(s.threads.iter().map(|t| (t.tid, t.energy_j)).collect::<Vec<_>>(), [(101, 7.0), (104, 1.0)]);
+    let all: Vec<(&str, f64)> = s.methods.all.iter().map(|m| (m.name.as_str(), m.energy_j)).collect();
+    // Hand-checked: boot 3 × 1 J, send 2 × 2 J, the GC thread 2 × 0.5 J.
+    assert_eq!(all, [("com.acme.App.send", 4.0), ("[native]", 3.0), ("[GC]", 1.0)]);
+    assert_eq!(s.energy_j, 8.0);
+    let other = profiles.iter().find(|p| p.summary.pid == 300).expect("a process with device energy only");
+    let s = other.summary.device_energy.as_ref().unwrap().network.as_ref().unwrap();
+    assert_eq!((s.methods.all[0].name.as_str(), s.methods.all[0].energy_j), ("write", 0.75));
+    let native_c = profiles.iter().find(|p| p.summary.pid == NATIVE).unwrap();
+    let s = native_c.summary.device_energy.as_ref().unwrap().network.as_ref().unwrap();
+    assert_eq!((s.energy_j, s.methods.all.len()), (0.0, 0), "profiled, no byte moved: 0 J");
+}

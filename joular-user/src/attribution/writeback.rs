@@ -1,0 +1,135 @@
+//! The writeback ledger: a written byte costs the disk energy when the device writes it, not
+//! when the process dirties the page cache. Each call path's written bytes wait here, oldest
+//! first, and each cycle's written sectors cover them in that order: the bytes a cycle covers
+//! are what its disk energy is split by (with the bytes read in it). Pure, no I/O.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::model::FrameReport;
+
+/// Bytes older than this were never written to a modelled device (a file on tmpfs, deleted
+/// or rewritten before writeback): the kernel writes dirty pages back within
+/// `dirty_expire_centisecs` (30 s by default) plus a writeback interval.
+pub const MAX_AGE_NS: u64 = 120_000_000_000;
+/// Entries kept at most; past it the oldest go (each is one path's writes of one cycle).
+pub const MAX_ENTRIES: usize = 1 << 16;
+
+/// A call path's identity: its thread and frames.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WritePath {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub frames: Vec<FrameReport>,
+}
+
+/// Frames' kinds, names and lines: what makes two paths the same across cycles.
+pub(crate) type PathKey = (u32, u32, Vec<(String, Option<u32>)>);
+
+pub(crate) fn key_of(p: &WritePath) -> PathKey {
+    (p.pid, p.tid, p.frames.iter().map(|f| (format!("{:?}:{}", f.kind, f.name), f.line)).collect())
+}
+
+#[derive(Debug, Default)]
+pub struct WritebackLedger {
+    entries: VecDeque<(Arc<WritePath>, u64, u64)>,
+    interned: HashMap<PathKey, Arc<WritePath>>,
+    /// Bytes dropped unwritten (too old, or past `MAX_ENTRIES`).
+    pub expired_bytes: u64,
+}
+
+impl WritebackLedger {
+    /// Bytes written at `at_ns` on `path`, waiting for writeback.
+    pub fn push(&mut self, path: WritePath, bytes: u64, at_ns: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let path = self.interned.entry(key_of(&path)).or_insert_with(|| Arc::new(path)).clone();
+        self.entries.push_back((path, bytes, at_ns));
+        while self.entries.len() > MAX_ENTRIES {
+            let (_, b, _) = self.entries.pop_front().expect("not empty");
+            self.expired_bytes += b;
+        }
+    }
+
+    /// Bytes waiting.
+    pub fn pending_bytes(&self) -> u64 {
+        self.entries.iter().map(|e| e.1).sum()
+    }
+
+    /// Covers up to `written_bytes`, oldest first, after dropping what is older than
+    /// `MAX_AGE_NS` at `now_ns`. Returns the bytes covered per path, in ledger order.
+    pub fn cover(&mut self, written_bytes: u64, now_ns: u64) -> Vec<(Arc<WritePath>, u64)> {
+        while self.entries.front().is_some_and(|e| now_ns.saturating_sub(e.2) > MAX_AGE_NS) {
+            let (_, b, _) = self.entries.pop_front().expect("not empty");
+            self.expired_bytes += b;
+        }
+        let mut left = written_bytes;
+        let mut covered: Vec<(Arc<WritePath>, u64)> = Vec::new();
+        // Interned: one path is one allocation, so its address finds its row.
+        let mut row: HashMap<*const WritePath, usize> = HashMap::new();
+        while left > 0 {
+            let Some(front) = self.entries.front_mut() else { break };
+            let n = front.1.min(left);
+            front.1 -= n;
+            left -= n;
+            match row.get(&Arc::as_ptr(&front.0)) {
+                Some(&i) => covered[i].1 += n,
+                None => {
+                    row.insert(Arc::as_ptr(&front.0), covered.len());
+                    covered.push((front.0.clone(), n));
+                }
+            }
+            if front.1 == 0 {
+                self.entries.pop_front();
+            }
+        }
+        if self.entries.is_empty() {
+            self.interned.clear();
+        }
+        covered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::FrameKind;
+
+    fn path(tid: u32, name: &str) -> WritePath {
+        let frame = FrameReport { name: name.into(), kind: FrameKind::JavaJit, line: None, raw_name: None };
+        WritePath { pid: 1, tid, comm: String::new(), frames: vec![frame] }
+    }
+
+    #[test]
+    fn writeback_covers_the_oldest_bytes_first_across_cycles() {
+        let mut l = WritebackLedger::default();
+        l.push(path(2, "A.write"), 100, 0);
+        l.push(path(3, "B.write"), 50, 0);
+        l.push(path(2, "A.write"), 30, 1);
+        // The first cycle's 120 written bytes: A's 100, then 20 of B's.
+        let c = l.cover(120, 1);
+        assert_eq!(c.iter().map(|(p, b)| (p.tid, *b)).collect::<Vec<_>>(), [(2, 100), (3, 20)]);
+        // The next: B's last 30, then A's 30 (the same path: one row), and 10 bytes uncovered.
+        let c = l.cover(70, 2);
+        assert_eq!(c.iter().map(|(p, b)| (p.tid, *b)).collect::<Vec<_>>(), [(3, 30), (2, 30)]);
+        assert_eq!(l.pending_bytes(), 0);
+        assert!(l.cover(10, 3).is_empty());
+    }
+
+    #[test]
+    fn old_bytes_expire_and_the_ledger_is_bounded() {
+        let mut l = WritebackLedger::default();
+        l.push(path(2, "A.write"), 100, 0);
+        l.push(path(2, "A.write"), 7, MAX_AGE_NS);
+        let c = l.cover(1000, MAX_AGE_NS + 1);
+        assert_eq!(c.iter().map(|(_, b)| *b).sum::<u64>(), 7);
+        assert_eq!(l.expired_bytes, 100);
+        for i in 0..MAX_ENTRIES + 3 {
+            l.push(path(2, "A.write"), 1, i as u64);
+        }
+        assert_eq!(l.pending_bytes(), MAX_ENTRIES as u64);
+        assert_eq!(l.expired_bytes, 103);
+    }
+}
