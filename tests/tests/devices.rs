@@ -530,9 +530,13 @@ impl LoopFs {
         let image_s = image.to_str().unwrap();
         sh(&["truncate", "-s", "256M", image_s]);
         let mut fs = LoopFs { image: image.clone(), device: String::new(), mount };
-        sh(&["mkfs.ext4", "-q", "-F", image_s]);
+        // Inode tables and journal zeroed now, not by ext4lazyinit during the run: the device
+        // then does no I/O of its own while the JVM starts.
+        sh(&["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", image_s]);
         fs.device = sh(&["losetup", "-f", "--show", image_s]);
         sh(&["mount", &fs.device, fs.mount.path().to_str().unwrap()]);
+        sh(&["sync", "-f", fs.mount.path().to_str().unwrap()]);
+        std::thread::sleep(std::time::Duration::from_millis(1500));
         fs
     }
 
@@ -554,79 +558,94 @@ impl Drop for LoopFs {
 
 #[test]
 fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
-    let fs = LoopFs::create();
-    let file = fs.mount.path().join("moves.txt");
-    let done = fs.mount.path().join("moves.txt.done");
-    let power = format!("{}=1.0,3.0", fs.name());
-    let file_s = file.to_str().unwrap().to_owned();
-    let unit = format!("block/{}", fs.name());
-    let run =
-        record_energy("cpu,disk", &[&unit], &["--disk-power", &power], "HanoiDisk", &[&file_s, "20", "2"], || {
-            // Writeback: once the moves are written and their cycle is over, the test syncs them
-            // (the kernel would after dirty_expire_centisecs, 30 s).
-            let start = std::time::Instant::now();
-            while !done.exists() {
-                assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            std::thread::sleep(Duration::from_millis(1500));
-            sh(&["sync", "-f", file.to_str().unwrap()]);
+    // Writeback timing is the kernel's: a miss of the "charged later" check measures once more.
+    statistical::two_attempts("disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes", || {
+        let fs = LoopFs::create();
+        let file = fs.mount.path().join("moves.txt");
+        let done = fs.mount.path().join("moves.txt.done");
+        let power = format!("{}=1.0,3.0", fs.name());
+        let file_s = file.to_str().unwrap().to_owned();
+        let unit = format!("block/{}", fs.name());
+        let run =
+            record_energy("cpu,disk", &[&unit], &["--disk-power", &power], "HanoiDisk", &[&file_s, "20", "2"], || {
+                // Writeback: once the moves are written and their cycle is over, the test syncs them
+                // (the kernel would after dirty_expire_centisecs, 30 s).
+                let start = std::time::Instant::now();
+                while !done.exists() {
+                    assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                std::thread::sleep(Duration::from_millis(1500));
+                sh(&["sync", "-f", file.to_str().unwrap()]);
+            });
+        let wrote = fixture_bytes(&run.out, "wrote ");
+        let disk = device_energy(&run.cycles, "disk");
+        assert!(!disk.is_empty(), "no disk device_energy in --json");
+        assert!(device_energy(&run.cycles, "network").is_empty(), "--devices cpu,disk models no network");
+        assert_conserved(&disk);
+        let units: Vec<(&str, &str)> = disk
+            .iter()
+            .flat_map(|d| d["units"].as_array().unwrap())
+            .map(|u| (u["name"].as_str().unwrap(), u["model"].as_str().unwrap()))
+            .collect();
+        assert!(units.contains(&(fs.name(), "--disk-power")), "{} is a unit with its figures: {units:?}", fs.name());
+        let (all, _, computer) = attributed_j(&disk, "HanoiDisk.move", "computer");
+        let (mover, on) = thread_on_path_j(&disk, "mover", "HanoiDisk.move");
+        let total: f64 = disk.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
+        let pid = run.summary["pid"].as_u64().unwrap();
+        let cpu = cpu_j(&run.cycles, pid);
+        println!(
+            "disk fixture: CPU {cpu:.3} J (JVM, of a fake 40 W package), disk {all:.3} J (JVM; {total:.3} J the loop device), writer thread {mover:.3} J of which {on:.3} J on HanoiDisk.move; CPU/disk split of the JVM {:.1}% / {:.1}%",
+            100.0 * cpu / (cpu + all),
+            100.0 * all / (cpu + all)
+        );
+        // The split is per device class, not per unit: the byte counters do not say which disk
+        // a file is on, so in a cycle where the loop device is busy, the JVM's reads of its own
+        // files on the root disk would take a share of its energy too. The device is quiet when
+        // the JVM starts (see `LoopFs::create`; before that, up to 1 J of 2 J went to start-up
+        // reads), so the process's disk energy is the writer's.
+        assert!(mover > 0.0, "the writing thread got no disk energy");
+        assert!(
+            on >= 0.95 * mover,
+            "{on} of the writer's {mover} J on HanoiDisk.move's path (>= 95%); elsewhere: {:#?}",
+            off_path(&disk, "HanoiDisk.move")
+        );
+        statistical::check(on >= 0.95 * all, || {
+            format!(
+                "{on} of the JVM's {all} J on HanoiDisk.move's path (>= 95%); elsewhere: {:#?}",
+                off_path(&disk, "HanoiDisk.move")
+            )
         });
-    let wrote = fixture_bytes(&run.out, "wrote ");
-    let disk = device_energy(&run.cycles, "disk");
-    assert!(!disk.is_empty(), "no disk device_energy in --json");
-    assert!(device_energy(&run.cycles, "network").is_empty(), "--devices cpu,disk models no network");
-    assert_conserved(&disk);
-    let units: Vec<(&str, &str)> = disk
-        .iter()
-        .flat_map(|d| d["units"].as_array().unwrap())
-        .map(|u| (u["name"].as_str().unwrap(), u["model"].as_str().unwrap()))
-        .collect();
-    assert!(units.contains(&(fs.name(), "--disk-power")), "{} is a unit with its figures: {units:?}", fs.name());
-    let (all, _, computer) = attributed_j(&disk, "HanoiDisk.move", "computer");
-    let (mover, on) = thread_on_path_j(&disk, "mover", "HanoiDisk.move");
-    let total: f64 = disk.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
-    let pid = run.summary["pid"].as_u64().unwrap();
-    let cpu = cpu_j(&run.cycles, pid);
-    println!(
-        "disk fixture: CPU {cpu:.3} J (JVM, of a fake 40 W package), disk {all:.3} J (JVM; {total:.3} J the loop device), writer thread {mover:.3} J of which {on:.3} J on HanoiDisk.move; CPU/disk split of the JVM {:.1}% / {:.1}%",
-        100.0 * cpu / (cpu + all),
-        100.0 * all / (cpu + all)
-    );
-    // The JVM's other threads read a few KiB of procfs and cgroup files a cycle (regular files
-    // to the byte counter): when another process reads from the disk in that cycle they get a
-    // share too, so the bar is on the writing thread.
-    assert!(mover > 0.0, "the writing thread got no disk energy");
-    assert!(
-        on >= 0.95 * mover,
-        "{on} of the writer's {mover} J on HanoiDisk.move's path (>= 95%); elsewhere: {:#?}",
-        off_path(&disk, "HanoiDisk.move")
-    );
-    assert_eq!(computer, 0.0, "the computing thread got disk energy");
-    // Writeback charged the writer: some cycle gives HanoiDisk.move disk energy though it wrote
-    // nothing in it, and the bytes charged add up to what it wrote.
-    let charged_later = run.cycles.iter().any(|c| {
-        let wrote_now: u64 = c["devices"]["threads"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        assert_eq!(computer, 0.0, "the computing thread got disk energy");
+        // Writeback charged the writer: some cycle gives HanoiDisk.move disk energy though it wrote
+        // nothing in it, and the bytes charged add up to what it wrote.
+        let charged_later = run.cycles.iter().any(|c| {
+            let wrote_now: u64 = c["devices"]["threads"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|t| t["comm"] == "mover")
+                .map(|t| bytes(t, "file_write"))
+                .sum();
+            let disk_now = c["device_energy"].as_array().into_iter().flatten().filter(|d| d["device"] == "disk");
+            wrote_now == 0 && disk_now.flat_map(|d| d["threads"].as_array().unwrap()).any(|t| t["comm"] == "mover")
+        });
+        // The kernel may also write the bytes back while they are being written (its background
+        // threshold): then no cycle is left to charge later, and the test measures once more.
+        statistical::check(charged_later, || {
+            "no cycle charged the writer for bytes written back after its writes".into()
+        });
+        let charged_bytes: u64 = disk
+            .iter()
+            .flat_map(|d| d["threads"].as_array().unwrap())
             .filter(|t| t["comm"] == "mover")
-            .map(|t| bytes(t, "file_write"))
+            .map(|t| t["bytes"].as_u64().unwrap())
             .sum();
-        let disk_now = c["device_energy"].as_array().into_iter().flatten().filter(|d| d["device"] == "disk");
-        wrote_now == 0 && disk_now.flat_map(|d| d["threads"].as_array().unwrap()).any(|t| t["comm"] == "mover")
+        assert!(
+            charged_bytes as f64 >= 0.9 * wrote as f64,
+            "the writer was charged for {charged_bytes} bytes written back of {wrote} it wrote"
+        );
     });
-    assert!(charged_later, "no cycle charged the writer for bytes written back after its writes");
-    let charged_bytes: u64 = disk
-        .iter()
-        .flat_map(|d| d["threads"].as_array().unwrap())
-        .filter(|t| t["comm"] == "mover")
-        .map(|t| t["bytes"].as_u64().unwrap())
-        .sum();
-    assert!(
-        charged_bytes as f64 >= 0.9 * wrote as f64,
-        "the writer was charged for {charged_bytes} bytes written back of {wrote} it wrote"
-    );
 }
 
 #[test]
