@@ -31,6 +31,8 @@ pub(crate) mod urgency;
 pub mod vm_export;
 
 // The types every stage hands on, and the one way results reach the disk.
+pub mod device_reports;
+pub mod frames;
 pub mod model;
 pub mod safe_write;
 

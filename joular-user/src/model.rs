@@ -11,6 +11,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::device_reports::{DeviceEnergy, DeviceReport};
+pub use crate::frames::{FrameKind, FrameReport};
+
 /// On-CPU time of one thread on one CPU during one cycle, from scheduler accounting
 /// (eBPF sched_switch) or, on the procfs path, from jiffies converted to ns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,28 +110,6 @@ pub struct WalkedStack {
     pub hotspot: bool,
 }
 
-/// What kind of code a frame is, so flame graphs can colour it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FrameKind {
-    /// JIT-compiled Java method (its own compiled code).
-    JavaJit,
-    /// A Java method inlined into a compiled caller: it has no frame of its own, the
-    /// compiler's debug info (HotSpot scopes) names it. Perf maps cannot show these.
-    JavaInlined,
-    /// A Java method run by the interpreter, named from the `Method*` in its frame.
-    JavaInterpreted,
-    /// Other code-cache code: `StubRoutines::...`, adapters, and the `Interpreter` blob when
-    /// the method it runs is unknown (the perf-map path). Named `interpreted` before the
-    /// Java kinds were split, which old `profile.json` files still say.
-    #[serde(alias = "interpreted")]
-    Stub,
-    /// Native user-space code (libjvm, libc, any ELF), or an unresolved user address.
-    Native,
-    /// Kernel code.
-    Kernel,
-}
-
 /// One symbolized frame. `name` is the full name (`void com.acme.Foo.bar(int)` for Java,
 /// the demangled symbol otherwise); `short` is what method tables and flame graphs show
 /// (`com.acme.Foo.bar`; same as `name` for non-Java frames).
@@ -151,14 +132,6 @@ impl Frame {
     /// A frame whose name is the JVM's own (no `raw_name`).
     pub fn new(kind: FrameKind, name: impl Into<Arc<str>>, short: impl Into<Arc<str>>, line: Option<u32>) -> Self {
         Frame { name: name.into(), short: short.into(), kind, line, raw_name: None }
-    }
-}
-
-impl FrameKind {
-    /// A Java method's frame (compiled, inlined or interpreted), as opposed to stubs,
-    /// native and kernel code.
-    pub fn is_java(self) -> bool {
-        matches!(self, FrameKind::JavaJit | FrameKind::JavaInlined | FrameKind::JavaInterpreted)
     }
 }
 
@@ -201,10 +174,10 @@ pub struct CycleReport {
     /// `--devices network,disk`: the cycle's bytes per thread and call path (absent with
     /// `--devices cpu`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub devices: Option<crate::attribution::devices::DeviceReport>,
+    pub devices: Option<DeviceReport>,
     /// `--devices network,disk`: each device class's modelled energy and its split by bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub device_energy: Vec<crate::attribution::device_energy::DeviceEnergy>,
+    pub device_energy: Vec<DeviceEnergy>,
 }
 
 /// Whether a run recorded every CPU's frequency each cycle (for `joular-ebpf calmness`), as
@@ -272,17 +245,6 @@ pub struct StackReport {
     pub samples: u64,
     #[serde(default)]
     pub energy_uj: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FrameReport {
-    pub name: String,
-    pub kind: FrameKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<u32>,
-    /// The JVM's own name where `name` leaves out what changes between runs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub raw_name: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]

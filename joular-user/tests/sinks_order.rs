@@ -10,10 +10,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use joular_user::attribution::device_energy::{
-    Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy,
-};
 use joular_user::attribution::stacks::{AttributedCycle, Retired, RunEnd, StackStage, ThreadStacks};
+use joular_user::device_reports::{Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy};
 use joular_user::fleet::{MetricsRegistry, ProcFs, RegistryConfig};
 use joular_user::model::{
     CycleReport, Frame, FrameKind, FrameReport, ProcessReport, SocketReport, Stack, ThreadReport, ThreadStack,

@@ -13,11 +13,11 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
-use super::device_energy::{
-    Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy, UnitEnergy,
-};
 use super::devices::DeviceReport;
 use super::writeback::{key_of, PathKey, WritePath, WritebackLedger};
+use crate::device_reports::{
+    Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy, UnitEnergy,
+};
 
 /// What a class's model read for one cycle, before any split.
 #[derive(Debug, Clone, PartialEq)]

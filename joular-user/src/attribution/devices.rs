@@ -6,79 +6,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use joular_ebpf::{
-    CLASS_FILE_READ, CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX, CLASS_NET_DEVICE_TX, CLASS_NET_LOCAL_RX, CLASS_NET_LOCAL_TX,
-};
-use serde::{Deserialize, Serialize};
-
+pub use crate::device_reports::{DeviceBytes, DeviceReport, PathBytes, ThreadBytes};
 use crate::model::{FrameReport, RawSample, Stack, ThreadReport};
-
-/// Bytes by class. Network bytes through a device and over loopback or AF_UNIX (local: CPU
-/// energy only) are apart; file bytes count at the read or write call (a write is charged when
-/// the process writes, not when writeback later reaches the disk).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceBytes {
-    pub net_device_tx_bytes: u64,
-    pub net_device_rx_bytes: u64,
-    pub net_local_tx_bytes: u64,
-    pub net_local_rx_bytes: u64,
-    pub file_read_bytes: u64,
-    pub file_write_bytes: u64,
-}
-
-impl DeviceBytes {
-    /// Adds `bytes` of a kernel class (`joular_ebpf::CLASS_*`); an unknown class (a newer
-    /// kernel object) is returned, not counted.
-    pub fn add_class(&mut self, class: u32, bytes: u64) -> Result<(), u32> {
-        let slot = match class {
-            CLASS_NET_DEVICE_TX => &mut self.net_device_tx_bytes,
-            CLASS_NET_DEVICE_RX => &mut self.net_device_rx_bytes,
-            CLASS_NET_LOCAL_TX => &mut self.net_local_tx_bytes,
-            CLASS_NET_LOCAL_RX => &mut self.net_local_rx_bytes,
-            CLASS_FILE_READ => &mut self.file_read_bytes,
-            CLASS_FILE_WRITE => &mut self.file_write_bytes,
-            other => return Err(other),
-        };
-        *slot = slot.saturating_add(bytes);
-        Ok(())
-    }
-
-    pub fn add(&mut self, other: &DeviceBytes) {
-        for (mine, theirs) in self.fields_mut().into_iter().zip(other.fields()) {
-            *mine = mine.saturating_add(theirs);
-        }
-    }
-
-    pub fn is_zero(&self) -> bool {
-        self.fields().iter().all(|&b| b == 0)
-    }
-
-    fn fields(&self) -> [u64; 6] {
-        [
-            self.net_device_tx_bytes,
-            self.net_device_rx_bytes,
-            self.net_local_tx_bytes,
-            self.net_local_rx_bytes,
-            self.file_read_bytes,
-            self.file_write_bytes,
-        ]
-    }
-
-    fn fields_mut(&mut self) -> [&mut u64; 6] {
-        [
-            &mut self.net_device_tx_bytes,
-            &mut self.net_device_rx_bytes,
-            &mut self.net_local_tx_bytes,
-            &mut self.net_local_rx_bytes,
-            &mut self.file_read_bytes,
-            &mut self.file_write_bytes,
-        ]
-    }
-
-    fn total(&self) -> u64 {
-        self.fields().iter().fold(0u64, |a, &b| a.saturating_add(b))
-    }
-}
 
 /// One kernel byte count as drained: the thread and user stack it was taken at (`count` 0: it
 /// is no CPU sample), its class and bytes.
@@ -96,35 +25,6 @@ pub struct DevicePath {
     pub tid: u32,
     pub stack: Stack,
     pub bytes: DeviceBytes,
-}
-
-/// A thread's bytes.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ThreadBytes {
-    pub pid: u32,
-    pub tid: u32,
-    #[serde(default)]
-    pub comm: String,
-    #[serde(flatten)]
-    pub bytes: DeviceBytes,
-}
-
-/// A thread's bytes on one call path (frames root first, named as the CPU stacks are).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PathBytes {
-    pub pid: u32,
-    pub tid: u32,
-    pub frames: Vec<FrameReport>,
-    #[serde(flatten)]
-    pub bytes: DeviceBytes,
-}
-
-/// `--json` `devices` of a cycle, `summary.json` `devices` of a run: bytes per thread and per
-/// call path, each list busiest first.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DeviceReport {
-    pub threads: Vec<ThreadBytes>,
-    pub paths: Vec<PathBytes>,
 }
 
 fn frames_of(stack: &Stack) -> Vec<FrameReport> {
@@ -224,6 +124,8 @@ impl DeviceTotals {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use joular_ebpf::{CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX, CLASS_NET_DEVICE_TX};
 
     use super::*;
     use crate::model::{Frame, FrameKind};

@@ -21,7 +21,6 @@
 
 mod attribute;
 mod baseline;
-pub mod device_energy;
 pub mod device_split;
 pub mod devices;
 mod report;

@@ -10,8 +10,8 @@ pub mod nic;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::attribution::device_energy::{Device, UnitEnergy};
 use crate::attribution::device_split::ClassReading;
+use crate::device_reports::{Device, UnitEnergy};
 use figures::UnitFigures;
 
 pub const NETWORK_SOURCE: &str =

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use super::exposition::{Exposition, MetricKind};
 use super::labels::{ProcessLabels, ProcessTable};
-use crate::attribution::device_energy::Device;
 use crate::attribution::stacks::AttributedCycle;
+use crate::device_reports::Device;
 
 /// VMs exported at most (`serve --vm-energy-dir`): each is a directory, two files rewritten per
 /// cycle and a series here; a host spawning throwaway processes named like a hypervisor must

@@ -14,7 +14,7 @@
 //! rows hold methods only, as the CPU's do. Nothing here is written with `--devices cpu`.
 
 use super::joularjx::RunDir;
-use super::render::{write_totals, OutputFiles};
+use super::written::{write_totals, OutputFiles};
 use super::OutputError;
 use crate::attribution::stacks::aggregate::{Scope, StackTotal};
 use crate::attribution::stacks::device_run::combined_stacks;
@@ -66,9 +66,9 @@ pub(crate) mod tests {
     use std::fs;
     use std::path::Path;
 
-    use crate::attribution::device_energy::{Device, DeviceEnergy};
     use crate::attribution::stacks::device_run::tests::{device_cycle, java_report};
     use crate::attribution::stacks::ThreadStacks;
+    use crate::device_reports::{Device, DeviceEnergy};
     use crate::model::{CycleReport, FrameKind, FrameReport};
     use crate::stages::results::tests::{config, csv_rows, fixture, PID, START_MS};
     use crate::stages::Results;

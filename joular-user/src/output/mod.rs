@@ -26,6 +26,7 @@ mod result_tree;
 mod retired_writer;
 mod sink;
 mod table;
+mod written;
 
 use std::io;
 use std::path::{Path, PathBuf};

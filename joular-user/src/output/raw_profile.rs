@@ -13,12 +13,12 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::OutputError;
-use crate::attribution::device_energy::Device;
 use crate::attribution::stacks::aggregate::StackTotal;
 use crate::attribution::stacks::device_run::{DeviceProfile, DeviceThreadTotal};
 use crate::attribution::stacks::profile::{ProcessProfile, RunSummary};
 use crate::attribution::stacks::thread_kind::ThreadKind;
 use crate::attribution::stacks::timeline::{Timeline, MAX_BUCKETS};
+use crate::device_reports::Device;
 use crate::model::{Frame, FrameKind, Stack};
 use crate::safe_write::OutDir;
 

@@ -2,7 +2,6 @@
 //! `joular-ebpf report`).
 
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 
 use super::flamegraph::{render_svg, write_bytes};
 use super::folded::write_folded;
@@ -10,13 +9,13 @@ use super::html::{self, HtmlInput, HTML_FILE};
 use super::joularjx::{Kind, Period, RunDir};
 use super::pprof::write_pprof;
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
+pub use super::written::OutputFiles;
+use super::written::{write_totals, OUTPUT_FLAG};
 use super::OutputError;
-use crate::attribution::stacks::aggregate::{
-    call_tree_totals, method_call_trees, method_totals, path_groups, NamedTotal, Scope, StackTotal,
-};
-use crate::attribution::stacks::methods::{is_method_name, MethodFilter, StackRules};
+use crate::attribution::stacks::aggregate::{call_tree_totals, path_groups, Scope};
+use crate::attribution::stacks::methods::{is_method_name, MethodFilter};
 use crate::attribution::stacks::paths::PathStyle;
-use crate::attribution::stacks::profile::{FailedOutput, ProcessProfile, RunSummary};
+use crate::attribution::stacks::profile::{ProcessProfile, RunSummary};
 use crate::safe_write::OutDir;
 
 pub const SUMMARY_FILE: &str = "summary.json";
@@ -40,30 +39,6 @@ impl RenderSet {
     /// Every file but the HTML report (`--html`).
     pub const ALL: Self = Self { csv: true, folded: true, svg: true, pprof: true, summary: true, html: false };
 }
-
-/// The files written for one process.
-#[derive(Debug, Clone, Default)]
-pub struct OutputFiles {
-    pub dir: PathBuf,
-    pub files: Vec<PathBuf>,
-    /// Files that could not be written (a full disk): the others were, and `summary.json` lists
-    /// these.
-    pub failed: Vec<FailedOutput>,
-}
-
-impl OutputFiles {
-    /// Keeps `path` as written, or the failure: one file that cannot be written never stops the
-    /// others.
-    pub(super) fn keep(&mut self, path: PathBuf, result: Result<(), OutputError>) {
-        match result {
-            Ok(()) => self.files.push(path),
-            Err(e) => self.failed.push(e.failed(OUTPUT_FLAG)),
-        }
-    }
-}
-
-/// The flag that asks for these files.
-const OUTPUT_FLAG: &str = "--output";
 
 /// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
 /// `source_dir` is where the run's own tree is (its evolution files feed the HTML report).
@@ -163,23 +138,6 @@ pub fn render_process(
         written.keep(dir.join(SUMMARY_FILE), write_summary(dir, &summary));
     }
     written
-}
-
-/// A view's JoularJX `total/` files of `stacks` (methods only: buckets and unnamed frames are
-/// `unattributed`, in summary.json); returns every name's total, buckets included.
-pub(super) fn write_totals(
-    tree: &RunDir,
-    stacks: &[StackTotal],
-    scope: Scope,
-    rules: StackRules,
-    written: &mut OutputFiles,
-) -> Vec<NamedTotal> {
-    let methods_of = method_totals(stacks, scope, rules);
-    let methods = methods_of.iter().filter(|m| is_method_name(&m.name)).map(|m| (&*m.name, m.energy_uj));
-    written.keep(tree.file(scope, Period::Total, Kind::Methods), tree.write_total(scope, Kind::Methods, methods));
-    let trees = tree.write_total(scope, Kind::CallTrees, method_call_trees(stacks, scope, rules));
-    written.keep(tree.file(scope, Period::Total, Kind::CallTrees), trees);
-    methods_of
 }
 
 fn write_summary(dir: &OutDir, summary: &RunSummary) -> Result<(), OutputError> {

@@ -6,11 +6,11 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use crate::attribution::device_energy::Device;
 use crate::attribution::stacks::aggregate::{method_totals, Scope};
 use crate::attribution::stacks::methods::{is_unnamed_code, MethodFilter, UNNAMED_CODE};
 use crate::attribution::stacks::profile::{ProcessProfile, Share};
 use crate::attribution::stacks::RunEnd;
+use crate::device_reports::Device;
 
 /// Longest method name shown; longer ones keep their end (the method, not the package).
 const MAX_NAME_CHARS: usize = 90;

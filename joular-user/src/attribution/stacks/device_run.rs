@@ -33,9 +33,9 @@ use serde::{Deserialize, Serialize};
 use super::aggregate::{by_energy, method_totals, path_groups, Scope, StackTable, StackTotal};
 use super::methods::{MethodFilter, StackRules};
 use super::paths::PathStyle;
-use super::profile::ThreadTotal;
 use super::thread_kind::ThreadKind;
-use crate::attribution::device_energy::{Device, DeviceEnergy, PathDeviceEnergy, ThreadDeviceEnergy};
+use super::thread_total::ThreadTotal;
+use crate::device_reports::{Device, DeviceEnergy, PathDeviceEnergy, ThreadDeviceEnergy};
 use crate::model::{Frame, FrameReport, Stack};
 
 /// A frame of a device path as the symbolizer named it: `FrameReport` keeps the full name, and
@@ -391,7 +391,7 @@ pub fn device_summary(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::attribution::device_energy::ProcessDeviceEnergy;
+    use crate::device_reports::ProcessDeviceEnergy;
     use crate::model::FrameKind;
 
     pub(crate) fn java_report(name: &str) -> FrameReport {

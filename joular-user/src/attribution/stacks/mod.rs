@@ -12,6 +12,7 @@ pub mod paths;
 pub mod profile;
 mod stage;
 pub mod thread_kind;
+mod thread_total;
 pub mod timeline;
 
 pub use cycle::{AttributedCycle, CycleCarbon, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};

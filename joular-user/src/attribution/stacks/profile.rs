@@ -9,6 +9,7 @@ use super::aggregate::{method_totals, NamedTotal, Scope, StackTotal};
 use super::device_run::device_summary;
 use super::methods::{is_method_name, shows_jvm, MethodFilter, StackRules};
 use super::thread_kind;
+pub use super::thread_total::ThreadTotal;
 use super::timeline::Timeline;
 
 /// `summary.json`, also the header of the raw profile.
@@ -171,22 +172,6 @@ impl RunSummary {
             0.0
         }
     }
-}
-
-fn is_zero(value: &f64) -> bool {
-    *value == 0.0
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ThreadTotal {
-    pub tid: u32,
-    pub comm: String,
-    pub energy_uj: f64,
-    /// Grams of CO₂e of `energy_uj` (0 without a carbon intensity).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub carbon_g: f64,
-    pub on_cpu_ns: u64,
-    pub samples: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

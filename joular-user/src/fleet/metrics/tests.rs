@@ -357,7 +357,7 @@ fn vms_are_a_bounded_set_of_series_named_by_their_sanitized_name() {
 
 #[test]
 fn device_energy_is_a_series_per_process_and_device_only_when_devices_run() {
-    use crate::attribution::device_energy::{Device, DeviceEnergy, ProcessDeviceEnergy};
+    use crate::device_reports::{Device, DeviceEnergy, ProcessDeviceEnergy};
     let table = FakeTable::default();
     table.spawn(10, "java", 1, None);
     let mut registry = MetricsRegistry::new(config(5));

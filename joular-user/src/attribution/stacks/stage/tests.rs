@@ -299,8 +299,8 @@ fn time_varying_intensity_is_interpolated_per_cycle_and_summed() {
 /// cycle still gets it; the native process's path is its topmost user frame.
 #[test]
 fn device_paths_follow_the_jvm_flip_and_the_thread_kinds() {
-    use crate::attribution::device_energy::Device;
     use crate::attribution::stacks::device_run::tests::{device_cycle, java_report};
+    use crate::device_reports::Device;
     let native = |name: &str| FrameReport { name: name.into(), kind: FrameKind::Native, line: None, raw_name: None };
     let boot = vec![native("main"), native("os::init"), native("write")];
     let send =

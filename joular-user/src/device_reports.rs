@@ -1,15 +1,113 @@
-//! The energy of the devices besides the CPU (`--devices network,disk`), as one cycle's
-//! attribution gives it: each device class's modelled joules, and how they split over the
-//! profiled processes, their threads and their call paths by bytes (E-Surgeon's eq. 13 and 14).
-//! These are the records the outputs read; the models that fill them live beside them.
+//! The records of `--devices network,disk` that reports carry: the bytes each thread and call
+//! path moved (`DeviceReport`, counted by the kernel, see `attribution/devices.rs`), and each
+//! device class's modelled energy and its split (`DeviceEnergy`, `attribution/device_split.rs`).
 //!
-//! Invariants, per cycle and device class (checked by `DeviceEnergy::conservation_error_uj`):
-//! `energy_uj = Σ processes + unattributed_uj`, each process = Σ its threads, each thread =
-//! Σ its paths, and no figure is negative.
+//! Energy invariants, per cycle and device class (checked by
+//! `DeviceEnergy::conservation_error_uj`): `energy_uj = Σ processes + unattributed_uj`, each
+//! process = Σ its threads, each thread = Σ its paths, and no figure is negative.
 
+use joular_ebpf::{
+    CLASS_FILE_READ, CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX, CLASS_NET_DEVICE_TX, CLASS_NET_LOCAL_RX, CLASS_NET_LOCAL_TX,
+};
 use serde::{Deserialize, Serialize};
 
-use crate::model::FrameReport;
+use crate::frames::FrameReport;
+
+/// Bytes by class. Network bytes through a device and over loopback or AF_UNIX (local: CPU
+/// energy only) are apart; file bytes count at the read or write call (a write is charged when
+/// the process writes, not when writeback later reaches the disk).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceBytes {
+    pub net_device_tx_bytes: u64,
+    pub net_device_rx_bytes: u64,
+    pub net_local_tx_bytes: u64,
+    pub net_local_rx_bytes: u64,
+    pub file_read_bytes: u64,
+    pub file_write_bytes: u64,
+}
+
+impl DeviceBytes {
+    /// Adds `bytes` of a kernel class (`joular_ebpf::CLASS_*`); an unknown class (a newer
+    /// kernel object) is returned, not counted.
+    pub fn add_class(&mut self, class: u32, bytes: u64) -> Result<(), u32> {
+        let slot = match class {
+            CLASS_NET_DEVICE_TX => &mut self.net_device_tx_bytes,
+            CLASS_NET_DEVICE_RX => &mut self.net_device_rx_bytes,
+            CLASS_NET_LOCAL_TX => &mut self.net_local_tx_bytes,
+            CLASS_NET_LOCAL_RX => &mut self.net_local_rx_bytes,
+            CLASS_FILE_READ => &mut self.file_read_bytes,
+            CLASS_FILE_WRITE => &mut self.file_write_bytes,
+            other => return Err(other),
+        };
+        *slot = slot.saturating_add(bytes);
+        Ok(())
+    }
+
+    pub fn add(&mut self, other: &DeviceBytes) {
+        for (mine, theirs) in self.fields_mut().into_iter().zip(other.fields()) {
+            *mine = mine.saturating_add(theirs);
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.fields().iter().all(|&b| b == 0)
+    }
+
+    pub(crate) fn fields(&self) -> [u64; 6] {
+        [
+            self.net_device_tx_bytes,
+            self.net_device_rx_bytes,
+            self.net_local_tx_bytes,
+            self.net_local_rx_bytes,
+            self.file_read_bytes,
+            self.file_write_bytes,
+        ]
+    }
+
+    fn fields_mut(&mut self) -> [&mut u64; 6] {
+        [
+            &mut self.net_device_tx_bytes,
+            &mut self.net_device_rx_bytes,
+            &mut self.net_local_tx_bytes,
+            &mut self.net_local_rx_bytes,
+            &mut self.file_read_bytes,
+            &mut self.file_write_bytes,
+        ]
+    }
+
+    pub(crate) fn total(&self) -> u64 {
+        self.fields().iter().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+}
+
+/// A thread's bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadBytes {
+    pub pid: u32,
+    pub tid: u32,
+    #[serde(default)]
+    pub comm: String,
+    #[serde(flatten)]
+    pub bytes: DeviceBytes,
+}
+
+/// A thread's bytes on one call path (frames root first, named as the CPU stacks are).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathBytes {
+    pub pid: u32,
+    pub tid: u32,
+    pub frames: Vec<FrameReport>,
+    #[serde(flatten)]
+    pub bytes: DeviceBytes,
+}
+
+/// `--json` `devices` of a cycle, `summary.json` `devices` of a run: bytes per thread and per
+/// call path, each list busiest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    pub threads: Vec<ThreadBytes>,
+    pub paths: Vec<PathBytes>,
+}
 
 /// A device class besides the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
