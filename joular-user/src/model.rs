@@ -135,6 +135,18 @@ impl Frame {
     }
 }
 
+/// A frame as reports carry it (`--json`, `summary.json`, profiles).
+impl From<&Frame> for FrameReport {
+    fn from(f: &Frame) -> Self {
+        FrameReport {
+            name: f.name.to_string(),
+            kind: f.kind,
+            line: f.line,
+            raw_name: f.raw_name.as_deref().map(str::to_owned),
+        }
+    }
+}
+
 /// A symbolized call stack, ROOT FIRST (thread entry ... leaf), kernel frames after the
 /// user frames (a syscall's kernel work sits on top of the user code that made it).
 pub type Stack = Arc<[Frame]>;

@@ -28,15 +28,7 @@ pub struct DevicePath {
 }
 
 fn frames_of(stack: &Stack) -> Vec<FrameReport> {
-    stack
-        .iter()
-        .map(|f| FrameReport {
-            name: f.name.to_string(),
-            kind: f.kind,
-            line: f.line,
-            raw_name: f.raw_name.as_deref().map(str::to_owned),
-        })
-        .collect()
+    stack.iter().map(FrameReport::from).collect()
 }
 
 /// The identity of a path across cycles: its frames' names, kinds and lines.

@@ -185,17 +185,21 @@ fn drain_samples(
     // Stored stacks by hash, then the stacks of samples (stored stack + leaf from the key).
     let mut stored: HashMap<u64, Option<JavaStack>> = HashMap::new();
     let mut walked: HashMap<(u64, JavaFrame), Option<Arc<WalkedStack>>> = HashMap::new();
+    // A sample's or byte count's walked Java stack, decoded once per (stored stack, leaf).
+    let mut walked_of = |hash: u64, leaf: JavaFrame| -> Option<Arc<WalkedStack>> {
+        if hash == 0 {
+            return None;
+        }
+        walked
+            .entry((hash, leaf))
+            .or_insert_with(|| {
+                let raw = stored.entry(hash).or_insert_with(|| maps.java_stacks.get(&hash, 0).ok());
+                raw.as_ref().map(|raw| Arc::new(walked::decode(raw, &leaf)))
+            })
+            .clone()
+    };
     for (key, count) in &entries {
-        let walked = match key.java_stack_hash {
-            0 => None,
-            hash => walked
-                .entry((hash, key.java_leaf))
-                .or_insert_with(|| {
-                    let raw = stored.entry(hash).or_insert_with(|| maps.java_stacks.get(&hash, 0).ok());
-                    raw.as_ref().map(|raw| Arc::new(walked::decode(raw, &key.java_leaf)))
-                })
-                .clone(),
-        };
+        let walked = walked_of(key.java_stack_hash, key.java_leaf);
         let sample = RawSample {
             pid: key.tgid,
             tid: key.tid,
@@ -208,16 +212,7 @@ fn drain_samples(
         rows.samples.push((key.start_ticks, sample));
     }
     for (key, bytes) in &byte_counts {
-        let walked = match key.java_stack_hash {
-            0 => None,
-            hash => walked
-                .entry((hash, key.java_leaf))
-                .or_insert_with(|| {
-                    let raw = stored.entry(hash).or_insert_with(|| maps.java_stacks.get(&hash, 0).ok());
-                    raw.as_ref().map(|raw| Arc::new(walked::decode(raw, &key.java_leaf)))
-                })
-                .clone(),
-        };
+        let walked = walked_of(key.java_stack_hash, key.java_leaf);
         let sample = RawSample {
             pid: key.tgid,
             tid: key.tid,

@@ -307,17 +307,7 @@ impl StackStage {
                 sum.1 += samples;
                 if config.report_stacks && charge.slot.is_some() && total_samples > 0 {
                     stack_reports.push(StackReport {
-                        frames: entry
-                            .total
-                            .stack
-                            .iter()
-                            .map(|f| FrameReport {
-                                name: f.name.to_string(),
-                                kind: f.kind,
-                                line: f.line,
-                                raw_name: f.raw_name.as_deref().map(str::to_owned),
-                            })
-                            .collect(),
+                        frames: entry.total.stack.iter().map(FrameReport::from).collect(),
                         samples,
                         energy_uj: stack_energy_uj,
                     });
