@@ -14,7 +14,8 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 
 use super::devices::DeviceReport;
-use super::writeback::{key_of, PathKey, WritePath, WritebackLedger};
+use super::devices::PathKey;
+use super::writeback::{key_of, WritePath, WritebackLedger};
 use crate::device_reports::{
     Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy, UnitEnergy,
 };

@@ -31,11 +31,12 @@ fn frames_of(stack: &Stack) -> Vec<FrameReport> {
     stack.iter().map(FrameReport::from).collect()
 }
 
-/// The identity of a path across cycles: its frames' names, kinds and lines.
-type PathKey = (u32, u32, Vec<(String, Option<u32>)>);
+/// The identity of a thread's call path across cycles: its frames' kinds, names and lines (the
+/// run totals here, the writeback ledger and the split key paths by it).
+pub(crate) type PathKey = (u32, u32, Vec<(String, Option<u32>)>);
 
-fn path_key(p: &PathBytes) -> PathKey {
-    (p.pid, p.tid, p.frames.iter().map(|f| (format!("{:?}:{}", f.kind, f.name), f.line)).collect())
+pub(crate) fn path_key(pid: u32, tid: u32, frames: &[FrameReport]) -> PathKey {
+    (pid, tid, frames.iter().map(|f| (format!("{:?}:{}", f.kind, f.name), f.line)).collect())
 }
 
 /// A cycle's report from its symbolized byte counts; threads are named from the cycle's
@@ -96,7 +97,7 @@ impl DeviceTotals {
         }
         for p in cycle.paths.iter().filter(|p| p.pid == pid) {
             self.paths
-                .entry(path_key(p))
+                .entry(path_key(p.pid, p.tid, &p.frames))
                 .or_insert_with(|| PathBytes { bytes: DeviceBytes::default(), ..p.clone() })
                 .bytes
                 .add(&p.bytes);

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use super::devices::{path_key, PathKey};
 use crate::model::FrameReport;
 
 /// Bytes older than this were never written to a modelled device (a file on tmpfs, deleted
@@ -24,11 +25,8 @@ pub struct WritePath {
     pub frames: Vec<FrameReport>,
 }
 
-/// Frames' kinds, names and lines: what makes two paths the same across cycles.
-pub(crate) type PathKey = (u32, u32, Vec<(String, Option<u32>)>);
-
 pub(crate) fn key_of(p: &WritePath) -> PathKey {
-    (p.pid, p.tid, p.frames.iter().map(|f| (format!("{:?}:{}", f.kind, f.name), f.line)).collect())
+    path_key(p.pid, p.tid, &p.frames)
 }
 
 #[derive(Debug, Default)]
@@ -51,6 +49,11 @@ impl WritebackLedger {
             let (_, b, _) = self.entries.pop_front().expect("not empty");
             self.expired_bytes += b;
         }
+    }
+
+    /// Paths remembered (at most one per entry, after a `cover`).
+    pub fn paths_held(&self) -> usize {
+        self.interned.len()
     }
 
     /// Bytes waiting.
@@ -85,8 +88,10 @@ impl WritebackLedger {
                 self.entries.pop_front();
             }
         }
-        if self.entries.is_empty() {
-            self.interned.clear();
+        // A path no entry holds any more is forgotten (the map's is then its only reference):
+        // a writer that never lets the ledger empty still keeps it bounded by `MAX_ENTRIES`.
+        if self.interned.len() > self.entries.len() {
+            self.interned.retain(|_, p| Arc::strong_count(p) > 1);
         }
         covered
     }
@@ -131,5 +136,17 @@ mod tests {
         }
         assert_eq!(l.pending_bytes(), MAX_ENTRIES as u64);
         assert_eq!(l.expired_bytes, 103);
+    }
+
+    #[test]
+    fn paths_no_entry_holds_are_forgotten_while_the_ledger_never_empties() {
+        let mut l = WritebackLedger::default();
+        for i in 0..1000u32 {
+            // A fresh path each cycle, half of it written back: the ledger never empties.
+            l.push(path(2, &format!("M{i}.write")), 10, u64::from(i));
+            l.cover(5 + if i == 0 { 0 } else { 5 }, u64::from(i));
+        }
+        assert!(l.pending_bytes() > 0);
+        assert!(l.paths_held() <= 2, "{} paths held for {} bytes pending", l.paths_held(), l.pending_bytes());
     }
 }

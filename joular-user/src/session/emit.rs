@@ -151,7 +151,8 @@ impl Sinks {
             *cycle.report.drops.entry(UNSYMBOLIZED.into()).or_default() += samples;
         }
         self.cycles_written_late += 1;
-        // A late cycle's byte counts are unnamed, and not written (its report says it is late).
+        // A late cycle's byte counts are unnamed: its `devices` report is empty and its device
+        // energy all unattributed (its report says it is late).
         self.write(cycle, &late_stacks(&threads), &[])
     }
 
