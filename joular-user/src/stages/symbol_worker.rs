@@ -91,6 +91,9 @@ impl SymbolWorker {
         install_quiet_panic_hook();
         std::thread::Builder::new().name("symbols".into()).spawn(move || {
             let mut symbolizer = Symbolizer::new(opts);
+            if let Some(mut reports) = reports {
+                symbolizer.set_report_source(Box::new(move || reports.take()));
+            }
             let mut guard = PanicGuard::default();
             for pid in targets {
                 guard.contain(|| symbolizer.watch(pid), "looking at a target");
@@ -101,7 +104,7 @@ impl SymbolWorker {
                     .unwrap_or_default(),
             );
             let channels = Channels { cycles: &cycles_rx, replies: &replies_tx, early: &early_tx };
-            run(symbolizer, guard, settle_within, channels, &q, &a, reports)
+            run(symbolizer, guard, settle_within, channels, &q, &a)
         })?;
         let updates = watched_rx.recv_timeout(WATCH_WAIT).unwrap_or_default();
         let worker = SymbolWorker {
@@ -176,11 +179,6 @@ struct Channels<'a> {
     early: &'a UnboundedSender<Vec<KernelUpdate>>,
 }
 
-/// How often the sampler's code reports are read between cycles: code a JVM frees (or the JVM
-/// itself, when it exits) within this of its sample may stay unnamed. A read costs a look at
-/// the ring's positions when nothing was reported.
-const REPORTS_EVERY: Duration = Duration::from_millis(20);
-
 fn run(
     mut symbolizer: Symbolizer,
     mut guard: PanicGuard,
@@ -188,27 +186,22 @@ fn run(
     channels: Channels,
     queued: &AtomicUsize,
     abandoned_below: &AtomicU64,
-    mut reports: Option<CodeReports>,
 ) {
     let Channels { cycles, replies, early } = channels;
     // While a target starts, it is looked at between cycles: its JVM is walked from its
     // first Java code, not from the end of the first cycle.
     let mut next_poll = Some(Instant::now());
-    let mut next_reports = Instant::now() + REPORTS_EVERY;
     loop {
-        let wake = match reports {
-            Some(_) => Some(next_poll.map_or(next_reports, |at| at.min(next_reports))),
+        let wake = match symbolizer.reports_due() {
+            Some(due) => Some(next_poll.map_or(due, |at| at.min(due))),
             None => next_poll,
         };
         let cycle = match wake {
             Some(at) => match cycles.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Ok(cycle) => cycle,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
+                    learn(&mut symbolizer, false, &mut guard);
                     let now = Instant::now();
-                    if now >= next_reports {
-                        learn(&mut symbolizer, reports.as_mut(), &mut guard);
-                        next_reports = now + REPORTS_EVERY;
-                    }
                     if next_poll.is_some_and(|at| now >= at) {
                         let Some(next) = poll_young(&mut symbolizer, &mut guard, early) else { return };
                         next_poll = next;
@@ -223,7 +216,7 @@ fn run(
             },
         };
         // What the sampler met up to the flip, named before the cycle's stacks are.
-        learn(&mut symbolizer, reports.as_mut(), &mut guard);
+        learn(&mut symbolizer, true, &mut guard);
         let behind = queued.fetch_sub(1, Ordering::AcqRel) > 1;
         if cycle.cycle >= abandoned_below.load(Ordering::Acquire) {
             // Catching up matters more than completing one cycle's JIT frames.
@@ -269,13 +262,9 @@ fn poll_young(
     Some(poll_in.map(|wait| Instant::now() + wait))
 }
 
-/// Names the code the sampler reported since the last look.
-fn learn(symbolizer: &mut Symbolizer, reports: Option<&mut CodeReports>, guard: &mut PanicGuard) {
-    let Some(reports) = reports else { return };
-    let taken = reports.take();
-    if !taken.is_empty() {
-        guard.contain(|| symbolizer.learn_code(taken), "naming the code the sampler met");
-    }
+/// Names the code the sampler reported since the last look, when due or `force`d.
+fn learn(symbolizer: &mut Symbolizer, force: bool, guard: &mut PanicGuard) {
+    guard.contain(|| symbolizer.learn_reported(force), "naming the code the sampler met");
 }
 
 fn forget(symbolizer: &mut Symbolizer, ended: &[u32], guard: &mut PanicGuard) {

@@ -28,6 +28,9 @@ pub trait StackNamer {
     fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack;
     /// `samples`: how many samples the stack stands for (counted per JVM).
     fn symbolize_walked(&mut self, pid: u32, walked: &WalkedStack, kernel: &[u64], samples: u64) -> Stack;
+    /// Called between stacks: naming a cycle can take long enough for the code the sampler
+    /// reported meanwhile to be freed, so reports are read here too when due.
+    fn meanwhile(&mut self) {}
 }
 
 impl StackNamer for Symbolizer {
@@ -45,6 +48,10 @@ impl StackNamer for Symbolizer {
 
     fn settle(&mut self, deadline: Instant) {
         Symbolizer::settle(self, deadline);
+    }
+
+    fn meanwhile(&mut self) {
+        self.learn_reported(false);
     }
 
     fn symbolize(&mut self, pid: u32, user: &[u64], kernel: &[u64]) -> Stack {
@@ -107,6 +114,10 @@ pub fn install_quiet_panic_hook() {
     });
 }
 
+/// How many stacks are named between two looks at whether the sampler's reports are due
+/// ([`StackNamer::meanwhile`]): a look costs a clock read; a stack, microseconds.
+const LEARN_EVERY_STACKS: usize = 8;
+
 /// Look ahead, wait for what is missing (until `deadline`), then symbolize every sample.
 /// `devices`: the cycle's byte counts (`--devices`), looked ahead at and named with the samples
 /// (their frames named as the samples' are), returned apart: they are no CPU samples.
@@ -146,7 +157,10 @@ pub fn symbolize_cycle(
     // Interned stacks share one Arc, so the pointer identifies the stack.
     type ByStack = HashMap<*const [Frame], (Stack, u64)>;
     let mut by_thread: HashMap<(u32, u32), ByStack> = HashMap::new();
-    for s in samples {
+    for (i, s) in samples.iter().enumerate() {
+        if i % LEARN_EVERY_STACKS == 0 {
+            guard.contain(|| symbolizer.meanwhile(), "naming the code the sampler met");
+        }
         let symbolized = match guard.bad_pids.contains(&s.pid) {
             true => None,
             false => guard.contain(

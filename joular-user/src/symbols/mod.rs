@@ -145,6 +145,9 @@ pub struct Symbolizer {
     cut_warned: bool,
     kernel_updates: Vec<KernelUpdate>,
     unwind: crate::unwind::tables::UnwindTables,
+    /// Where the sampler's reports of code it met come from, and when they are next read
+    /// ([`Symbolizer::learn_reported`]).
+    reports: Option<reports::ReportSource>,
 }
 
 impl Symbolizer {
@@ -174,6 +177,7 @@ impl Symbolizer {
             frame_pointer_warned: false,
             cut_warned: false,
             kernel_updates: Vec::new(),
+            reports: None,
         }
     }
 
