@@ -50,8 +50,9 @@ pub const CONFIG_SOCKET_V6_OFFSETS: u32 = 8;
 /// unknown, no byte is counted).
 pub const CONFIG_FD_OFFSETS: u32 = 9;
 pub const CONFIG_FILE_OFFSETS: u32 = 10;
-/// Where the byte counters find a regular file's filesystem type (`FileOffsets::super_value`;
-/// 0: unknown, every regular file's bytes count as the disk's).
+/// Where the byte counters find a regular file's filesystem type and device
+/// (`FileOffsets::super_value`; 0: unknown, every regular file's bytes count as the disk's, on
+/// no known device).
 pub const CONFIG_SUPER_OFFSETS: u32 = 11;
 pub const CONFIG_LEN: u32 = 12;
 /// `CONFIG_TARGETS_GEN`'s writer field for user space (above any CPU number).
@@ -517,8 +518,8 @@ pub const DEVICE_CLASSES: u32 = 6;
 /// Distinct (thread, call path, class) byte counts per cycle.
 pub const MAX_DEVICE_KEYS: u32 = 16 * 1024;
 
-/// Key of the byte counters: one sum of bytes per (thread, user stack, class). The stack is
-/// the sampler's: a `bpf_get_stackid` id, or a walked JVM stack's hash and leaf (see
+/// Key of the byte counters: one sum of bytes per (thread, user stack, class, device). The
+/// stack is the sampler's: a `bpf_get_stackid` id, or a walked JVM stack's hash and leaf (see
 /// `SampleKey`).
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -528,7 +529,9 @@ pub struct DeviceKey {
     pub start_ticks: u32,
     pub class: u32,
     pub user_stack_id: i32,
-    pub _pad: u32,
+    /// A file's filesystem device (`super_block.s_dev`, the kernel's encoding: major << 20 |
+    /// minor), so its bytes go to the disk that holds it; 0 for sockets.
+    pub dev: u32,
     pub java_stack_hash: u64,
     pub java_leaf: JavaFrame,
 }
@@ -573,7 +576,8 @@ impl SocketOffsets {
 /// Byte offsets the byte counters read to go from a file descriptor to its file, packed 16 bits
 /// each into `CONFIG_FD_OFFSETS` (`task_struct.files`, `files_struct.fdt`, `fdtable.fd`,
 /// `fdtable.max_fds`), `CONFIG_FILE_OFFSETS` (`file.f_inode`, `file.private_data`,
-/// `inode.i_mode`) and `CONFIG_SUPER_OFFSETS` (`inode.i_sb`, `super_block.s_magic`).
+/// `inode.i_mode`) and `CONFIG_SUPER_OFFSETS` (`inode.i_sb`, `super_block.s_magic`,
+/// `super_block.s_dev`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub struct FileOffsets {
     pub files: u16,
@@ -585,6 +589,7 @@ pub struct FileOffsets {
     pub i_mode: u16,
     pub i_sb: u16,
     pub s_magic: u16,
+    pub s_dev: u16,
 }
 
 impl FileOffsets {
@@ -597,7 +602,7 @@ impl FileOffsets {
     }
 
     pub fn super_value(&self) -> u64 {
-        u64::from(self.i_sb) << 16 | u64::from(self.s_magic)
+        u64::from(self.i_sb) << 32 | u64::from(self.s_magic) << 16 | u64::from(self.s_dev)
     }
 
     pub fn from_values(fd: u64, file: u64, sup: u64) -> Self {
@@ -609,8 +614,9 @@ impl FileOffsets {
             f_inode: (file >> 32) as u16,
             private_data: (file >> 16) as u16,
             i_mode: file as u16,
-            i_sb: (sup >> 16) as u16,
-            s_magic: sup as u16,
+            i_sb: (sup >> 32) as u16,
+            s_magic: (sup >> 16) as u16,
+            s_dev: sup as u16,
         }
     }
 }

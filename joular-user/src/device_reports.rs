@@ -91,6 +91,50 @@ pub struct ThreadBytes {
     pub bytes: DeviceBytes,
 }
 
+/// A block device number, as `/sys/block/*/dev` writes it (`major:minor`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DevNum {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl DevNum {
+    /// From the kernel's internal encoding (`super_block.s_dev`: major << 20 | minor); 0 is no
+    /// device.
+    pub fn from_kernel(dev: u32) -> Option<Self> {
+        (dev != 0).then_some(DevNum { major: dev >> 20, minor: dev & 0xf_ffff })
+    }
+
+    /// `8:1`, as in `/sys/block/sda/sda1/dev`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (major, minor) = text.trim().split_once(':')?;
+        Some(DevNum { major: major.parse().ok()?, minor: minor.parse().ok()? })
+    }
+}
+
+/// A path's file bytes on the filesystem of one device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevFileBytes {
+    #[serde(flatten)]
+    pub dev: DevNum,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// Adds `bytes` to `dev`'s entry of `list` (kept short: a path touches a few filesystems).
+pub fn add_dev_bytes(list: &mut Vec<DevFileBytes>, bytes: DevFileBytes) {
+    match list.iter_mut().find(|d| d.dev == bytes.dev) {
+        Some(d) => {
+            d.read_bytes = d.read_bytes.saturating_add(bytes.read_bytes);
+            d.write_bytes = d.write_bytes.saturating_add(bytes.write_bytes);
+        }
+        None => {
+            list.push(bytes);
+            list.sort_by_key(|d| d.dev);
+        }
+    }
+}
+
 /// A thread's bytes on one call path (frames root first, named as the CPU stacks are).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathBytes {
@@ -99,6 +143,10 @@ pub struct PathBytes {
     pub frames: Vec<FrameReport>,
     #[serde(flatten)]
     pub bytes: DeviceBytes,
+    /// The file bytes by the device their filesystem is on (`file_read_bytes` and
+    /// `file_write_bytes` split; bytes whose device the kernel did not give are in no entry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_devices: Vec<DevFileBytes>,
 }
 
 /// `--json` `devices` of a cycle, `summary.json` `devices` of a run: bytes per thread and per
@@ -142,6 +190,15 @@ pub struct UnitEnergy {
     /// Time it was busy in the cycle (block devices' io_ticks; 0 for interfaces).
     #[serde(default)]
     pub busy_ms: u64,
+    /// A disk's bytes read and written in the cycle (`bytes` is their sum).
+    #[serde(default)]
+    pub read_bytes: u64,
+    #[serde(default)]
+    pub written_bytes: u64,
+    /// A disk's device numbers: its own, its partitions' and the devices stacked on them
+    /// (device mapper, md): a file on any of them is on this disk.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DevNum>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -242,5 +299,29 @@ mod tests {
         assert_eq!(split(6.0, 5.5).conservation_error_uj(), 0.5);
         assert_eq!(Device::Disk.name(), "disk");
         assert_eq!(serde_json::to_value(Device::Network).unwrap(), "network");
+    }
+
+    #[test]
+    fn device_numbers_read_as_sysfs_and_the_kernel_write_them() {
+        use super::{add_dev_bytes, DevFileBytes, DevNum};
+        assert_eq!(DevNum::parse("259:3\n"), Some(DevNum { major: 259, minor: 3 }));
+        assert_eq!(DevNum::parse("8"), None);
+        // MKDEV(253, 1) in the kernel: major << 20 | minor.
+        assert_eq!(DevNum::from_kernel(253 << 20 | 1), Some(DevNum { major: 253, minor: 1 }));
+        assert_eq!(DevNum::from_kernel(0), None);
+        let (a, b) = (DevNum { major: 8, minor: 1 }, DevNum { major: 7, minor: 0 });
+        let mut list = Vec::new();
+        add_dev_bytes(&mut list, DevFileBytes { dev: a, read_bytes: 1, write_bytes: 2 });
+        add_dev_bytes(&mut list, DevFileBytes { dev: b, read_bytes: 3, write_bytes: 0 });
+        add_dev_bytes(&mut list, DevFileBytes { dev: a, read_bytes: 10, write_bytes: 20 });
+        assert_eq!(
+            list,
+            [
+                DevFileBytes { dev: b, read_bytes: 3, write_bytes: 0 },
+                DevFileBytes { dev: a, read_bytes: 11, write_bytes: 22 }
+            ]
+        );
+        let json = serde_json::to_value(list[1]).unwrap();
+        assert_eq!(json, serde_json::json!({"major": 8, "minor": 1, "read_bytes": 11, "write_bytes": 22}));
     }
 }

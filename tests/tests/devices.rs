@@ -560,23 +560,7 @@ impl LoopFs {
         fs.device = sh(&["losetup", "-f", "--show", image_s]);
         sh(&["mount", &fs.device, fs.mount.path().to_str().unwrap()]);
         sh(&["sync", "-f", fs.mount.path().to_str().unwrap()]);
-        // Quiet before the JVM starts: a read of this device in the JVM's first cycle lets the
-        // JVM's start-up reads of its own files (on another disk: the split is per class, not
-        // per unit) take that cycle's share of this device's energy (1 J of 2 J, 3 runs of 17).
-        // Something reads the new device ~3.6 s after it is mounted (3 requests of 1 KiB, the
-        // superblock's size: udev's probe of the new loop device, it seems), so the wait is at
-        // least 5 s, and until its counters have not moved for 2 s.
-        let stat = format!("/sys/block/{}/stat", fs.name());
-        let mounted = std::time::Instant::now();
-        let mut last = (std::fs::read_to_string(&stat).unwrap(), mounted);
-        while mounted.elapsed() < Duration::from_secs(5) || last.1.elapsed() < Duration::from_secs(2) {
-            assert!(mounted.elapsed() < Duration::from_secs(30), "{} never went quiet: {}", fs.name(), last.0);
-            std::thread::sleep(Duration::from_millis(100));
-            let now = std::fs::read_to_string(&stat).unwrap();
-            if now != last.0 {
-                last = (now, std::time::Instant::now());
-            }
-        }
+        std::thread::sleep(std::time::Duration::from_millis(1500));
         fs
     }
 
@@ -596,6 +580,18 @@ impl Drop for LoopFs {
     }
 }
 
+/// `block/NAME` of the disk whose filesystem holds `path` (the disk, not its partition).
+fn disk_of(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{major}:{minor}")).unwrap_or_else(|e| {
+        panic!("{} is on device {major}:{minor}, which is no block device (/sys/dev/block: {e}): this test needs the JVM on a disk's filesystem, as on the CI machine", path.display())
+    });
+    let disk = if sys.join("partition").is_file() { sys.parent().unwrap().to_owned() } else { sys };
+    format!("block/{}", disk.file_name().unwrap().to_str().unwrap())
+}
+
 #[test]
 fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
     // Writeback timing is the kernel's: a miss of the "charged later" check measures once more.
@@ -606,18 +602,25 @@ fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
         let power = format!("{}=1.0,3.0", fs.name());
         let file_s = file.to_str().unwrap().to_owned();
         let unit = format!("block/{}", fs.name());
-        let run =
-            record_energy("cpu,disk", &[&unit], &["--disk-power", &power], "HanoiDisk", &[&file_s, "20", "2"], || {
-                // Writeback: once the moves are written and their cycle is over, the test syncs them
-                // (the kernel would after dirty_expire_centisecs, 30 s).
-                let start = std::time::Instant::now();
-                while !done.exists() {
-                    assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                std::thread::sleep(Duration::from_millis(1500));
-                sh(&["sync", "-f", file.to_str().unwrap()]);
-            });
+        // The disk the JVM reads its own files from is a unit too, of 0 W: its reads are on
+        // that disk's devices, so they take none of the loop device's energy, even in a cycle
+        // when the loop device reads (something reads a new loop device ~3.6 s after mount).
+        let java = sh(&["sh", "-c", "readlink -f \"$(command -v java)\""]);
+        let own_disk = disk_of(Path::new(&java));
+        let own_power = format!("{}=0,0", own_disk.trim_start_matches("block/"));
+        let units = [unit.as_str(), own_disk.as_str()];
+        let flags = ["--disk-power", &power, "--disk-power", &own_power];
+        let run = record_energy("cpu,disk", &units, &flags, "HanoiDisk", &[&file_s, "20", "2"], || {
+            // Writeback: once the moves are written and their cycle is over, the test syncs them
+            // (the kernel would after dirty_expire_centisecs, 30 s).
+            let start = std::time::Instant::now();
+            while !done.exists() {
+                assert!(start.elapsed() < Duration::from_secs(60), "Hanoi never finished writing");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::thread::sleep(Duration::from_millis(1500));
+            sh(&["sync", "-f", file.to_str().unwrap()]);
+        });
         let wrote = fixture_bytes(&run.out, "wrote ");
         let disk = device_energy(&run.cycles, "disk");
         assert!(!disk.is_empty(), "no disk device_energy in --json");
@@ -629,6 +632,23 @@ fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
             .map(|u| (u["name"].as_str().unwrap(), u["model"].as_str().unwrap()))
             .collect();
         assert!(units.contains(&(fs.name(), "--disk-power")), "{} is a unit with its figures: {units:?}", fs.name());
+        // The kernel gives each file byte its filesystem's device: the writer's are on the loop
+        // device (`/sys/block/loopN/dev`), and on nothing else.
+        let loop_dev = std::fs::read_to_string(format!("/sys/{unit}/dev")).unwrap().trim().to_owned();
+        let mut writer_devices: Vec<String> = run
+            .cycles
+            .iter()
+            .flat_map(|c| c["devices"]["paths"].as_array().into_iter().flatten())
+            .filter(|p| {
+                p["frames"].as_array().unwrap().iter().any(|f| f["name"].as_str().unwrap().contains("HanoiDisk.move"))
+            })
+            .flat_map(|p| p["file_devices"].as_array().into_iter().flatten())
+            .filter(|d| d["write_bytes"].as_u64().unwrap() > 0)
+            .map(|d| format!("{}:{}", d["major"], d["minor"]))
+            .collect();
+        writer_devices.sort();
+        writer_devices.dedup();
+        assert_eq!(writer_devices, [loop_dev.clone()], "the devices of HanoiDisk.move's written bytes");
         let (all, _, computer) = attributed_j(&disk, "HanoiDisk.move", "computer");
         let (mover, on) = thread_on_path_j(&disk, "mover", "HanoiDisk.move");
         let total: f64 = disk.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
@@ -639,11 +659,9 @@ fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
             100.0 * cpu / (cpu + all),
             100.0 * all / (cpu + all)
         );
-        // The split is per device class, not per unit: the byte counters do not say which disk
-        // a file is on, so in a cycle where the loop device is busy, the JVM's reads of its own
-        // files on the root disk would take a share of its energy too. The device is quiet when
-        // the JVM starts (see `LoopFs::create`; before that, up to 1 J of 2 J went to start-up
-        // reads), so the process's disk energy is the writer's.
+        // Each disk is split by the bytes on its own devices: the JVM's reads of its own files
+        // (on its own disk, a unit of 0 W here) take none of the loop device's energy. When the
+        // split was per class, 1 J of 2 J went to those reads in 3 of 17 runs.
         assert!(mover > 0.0, "the writing thread got no disk energy");
         assert!(
             on >= 0.95 * mover,

@@ -6,18 +6,21 @@
 //!   loopback and AF_UNIX cost CPU energy, never NIC energy). The interfaces' bytes beyond
 //!   the profiled ones are unattributed; when the profiled bytes exceed them (the kernel
 //!   counts at the call, the card sends a moment later) nothing is.
-//! - Disk: by the file bytes read in the cycle, at most the bytes the devices read (a read
-//!   the page cache serves moves no device byte), plus the written bytes the cycle's
-//!   writeback covered (`writeback.rs`); the devices' other bytes are unattributed.
+//! - Disk: per disk, by the file bytes read in the cycle on that disk's filesystems, at most
+//!   the bytes the disk read (a read the page cache serves moves no device byte), plus the
+//!   written bytes the disk's writeback covered (`writeback.rs`); the disk's other bytes are
+//!   unattributed. A file's disk is its filesystem's device (`super_block.s_dev`) among the
+//!   disk's own, its partitions' and the devices stacked on them; bytes on a device no
+//!   modelled disk holds (an overlay or a network filesystem, a loop device not modelled)
+//!   may be on any of them, and count for each.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::devices::DeviceReport;
-use super::devices::PathKey;
+use super::devices::{DeviceReport, PathBytes, PathKey};
 use super::writeback::{key_of, WritePath, WritebackLedger};
 use crate::device_reports::{
-    Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy, UnitEnergy,
+    DevFileBytes, DevNum, Device, DeviceEnergy, PathDeviceEnergy, ProcessDeviceEnergy, ThreadDeviceEnergy, UnitEnergy,
 };
 
 /// What a class's model read for one cycle, before any split.
@@ -26,9 +29,6 @@ pub struct ClassReading {
     pub device: Device,
     pub source: String,
     pub units: Vec<UnitEnergy>,
-    /// Disk: the units' bytes read and written (network: 0, the units' `bytes` serve).
-    pub read_bytes: u64,
-    pub written_bytes: u64,
 }
 
 impl ClassReading {
@@ -63,10 +63,12 @@ pub struct DeviceSplitter {
     pub ledger: WritebackLedger,
 }
 
-/// A path's bytes to split by (may be fractional: reads scaled to the device's).
+/// A path's bytes to split by (may be fractional: reads scaled to the device's), and the
+/// energy they took.
 struct Share {
     path: WritePath,
     bytes: f64,
+    energy_uj: f64,
 }
 
 impl DeviceSplitter {
@@ -77,59 +79,97 @@ impl DeviceSplitter {
         let Some(report) = bytes else { return reading.unsplit() };
         let comm: BTreeMap<(u32, u32), &str> =
             report.threads.iter().map(|t| ((t.pid, t.tid), t.comm.as_str())).collect();
-        let path_of = |p: &super::devices::PathBytes| WritePath {
+        let path_of = |p: &PathBytes| WritePath {
             pid: p.pid,
             tid: p.tid,
             comm: comm.get(&(p.pid, p.tid)).unwrap_or(&"").to_string(),
             frames: p.frames.clone(),
         };
-        let (shares, unit_bytes) = match reading.device {
+        let shares = match reading.device {
             Device::Network => {
                 let shares = report
                     .paths
                     .iter()
-                    .map(|p| Share {
-                        path: path_of(p),
-                        bytes: (p.bytes.net_device_tx_bytes + p.bytes.net_device_rx_bytes) as f64,
-                    })
+                    .map(|p| (path_of(p), (p.bytes.net_device_tx_bytes + p.bytes.net_device_rx_bytes) as f64))
                     .collect();
-                (shares, reading.unit_bytes() as f64)
+                weigh(reading.energy_uj(), shares, reading.unit_bytes() as f64)
             }
             Device::Disk => {
-                let read_total: u64 = report.paths.iter().map(|p| p.bytes.file_read_bytes).sum();
-                let scale =
-                    if read_total == 0 { 0.0 } else { (reading.read_bytes as f64 / read_total as f64).min(1.0) };
-                let mut shares: Vec<Share> = report
-                    .paths
-                    .iter()
-                    .map(|p| Share { path: path_of(p), bytes: p.bytes.file_read_bytes as f64 * scale })
-                    .collect();
                 for p in &report.paths {
-                    self.ledger.push(path_of(p), p.bytes.file_write_bytes, end_ns);
+                    for (dev, n) in on_devices(p, |d| d.write_bytes, p.bytes.file_write_bytes) {
+                        self.ledger.push(path_of(p), dev, n, end_ns);
+                    }
                 }
-                for (path, n) in self.ledger.cover(reading.written_bytes, end_ns) {
-                    shares.push(Share { path: (*path).clone(), bytes: n as f64 });
+                let held: HashSet<DevNum> = reading.units.iter().flat_map(|u| u.devices.iter().copied()).collect();
+                let mut shares = Vec::new();
+                for unit in &reading.units {
+                    // A device no unit holds may be on any of them.
+                    let on_unit =
+                        |dev: Option<DevNum>| dev.is_none_or(|d| unit.devices.contains(&d) || !held.contains(&d));
+                    let reads: Vec<(WritePath, f64)> = report
+                        .paths
+                        .iter()
+                        .map(|p| {
+                            let on: u64 = on_devices(p, |d| d.read_bytes, p.bytes.file_read_bytes)
+                                .filter(|(dev, _)| on_unit(*dev))
+                                .map(|(_, n)| n)
+                                .sum();
+                            (path_of(p), on as f64)
+                        })
+                        .collect();
+                    let read_total: f64 = reads.iter().map(|r| r.1).sum();
+                    let scale = if read_total <= 0.0 { 0.0 } else { (unit.read_bytes as f64 / read_total).min(1.0) };
+                    let mut unit_shares: Vec<(WritePath, f64)> =
+                        reads.into_iter().map(|(path, n)| (path, n * scale)).collect();
+                    for (path, n) in self.ledger.cover(unit.written_bytes, end_ns, on_unit) {
+                        unit_shares.push(((*path).clone(), n as f64));
+                    }
+                    shares.extend(weigh(unit.energy_uj, unit_shares, (unit.read_bytes + unit.written_bytes) as f64));
                 }
-                (shares, (reading.read_bytes + reading.written_bytes) as f64)
+                shares
             }
         };
-        split_by(reading, shares, unit_bytes)
+        split_by(reading, shares)
     }
 }
 
-/// `E · share / max(unit bytes, Σ shares)` to each path; threads and processes are the sums.
-fn split_by(reading: &ClassReading, shares: Vec<Share>, unit_bytes: f64) -> DeviceEnergy {
-    let mut out = reading.unsplit();
-    let profiled: f64 = shares.iter().map(|s| s.bytes).sum();
+/// A path's bytes of one direction by device: those the kernel placed on a device, then the
+/// rest of `total` (placed on none) as `None`.
+fn on_devices(
+    p: &PathBytes,
+    of: impl Fn(&DevFileBytes) -> u64,
+    total: u64,
+) -> impl Iterator<Item = (Option<DevNum>, u64)> + '_ {
+    let placed: u64 = p.file_devices.iter().map(&of).sum();
+    let placed_rows: Vec<(Option<DevNum>, u64)> = p.file_devices.iter().map(|d| (Some(d.dev), of(d))).collect();
+    placed_rows.into_iter().chain(std::iter::once((None, total.saturating_sub(placed)))).filter(|(_, n)| *n > 0)
+}
+
+/// `energy · share / max(unit bytes, Σ shares)` to each share.
+fn weigh(energy_uj: f64, shares: Vec<(WritePath, f64)>, unit_bytes: f64) -> Vec<Share> {
+    let profiled: f64 = shares.iter().map(|s| s.1).sum();
     let denominator = unit_bytes.max(profiled);
-    if profiled <= 0.0 || out.energy_uj <= 0.0 {
+    if profiled <= 0.0 || energy_uj <= 0.0 {
+        return Vec::new();
+    }
+    shares
+        .into_iter()
+        .filter(|s| s.1 > 0.0)
+        .map(|(path, bytes)| Share { energy_uj: energy_uj * bytes / denominator, path, bytes })
+        .collect()
+}
+
+/// The shares summed per path, thread and process; the rest of the class's energy unattributed.
+fn split_by(reading: &ClassReading, shares: Vec<Share>) -> DeviceEnergy {
+    let mut out = reading.unsplit();
+    if shares.is_empty() {
         return out;
     }
     let mut paths: Vec<PathDeviceEnergy> = Vec::new();
     let mut path_row: HashMap<PathKey, usize> = HashMap::new();
     let mut threads: BTreeMap<(u32, u32), ThreadDeviceEnergy> = BTreeMap::new();
-    for s in shares.into_iter().filter(|s| s.bytes > 0.0) {
-        let energy_uj = out.energy_uj * s.bytes / denominator;
+    for s in shares {
+        let energy_uj = s.energy_uj;
         let bytes = s.bytes.round() as u64;
         let t = threads.entry((s.path.pid, s.path.tid)).or_insert_with(|| ThreadDeviceEnergy {
             pid: s.path.pid,
@@ -195,7 +235,7 @@ mod tests {
     fn row(pid: u32, tid: u32, names: &[&str], set: impl Fn(&mut DeviceBytes)) -> PathBytes {
         let mut bytes = DeviceBytes::default();
         set(&mut bytes);
-        PathBytes { pid, tid, frames: frames(names), bytes }
+        PathBytes { pid, tid, frames: frames(names), bytes, file_devices: Vec::new() }
     }
 
     fn report(paths: Vec<PathBytes>) -> DeviceReport {
@@ -209,26 +249,22 @@ mod tests {
     }
 
     fn unit(name: &str, energy_uj: f64, bytes: u64) -> UnitEnergy {
-        UnitEnergy { name: name.into(), model: "test".into(), energy_uj, bytes, busy_ms: 0 }
+        UnitEnergy { name: name.into(), model: "test".into(), energy_uj, bytes, ..Default::default() }
     }
 
     fn network(energy_uj: f64, bytes: u64) -> ClassReading {
-        ClassReading {
-            device: Device::Network,
-            source: "model".into(),
-            units: vec![unit("eth0", energy_uj, bytes)],
-            read_bytes: 0,
-            written_bytes: 0,
-        }
+        ClassReading { device: Device::Network, source: "model".into(), units: vec![unit("eth0", energy_uj, bytes)] }
     }
 
     fn disk(energy_uj: f64, read: u64, written: u64) -> ClassReading {
         ClassReading {
             device: Device::Disk,
             source: "model".into(),
-            units: vec![unit("sda", energy_uj, read + written)],
-            read_bytes: read,
-            written_bytes: written,
+            units: vec![UnitEnergy {
+                read_bytes: read,
+                written_bytes: written,
+                ..unit("sda", energy_uj, read + written)
+            }],
         }
     }
 
@@ -326,5 +362,37 @@ mod tests {
         assert_eq!(e.threads.len(), 3);
         assert!(e.conservation_error_uj() < 1e-12);
         assert!(e.unattributed_uj > 0.99);
+    }
+
+    #[test]
+    fn each_disk_is_split_by_the_bytes_on_its_own_devices() {
+        let (sda, sda1, loop0) =
+            (DevNum { major: 8, minor: 0 }, DevNum { major: 8, minor: 1 }, DevNum { major: 7, minor: 0 });
+        let on = |dev: DevNum, read: u64, write: u64| DevFileBytes { dev, read_bytes: read, write_bytes: write };
+        // W writes 1000 bytes to a file on loop0; R reads 400 from a file on sda1 (a partition
+        // of sda); U reads 100 whose device the kernel did not give (it may be on either).
+        let mut w = row(1, 2, &["W.write"], |b| b.file_write_bytes = 1000);
+        w.file_devices = vec![on(loop0, 0, 1000)];
+        let mut r = row(1, 3, &["R.read"], |b| b.file_read_bytes = 400);
+        r.file_devices = vec![on(sda1, 400, 0)];
+        let u = row(1, 4, &["U.read"], |b| b.file_read_bytes = 100);
+        let reading = ClassReading {
+            device: Device::Disk,
+            source: "model".into(),
+            units: vec![
+                UnitEnergy { read_bytes: 500, devices: vec![sda, sda1], ..unit("sda", 100.0, 500) },
+                // loop0 read 4 KiB of its own (metadata): R's reads are on sda, and take none of it.
+                UnitEnergy { read_bytes: 4096, written_bytes: 1000, devices: vec![loop0], ..unit("loop0", 50.0, 5096) },
+            ],
+        };
+        let e = DeviceSplitter::default().split(&reading, Some(&report(vec![w, r, u])), 1);
+        // sda: R's 400 and U's 100 of its 500 bytes read.
+        assert!((path_uj(&e, 3, "R.read") - 80.0).abs() < 1e-9, "{e:#?}");
+        // loop0: W's 1000 written bytes and U's 100 of its 5096 bytes.
+        assert!((path_uj(&e, 2, "W.write") - 50.0 * 1000.0 / 5096.0).abs() < 1e-9);
+        assert!((path_uj(&e, 4, "U.read") - (20.0 + 50.0 * 100.0 / 5096.0)).abs() < 1e-9);
+        assert!((e.unattributed_uj - 50.0 * 3996.0 / 5096.0).abs() < 1e-9);
+        assert!(e.conservation_error_uj() < 1e-9);
+        assert_eq!(e.energy_uj, 150.0);
     }
 }

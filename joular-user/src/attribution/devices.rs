@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::device_reports::{add_dev_bytes, DevFileBytes, DevNum};
 pub use crate::device_reports::{DeviceBytes, DeviceReport, PathBytes, ThreadBytes};
 use crate::model::{FrameReport, RawSample, Stack, ThreadReport};
 
@@ -16,6 +17,8 @@ pub struct DeviceSample {
     pub sample: RawSample,
     pub class: u32,
     pub bytes: u64,
+    /// A file's filesystem device, in the kernel's encoding (`DeviceKey::dev`; 0: none).
+    pub dev: u32,
 }
 
 /// A thread's bytes on one symbolized call path in one cycle.
@@ -25,6 +28,24 @@ pub struct DevicePath {
     pub tid: u32,
     pub stack: Stack,
     pub bytes: DeviceBytes,
+    /// The file bytes of `bytes` by their filesystem's device, when the kernel gave it.
+    pub file_devices: Vec<DevFileBytes>,
+}
+
+impl DevicePath {
+    /// One byte count of `class` on `stack`, its file bytes on `dev` (the kernel's encoding);
+    /// `None` for a class this build does not know.
+    pub fn of_count(pid: u32, tid: u32, stack: Stack, class: u32, bytes: u64, dev: u32) -> Option<Self> {
+        let mut counted = DeviceBytes::default();
+        counted.add_class(class, bytes).ok()?;
+        let file_devices = match DevNum::from_kernel(dev) {
+            Some(dev) if counted.file_read_bytes + counted.file_write_bytes > 0 => {
+                vec![DevFileBytes { dev, read_bytes: counted.file_read_bytes, write_bytes: counted.file_write_bytes }]
+            }
+            _ => Vec::new(),
+        };
+        Some(DevicePath { pid, tid, stack, bytes: counted, file_devices })
+    }
 }
 
 fn frames_of(stack: &Stack) -> Vec<FrameReport> {
@@ -44,14 +65,19 @@ pub(crate) fn path_key(pid: u32, tid: u32, frames: &[FrameReport]) -> PathKey {
 pub fn cycle_report(paths: &[DevicePath], threads: &[ThreadReport]) -> DeviceReport {
     let names: HashMap<u32, &str> = threads.iter().map(|t| (t.tid, t.comm.as_str())).collect();
     let mut by_thread: BTreeMap<(u32, u32), DeviceBytes> = BTreeMap::new();
-    let mut by_path: HashMap<(u32, u32, *const [crate::model::Frame]), (Stack, DeviceBytes)> = HashMap::new();
+    type ByPath = (Stack, DeviceBytes, Vec<DevFileBytes>);
+    let mut by_path: HashMap<(u32, u32, *const [crate::model::Frame]), ByPath> = HashMap::new();
     for p in paths {
         by_thread.entry((p.pid, p.tid)).or_default().add(&p.bytes);
-        by_path
-            .entry((p.pid, p.tid, std::sync::Arc::as_ptr(&p.stack)))
-            .or_insert((p.stack.clone(), DeviceBytes::default()))
-            .1
-            .add(&p.bytes);
+        let row = by_path.entry((p.pid, p.tid, std::sync::Arc::as_ptr(&p.stack))).or_insert((
+            p.stack.clone(),
+            DeviceBytes::default(),
+            Vec::new(),
+        ));
+        row.1.add(&p.bytes);
+        for d in &p.file_devices {
+            add_dev_bytes(&mut row.2, *d);
+        }
     }
     let mut report = DeviceReport {
         threads: by_thread
@@ -65,7 +91,13 @@ pub fn cycle_report(paths: &[DevicePath], threads: &[ThreadReport]) -> DeviceRep
             .collect(),
         paths: by_path
             .into_iter()
-            .map(|((pid, tid, _), (stack, bytes))| PathBytes { pid, tid, frames: frames_of(&stack), bytes })
+            .map(|((pid, tid, _), (stack, bytes, file_devices))| PathBytes {
+                pid,
+                tid,
+                frames: frames_of(&stack),
+                bytes,
+                file_devices,
+            })
             .collect(),
     };
     sort(&mut report);
@@ -96,11 +128,15 @@ impl DeviceTotals {
             }
         }
         for p in cycle.paths.iter().filter(|p| p.pid == pid) {
-            self.paths
-                .entry(path_key(p.pid, p.tid, &p.frames))
-                .or_insert_with(|| PathBytes { bytes: DeviceBytes::default(), ..p.clone() })
-                .bytes
-                .add(&p.bytes);
+            let total = self.paths.entry(path_key(p.pid, p.tid, &p.frames)).or_insert_with(|| PathBytes {
+                bytes: DeviceBytes::default(),
+                file_devices: Vec::new(),
+                ..p.clone()
+            });
+            total.bytes.add(&p.bytes);
+            for d in &p.file_devices {
+                add_dev_bytes(&mut total.file_devices, *d);
+            }
         }
     }
 
@@ -148,9 +184,27 @@ mod tests {
             b
         };
         let paths = vec![
-            DevicePath { pid: 1, tid: 2, stack: send.clone(), bytes: bytes(CLASS_NET_DEVICE_TX, 100) },
-            DevicePath { pid: 1, tid: 2, stack: send.clone(), bytes: bytes(CLASS_NET_DEVICE_RX, 5) },
-            DevicePath { pid: 1, tid: 3, stack: write.clone(), bytes: bytes(CLASS_FILE_WRITE, 40) },
+            DevicePath {
+                pid: 1,
+                tid: 2,
+                stack: send.clone(),
+                bytes: bytes(CLASS_NET_DEVICE_TX, 100),
+                file_devices: Vec::new(),
+            },
+            DevicePath {
+                pid: 1,
+                tid: 2,
+                stack: send.clone(),
+                bytes: bytes(CLASS_NET_DEVICE_RX, 5),
+                file_devices: Vec::new(),
+            },
+            DevicePath {
+                pid: 1,
+                tid: 3,
+                stack: write.clone(),
+                bytes: bytes(CLASS_FILE_WRITE, 40),
+                file_devices: Vec::new(),
+            },
         ];
         let threads = vec![ThreadReport { pid: 1, tid: 2, comm: "sender".into(), ..Default::default() }];
         let cycle = cycle_report(&paths, &threads);
@@ -172,5 +226,19 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["threads"][0]["net_device_tx_bytes"], 200);
         assert_eq!(json["paths"][0]["frames"][1]["name"], "NetWork.send");
+    }
+
+    #[test]
+    fn a_file_count_keeps_its_device_and_a_socket_count_none() {
+        let stack: Stack = std::sync::Arc::from([]);
+        let file = DevicePath::of_count(1, 2, stack.clone(), CLASS_FILE_WRITE, 40, 7 << 20 | 3).unwrap();
+        assert_eq!(
+            file.file_devices,
+            [DevFileBytes { dev: DevNum { major: 7, minor: 3 }, read_bytes: 0, write_bytes: 40 }]
+        );
+        let socket = DevicePath::of_count(1, 2, stack.clone(), CLASS_NET_DEVICE_TX, 40, 0).unwrap();
+        assert!(socket.file_devices.is_empty());
+        assert_eq!(socket.bytes.net_device_tx_bytes, 40);
+        assert!(DevicePath::of_count(1, 2, stack, 999, 40, 0).is_none(), "a class this build does not know");
     }
 }

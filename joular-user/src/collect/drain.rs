@@ -222,7 +222,10 @@ fn drain_samples(
             count: 0,
             walked,
         };
-        devices.push(((key.tgid, key.start_ticks), DeviceSample { sample, class: key.class, bytes: *bytes }));
+        devices.push((
+            (key.tgid, key.start_ticks),
+            DeviceSample { sample, class: key.class, bytes: *bytes, dev: key.dev },
+        ));
     }
     if let Some(map) = maps.device_bytes.as_mut() {
         for (key, _) in byte_counts {

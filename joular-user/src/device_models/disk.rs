@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use super::figures::UnitFigures;
+use crate::device_reports::DevNum;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DiskPower {
@@ -64,7 +65,40 @@ impl BlockDevice {
     pub fn stat(&self) -> Option<DiskStat> {
         parse_stat(&std::fs::read_to_string(self.dir.join("stat")).ok()?)
     }
+
+    /// The device numbers a file on this disk can have (`super_block.s_dev`): the disk's own,
+    /// its partitions', and those of the devices stacked on either (`holders/`: device
+    /// mapper, md), to [`MAX_HOLDER_DEPTH`] levels. Sorted, without repeats.
+    pub fn device_numbers(&self) -> Vec<DevNum> {
+        let block = self.dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut out = Vec::new();
+        let mut dirs = vec![self.dir.clone()];
+        // Partitions are subdirectories with a `partition` file (`sda/sda1/partition`).
+        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            if e.path().join("partition").is_file() {
+                dirs.push(e.path());
+            }
+        }
+        for _ in 0..=MAX_HOLDER_DEPTH {
+            let mut holders = Vec::new();
+            for dir in dirs.drain(..) {
+                if let Some(dev) = std::fs::read_to_string(dir.join("dev")).ok().and_then(|t| DevNum::parse(&t)) {
+                    out.push(dev);
+                }
+                for h in std::fs::read_dir(dir.join("holders")).into_iter().flatten().flatten() {
+                    holders.push(block.join(h.file_name()));
+                }
+            }
+            dirs = holders;
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
 }
+
+/// How many levels of stacked devices are followed (a partition's LVM volume, a dm-crypt on it).
+const MAX_HOLDER_DEPTH: usize = 3;
 
 /// Whether `name` is stacked on other devices: a known kind, or one with `slaves/`.
 fn stacked(dir: &Path, name: &str) -> bool {
@@ -133,6 +167,41 @@ pub(super) mod tests {
         let names: Vec<(&str, &str)> = found.iter().map(|d| (d.name.as_str(), d.power.model)).collect();
         assert_eq!(names, [("loop1", "--disk-power"), ("nvme0n1", "nvme"), ("sda", "hdd"), ("sdb", "sata-ssd")]);
         assert_eq!(found[2].stat(), Some(DiskStat { read_bytes: 8 * 512, written_bytes: 16 * 512, io_ticks_ms: 100 }));
+    }
+
+    #[test]
+    fn a_disk_holds_its_partitions_and_the_devices_stacked_on_them() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        fake_disk(r, "sda", "0", 0, 0, 0);
+        fake_disk(r, "dm-0", "0", 0, 0, 0);
+        fake_disk(r, "dm-1", "0", 0, 0, 0);
+        fake_disk(r, "sdb", "0", 0, 0, 0);
+        let write = |rel: &str, text: &str| {
+            let path = r.join("block").join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("sda/dev", "8:0\n");
+        write("sda/sda1/dev", "8:1\n");
+        write("sda/sda1/partition", "1\n");
+        write("sda/sda2/dev", "8:2\n");
+        write("sda/sda2/partition", "2\n");
+        // sda2 holds an LVM volume (dm-0), which holds a dm-crypt (dm-1).
+        std::fs::create_dir_all(r.join("block/sda/sda2/holders/dm-0")).unwrap();
+        write("dm-0/dev", "253:0\n");
+        std::fs::create_dir_all(r.join("block/dm-0/holders/dm-1")).unwrap();
+        write("dm-1/dev", "253:1\n");
+        write("sdb/dev", "8:16\n");
+        // A directory without `partition` is no partition (`sda/queue`, `sda/power`...).
+        write("sda/power/dev", "1:1\n");
+        let found = devices(r, &[]);
+        let numbers = |name: &str| -> Vec<(u32, u32)> {
+            let d = found.iter().find(|d| d.name == name).unwrap();
+            d.device_numbers().iter().map(|n| (n.major, n.minor)).collect()
+        };
+        assert_eq!(numbers("sda"), [(8, 0), (8, 1), (8, 2), (253, 0), (253, 1)]);
+        assert_eq!(numbers("sdb"), [(8, 16)]);
     }
 
     #[test]

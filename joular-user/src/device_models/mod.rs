@@ -113,21 +113,15 @@ impl DeviceModels {
                 model: iface.power.model.to_owned(),
                 energy_uj: nic::energy_j(&iface.power, d_s, moved) * 1e6,
                 bytes: moved,
-                busy_ms: 0,
+                ..Default::default()
             });
         }
         self.last_net = now;
-        ClassReading { device: Device::Network, source: NETWORK_SOURCE.into(), units, read_bytes: 0, written_bytes: 0 }
+        ClassReading { device: Device::Network, source: NETWORK_SOURCE.into(), units }
     }
 
     fn read_disk(&mut self, d_s: f64) -> ClassReading {
-        let mut reading = ClassReading {
-            device: Device::Disk,
-            source: DISK_SOURCE.into(),
-            units: Vec::new(),
-            read_bytes: 0,
-            written_bytes: 0,
-        };
+        let mut reading = ClassReading { device: Device::Disk, source: DISK_SOURCE.into(), units: Vec::new() };
         let mut now = HashMap::new();
         for dev in disk::devices(&self.opts.sysfs_root, &self.opts.disk_power) {
             let Some(stat) = dev.stat() else { continue };
@@ -136,14 +130,15 @@ impl DeviceModels {
             let read = stat.read_bytes.saturating_sub(before.read_bytes);
             let written = stat.written_bytes.saturating_sub(before.written_bytes);
             let busy_ms = stat.io_ticks_ms.saturating_sub(before.io_ticks_ms).min((d_s * 1000.0).round() as u64);
-            reading.read_bytes += read;
-            reading.written_bytes += written;
             reading.units.push(UnitEnergy {
-                name: dev.name,
+                devices: dev.device_numbers(),
                 model: dev.power.model.to_owned(),
                 energy_uj: disk::energy_j(&dev.power, d_s, busy_ms as f64 / 1000.0) * 1e6,
                 bytes: read + written,
                 busy_ms,
+                read_bytes: read,
+                written_bytes: written,
+                name: dev.name,
             });
         }
         self.last_disk = now;
@@ -185,7 +180,10 @@ mod tests {
         assert_eq!(disk.units.len(), 1, "loop0 is stacked: no unit without --disk-power");
         // 7.5 W · 1.5 s idle + 12 W · 0.5 s busy = 11.25 + 6 J.
         assert!((disk.units[0].energy_uj - 17.25e6).abs() < 1e-3);
-        assert_eq!((disk.read_bytes, disk.written_bytes, disk.units[0].busy_ms), (4096, 1 << 20, 500));
+        assert_eq!(
+            (disk.units[0].read_bytes, disk.units[0].written_bytes, disk.units[0].busy_ms),
+            (4096, 1 << 20, 500)
+        );
         assert!(net.source.contains("docs/devices.md") && disk.source.starts_with("model"));
         // Only the classes asked for.
         let only = DeviceModels::start(opts(r, true, false)).read(1.0);

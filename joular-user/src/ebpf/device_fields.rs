@@ -46,6 +46,7 @@ impl DeviceFields {
             i_mode: btf.offset("inode", "i_mode")?,
             i_sb: btf.offset("inode", "i_sb")?,
             s_magic: btf.offset("super_block", "s_magic")?,
+            s_dev: btf.offset("super_block", "s_dev")?,
         };
         Ok(Self { socket, file })
     }
@@ -63,7 +64,7 @@ mod tests {
         assert_eq!(fields.socket.family % 2, 0);
         assert_eq!(fields.socket.rcv_saddr, fields.socket.daddr + 4);
         assert!(fields.file.files != 0 && fields.file.f_inode != 0 && fields.file.private_data != 0);
-        assert!(fields.file.i_sb != 0 && fields.file.s_magic != 0);
+        assert!(fields.file.i_sb != 0 && fields.file.s_magic != 0 && fields.file.s_dev != 0);
         let f = &fields.file;
         assert_eq!(FileOffsets::from_values(f.fd_value(), f.file_value(), f.super_value()), fields.file);
         let back = SocketOffsets::from_values(fields.socket.value(), fields.socket.v6_value());

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::attribution::devices::{DeviceBytes, DevicePath, DeviceSample};
+use crate::attribution::devices::{DevicePath, DeviceSample};
 use crate::attribution::stacks::ThreadStacks;
 use crate::model::{Frame, FrameKind, RawSample, Stack, ThreadStack, WalkedStack};
 use crate::symbols::{StackInput, Symbolizer};
@@ -206,9 +206,7 @@ pub fn symbolize_cycle(
                     )
                     .unwrap_or_else(|| Arc::clone(&failed)),
             };
-            let mut bytes = DeviceBytes::default();
-            bytes.add_class(d.class, d.bytes).ok()?;
-            Some(DevicePath { pid: s.pid, tid: s.tid, stack, bytes })
+            DevicePath::of_count(s.pid, s.tid, stack, d.class, d.bytes, d.dev)
         })
         .collect();
     (out, paths)
