@@ -648,7 +648,7 @@ fn disk_energy_goes_to_the_writing_method_when_writeback_writes_its_bytes() {
             .collect();
         writer_devices.sort();
         writer_devices.dedup();
-        assert_eq!(writer_devices, [loop_dev.clone()], "the devices of HanoiDisk.move's written bytes");
+        assert_eq!(writer_devices, [loop_dev], "the devices of HanoiDisk.move's written bytes");
         let (all, _, computer) = attributed_j(&disk, "HanoiDisk.move", "computer");
         let (mover, on) = thread_on_path_j(&disk, "mover", "HanoiDisk.move");
         let total: f64 = disk.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
