@@ -106,15 +106,16 @@ impl DeviceSplitter {
                     // A device no unit holds may be on any of them.
                     let on_unit =
                         |dev: Option<DevNum>| dev.is_none_or(|d| unit.devices.contains(&d) || !held.contains(&d));
+                    // Only the paths that read on this unit are copied out (once per unit).
                     let reads: Vec<(WritePath, f64)> = report
                         .paths
                         .iter()
-                        .map(|p| {
+                        .filter_map(|p| {
                             let on: u64 = on_devices(p, |d| d.read_bytes, p.bytes.file_read_bytes)
                                 .filter(|(dev, _)| on_unit(*dev))
                                 .map(|(_, n)| n)
                                 .sum();
-                            (path_of(p), on as f64)
+                            (on > 0).then(|| (path_of(p), on as f64))
                         })
                         .collect();
                     let read_total: f64 = reads.iter().map(|r| r.1).sum();
