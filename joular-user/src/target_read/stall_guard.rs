@@ -196,7 +196,7 @@ impl StallGuard {
         let (done, outcomes) = mpsc::channel::<Outcome>();
         let left_behind = Arc::new(AtomicBool::new(false));
         let (left, stuck) = (Arc::clone(&left_behind), Arc::clone(&self.stuck));
-        let tid = Arc::new(AtomicI32::new(0));
+        let tid = Arc::new(AtomicI32::new(NOT_STARTED));
         let my_tid = Arc::clone(&tid);
         thread::Builder::new()
             .name("guarded-read".into())
@@ -220,9 +220,17 @@ impl StallGuard {
     }
 }
 
+/// The tid a read thread has until it runs its first instruction.
+const NOT_STARTED: i32 = 0;
+
 /// Whether our thread `tid` is running or waiting for a CPU (state `R` in its `stat`), as
 /// opposed to asleep in a read the target holds.
 fn runnable(tid: i32) -> bool {
+    // Not started yet (its tid is set first thing): it is waiting for a CPU, as a thread spawned
+    // on a loaded host can for longer than a deadline. The target has had no part in it yet.
+    if tid == NOT_STARTED {
+        return true;
+    }
     let Ok(stat) = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")) else {
         return false;
     };
@@ -411,6 +419,32 @@ mod tests {
     /// A batch (a JVM's cycle of frames) is one hop: its reads run directly on the read
     /// thread, under the batch's deadline. A read that hopped again from there would wait for
     /// its own thread and time out.
+    /// A read thread that has not run yet (spawned on a loaded host) is waiting for a CPU,
+    /// not blocked by a target: its read is waited for as a busy one is. CI once timed out
+    /// the busy read above this way (the spawned thread first ran after the deadline).
+    #[test]
+    fn a_read_thread_not_started_yet_counts_as_runnable_and_a_sleeping_one_does_not() {
+        assert!(runnable(NOT_STARTED));
+        // SAFETY: gettid has no preconditions.
+        assert!(runnable(unsafe { libc::gettid() }), "this thread, running");
+        let (tx, rx) = mpsc::channel::<i32>();
+        let (keep, wait) = sync_channel::<()>(0);
+        let sleeper = thread::spawn(move || {
+            // SAFETY: as above.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            let _ = wait.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let started = Instant::now();
+        while runnable(tid) {
+            assert!(started.elapsed() < Duration::from_secs(10), "the sleeping thread never slept");
+            thread::sleep(Duration::from_millis(5));
+        }
+        drop(keep);
+        sleeper.join().unwrap();
+        assert!(!runnable(i32::MAX), "no such thread");
+    }
+
     #[test]
     fn a_batch_reads_directly_on_the_read_thread_under_its_own_deadline() {
         static VALUE: u64 = 0x0123_4567_89ab_cdef;
