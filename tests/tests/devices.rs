@@ -456,7 +456,8 @@ fn cpu_j(cycles: &[Value], pid: u64) -> f64 {
 
 /// Issue 26 item 3 on the real model: the JVM's `summary.json` `device_energy` holds the
 /// network joules `--json` gave it, its JoularJX `network/` call trees put them on
-/// NetWork.sendChunks (>= 95%), and `total/` is CPU + network per method.
+/// NetWork.sendChunks (>= 95%), `total/` is CPU + network per method, and each cycle's
+/// evolution and runtime files are there.
 fn assert_device_files(run: &DeviceRun, pid: u64) {
     let dir = std::fs::read_dir(run._dir.path().join("results"))
         .unwrap()
@@ -488,6 +489,31 @@ fn assert_device_files(run: &DeviceRun, pid: u64) {
         let of = |rows: &[(String, f64)]| rows.iter().find(|r| &r.0 == name).map_or(0.0, |r| r.1);
         assert!((joules - of(&cpu) - of(&network)).abs() <= 2e-4, "total {name}: {joules} J");
     }
+    // Each cycle's files, as the CPU's: the power over time of the method the network's run
+    // totals rank first (in the all view the JDK's own write under NetWork.sendChunks), a row
+    // per cycle it sent in, and the runtime file of the last cycle.
+    let top = network.iter().max_by(|a, b| a.1.total_cmp(&b.1)).expect("network methods").0.clone();
+    let evolution = ["network/all/evolution", "total/all/evolution"].map(|rel| {
+        let files: Vec<String> = std::fs::read_dir(dir.join(rel))
+            .unwrap_or_else(|e| panic!("{rel}: {e}"))
+            .flatten()
+            .map(|e| e.file_name().into_string().unwrap())
+            .collect();
+        let file = format!("joularJX-{pid}-{top}-evolution.csv");
+        assert!(files.contains(&file), "no {file} in {rel}: {files:?}");
+        rows(&format!("{rel}/{file}"))
+    });
+    let (sender, sender_total) = (&evolution[0], &evolution[1]);
+    assert!(!sender.is_empty() && sender.iter().all(|(_, watts)| *watts > 0.0), "{sender:?}");
+    let seconds: Vec<u64> = sender.iter().map(|(when, _)| when.parse().unwrap()).collect();
+    assert!(seconds.windows(2).all(|w| w[0] <= w[1]), "rows in time order: {seconds:?}");
+    // total's row at each time is the CPU's and the network's: never below the network's.
+    for (when, watts) in sender {
+        let total_w = sender_total.iter().find(|r| &r.0 == when).map(|r| r.1);
+        assert!(total_w.is_some_and(|t| t + 1e-4 >= *watts), "total at {when}: {total_w:?} vs network {watts} W");
+    }
+    let runtime = format!("network/all/runtime/methods/joularJX-{pid}-all-methods-power.csv");
+    assert!(dir.join(&runtime).is_file(), "{runtime}");
 }
 
 #[test]

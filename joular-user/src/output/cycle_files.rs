@@ -7,10 +7,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::cycle_devices::{CyclePaths, DeviceTreeRows, TreeRows};
 use super::cycle_sums::{add, cycle_sums, methods_only, CycleSums};
-use super::joularjx::{Kind, RunDirRef};
+use super::joularjx::{Kind, RunDir, RunDirRef};
 use super::OutputError;
-use crate::attribution::stacks::aggregate::{named, NamedTotal, Scope};
+use crate::attribution::stacks::aggregate::{named, Scope};
 use crate::attribution::stacks::methods::{is_method_name, join_frames, MethodFilter};
 use crate::attribution::stacks::paths::{all_path, PathStyle};
 use crate::attribution::stacks::{AttributedCycle, ProcessKey};
@@ -24,10 +25,10 @@ struct ProcessFiles {
     /// Its cycle's length (watts are per second of it) and end.
     duration_s: f64,
     end_epoch_s: u64,
-    all_methods: Vec<NamedTotal>,
-    app_methods: Vec<NamedTotal>,
-    /// Runtime call trees (all, app), when asked for.
-    trees: Option<(Vec<NamedTotal>, Vec<NamedTotal>)>,
+    /// The CPU's rows (call trees when asked for).
+    cpu: TreeRows,
+    /// With `--devices network,disk`: each device's tree and `total/`.
+    devices: Vec<DeviceTreeRows>,
 }
 
 /// Every process's files of one cycle (or, merged, each process's latest).
@@ -61,8 +62,14 @@ pub(super) fn cycle_files(
 ) -> CycleFiles {
     let (duration_s, end_epoch_s) = (cycle.duration_s, cycle.end_epoch_ms / 1000);
     let mut processes = HashMap::new();
-    for (pid, sums) in cycle_sums(cycle) {
-        let process = cycle.process(pid).expect("every charged process is listed");
+    let device_paths = CyclePaths::new(&cycle.report.device_energy);
+    let mut sums = cycle_sums(cycle);
+    // A process can move bytes in a cycle it was not on a CPU (writeback of its earlier writes).
+    for pid in device_paths.pids() {
+        sums.entry(pid).or_default();
+    }
+    for (pid, sums) in sums {
+        let Some(process) = cycle.process(pid) else { continue };
         let Some(dir) = dir_of(process.key) else { continue };
         let CycleSums { all_methods, app_methods, all_trees, app_trees } = sums;
         // JoularJX files hold methods only; the rest is `unattributed` in summary.json.
@@ -82,8 +89,9 @@ pub(super) fn cycle_files(
             // A stack whose app method is not a method has that name as its app tree.
             (named(trees, |t| t), methods_only(named(app_trees, |t| t)))
         });
-        let files =
-            ProcessFiles { key: process.key, pid, dir, duration_s, end_epoch_s, all_methods, app_methods, trees };
+        let cpu = TreeRows { all_methods, app_methods, trees };
+        let devices = device_paths.trees(pid, &cpu, process.rules, filter);
+        let files = ProcessFiles { key: process.key, pid, dir, duration_s, end_epoch_s, cpu, devices };
         processes.insert(process.key, files);
     }
     CycleFiles { processes, evolution, filter: filter.clone() }
@@ -133,17 +141,38 @@ impl CycleFiles {
         written
     }
 
-    fn write_process(&self, dir: &super::joularjx::RunDir, process: &ProcessFiles) -> Result<(), OutputError> {
+    /// The CPU's files, then each device tree's: a device tree that fails stops only itself.
+    fn write_process(&self, dir: &RunDir, process: &ProcessFiles) -> Result<(), OutputError> {
+        let cpu = self.write_rows(dir, process, &process.cpu);
+        let mut first_failure = cpu.err();
+        for tree in &process.devices {
+            let opened = if tree.moved {
+                RunDir::open_or_create_in(dir.out_dir(), tree.name, process.pid).map(Some)
+            } else {
+                Ok(RunDir::open_in(dir.out_dir(), tree.name, process.pid))
+            };
+            let written = opened.and_then(|opened| match opened {
+                Some(opened) => self.write_rows(&opened, process, &tree.rows),
+                None => Ok(()),
+            });
+            if let Err(e) = written {
+                first_failure.get_or_insert(e);
+            }
+        }
+        first_failure.map_or(Ok(()), Err)
+    }
+
+    fn write_rows(&self, dir: &RunDir, process: &ProcessFiles, rows: &TreeRows) -> Result<(), OutputError> {
         let (all, app, duration_s) = (Scope::All, Scope::App(&self.filter), process.duration_s);
-        dir.write_runtime(all, Kind::Methods, &process.all_methods, duration_s)?;
-        dir.write_runtime(app, Kind::Methods, &process.app_methods, duration_s)?;
-        if let Some((all_trees, app_trees)) = &process.trees {
+        dir.write_runtime(all, Kind::Methods, &rows.all_methods, duration_s)?;
+        dir.write_runtime(app, Kind::Methods, &rows.app_methods, duration_s)?;
+        if let Some((all_trees, app_trees)) = &rows.trees {
             dir.write_runtime(all, Kind::CallTrees, all_trees, duration_s)?;
             dir.write_runtime(app, Kind::CallTrees, app_trees, duration_s)?;
         }
         if self.evolution {
-            dir.append_evolution(all, &process.all_methods, process.end_epoch_s, duration_s)?;
-            dir.append_evolution(app, &process.app_methods, process.end_epoch_s, duration_s)?;
+            dir.append_evolution(all, &rows.all_methods, process.end_epoch_s, duration_s)?;
+            dir.append_evolution(app, &rows.app_methods, process.end_epoch_s, duration_s)?;
         }
         Ok(())
     }

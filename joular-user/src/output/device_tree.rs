@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Each of `network/`, `disk/` and `total/` is a JoularJX result directory of its own (same
-//! file names, `name,joules` rows with `%.4f`), holding run totals only: a JoularJX reader
+//! file names, `name,joules` rows with `%.4f`); this writes its run totals, and each cycle's
+//! runtime and evolution files come from `cycle_devices.rs`. A JoularJX reader
 //! pointed at one reads that device's methods, and one pointed at the process's directory
 //! reads the CPU's files as before. Methods come from the CPU's rules (`device_run.rs`), and
 //! rows hold methods only, as the CPU's do. Nothing here is written with `--devices cpu`.

@@ -13,8 +13,8 @@
 //!
 //! `carbon/` (beside `total/`, same rows) is written only when the run was given a carbon
 //! intensity. With `--devices network,disk`, `network/`, `disk/` and `total/` (CPU + devices)
-//! sit beside `all/` and `app/`, each a tree of run totals with these file names
-//! (`device_tree.rs`); the files above are the CPU's either way.
+//! sit beside `all/` and `app/`, each a tree with these directories and file names
+//! (`device_tree.rs`, `cycle_devices.rs`); the files above are the CPU's either way.
 //!
 //! Rows are JoularJX's `%s,%.4f`. Runtime files are rewritten each cycle, as JoularJX does
 //! with `overwrite-runtime-data=true`: a per-cycle file would grow the tree without bound.
@@ -166,6 +166,22 @@ impl RunDir {
             }
         }
         Ok(Self { dir, pid })
+    }
+
+    /// The tree in `dir`'s subdirectory `name` (a device's, `cycle_devices.rs`): opened when
+    /// it is there, else made with its tree (each cycle of a run writes into it; one open, not
+    /// ten, for every cycle after the first).
+    pub fn open_or_create_in(dir: &OutDir, name: &str, pid: u32) -> Result<Self, OutputError> {
+        if let Ok(sub) = dir.open_subdir(name) {
+            return Ok(Self { dir: sub, pid });
+        }
+        let sub = dir.create_subdirs(name).map_err(|e| OutputError::io(&dir.join(name), e))?;
+        Self::create_at(sub, pid)
+    }
+
+    /// The tree in `dir`'s subdirectory `name` if it is there.
+    pub fn open_in(dir: &OutDir, name: &str, pid: u32) -> Option<Self> {
+        dir.open_subdir(name).ok().map(|sub| Self { dir: sub, pid })
     }
 
     /// A tree of run totals only (`{all,app}/total/`) in `dir`: a device's, or CPU + devices

@@ -7,6 +7,7 @@
 //! - `IntervalProfile`: serve mode's per-interval, host-wide pprof and folded files.
 //! - `report`: re-renders those outputs from a saved raw profile.
 
+mod cycle_devices;
 mod cycle_files;
 mod cycle_sums;
 mod device_tree;
