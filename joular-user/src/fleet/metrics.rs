@@ -128,6 +128,10 @@ pub struct MetricsRegistry {
     /// whether its model said estimated; `None` until a cycle carries device energy (no
     /// `device` series with `--devices cpu`).
     devices: Option<[(f64, bool); 2]>,
+    /// Per device (`Device::ALL` order): joules of processes aged out, and joules no profiled
+    /// process's bytes account for. With the processes' series they sum to `devices`.
+    exited_device_j: [f64; 2],
+    unattributed_device_j: [f64; 2],
 }
 
 /// Energy that can only add to a counter.
@@ -162,6 +166,8 @@ impl MetricsRegistry {
             drops: BTreeMap::new(),
             vms: Vec::new(),
             devices: None,
+            exited_device_j: [0.0; 2],
+            unattributed_device_j: [0.0; 2],
         }
     }
 
@@ -222,6 +228,7 @@ impl MetricsRegistry {
                 let slot = Device::ALL.iter().position(|x| *x == d.device).expect("every device is in ALL");
                 devices[slot].0 += joules(d.energy_uj);
                 devices[slot].1 |= d.estimated;
+                self.unattributed_device_j[slot] += joules(d.unattributed_uj);
             }
             for d in &report.device_energy {
                 let slot = Device::ALL.iter().position(|x| *x == d.device).expect("every device is in ALL");
@@ -254,9 +261,9 @@ impl MetricsRegistry {
             let reused = old.exited_at_ns.is_some()
                 && table.start_ticks(pid).is_some_and(|start| start != old.labels.start_ticks);
             if reused {
-                self.exited_energy_j += old.energy_j;
-                self.exited_carbon_g += old.carbon_g;
-                self.processes.remove(&pid);
+                if let Some(old) = self.processes.remove(&pid) {
+                    self.retire(&old);
+                }
             }
         }
         self.processes.entry(pid).or_insert_with(|| {
@@ -277,6 +284,16 @@ impl MetricsRegistry {
         })
     }
 
+    /// A process's series is gone: its counters move into the exited ones, so every sum over
+    /// processes, exited and unattributed still equals the machine's.
+    fn retire(&mut self, series: &ProcessSeries) {
+        self.exited_energy_j += series.energy_j;
+        self.exited_carbon_g += series.carbon_g;
+        for (exited, j) in self.exited_device_j.iter_mut().zip(series.device_j) {
+            *exited += j;
+        }
+    }
+
     fn age_out(&mut self, now_ns: u64) {
         let retain_ns = u64::try_from(self.config.retain_exited.as_nanos()).unwrap_or(u64::MAX);
         let mut exited: Vec<(u64, u32)> =
@@ -286,8 +303,7 @@ impl MetricsRegistry {
         for (i, (exited_at_ns, pid)) in exited.into_iter().enumerate() {
             if i < over_cap || now_ns.saturating_sub(exited_at_ns) >= retain_ns {
                 if let Some(series) = self.processes.remove(&pid) {
-                    self.exited_energy_j += series.energy_j;
-                    self.exited_carbon_g += series.carbon_g;
+                    self.retire(&series);
                 }
             }
         }
@@ -375,6 +391,25 @@ impl MetricsRegistry {
         for (slot, device) in Device::ALL.iter().enumerate() {
             let labels = [("device", device.name()), ("estimated", flag(devices[slot].1))];
             e.sample("joular_host_device_energy_joules_total", &labels, devices[slot].0);
+        }
+        let parts = [
+            (
+                "joular_exited_process_device_energy_joules_total",
+                "Device energy (network, disk) of processes that exited and whose own series were aged out.",
+                &self.exited_device_j,
+            ),
+            (
+                "joular_unattributed_device_energy_joules_total",
+                "Device energy (network, disk) that no profiled process's bytes account for.",
+                &self.unattributed_device_j,
+            ),
+        ];
+        for (name, help, joules) in parts {
+            e.family(name, help, MetricKind::Counter);
+            for (slot, device) in Device::ALL.iter().enumerate() {
+                let labels = [("device", device.name()), ("estimated", flag(devices[slot].1))];
+                e.sample(name, &labels, joules[slot]);
+            }
         }
     }
 

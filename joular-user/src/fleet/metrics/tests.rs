@@ -400,4 +400,37 @@ fn device_energy_is_a_series_per_process_and_device_only_when_devices_run() {
         .collect();
     assert_eq!(devices.into_iter().collect::<Vec<_>>(), ["cpu", "disk", "network"], "a bounded label");
     assert_balanced(&series);
+    let part = |series: &BTreeMap<String, f64>, name: &str, device: &str| {
+        value(series, name, &format!("device=\"{device}\"")).unwrap()
+    };
+    let unattributed = "joular_unattributed_device_energy_joules_total";
+    let exited = "joular_exited_process_device_energy_joules_total";
+    assert_eq!((part(&series, unattributed, "network"), part(&series, unattributed, "disk")), (1.0, 0.0));
+    assert_eq!((part(&series, exited, "network"), part(&series, exited, "disk")), (0.0, 0.0));
+    assert_devices_balanced(&series);
+
+    // The process exits and its series age out (5 cycles): its device joules move to exited.
+    table.kill(10);
+    for n in 4..11 {
+        let network = DeviceEnergy { processes: vec![], ..device(Device::Network, 0.0, 0.25e6) };
+        let report = CycleReport { device_energy: vec![network], ..cycle(n, 10e6, &[], &[]) };
+        registry.on_cycle(&AttributedCycle::of_report(report), &table);
+        assert_devices_balanced(&scrape(&registry));
+    }
+    let series = scrape(&registry);
+    assert_eq!(value(&series, "joular_device_energy_joules_total", "pid=\"10\""), None, "aged out");
+    assert_eq!((part(&series, exited, "network"), part(&series, exited, "disk")), (3.0, 0.5));
+    assert_eq!(part(&series, unattributed, "network"), 1.0 + 7.0 * 0.25);
+}
+
+/// Per device: the machine's joules are the processes', the exited ones' and the unattributed.
+fn assert_devices_balanced(series: &BTreeMap<String, f64>) {
+    for device in ["network", "disk"] {
+        let with = format!("device=\"{device}\"");
+        let host = sum(series, "joular_host_device_energy_joules_total", &with);
+        let parts = sum(series, "joular_device_energy_joules_total", &with)
+            + sum(series, "joular_exited_process_device_energy_joules_total", &with)
+            + sum(series, "joular_unattributed_device_energy_joules_total", &with);
+        assert!((parts - host).abs() <= 1e-9 * host.max(1.0), "{device}: parts {parts} host {host}");
+    }
 }
