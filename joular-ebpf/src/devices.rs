@@ -1,6 +1,7 @@
 //! The byte counters of `--devices network,disk` (E-Surgeon's network and disk halves): at the
 //! return of every system call that moves bytes through a file descriptor (read, write, their
-//! positioned and vectored forms, send*/recv* but the `mmsg` ones), a profiled thread's bytes
+//! positioned and vectored forms, send*/recv* but the `mmsg` ones, and at both ends sendfile,
+//! splice and copy_file_range), a profiled thread's bytes
 //! (the return value) go to its (thread, user stack, class) entry in `DEVICE_BYTES_*`, the stack
 //! taken as the sampler takes it (a JVM's walked by `walk.rs`, in its own walker state; other
 //! processes' by `bpf_get_stackid`), so user space names the call path's frames exactly as a
@@ -41,7 +42,9 @@ use joular_ebpf::{
 };
 
 use crate::account::{active_tag, buffer_of, get_stack_id, process_start_ticks, targeted, BPF_F_USER_STACK};
-use crate::maps::{count_drop, CONFIG, DEVICE_BYTES_0, DEVICE_BYTES_1, WALKER_DEVICES};
+use crate::maps::{
+    count_drop, DeviceEnds, CONFIG, DEVICE_BYTES_0, DEVICE_BYTES_1, DEVICE_ENDS, NO_END, WALKER_DEVICES,
+};
 use crate::walk;
 
 const BPF_NOEXIST: u64 = 1;
@@ -83,6 +86,20 @@ fn direction(nr: u64) -> Option<bool> {
     }
 }
 
+/// x86_64 system calls that move bytes from one descriptor to another inside the kernel and
+/// return how many: the saved registers of the source and the destination. `sendfile(out_fd,
+/// in_fd, ...)` (a web server's static files: a JVM's `FileChannel.transferTo`), `splice(fd_in,
+/// off_in, fd_out, ...)` and `copy_file_range(fd_in, off_in, fd_out, ...)`. Each end counts
+/// as a read or a write call on it would (a pipe end counts nowhere).
+#[inline(always)]
+fn transfer(nr: u64) -> Option<(usize, usize)> {
+    match nr {
+        40 => Some((core::mem::offset_of!(pt_regs, rsi), core::mem::offset_of!(pt_regs, rdi))),
+        275 | 326 => Some((core::mem::offset_of!(pt_regs, rdi), core::mem::offset_of!(pt_regs, rdx))),
+        _ => None,
+    }
+}
+
 /// At every system call's return: `sys_exit(struct pt_regs *regs, long ret)`.
 #[inline(always)]
 pub fn on_sys_exit(ctx: &RawTracePointContext) -> Result<u32, u32> {
@@ -92,18 +109,42 @@ pub fn on_sys_exit(ctx: &RawTracePointContext) -> Result<u32, u32> {
     }
     let regs: u64 = ctx.arg(0);
     let nr: u64 = read(regs + core::mem::offset_of!(pt_regs, orig_rax) as u64).ok_or(0u32)?;
-    let Some(write) = direction(nr) else {
-        return Ok(0);
+    // (source descriptor, destination descriptor): one of them for a read or a write call.
+    let (from, to) = match (direction(nr), transfer(nr)) {
+        (Some(false), _) => (Some(core::mem::offset_of!(pt_regs, rdi)), None),
+        (Some(true), _) => (None, Some(core::mem::offset_of!(pt_regs, rdi))),
+        (None, Some((from, to))) => (Some(from), Some(to)),
+        (None, None) => return Ok(0),
     };
     let pid_tgid = bpf_get_current_pid_tgid();
     if !targeted((pid_tgid >> 32) as u32) {
         return Ok(0);
     }
-    let fd: u64 = read(regs + core::mem::offset_of!(pt_regs, rdi) as u64).ok_or(0u32)?;
-    let Some((class, dev)) = classify(fd, write) else {
+    let fd_at = |reg: Option<usize>| reg.and_then(|reg| read::<u64>(regs + reg as u64));
+    let read_end = fd_at(from).and_then(|fd| classify(fd, false));
+    let write_end = fd_at(to).and_then(|fd| classify(fd, true));
+    if read_end.is_none() && write_end.is_none() {
         return Ok(0);
+    }
+    // The ends wait in memory, not in registers, while the stack is walked: each class the
+    // verifier follows is a constant, and with both ends' constants alive across the walk it
+    // walked the walker once per pair of them and refused the program (E2BIG).
+    let ends = DEVICE_ENDS.get_ptr_mut(0).ok_or(0u32)?;
+    let end = |e: Option<(u32, u32)>| e.unwrap_or((NO_END, 0));
+    let ((read_class, read_dev), (write_class, write_dev)) = (end(read_end), end(write_end));
+    // SAFETY: this CPU's entry; no other sys_exit program runs on this CPU meanwhile.
+    unsafe {
+        core::ptr::write_volatile(ends, DeviceEnds { class: [read_class, write_class], dev: [read_dev, write_dev] })
     };
-    charge(ctx, pid_tgid, class, dev, ret as u64);
+    // One stack for both ends: it is the same call.
+    let stack = user_stack(ctx, pid_tgid);
+    // SAFETY: as above.
+    let ends = unsafe { core::ptr::read_volatile(ends) };
+    for i in 0..2 {
+        if ends.class[i] != NO_END {
+            charge(&stack, pid_tgid, ends.class[i], ends.dev[i], ret as u64);
+        }
+    }
     Ok(0)
 }
 
@@ -236,9 +277,17 @@ fn socket_is_local(sock: u64) -> bool {
     }
 }
 
-/// Adds `bytes` of `class` to the thread's entry for its current user stack.
+/// The thread's current user stack, as the sampler takes it, and the buffer tag it is stored
+/// under.
+struct UserStack {
+    tag: u32,
+    user_stack_id: i32,
+    java_stack_hash: u64,
+    java_leaf: JavaFrame,
+}
+
 #[inline(always)]
-fn charge<C: StackIdContext>(ctx: &C, pid_tgid: u64, class: u32, dev: u32, bytes: u64) {
+fn user_stack<C: StackIdContext>(ctx: &C, pid_tgid: u64) -> UserStack {
     let tgid = (pid_tgid >> 32) as u32;
     let tag = active_tag();
     // In a system call the task's saved registers are its user registers: the walk starts
@@ -251,17 +300,23 @@ fn charge<C: StackIdContext>(ctx: &C, pid_tgid: u64, class: u32, dev: u32, bytes
     } else {
         (get_stack_id(ctx, tag, BPF_F_USER_STACK), 0, JavaFrame::default())
     };
+    UserStack { tag, user_stack_id, java_stack_hash, java_leaf }
+}
+
+/// Adds `bytes` of `class` to the thread's entry for `stack`.
+#[inline(always)]
+fn charge(stack: &UserStack, pid_tgid: u64, class: u32, dev: u32, bytes: u64) {
     let key = DeviceKey {
-        tgid,
+        tgid: (pid_tgid >> 32) as u32,
         tid: pid_tgid as u32,
         start_ticks: process_start_ticks(),
         class,
-        user_stack_id,
+        user_stack_id: stack.user_stack_id,
         dev,
-        java_stack_hash,
-        java_leaf,
+        java_stack_hash: stack.java_stack_hash,
+        java_leaf: stack.java_leaf,
     };
-    let map = if buffer_of(tag) == 0 { &DEVICE_BYTES_0 } else { &DEVICE_BYTES_1 };
+    let map = if buffer_of(stack.tag) == 0 { &DEVICE_BYTES_0 } else { &DEVICE_BYTES_1 };
     if let Some(sum) = map.get_ptr_mut(key) {
         // SAFETY: the key holds the thread, which runs on one CPU at a time, and this program
         // ends before it returns from its system call: one writer.

@@ -79,6 +79,22 @@ pub static JAVA_STACKS_1: HashMap<u64, JavaStack> = HashMap::with_max_entries(MA
 /// apart states: the byte counters run in the thread's system call with interrupts on, so the
 /// sampler's timer interrupt can walk in the middle of their walk, and one state would leave
 /// the interrupted walk (and the caches) torn.
+/// The ends of one byte-moving system call (`devices.rs`): each end's class (`NO_END` for an
+/// end that counts nowhere) and filesystem device.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DeviceEnds {
+    pub class: [u32; 2],
+    pub dev: [u32; 2],
+}
+
+pub const NO_END: u32 = u32::MAX;
+
+/// Per CPU: the ends of the system call being counted, kept in memory across its stack walk
+/// (`devices.rs` says why).
+#[map]
+pub static DEVICE_ENDS: PerCpuArray<DeviceEnds> = PerCpuArray::with_max_entries(1, 0);
+
 pub const WALKER_SAMPLER: u32 = 0;
 pub const WALKER_DEVICES: u32 = 1;
 pub const WALKERS: u32 = 2;

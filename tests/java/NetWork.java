@@ -2,6 +2,9 @@
 //   java NetWork net HOST PORT BYTES [CHUNK]   "sender" streams BYTES over TCP to HOST:PORT in
 //                                      writes of CHUNK bytes (8192) while "computer" only
 //                                      computes; prints "sent <n>"
+//   java NetWork sendfile HOST PORT BYTES FILE   as net, but "sender" sends FILE (made first,
+//                                      BYTES long) with FileChannel.transferTo: the kernel's
+//                                      sendfile, no read or write call; prints "sent <n>"
 //   java NetWork file PATH BYTES       "writer" writes BYTES of text to PATH through a
 //                                      BufferedWriter (after as many to /dev/null, which is no
 //                                      regular file, so the JIT has compiled the writing code
@@ -13,7 +16,13 @@ import java.io.BufferedWriter;
 import java.io.FileWriter;
 import java.io.IOException;
 import java.io.OutputStream;
+import java.net.InetSocketAddress;
 import java.net.Socket;
+import java.nio.channels.FileChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 public final class NetWork {
@@ -33,6 +42,19 @@ public final class NetWork {
                 out.write(chunk, 0, n);
                 sent += n;
                 pace(sent, n);
+            }
+        }
+        return sent;
+    }
+
+    static long sendFile(String host, int port, long bytes, String path) throws IOException {
+        long sent = 0;
+        try (FileChannel in = FileChannel.open(Path.of(path), StandardOpenOption.READ);
+                SocketChannel out = SocketChannel.open(new InetSocketAddress(host, port))) {
+            while (sent < bytes) {
+                long n = in.transferTo(sent, Math.min(BURST_BYTES, bytes - sent), out);
+                sent += n;
+                pace(sent, (int) n);
             }
         }
         return sent;
@@ -81,19 +103,26 @@ public final class NetWork {
 
     public static void main(String[] args) throws Exception {
         String mode = args[0];
-        boolean net = mode.equals("net");
+        boolean sendfile = mode.equals("sendfile");
+        boolean net = mode.equals("net") || sendfile;
         long bytes = Long.parseLong(args[net ? 3 : 2]);
-        int chunkBytes = net && args.length > 4 ? Integer.parseInt(args[4]) : 8192;
+        int chunkBytes = mode.equals("net") && args.length > 4 ? Integer.parseInt(args[4]) : 8192;
         long[] moved = new long[1];
-        if (mode.equals("net")) {
+        if (net) {
             // Loads the socket implementation and its native library now, not mid-run.
             new Socket().close();
+            SocketChannel.open().close();
+        }
+        if (sendfile) {
+            Files.write(Path.of(args[4]), new byte[(int) bytes]);
         }
         Thread computer = new Thread(NetWork::compute, "computer");
         Thread worker = new Thread(() -> {
             try {
                 Thread.sleep(2500);
-                moved[0] = mode.equals("net")
+                moved[0] = sendfile
+                        ? sendFile(args[1], Integer.parseInt(args[2]), bytes, args[4])
+                        : net
                         ? sendChunks(args[1], Integer.parseInt(args[2]), bytes, chunkBytes)
                         : warmThenWrite(args[1], bytes);
                 // Alive past the next cycle's end: the cycle the last bytes moved in is named
@@ -104,13 +133,13 @@ public final class NetWork {
             } finally {
                 done.set(true);
             }
-        }, mode.equals("net") ? "sender" : "writer");
+        }, net ? "sender" : "writer");
         System.out.println("ready");
         System.out.flush();
         computer.start();
         worker.start();
         worker.join();
         computer.join();
-        System.out.println((mode.equals("net") ? "sent " : "wrote ") + moved[0]);
+        System.out.println((net ? "sent " : "wrote ") + moved[0]);
     }
 }

@@ -192,6 +192,28 @@ fn a_network_device_s_bytes_go_to_the_sending_method_and_none_to_the_computing_t
     );
 }
 
+/// sendfile moves a file's bytes to a socket in the kernel, with no read or write call (a web
+/// server's static files; a JVM's `FileChannel.transferTo`): they are counted at the call, on
+/// the path that asked for them.
+#[test]
+fn bytes_sent_with_sendfile_go_to_the_sending_method() {
+    let veth = Veth::create();
+    let (_peer, port) = start_peer(Some(&veth.ns), &veth.peer_ip);
+    let port = port.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("static.bin");
+    let run = record_network("network", &["sendfile", &veth.peer_ip, &port, "67108864", file.to_str().unwrap()]);
+    let sent = fixture_bytes(&run.out, "sent ");
+    assert_eq!(sent, 67_108_864);
+    let devices = &run.summary["devices"];
+    assert!(devices.is_object(), "summary.json has no devices: {}", run.summary);
+    assert_close(thread_bytes(devices, "sender", "net_device_tx"), sent, "sender's net_device_tx by sendfile");
+    for class in ["net_device_tx", "net_device_rx", "net_local_tx", "net_local_rx"] {
+        assert_eq!(thread_bytes(devices, "computer", class), 0, "the computing thread moved no {class} byte");
+    }
+    assert_on_path(devices, "NetWork.sendFile", &["net_device_tx", "net_device_rx"]);
+}
+
 /// Loopback traffic to `host` is counted as local, none as a network device's.
 fn assert_loopback_is_local(host: &str) {
     let (_peer, port) = start_peer(None, host);
