@@ -12,6 +12,7 @@ use serde_json::Value;
 pub mod apps;
 pub mod attack;
 pub mod child;
+pub mod devices;
 pub mod fake_jvm;
 pub mod fake_qemu;
 pub mod java_stack;
