@@ -443,6 +443,12 @@ pub fn assert_device_files(run: &DeviceRun, pid: u64) {
     }
     let runtime = format!("network/all/runtime/methods/joularJX-{pid}-all-methods-power.csv");
     assert!(dir.join(&runtime).is_file(), "{runtime}");
+    // The graphs of the network's joules: the sender's path in its folded stacks.
+    for file in ["network/flamegraph-all.svg", "network/profile.pb.gz", "total/flamegraph-all.svg"] {
+        assert!(dir.join(file).is_file(), "{file}");
+    }
+    let folded = std::fs::read_to_string(dir.join("network/stacks-all.folded")).expect("network/stacks-all.folded");
+    assert!(folded.lines().any(|l| l.contains("NetWork.sendChunks")), "{folded}");
 }
 
 /// An ext4 filesystem on a loop device over a file in /dev/shm (so its writes reach no other

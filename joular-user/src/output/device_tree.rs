@@ -14,7 +14,9 @@
 //! reads the CPU's files as before. Methods come from the CPU's rules (`device_run.rs`), and
 //! rows hold methods only, as the CPU's do. Nothing here is written with `--devices cpu`.
 
+use super::device_graphs::{write_device_graphs, TreeEnergy};
 use super::joularjx::RunDir;
+use super::render::RenderSet;
 use super::written::{write_totals, OutputFiles};
 use super::OutputError;
 use crate::attribution::stacks::aggregate::{Scope, StackTotal};
@@ -27,38 +29,60 @@ use crate::safe_write::OutDir;
 pub const TOTAL_DIR: &str = "total";
 
 /// Writes each device's tree and the total's into `dir` (the process's directory), each file
-/// tried on its own.
-pub fn write_device_trees(dir: &OutDir, profile: &ProcessProfile, filter: &MethodFilter, written: &mut OutputFiles) {
+/// tried on its own: the JoularJX totals with `set.csv`, the graphs and pprof with theirs
+/// (`device_graphs.rs`).
+pub fn write_device_trees(
+    dir: &OutDir,
+    profile: &ProcessProfile,
+    filter: &MethodFilter,
+    set: RenderSet,
+    written: &mut OutputFiles,
+) {
     if profile.devices.is_empty() {
         return;
     }
     for device in &profile.devices {
-        write_tree(dir, device.device.name(), &device.stacks, profile, filter, written);
+        let name = device.device.name();
+        let energy = TreeEnergy { device: Some((name, &device.source)) };
+        write_tree(dir, name, &device.stacks, &energy, profile, filter, set, written);
     }
     let total = combined_stacks(&profile.stacks, &profile.devices);
-    write_tree(dir, TOTAL_DIR, &total, profile, filter, written);
+    write_tree(dir, TOTAL_DIR, &total, &TreeEnergy { device: None }, profile, filter, set, written);
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_tree(
     dir: &OutDir,
     name: &str,
     stacks: &[StackTotal],
+    energy: &TreeEnergy,
     profile: &ProcessProfile,
     filter: &MethodFilter,
+    set: RenderSet,
     written: &mut OutputFiles,
 ) {
-    let tree = dir
-        .create_subdirs(name)
-        .map_err(|e| OutputError::io(&dir.join(name), e))
-        .and_then(|sub| RunDir::create_totals_at(sub, profile.summary.pid));
-    match tree {
-        Ok(tree) => {
-            for scope in [Scope::All, Scope::App(filter)] {
-                write_totals(&tree, stacks, scope, profile.rules(), written);
-            }
-        }
-        Err(e) => written.keep(dir.join(name), Err(e)),
+    if !(set.csv || set.folded || set.svg || set.pprof) {
+        return;
     }
+    let sub = match dir.create_subdirs(name) {
+        Ok(sub) => sub,
+        Err(e) => return written.keep(dir.join(name), Err(OutputError::io(&dir.join(name), e))),
+    };
+    if set.csv {
+        let tree = sub
+            .try_clone()
+            .map_err(|e| OutputError::io(sub.path(), e))
+            .and_then(|own| RunDir::create_totals_at(own, profile.summary.pid));
+        match tree {
+            Ok(tree) => {
+                for scope in [Scope::All, Scope::App(filter)] {
+                    write_totals(&tree, stacks, scope, profile.rules(), written);
+                }
+            }
+            Err(e) => written.keep(dir.join(name), Err(e)),
+        }
+    }
+    write_device_graphs(&sub, stacks, energy, profile, filter, set, written);
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 mod cycle_devices;
 mod cycle_files;
 mod cycle_sums;
+mod device_graphs;
 mod device_tree;
 mod flamegraph;
 mod folded;

@@ -124,9 +124,9 @@ pub fn render_process(
             }
         }
     }
-    if tree.is_some() {
-        super::device_tree::write_device_trees(dir, profile, filter, &mut written);
-    }
+    // A device tree's totals need the JoularJX tree, as the process's own do.
+    let device_set = RenderSet { csv: tree.is_some(), ..set };
+    super::device_tree::write_device_trees(dir, profile, filter, device_set, &mut written);
     if set.pprof {
         written.keep(dir.join(PPROF_FILE), write_pprof(dir, PPROF_FILE, &profile.summary, stacks, rules));
     }
