@@ -27,7 +27,9 @@
 //! the kernel's BTF): a peer on a loopback address (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104),
 //! or at the socket's own local address, and every AF_UNIX socket, is local traffic, which
 //! costs CPU time and no network device; any other socket counts as a device's. (An
-//! unconnected UDP socket has no peer address here: its datagrams count as a device's.)
+//! unconnected UDP socket has no peer address here: its datagrams count as a device's.) A
+//! device's bytes carry the interface the socket's cached route leaves by (`route_ifindex`), so
+//! each interface's energy goes to the bytes that went through it.
 
 use aya_ebpf::{
     bindings::pt_regs,
@@ -35,10 +37,10 @@ use aya_ebpf::{
     programs::{tracing::StackIdContext, RawTracePointContext},
 };
 use joular_ebpf::{
-    DeviceKey, FileOffsets, JavaFrame, SocketOffsets, CLASS_FILE_READ, CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX,
-    CLASS_NET_DEVICE_TX, CLASS_NET_LOCAL_RX, CLASS_NET_LOCAL_TX, CONFIG_DEVICES, CONFIG_FD_OFFSETS,
-    CONFIG_FILE_OFFSETS, CONFIG_SOCKET_OFFSETS, CONFIG_SOCKET_V6_OFFSETS, CONFIG_SUPER_OFFSETS, DEVICES_DISK,
-    DEVICES_NETWORK, DROP_DEVICE_BYTES_MAP_FULL,
+    DeviceKey, FileOffsets, JavaFrame, NetDevOffsets, SocketOffsets, CLASS_FILE_READ, CLASS_FILE_WRITE,
+    CLASS_NET_DEVICE_RX, CLASS_NET_DEVICE_TX, CLASS_NET_LOCAL_RX, CLASS_NET_LOCAL_TX, CONFIG_DEVICES,
+    CONFIG_FD_OFFSETS, CONFIG_FILE_OFFSETS, CONFIG_NETNS, CONFIG_NET_DEV_OFFSETS, CONFIG_SOCKET_OFFSETS,
+    CONFIG_SOCKET_V6_OFFSETS, CONFIG_SUPER_OFFSETS, DEVICES_DISK, DEVICES_NETWORK, DROP_DEVICE_BYTES_MAP_FULL,
 };
 
 use crate::account::{active_tag, buffer_of, get_stack_id, process_start_ticks, targeted, BPF_F_USER_STACK};
@@ -171,14 +173,13 @@ fn classify(fd: u64, write: bool) -> Option<(u32, u32)> {
         }
         S_IFSOCK if devices & DEVICES_NETWORK != 0 => {
             // A socket file's private data is its `struct socket`.
-            let local = socket_is_local(read::<u64>(file + u64::from(o.private_data)).unwrap_or(0));
-            let class = match (local, write) {
-                (false, true) => CLASS_NET_DEVICE_TX,
-                (false, false) => CLASS_NET_DEVICE_RX,
-                (true, true) => CLASS_NET_LOCAL_TX,
-                (true, false) => CLASS_NET_LOCAL_RX,
-            };
-            Some((class, 0))
+            let sk = socket_sk(read::<u64>(file + u64::from(o.private_data)).unwrap_or(0));
+            Some(match (socket_is_local(sk), write) {
+                (false, true) => (CLASS_NET_DEVICE_TX, route_ifindex(sk)),
+                (false, false) => (CLASS_NET_DEVICE_RX, route_ifindex(sk)),
+                (true, true) => (CLASS_NET_LOCAL_TX, 0),
+                (true, false) => (CLASS_NET_LOCAL_RX, 0),
+            })
         }
         _ => None,
     }
@@ -246,17 +247,50 @@ fn read<T>(at: u64) -> Option<T> {
     unsafe { bpf_probe_read_kernel(at as *const T) }.ok()
 }
 
-/// Whether `struct socket *sock` carries local traffic (see the module's comment).
-#[inline(always)]
-fn socket_is_local(sock: u64) -> bool {
+fn socket_offsets() -> Option<SocketOffsets> {
     let packed = CONFIG.get(CONFIG_SOCKET_OFFSETS).copied().unwrap_or(0);
-    if packed == 0 || sock == 0 {
+    (packed != 0)
+        .then(|| SocketOffsets::from_values(packed, CONFIG.get(CONFIG_SOCKET_V6_OFFSETS).copied().unwrap_or(0)))
+}
+
+/// The `struct sock *` of `struct socket *sock` (0 when unknown).
+#[inline(always)]
+fn socket_sk(sock: u64) -> u64 {
+    match socket_offsets() {
+        Some(o) if sock != 0 => read::<u64>(sock + u64::from(o.sk)).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The index of the interface `sk`'s cached route goes through (`sk->sk_dst_cache->dev`), when
+/// that interface is in the profiler's network namespace; 0 otherwise (no route cached yet, an
+/// unconnected socket, another namespace's interface, offsets unknown). A connected socket's
+/// received bytes come in, as a rule, through the interface its route leaves by.
+#[inline(always)]
+fn route_ifindex(sk: u64) -> u32 {
+    let o = NetDevOffsets::from_values(
+        CONFIG.get(CONFIG_NET_DEV_OFFSETS).copied().unwrap_or(0),
+        CONFIG.get(CONFIG_NETNS).copied().unwrap_or(0),
+    );
+    if sk == 0 || o.sk_dst_cache == 0 || o.net_inum == 0 || o.own_netns == 0 {
+        return 0;
+    }
+    let Some(dst) = read::<u64>(sk + u64::from(o.sk_dst_cache)).filter(|&d| d != 0) else { return 0 };
+    let Some(dev) = read::<u64>(dst + u64::from(o.dst_dev)).filter(|&d| d != 0) else { return 0 };
+    let Some(net) = read::<u64>(dev + u64::from(o.nd_net)).filter(|&n| n != 0) else { return 0 };
+    if read::<u32>(net + u64::from(o.net_inum)) != Some(o.own_netns) {
+        return 0;
+    }
+    read::<i32>(dev + u64::from(o.ifindex)).filter(|&i| i > 0).map_or(0, |i| i as u32)
+}
+
+/// Whether `struct sock *sk` carries local traffic (see the module's comment).
+#[inline(always)]
+fn socket_is_local(sk: u64) -> bool {
+    let Some(o) = socket_offsets() else { return false };
+    if sk == 0 {
         return false;
     }
-    let o = SocketOffsets::from_values(packed, CONFIG.get(CONFIG_SOCKET_V6_OFFSETS).copied().unwrap_or(0));
-    let Some(sk) = read::<u64>(sock + u64::from(o.sk)).filter(|&sk| sk != 0) else {
-        return false;
-    };
     match read::<u16>(sk + u64::from(o.family)) {
         Some(AF_UNIX) => true,
         Some(AF_INET) => {

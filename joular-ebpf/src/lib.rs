@@ -54,7 +54,13 @@ pub const CONFIG_FILE_OFFSETS: u32 = 10;
 /// (`FileOffsets::super_value`; 0: unknown, every regular file's bytes count as the disk's, on
 /// no known device).
 pub const CONFIG_SUPER_OFFSETS: u32 = 11;
-pub const CONFIG_LEN: u32 = 12;
+/// Where the byte counters find the interface a socket's route goes through (see
+/// `NetDevOffsets`; 0: unknown, every socket's bytes are on no known interface).
+pub const CONFIG_NET_DEV_OFFSETS: u32 = 12;
+/// `NetDevOffsets::netns_value`: where a `struct net` keeps its namespace's inode number, and
+/// the profiler's own network namespace's (an interface index means ours only there).
+pub const CONFIG_NETNS: u32 = 13;
+pub const CONFIG_LEN: u32 = 14;
 /// `CONFIG_TARGETS_GEN`'s writer field for user space (above any CPU number).
 pub const TARGETS_WRITER_USER: u64 = 0xffff;
 
@@ -530,7 +536,9 @@ pub struct DeviceKey {
     pub class: u32,
     pub user_stack_id: i32,
     /// A file's filesystem device (`super_block.s_dev`, the kernel's encoding: major << 20 |
-    /// minor), so its bytes go to the disk that holds it; 0 for sockets.
+    /// minor), so its bytes go to the disk that holds it; for a socket through a network
+    /// device, the index of the interface its route goes through when that interface is in
+    /// the profiler's network namespace; 0 when unknown.
     pub dev: u32,
     pub java_stack_hash: u64,
     pub java_leaf: JavaFrame,
@@ -569,6 +577,46 @@ impl SocketOffsets {
             rcv_saddr: value as u16,
             v6_daddr: (v6 >> 16) as u16,
             v6_rcv_saddr: v6 as u16,
+        }
+    }
+}
+
+/// Byte offsets the byte counters read to go from a socket to the interface of its cached
+/// route, packed 16 bits each into `CONFIG_NET_DEV_OFFSETS` (`sock.sk_dst_cache`,
+/// `dst_entry.dev`, `net_device.ifindex`, `net_device.nd_net`), and where `struct net` keeps its
+/// inode number (`net.ns` + `ns_common.inum`), with the profiler's own namespace's inode number,
+/// in `CONFIG_NETNS`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct NetDevOffsets {
+    pub sk_dst_cache: u16,
+    pub dst_dev: u16,
+    pub ifindex: u16,
+    pub nd_net: u16,
+    pub net_inum: u16,
+    /// The profiler's network namespace (`/proc/self/ns/net`'s inode number).
+    pub own_netns: u32,
+}
+
+impl NetDevOffsets {
+    pub fn value(&self) -> u64 {
+        u64::from(self.sk_dst_cache) << 48
+            | u64::from(self.dst_dev) << 32
+            | u64::from(self.ifindex) << 16
+            | u64::from(self.nd_net)
+    }
+
+    pub fn netns_value(&self) -> u64 {
+        u64::from(self.own_netns) << 32 | u64::from(self.net_inum)
+    }
+
+    pub fn from_values(value: u64, netns: u64) -> Self {
+        Self {
+            sk_dst_cache: (value >> 48) as u16,
+            dst_dev: (value >> 32) as u16,
+            ifindex: (value >> 16) as u16,
+            nd_net: value as u16,
+            net_inum: netns as u16,
+            own_netns: (netns >> 32) as u32,
         }
     }
 }

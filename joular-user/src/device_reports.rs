@@ -135,6 +135,29 @@ pub fn add_dev_bytes(list: &mut Vec<DevFileBytes>, bytes: DevFileBytes) {
     }
 }
 
+/// A path's bytes through one network interface: the one its socket's route left by, as an
+/// index in the profiler's network namespace (`/sys/class/net/*/ifindex`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IfBytes {
+    pub ifindex: u32,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+}
+
+/// Adds `bytes` to its interface's entry of `list` (kept short: a path uses a few interfaces).
+pub fn add_if_bytes(list: &mut Vec<IfBytes>, bytes: IfBytes) {
+    match list.iter_mut().find(|i| i.ifindex == bytes.ifindex) {
+        Some(i) => {
+            i.tx_bytes = i.tx_bytes.saturating_add(bytes.tx_bytes);
+            i.rx_bytes = i.rx_bytes.saturating_add(bytes.rx_bytes);
+        }
+        None => {
+            list.push(bytes);
+            list.sort_by_key(|i| i.ifindex);
+        }
+    }
+}
+
 /// A thread's bytes on one call path (frames root first, named as the CPU stacks are).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathBytes {
@@ -147,6 +170,10 @@ pub struct PathBytes {
     /// `file_write_bytes` split; bytes whose device the kernel did not give are in no entry).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub file_devices: Vec<DevFileBytes>,
+    /// The network device bytes by interface (`net_device_tx_bytes` and `_rx_bytes` split;
+    /// bytes whose interface the kernel did not give are in no entry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub net_devices: Vec<IfBytes>,
 }
 
 /// `--json` `devices` of a cycle, `summary.json` `devices` of a run: bytes per thread and per
@@ -199,6 +226,10 @@ pub struct UnitEnergy {
     /// (device mapper, md): a file on any of them is on this disk.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<DevNum>,
+    /// An interface's index (`/sys/class/net/<name>/ifindex`): the bytes the kernel placed on
+    /// it are its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifindex: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

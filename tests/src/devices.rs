@@ -52,6 +52,34 @@ impl Drop for Veth {
     }
 }
 
+/// An interface no traffic goes through: one end of a veth pair whose two ends stay here, with
+/// no address (this kernel has no `dummy` driver); deleted, with its peer, on drop.
+pub struct Dummy {
+    pub name: String,
+}
+
+impl Dummy {
+    pub fn create() -> Self {
+        let id = std::process::id() % 250 + 1;
+        let name = format!("jidl{id}a");
+        ip(&["link", "add", &name, "type", "veth", "peer", "name", &format!("jidl{id}b")]);
+        ip(&["link", "set", &name, "up"]);
+        Dummy { name }
+    }
+}
+
+impl Drop for Dummy {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.name]).stderr(Stdio::null()).status();
+    }
+}
+
+/// An interface's index in this network namespace.
+pub fn ifindex(name: &str) -> u64 {
+    let path = format!("/sys/class/net/{name}/ifindex");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")).trim().parse().unwrap()
+}
+
 /// Accepts one connection on `host` (port chosen by the kernel) and reads it to its end.
 pub const PEER: &str = "import socket, sys
 s = socket.socket(socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET)

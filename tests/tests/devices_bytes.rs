@@ -26,6 +26,17 @@ fn a_network_device_s_bytes_go_to_the_sending_method_and_none_to_the_computing_t
         assert_eq!(thread_bytes(devices, "computer", class), 0, "the computing thread moved no {class} byte");
     }
     assert_on_path(devices, "NetWork.sendChunks", &["net_device_tx", "net_device_rx"]);
+    // The kernel placed the sent bytes on the veth, by its index here.
+    let veth_index = ifindex(&veth.host_if);
+    let on_veth: u64 = devices["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["net_devices"].as_array().into_iter().flatten())
+        .filter(|i| i["ifindex"].as_u64() == Some(veth_index))
+        .map(|i| i["tx_bytes"].as_u64().unwrap())
+        .sum();
+    assert_close(on_veth, sent, "sent bytes placed on the veth");
     // The cycles say it too, and add up to the run.
     assert_eq!(
         cycles_thread_bytes(&run.cycles, "sender", "net_device_tx"),

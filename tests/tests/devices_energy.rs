@@ -9,16 +9,35 @@ use std::time::Duration;
 
 use joular_tests::devices::*;
 use joular_tests::*;
+use serde_json::Value;
 
 #[test]
 fn network_energy_goes_to_the_sending_method_and_loopback_gets_none() {
     let veth = Veth::create();
+    // A second interface that carries nothing and draws 5 W: its joules are no one's.
+    let idle = Dummy::create();
     let (_peer, port) = start_peer(Some(&veth.ns), &veth.peer_ip);
     let port = port.to_string();
     let unit = format!("class/net/{}", veth.host_if);
-    let units = [unit.as_str(), "class/net/lo"];
-    let run = record_energy("network", &units, &[], "NetWork", &["net", &veth.peer_ip, &port, "67108864"], || {});
+    let idle_unit = format!("class/net/{}", idle.name);
+    let idle_power = format!("{}=5,0", idle.name);
+    let units = [unit.as_str(), idle_unit.as_str(), "class/net/lo"];
+    let flags = ["--nic-power", idle_power.as_str()];
+    let run = record_energy("network", &units, &flags, "NetWork", &["net", &veth.peer_ip, &port, "67108864"], || {});
     let net = device_energy(&run.cycles, "network");
+    // Per interface: what the processes got each cycle is at most the veth's joules, never
+    // the idle interface's (a split per class would have given the JVM most of its 5 W).
+    let unit_uj = |d: &Value, name: &str| -> f64 {
+        d["units"].as_array().unwrap().iter().filter(|u| u["name"] == name).map(uj).sum()
+    };
+    let mut idle_uj = 0.0;
+    for d in &net {
+        let attributed = uj(d) - d["unattributed_uj"].as_f64().unwrap();
+        let on_veth = unit_uj(d, &veth.host_if);
+        assert!(attributed <= on_veth + 1e-3, "{attributed} µJ attributed, the veth had {on_veth}: {d:#}");
+        idle_uj += unit_uj(d, &idle.name);
+    }
+    assert!(idle_uj > 1e6, "the idle interface was modelled ({idle_uj} µJ)");
     assert!(!net.is_empty(), "no network device_energy in --json");
     assert!(device_energy(&run.cycles, "disk").is_empty(), "--devices network models no disk");
     assert_conserved(&net);
@@ -30,7 +49,7 @@ fn network_energy_goes_to_the_sending_method_and_loopback_gets_none() {
     let total: f64 = net.iter().map(|d| uj(d)).sum::<f64>() / 1e6;
     let pid = run.summary["pid"].as_u64().unwrap();
     println!(
-        "network fixture: CPU {:.3} J (JVM, of a fake 40 W package), network {total:.3} J (the veth), {all:.3} J to processes, {on:.3} J on NetWork.sendChunks",
+        "network fixture: CPU {:.3} J (JVM, of a fake 40 W package), network {total:.3} J (the veth and the idle interface), {all:.3} J to processes, {on:.3} J on NetWork.sendChunks",
         cpu_j(&run.cycles, pid)
     );
     assert!(all > 0.0, "no network energy attributed");

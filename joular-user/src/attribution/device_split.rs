@@ -2,10 +2,12 @@
 //! by bytes (E-Surgeon eq. 13 and 14). Pure: the models' reading of the cycle and the
 //! cycle's bytes in, a `DeviceEnergy` out.
 //!
-//! - Network: by the bytes each path moved through a network device (`net_device_tx/rx`;
-//!   loopback and AF_UNIX cost CPU energy, never NIC energy). The interfaces' bytes beyond
-//!   the profiled ones are unattributed; when the profiled bytes exceed them (the kernel
-//!   counts at the call, the card sends a moment later) nothing is.
+//! - Network: per interface, by the bytes each path moved through it (`net_device_tx/rx`,
+//!   placed on an interface by the kernel from the socket's cached route; loopback and AF_UNIX
+//!   cost CPU energy, never NIC energy). Bytes placed on no modelled interface count for each
+//!   interface in proportion to its share of the machine's traffic. An interface's bytes
+//!   beyond the profiled ones are unattributed; when the profiled bytes exceed them (the
+//!   kernel counts at the call, the card sends a moment later) nothing is.
 //! - Disk: per disk, by the file bytes read in the cycle on that disk's filesystems, at most
 //!   the bytes the disk read (a read the page cache serves moves no device byte), plus the
 //!   written bytes the disk's writeback covered (`writeback.rs`); the disk's other bytes are
@@ -87,12 +89,30 @@ impl DeviceSplitter {
         };
         let shares = match reading.device {
             Device::Network => {
-                let shares = report
-                    .paths
-                    .iter()
-                    .map(|p| (path_of(p), (p.bytes.net_device_tx_bytes + p.bytes.net_device_rx_bytes) as f64))
-                    .collect();
-                weigh(reading.energy_uj(), shares, reading.unit_bytes() as f64)
+                let held: HashSet<u32> = reading.units.iter().filter_map(|u| u.ifindex).collect();
+                let machine_bytes = reading.unit_bytes() as f64;
+                let mut shares = Vec::new();
+                for unit in &reading.units {
+                    // Bytes the kernel placed on no modelled interface (an unconnected socket,
+                    // a route not cached yet, another namespace's interface) may have gone
+                    // through any: each interface takes its part of the machine's traffic.
+                    let unplaced_part = if machine_bytes > 0.0 {
+                        unit.bytes as f64 / machine_bytes
+                    } else {
+                        1.0 / reading.units.len() as f64
+                    };
+                    let unit_shares: Vec<(WritePath, f64)> = report
+                        .paths
+                        .iter()
+                        .filter_map(|p| {
+                            let (on, unplaced) = on_interface(p, unit.ifindex, &held);
+                            let n = on as f64 + unplaced as f64 * unplaced_part;
+                            (n > 0.0).then(|| (path_of(p), n))
+                        })
+                        .collect();
+                    shares.extend(weigh(unit.energy_uj, unit_shares, unit.bytes as f64));
+                }
+                shares
             }
             Device::Disk => {
                 for p in &report.paths {
@@ -144,6 +164,23 @@ fn on_devices(
     let placed: u64 = p.file_devices.iter().map(&of).sum();
     let placed_rows: Vec<(Option<DevNum>, u64)> = p.file_devices.iter().map(|d| (Some(d.dev), of(d))).collect();
     placed_rows.into_iter().chain(std::iter::once((None, total.saturating_sub(placed)))).filter(|(_, n)| *n > 0)
+}
+
+/// A path's network device bytes through interface `ifindex`, and those on no interface of
+/// `held` (or on none the kernel gave).
+fn on_interface(p: &PathBytes, ifindex: Option<u32>, held: &HashSet<u32>) -> (u64, u64) {
+    let all = p.bytes.net_device_tx_bytes + p.bytes.net_device_rx_bytes;
+    let (mut on, mut placed_held) = (0u64, 0u64);
+    for i in &p.net_devices {
+        if held.contains(&i.ifindex) {
+            let n = i.tx_bytes + i.rx_bytes;
+            placed_held += n;
+            if ifindex == Some(i.ifindex) {
+                on += n;
+            }
+        }
+    }
+    (on, all.saturating_sub(placed_held))
 }
 
 /// `energy · share / max(unit bytes, Σ shares)` to each share.
@@ -236,7 +273,7 @@ mod tests {
     fn row(pid: u32, tid: u32, names: &[&str], set: impl Fn(&mut DeviceBytes)) -> PathBytes {
         let mut bytes = DeviceBytes::default();
         set(&mut bytes);
-        PathBytes { pid, tid, frames: frames(names), bytes, file_devices: Vec::new() }
+        PathBytes { pid, tid, frames: frames(names), bytes, file_devices: Vec::new(), net_devices: Vec::new() }
     }
 
     fn report(paths: Vec<PathBytes>) -> DeviceReport {
@@ -294,6 +331,44 @@ mod tests {
         assert_eq!(e.threads[0].comm, "t2");
         assert!(e.conservation_error_uj() < 1e-9);
         assert!(e.estimated);
+    }
+
+    fn on_if(mut p: PathBytes, ifindex: u32) -> PathBytes {
+        let (tx_bytes, rx_bytes) = (p.bytes.net_device_tx_bytes, p.bytes.net_device_rx_bytes);
+        p.net_devices = vec![crate::device_reports::IfBytes { ifindex, tx_bytes, rx_bytes }];
+        p
+    }
+
+    /// Two interfaces, eth0 (ifindex 2: 2,000 µJ, 1,000 bytes) and eth1 (ifindex 3: 6,000 µJ,
+    /// 1,000 bytes). Hand-checked: bytes placed on eth0 take only eth0's energy; bytes placed on
+    /// no modelled interface take each interface's energy by its share of the traffic, which
+    /// over both is the class's energy by the class's bytes.
+    #[test]
+    fn each_interface_s_energy_goes_to_the_bytes_placed_on_it() {
+        let units = vec![
+            UnitEnergy { ifindex: Some(2), ..unit("eth0", 2000.0, 1000) },
+            UnitEnergy { ifindex: Some(3), ..unit("eth1", 6000.0, 1000) },
+        ];
+        let reading = ClassReading { device: Device::Network, source: "model".into(), units };
+        let bytes = report(vec![
+            on_if(row(1, 2, &["run", "A.send"], |b| b.net_device_tx_bytes = 500), 2),
+            on_if(row(1, 3, &["run", "B.send"], |b| b.net_device_tx_bytes = 100), 9),
+            row(1, 4, &["run", "C.recv"], |b| b.net_device_rx_bytes = 200),
+        ]);
+        let e = DeviceSplitter::default().split(&reading, Some(&bytes), 0);
+        // eth0: 500 of its 1,000 bytes → 1,000 µJ.
+        assert!((path_uj(&e, 2, "A.send") - 1000.0).abs() < 1e-9, "{e:#?}");
+        // ifindex 9 is no unit: unplaced, as C's (no ifindex): half of each unit's traffic.
+        // B: eth0 2000·50/1000 + eth1 6000·50/1000 = 100 + 300.
+        assert!((path_uj(&e, 3, "B.send") - 400.0).abs() < 1e-9, "{e:#?}");
+        // C: 2000·100/1000 + 6000·100/1000 = 800 = 8000 · 200/2000.
+        assert!((path_uj(&e, 4, "C.recv") - 800.0).abs() < 1e-9, "{e:#?}");
+        assert!((e.unattributed_uj - (8000.0 - 2200.0)).abs() < 1e-9);
+        assert!(e.conservation_error_uj() < 1e-9);
+        // The bytes are each path's own, whatever the interfaces they were split over.
+        let bytes_of = |tid: u32| e.threads.iter().find(|t| t.tid == tid).unwrap().bytes;
+        assert_eq!((bytes_of(2), bytes_of(3), bytes_of(4)), (500, 100, 200));
+        // Per class, A would have taken 8000 · 500/2000 = 2,000 µJ, half of it eth1's.
     }
 
     #[test]

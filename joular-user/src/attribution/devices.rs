@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::device_reports::{add_dev_bytes, DevFileBytes, DevNum};
+use crate::device_reports::{add_dev_bytes, add_if_bytes, DevFileBytes, DevNum, IfBytes};
 pub use crate::device_reports::{DeviceBytes, DeviceReport, PathBytes, ThreadBytes};
 use crate::model::{FrameReport, RawSample, Stack, ThreadReport};
 
@@ -17,7 +17,8 @@ pub struct DeviceSample {
     pub sample: RawSample,
     pub class: u32,
     pub bytes: u64,
-    /// A file's filesystem device, in the kernel's encoding (`DeviceKey::dev`; 0: none).
+    /// A file's filesystem device, in the kernel's encoding, or a network device byte's
+    /// interface index (`DeviceKey::dev`; 0: none).
     pub dev: u32,
 }
 
@@ -30,11 +31,14 @@ pub struct DevicePath {
     pub bytes: DeviceBytes,
     /// The file bytes of `bytes` by their filesystem's device, when the kernel gave it.
     pub file_devices: Vec<DevFileBytes>,
+    /// The network device bytes of `bytes` by interface, when the kernel gave it.
+    pub net_devices: Vec<IfBytes>,
 }
 
 impl DevicePath {
-    /// One byte count of `class` on `stack`, its file bytes on `dev` (the kernel's encoding);
-    /// `None` for a class this build does not know.
+    /// One byte count of `class` on `stack`, its file bytes on `dev` (the kernel's encoding)
+    /// or its network device bytes through interface `dev`; `None` for a class this build does
+    /// not know.
     pub fn of_count(pid: u32, tid: u32, stack: Stack, class: u32, bytes: u64, dev: u32) -> Option<Self> {
         let mut counted = DeviceBytes::default();
         counted.add_class(class, bytes).ok()?;
@@ -44,7 +48,13 @@ impl DevicePath {
             }
             _ => Vec::new(),
         };
-        Some(DevicePath { pid, tid, stack, bytes: counted, file_devices })
+        let (tx_bytes, rx_bytes) = (counted.net_device_tx_bytes, counted.net_device_rx_bytes);
+        let net_devices = if dev != 0 && tx_bytes + rx_bytes > 0 {
+            vec![IfBytes { ifindex: dev, tx_bytes, rx_bytes }]
+        } else {
+            Vec::new()
+        };
+        Some(DevicePath { pid, tid, stack, bytes: counted, file_devices, net_devices })
     }
 }
 
@@ -65,7 +75,7 @@ pub(crate) fn path_key(pid: u32, tid: u32, frames: &[FrameReport]) -> PathKey {
 pub fn cycle_report(paths: &[DevicePath], threads: &[ThreadReport]) -> DeviceReport {
     let names: HashMap<u32, &str> = threads.iter().map(|t| (t.tid, t.comm.as_str())).collect();
     let mut by_thread: BTreeMap<(u32, u32), DeviceBytes> = BTreeMap::new();
-    type ByPath = (Stack, DeviceBytes, Vec<DevFileBytes>);
+    type ByPath = (Stack, DeviceBytes, Vec<DevFileBytes>, Vec<IfBytes>);
     let mut by_path: HashMap<(u32, u32, *const [crate::model::Frame]), ByPath> = HashMap::new();
     for p in paths {
         by_thread.entry((p.pid, p.tid)).or_default().add(&p.bytes);
@@ -73,10 +83,14 @@ pub fn cycle_report(paths: &[DevicePath], threads: &[ThreadReport]) -> DeviceRep
             p.stack.clone(),
             DeviceBytes::default(),
             Vec::new(),
+            Vec::new(),
         ));
         row.1.add(&p.bytes);
         for d in &p.file_devices {
             add_dev_bytes(&mut row.2, *d);
+        }
+        for i in &p.net_devices {
+            add_if_bytes(&mut row.3, *i);
         }
     }
     let mut report = DeviceReport {
@@ -91,12 +105,13 @@ pub fn cycle_report(paths: &[DevicePath], threads: &[ThreadReport]) -> DeviceRep
             .collect(),
         paths: by_path
             .into_iter()
-            .map(|((pid, tid, _), (stack, bytes, file_devices))| PathBytes {
+            .map(|((pid, tid, _), (stack, bytes, file_devices, net_devices))| PathBytes {
                 pid,
                 tid,
                 frames: frames_of(&stack),
                 bytes,
                 file_devices,
+                net_devices,
             })
             .collect(),
     };
@@ -131,11 +146,15 @@ impl DeviceTotals {
             let total = self.paths.entry(path_key(p.pid, p.tid, &p.frames)).or_insert_with(|| PathBytes {
                 bytes: DeviceBytes::default(),
                 file_devices: Vec::new(),
+                net_devices: Vec::new(),
                 ..p.clone()
             });
             total.bytes.add(&p.bytes);
             for d in &p.file_devices {
                 add_dev_bytes(&mut total.file_devices, *d);
+            }
+            for i in &p.net_devices {
+                add_if_bytes(&mut total.net_devices, *i);
             }
         }
     }
@@ -154,7 +173,7 @@ impl DeviceTotals {
 mod tests {
     use std::sync::Arc;
 
-    use joular_ebpf::{CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX, CLASS_NET_DEVICE_TX};
+    use joular_ebpf::{CLASS_FILE_WRITE, CLASS_NET_DEVICE_RX, CLASS_NET_DEVICE_TX, CLASS_NET_LOCAL_TX};
 
     use super::*;
     use crate::model::{Frame, FrameKind};
@@ -190,6 +209,7 @@ mod tests {
                 stack: send.clone(),
                 bytes: bytes(CLASS_NET_DEVICE_TX, 100),
                 file_devices: Vec::new(),
+                net_devices: Vec::new(),
             },
             DevicePath {
                 pid: 1,
@@ -197,6 +217,7 @@ mod tests {
                 stack: send.clone(),
                 bytes: bytes(CLASS_NET_DEVICE_RX, 5),
                 file_devices: Vec::new(),
+                net_devices: Vec::new(),
             },
             DevicePath {
                 pid: 1,
@@ -204,6 +225,7 @@ mod tests {
                 stack: write.clone(),
                 bytes: bytes(CLASS_FILE_WRITE, 40),
                 file_devices: Vec::new(),
+                net_devices: Vec::new(),
             },
         ];
         let threads = vec![ThreadReport { pid: 1, tid: 2, comm: "sender".into(), ..Default::default() }];
@@ -237,8 +259,20 @@ mod tests {
             [DevFileBytes { dev: DevNum { major: 7, minor: 3 }, read_bytes: 0, write_bytes: 40 }]
         );
         let socket = DevicePath::of_count(1, 2, stack.clone(), CLASS_NET_DEVICE_TX, 40, 0).unwrap();
-        assert!(socket.file_devices.is_empty());
+        assert!(socket.file_devices.is_empty() && socket.net_devices.is_empty());
         assert_eq!(socket.bytes.net_device_tx_bytes, 40);
-        assert!(DevicePath::of_count(1, 2, stack, 999, 40, 0).is_none(), "a class this build does not know");
+        assert!(DevicePath::of_count(1, 2, stack.clone(), 999, 40, 0).is_none(), "a class this build does not know");
+        // A network device's bytes keep the interface the kernel gave; local bytes have none.
+        let routed = DevicePath::of_count(1, 2, stack.clone(), CLASS_NET_DEVICE_RX, 30, 4).unwrap();
+        assert_eq!(routed.net_devices, [IfBytes { ifindex: 4, tx_bytes: 0, rx_bytes: 30 }]);
+        assert!(routed.file_devices.is_empty());
+        let local = DevicePath::of_count(1, 2, stack.clone(), CLASS_NET_LOCAL_TX, 30, 4).unwrap();
+        assert!(local.net_devices.is_empty());
+        // Per path over a cycle, one entry per interface.
+        let sent = DevicePath::of_count(1, 2, stack, CLASS_NET_DEVICE_TX, 10, 4).unwrap();
+        let cycle = cycle_report(&[routed, sent], &[]);
+        assert_eq!(cycle.paths[0].net_devices, [IfBytes { ifindex: 4, tx_bytes: 10, rx_bytes: 30 }]);
+        let json = serde_json::to_value(&cycle).unwrap();
+        assert_eq!(json["paths"][0]["net_devices"][0]["ifindex"], 4);
     }
 }

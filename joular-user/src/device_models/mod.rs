@@ -109,6 +109,7 @@ impl DeviceModels {
             // A counter that went back (the interface was recreated) moved nothing we know of.
             let moved = bytes.saturating_sub(before);
             units.push(UnitEnergy {
+                ifindex: iface.ifindex(),
                 name: iface.name,
                 model: iface.power.model.to_owned(),
                 energy_uj: nic::energy_j(&iface.power, d_s, moved) * 1e6,
@@ -139,6 +140,7 @@ impl DeviceModels {
                 read_bytes: read,
                 written_bytes: written,
                 name: dev.name,
+                ifindex: None,
             });
         }
         self.last_disk = now;

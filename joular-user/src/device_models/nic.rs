@@ -67,6 +67,12 @@ pub struct Interface {
 }
 
 impl Interface {
+    /// Its index in the network namespace the profiler runs in (`None` when unreadable: its
+    /// bytes are then told apart from no other interface's).
+    pub fn ifindex(&self) -> Option<u32> {
+        read_u64(&self.dir.join("ifindex")).and_then(|i| u32::try_from(i).ok()).filter(|&i| i > 0)
+    }
+
     /// Bytes sent plus received since boot, or `None` when unreadable (gone).
     pub fn bytes(&self) -> Option<u64> {
         let stats = self.dir.join("statistics");

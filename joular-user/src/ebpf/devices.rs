@@ -8,8 +8,8 @@ use std::path::Path;
 
 use aya::{programs::RawTracePoint, Ebpf};
 use joular_ebpf::{
-    CONFIG_DEVICES, CONFIG_FD_OFFSETS, CONFIG_FILE_OFFSETS, CONFIG_SOCKET_OFFSETS, CONFIG_SOCKET_V6_OFFSETS,
-    CONFIG_SUPER_OFFSETS, DEVICES_DISK, DEVICES_NETWORK,
+    CONFIG_DEVICES, CONFIG_FD_OFFSETS, CONFIG_FILE_OFFSETS, CONFIG_NETNS, CONFIG_NET_DEV_OFFSETS,
+    CONFIG_SOCKET_OFFSETS, CONFIG_SOCKET_V6_OFFSETS, CONFIG_SUPER_OFFSETS, DEVICES_DISK, DEVICES_NETWORK,
 };
 
 use super::device_fields::DeviceFields;
@@ -66,6 +66,8 @@ impl Devices {
             (CONFIG_FD_OFFSETS, fields.file.fd_value()),
             (CONFIG_FILE_OFFSETS, fields.file.file_value()),
             (CONFIG_SUPER_OFFSETS, fields.file.super_value()),
+            (CONFIG_NET_DEV_OFFSETS, fields.net_dev.value()),
+            (CONFIG_NETNS, fields.net_dev.netns_value()),
             (CONFIG_DEVICES, self.config_value()),
         ]
         .into_iter()
