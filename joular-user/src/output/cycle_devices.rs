@@ -38,6 +38,9 @@ pub(super) struct DeviceTreeRows {
     /// for `total`, the CPU's) instead of an earlier cycle's power, and a process that never
     /// moved a byte gets no tree.
     pub moved: bool,
+    /// `total/` of a cycle without device bytes: its rows are the CPU's (not copied: a host run
+    /// has thousands of processes that never move a byte).
+    pub same_as_cpu: bool,
 }
 
 type ProcessPaths<'a> = (Vec<&'a PathDeviceEnergy>, HashMap<u32, &'a str>);
@@ -84,15 +87,22 @@ impl<'a> CyclePaths<'a> {
             .devices
             .iter()
             .map(|(name, rows)| match rows.get(&pid) {
-                Some((paths, comms)) => {
-                    DeviceTreeRows { name, rows: device_rows(paths, comms, rules, filter, call_trees), moved: true }
-                }
-                None => DeviceTreeRows { name, rows: TreeRows::empty(call_trees), moved: false },
+                Some((paths, comms)) => DeviceTreeRows {
+                    name,
+                    rows: device_rows(paths, comms, rules, filter, call_trees),
+                    moved: true,
+                    same_as_cpu: false,
+                },
+                None => DeviceTreeRows { name, rows: TreeRows::empty(call_trees), moved: false, same_as_cpu: false },
             })
             .collect();
-        let moved = out.iter().any(|t| t.moved);
-        let rows = summed(std::iter::once(cpu).chain(out.iter().map(|t| &t.rows)), call_trees);
-        out.push(DeviceTreeRows { name: TOTAL_DIR, rows, moved });
+        let total = if out.iter().any(|t| t.moved) {
+            let rows = summed(std::iter::once(cpu).chain(out.iter().map(|t| &t.rows)), call_trees);
+            DeviceTreeRows { name: TOTAL_DIR, rows, moved: true, same_as_cpu: false }
+        } else {
+            DeviceTreeRows { name: TOTAL_DIR, rows: TreeRows::default(), moved: false, same_as_cpu: true }
+        };
+        out.push(total);
         out
     }
 }
@@ -292,6 +302,11 @@ mod tests {
         let none = |device| device_cycle(device, PID, "worker", vec![], 0.0);
         cycles[0].0.device_energy = vec![none(Device::Network), none(Device::Disk)];
         cycles[1].0.device_energy.push(none(Device::Disk));
+        // A third cycle as the second, without device bytes.
+        let mut third = cycles[1].clone();
+        third.0.cycle = 3;
+        third.0.device_energy = vec![none(Device::Network), none(Device::Disk)];
+        cycles.push(third);
         let mut results = Results::new(config(tmp.path())).unwrap();
         let dir = tmp.path().join(format!("{PID}-{START_MS}"));
         let mut cycles = cycles.into_iter();
@@ -306,5 +321,14 @@ mod tests {
         assert_eq!(runtime(&dir, "network", "all", "methods"), [("com.acme.App.compute".into(), 0.5)].into());
         assert!(dir.join("total/app/runtime/methods").is_dir());
         assert!(!dir.join("disk").exists());
+        // No device byte: the network's runtime files say so, and total's are the CPU's.
+        let (mut report, stacks) = cycles.next().unwrap();
+        results.on_cycle(&mut report, &stacks).unwrap();
+        assert!(runtime(&dir, "network", "all", "methods").is_empty());
+        for (view, kind) in [("all", "methods"), ("app", "methods"), ("all", "call-trees")] {
+            let cpu = runtime(&dir, "", view, kind);
+            assert!(!cpu.is_empty(), "{view} {kind}");
+            assert_eq!(runtime(&dir, "total", view, kind), cpu, "{view} {kind}");
+        }
     }
 }

@@ -151,8 +151,9 @@ impl CycleFiles {
             } else {
                 Ok(RunDir::open_in(dir.out_dir(), tree.name, process.pid))
             };
+            let rows = if tree.same_as_cpu { &process.cpu } else { &tree.rows };
             let written = opened.and_then(|opened| match opened {
-                Some(opened) => self.write_rows(&opened, process, &tree.rows),
+                Some(opened) => self.write_rows(&opened, process, rows),
                 None => Ok(()),
             });
             if let Err(e) = written {
