@@ -171,8 +171,11 @@ fn attack(lib: &Path, how: Attack, stop: &AtomicBool) -> u32 {
     while !stop.load(Ordering::Relaxed) {
         match how {
             Attack::Truncate => {
+                // Truncated most of the time: the profiler reads a new version of the file
+                // about once a cycle, at any point of the round, and must meet it truncated
+                // (with 20 ms of 40+, one CI run's 4 reads all met the file whole).
                 file.set_len(0).unwrap();
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(150));
                 file.write_all_at(&original, 0).unwrap();
             }
             Attack::RewriteTail => {
