@@ -7,7 +7,7 @@
 use super::flamegraph::{render_svg, write_bytes};
 use super::folded::write_folded;
 use super::pprof::write_pprof;
-use super::render::{RenderSet, PPROF_FILE};
+use super::render_set::{RenderSet, PPROF_FILE};
 use super::written::OutputFiles;
 use super::OutputError;
 use crate::attribution::stacks::aggregate::{path_groups, Scope, StackTotal};
@@ -96,23 +96,9 @@ mod tests {
 
     use prost::Message;
 
-    use crate::output::device_tree::tests::device_fixture;
+    use crate::output::device_tree::tests::{device_fixture, run};
     use crate::output::pprof::Profile;
-    use crate::stages::results::tests::{config, fixture};
-    use crate::stages::Results;
-
-    fn finished_dir(
-        root: &Path,
-        cycles: Vec<(crate::model::CycleReport, Vec<crate::attribution::stacks::ThreadStacks>)>,
-    ) -> std::path::PathBuf {
-        let mut results = Results::new(config(root)).unwrap();
-        for (mut report, stacks) in cycles {
-            results.on_cycle(&mut report, &stacks).unwrap();
-        }
-        let finished = results.finish().unwrap();
-        assert!(finished.outputs[0].failed.is_empty(), "{:?}", finished.outputs[0].failed);
-        finished.outputs[0].dir.clone()
-    }
+    use crate::stages::results::tests::fixture;
 
     /// `(folded path, µJ)` rows of a folded file.
     fn folded(path: &Path) -> Vec<(String, u64)> {
@@ -136,7 +122,7 @@ mod tests {
     #[test]
     fn each_device_tree_has_its_flame_graphs_folded_stacks_and_pprof() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = finished_dir(tmp.path(), device_fixture());
+        let dir = run(tmp.path(), device_fixture());
         let network = folded(&dir.join("network/stacks-all.folded"));
         assert_eq!(total_uj(&network), 3_000_000, "{network:?}");
         assert!(network.iter().all(|(stack, _)| stack.contains("com.acme.App.compute")), "{network:?}");
@@ -167,7 +153,7 @@ mod tests {
     #[test]
     fn without_devices_no_device_graph_is_written() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = finished_dir(tmp.path(), fixture());
+        let dir = run(tmp.path(), fixture());
         assert!(dir.join("flamegraph-all.svg").is_file());
         for tree in ["network", "disk", "total"] {
             assert!(!dir.join(tree).exists(), "{tree}");

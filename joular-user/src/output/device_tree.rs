@@ -16,7 +16,7 @@
 
 use super::device_graphs::{write_device_graphs, TreeEnergy};
 use super::joularjx::RunDir;
-use super::render::RenderSet;
+use super::render_set::RenderSet;
 use super::written::{write_totals, OutputFiles};
 use super::OutputError;
 use crate::attribution::stacks::aggregate::{Scope, StackTotal};
@@ -125,7 +125,8 @@ pub(crate) mod tests {
             .collect()
     }
 
-    fn run(root: &Path, cycles: Vec<(CycleReport, Vec<ThreadStacks>)>) -> std::path::PathBuf {
+    /// The run of `cycles` in `root`, finished: its process's directory.
+    pub(crate) fn run(root: &Path, cycles: Vec<(CycleReport, Vec<ThreadStacks>)>) -> std::path::PathBuf {
         let mut results = Results::new(config(root)).unwrap();
         for (mut report, stacks) in cycles {
             results.on_cycle(&mut report, &stacks).unwrap();

@@ -23,6 +23,7 @@ mod pprof;
 mod pprof_proto;
 mod raw_profile;
 mod render;
+mod render_set;
 mod report;
 mod result_tree;
 mod retired_writer;

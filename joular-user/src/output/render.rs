@@ -9,6 +9,7 @@ use super::html::{self, HtmlInput, HTML_FILE};
 use super::joularjx::{Kind, Period, RunDir};
 use super::pprof::write_pprof;
 use super::raw_profile::{write_raw_profile, RAW_PROFILE_FILE};
+pub use super::render_set::{RenderSet, PPROF_FILE, SUMMARY_FILE};
 pub use super::written::OutputFiles;
 use super::written::{write_totals, OUTPUT_FLAG};
 use super::OutputError;
@@ -17,28 +18,6 @@ use crate::attribution::stacks::methods::{is_method_name, MethodFilter};
 use crate::attribution::stacks::paths::PathStyle;
 use crate::attribution::stacks::profile::{ProcessProfile, RunSummary};
 use crate::safe_write::OutDir;
-
-pub const SUMMARY_FILE: &str = "summary.json";
-pub const PPROF_FILE: &str = "profile.pb.gz";
-
-/// Which files to write.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RenderSet {
-    /// JoularJX `total/` CSVs (methods and call trees, both views).
-    pub csv: bool,
-    pub folded: bool,
-    pub svg: bool,
-    pub pprof: bool,
-    /// `summary.json` and the raw profile.
-    pub summary: bool,
-    /// `report.html`.
-    pub html: bool,
-}
-
-impl RenderSet {
-    /// Every file but the HTML report (`--html`).
-    pub const ALL: Self = Self { csv: true, folded: true, svg: true, pprof: true, summary: true, html: false };
-}
 
 /// Writes into `dir`; the "app" folded stacks and flame graph need a non-empty `filter`.
 /// `source_dir` is where the run's own tree is (its evolution files feed the HTML report).
