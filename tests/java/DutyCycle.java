@@ -1,7 +1,9 @@
 // Test fixture: two worker threads with known CPU duty cycles.
 //   java DutyCycle <seconds> [busyDuty=1.0] [lightDuty=0.3]
-// "busy" spins (duty 1.0 = never sleeps); "light" spins lightDuty of every 10 ms period and
-// sleeps the rest. Each thread prints its name and TID-independent label at start so tests can
+// "busy" spins (duty 1.0 = never sleeps); "light" spins lightDuty of each period and sleeps
+// the rest. Periods are drawn between 6 and 14 ms (10 ms on average, fixed seed): a fixed
+// 10 ms period plus wake-up latency lands at ~97-99 Hz, in lockstep with a 97-100 Hz sampler,
+// which then sees the thread a third more or less often than its CPU time for a whole run. Each thread prints its name and TID-independent label at start so tests can
 // match /proc comm names: the threads are named "busy" and "light".
 public final class DutyCycle {
     static volatile long sink;
@@ -17,9 +19,10 @@ public final class DutyCycle {
 
     static Thread worker(String name, double duty, long untilNanos) {
         Thread t = new Thread(() -> {
-            long period = 10_000_000L;
-            long busy = (long) (period * duty);
+            java.util.SplittableRandom periods = new java.util.SplittableRandom(name.hashCode());
             while (System.nanoTime() < untilNanos) {
+                long period = periods.nextLong(6_000_000L, 14_000_001L);
+                long busy = (long) (period * duty);
                 sink += spinFor(busy);
                 long rest = period - busy;
                 if (rest > 0) {
