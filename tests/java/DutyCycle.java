@@ -3,8 +3,8 @@
 // "busy" spins (duty 1.0 = never sleeps); "light" spins lightDuty of each period and sleeps
 // the rest. Periods are drawn between 6 and 14 ms (10 ms on average, fixed seed): a fixed
 // 10 ms period plus wake-up latency lands at ~97-99 Hz, in lockstep with a 97-100 Hz sampler,
-// which then sees the thread a third more or less often than its CPU time for a whole run. Each thread prints its name and TID-independent label at start so tests can
-// match /proc comm names: the threads are named "busy" and "light".
+// which then sees the thread a third more or less often than its CPU time for a whole run.
+// The threads are named "busy" and "light", so tests match them by /proc comm.
 public final class DutyCycle {
     static volatile long sink;
 
