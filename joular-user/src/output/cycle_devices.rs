@@ -1,21 +1,17 @@
 //! One cycle's device energy (`--devices network,disk`) in a process's runtime and evolution
 //! files: `<pid>-<epochms>/{network,disk,total}/{all,app}/{runtime,evolution}/`, the same files
-//! as the CPU's (`cycle_files.rs`), each device's from its call paths of the cycle
-//! (`CycleReport::device_energy`), `total/` the CPU's and every device's summed per name.
-//!
-//! A path's methods and call trees come from the process's own rules, as the CPU's stacks' and
-//! the run totals' (`device_run.rs`) do, so a method has one name in every tree.
+//! as the CPU's (`cycle_files.rs`), each device's from the call paths the stack stage named
+//! this cycle (`AttributedCycle::device_charges`), `total/` the CPU's and every device's summed
+//! per name.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::cycle_sums::{add, methods_only};
-use crate::attribution::stacks::aggregate::{named, NamedTotal, Scope};
-use crate::attribution::stacks::device_run::stack_of;
-use crate::attribution::stacks::methods::{self, is_method_name, join_frames, MethodFilter, StackRules};
-use crate::attribution::stacks::paths::PathStyle;
-use crate::attribution::stacks::thread_kind::ThreadKind;
-use crate::device_reports::{DeviceEnergy, PathDeviceEnergy};
+use crate::attribution::stacks::aggregate::{named, NamedTotal};
+use crate::attribution::stacks::methods::{is_method_name, join_frames, StackRules};
+use crate::attribution::stacks::paths::{all_path, PathStyle};
+use crate::attribution::stacks::{AttributedCycle, DevicePathShare};
 
 use super::device_tree::TOTAL_DIR;
 
@@ -43,29 +39,27 @@ pub(super) struct DeviceTreeRows {
     pub same_as_cpu: bool,
 }
 
-type ProcessPaths<'a> = (Vec<&'a PathDeviceEnergy>, HashMap<u32, &'a str>);
-
 /// The cycle's device paths by process, grouped once per cycle (a host run has thousands of
 /// processes and only some move bytes).
 pub(super) struct CyclePaths<'a> {
-    /// Each device class of the cycle, with its paths and thread names by process.
-    devices: Vec<(&'static str, HashMap<u32, ProcessPaths<'a>>)>,
+    /// Each device class counted in the cycle, with its processes' paths.
+    devices: Vec<(&'static str, HashMap<u32, &'a [DevicePathShare]>)>,
 }
 
 impl<'a> CyclePaths<'a> {
-    pub fn new(devices: &'a [DeviceEnergy]) -> Self {
-        let devices = devices
+    pub fn new(cycle: &'a AttributedCycle) -> Self {
+        let devices = cycle
+            .report
+            .device_energy
             .iter()
             .map(|device| {
-                let mut rows: HashMap<u32, ProcessPaths> = HashMap::new();
-                for t in &device.threads {
-                    rows.entry(t.pid).or_default().1.insert(t.tid, t.comm.as_str());
-                }
-                for p in &device.paths {
-                    rows.entry(p.pid).or_default().0.push(p);
-                }
-                rows.retain(|_, (paths, _)| !paths.is_empty());
-                (device.device.name(), rows)
+                let paths = cycle
+                    .device_charges
+                    .iter()
+                    .filter(|c| c.device == device.device && !c.paths.is_empty())
+                    .map(|c| (c.pid, c.paths.as_slice()))
+                    .collect();
+                (device.device.name(), paths)
             })
             .collect();
         Self { devices }
@@ -73,12 +67,12 @@ impl<'a> CyclePaths<'a> {
 
     /// Processes with device energy on a path this cycle.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.devices.iter().flat_map(|(_, rows)| rows.keys().copied())
+        self.devices.iter().flat_map(|(_, paths)| paths.keys().copied())
     }
 
     /// Process `pid`'s tree of every device of the cycle, then `total/` (the CPU's `cpu` rows
     /// plus every device's); nothing when the run counts no device.
-    pub fn trees(&self, pid: u32, cpu: &TreeRows, rules: StackRules, filter: &MethodFilter) -> Vec<DeviceTreeRows> {
+    pub fn trees(&self, pid: u32, cpu: &TreeRows, rules: StackRules) -> Vec<DeviceTreeRows> {
         if self.devices.is_empty() {
             return Vec::new();
         }
@@ -86,10 +80,10 @@ impl<'a> CyclePaths<'a> {
         let mut out: Vec<DeviceTreeRows> = self
             .devices
             .iter()
-            .map(|(name, rows)| match rows.get(&pid) {
-                Some((paths, comms)) => DeviceTreeRows {
+            .map(|(name, paths)| match paths.get(&pid) {
+                Some(paths) => DeviceTreeRows {
                     name,
-                    rows: device_rows(paths, comms, rules, filter, call_trees),
+                    rows: device_rows(paths, rules, call_trees),
                     moved: true,
                     same_as_cpu: false,
                 },
@@ -113,35 +107,21 @@ impl TreeRows {
     }
 }
 
-/// One device's rows of one process's cycle, named as its CPU stacks are.
-fn device_rows(
-    paths: &[&PathDeviceEnergy],
-    comms: &HashMap<u32, &str>,
-    rules: StackRules,
-    filter: &MethodFilter,
-    call_trees: bool,
-) -> TreeRows {
+/// One device's rows of one process's cycle, summed as the CPU's are (`cycle_files.rs`).
+fn device_rows(paths: &[DevicePathShare], rules: StackRules, call_trees: bool) -> TreeRows {
     type Sums = HashMap<Arc<str>, (f64, u64)>;
     let (mut all_methods, mut app_methods, mut all_trees, mut app_trees) =
         (Sums::new(), Sums::new(), Sums::new(), Sums::new());
-    let app = Scope::App(filter);
     for path in paths {
-        if path.frames.is_empty() {
-            continue; // the `(no stack)` bucket: not a method
-        }
-        let stack = stack_of(&path.frames);
-        let thread = ThreadKind::classify(comms.get(&path.tid).copied().unwrap_or(""), &stack);
-        let all_method = methods::all_method(&stack, thread, rules);
-        add(all_methods.entry(all_method.clone()).or_default(), path.energy_uj, 0);
-        add(app_methods.entry(methods::app_method(&stack, thread, rules, filter)).or_default(), path.energy_uj, 0);
+        add(all_methods.entry(path.all_method.clone()).or_default(), path.energy_uj, 0);
+        add(app_methods.entry(path.app_method.clone()).or_default(), path.energy_uj, 0);
         if call_trees {
             // As the CPU's runtime trees: a stack whose method is not a method has no all tree.
-            if is_method_name(&all_method) {
-                let tree = join_frames(Scope::All.path(&stack, thread, rules, PathStyle::CallTree).into_iter(), false);
+            if is_method_name(&path.all_method) {
+                let tree = join_frames(all_path(&path.stack, path.kind, rules, PathStyle::CallTree).into_iter(), false);
                 add(all_trees.entry(Arc::from(tree)).or_default(), path.energy_uj, 0);
             }
-            let tree = join_frames(app.path(&stack, thread, rules, PathStyle::CallTree).into_iter(), false);
-            add(app_trees.entry(Arc::from(tree)).or_default(), path.energy_uj, 0);
+            add(app_trees.entry(path.app_tree.clone()).or_default(), path.energy_uj, 0);
         }
     }
     TreeRows {

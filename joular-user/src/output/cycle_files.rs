@@ -62,7 +62,7 @@ pub(super) fn cycle_files(
 ) -> CycleFiles {
     let (duration_s, end_epoch_s) = (cycle.duration_s, cycle.end_epoch_ms / 1000);
     let mut processes = HashMap::new();
-    let device_paths = CyclePaths::new(&cycle.report.device_energy);
+    let device_paths = CyclePaths::new(cycle);
     let mut sums = cycle_sums(cycle);
     // A process can move bytes in a cycle it was not on a CPU (writeback of its earlier writes).
     for pid in device_paths.pids() {
@@ -90,7 +90,7 @@ pub(super) fn cycle_files(
             (named(trees, |t| t), methods_only(named(app_trees, |t| t)))
         });
         let cpu = TreeRows { all_methods, app_methods, trees };
-        let devices = device_paths.trees(pid, &cpu, process.rules, filter);
+        let devices = device_paths.trees(pid, &cpu, process.rules);
         let files = ProcessFiles { key: process.key, pid, dir, duration_s, end_epoch_s, cpu, devices };
         processes.insert(process.key, files);
     }

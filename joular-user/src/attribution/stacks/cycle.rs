@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::methods::StackRules;
 use super::thread_kind::ThreadKind;
+use crate::device_reports::Device;
 use crate::model::{CycleReport, MethodReport, Stack};
 
 /// The energy of one share (a thread, a call path), per device. The CPU's is the socket's
@@ -74,6 +75,29 @@ pub struct ThreadCharge {
     pub stacks: Vec<StackShare>,
 }
 
+/// One call path's share of a device's energy in a process's cycle (`--devices`): the joules
+/// of its bytes, named by the process's rules as its CPU paths are (thread kinds and the JVM
+/// flip included), so a method has one name in every tree.
+#[derive(Debug, Clone)]
+pub struct DevicePathShare {
+    pub tid: u32,
+    /// Root first; the `(no stack)` bucket for bytes with no stack.
+    pub stack: Stack,
+    pub kind: ThreadKind,
+    pub all_method: Arc<str>,
+    pub app_method: Arc<str>,
+    pub app_tree: Arc<str>,
+    pub energy_uj: f64,
+}
+
+/// One process's call paths on one device in the cycle.
+#[derive(Debug, Clone)]
+pub struct DeviceCharge {
+    pub device: Device,
+    pub pid: u32,
+    pub paths: Vec<DevicePathShare>,
+}
+
 /// One attributed cycle: the energy stage's report (with its per-thread methods, and its
 /// stacks when asked for) and every thread's energy over call paths.
 #[derive(Debug, Clone, Default)]
@@ -88,6 +112,9 @@ pub struct AttributedCycle {
     pub processes: Vec<ProcessCycle>,
     /// In the order the symbolizer gave the threads, then threads with energy and no sample.
     pub charges: Vec<ThreadCharge>,
+    /// With `--devices network,disk`: each process's call paths with device energy, by device
+    /// then pid (a process that moved no byte has none).
+    pub device_charges: Vec<DeviceCharge>,
     /// Present when the run was given a carbon intensity.
     pub carbon: Option<CycleCarbon>,
 }

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::aggregate::{by_energy, method_totals, path_groups, Scope, StackTable, StackTotal};
+use super::cycle::{DeviceCharge, DevicePathShare};
 use super::methods::{MethodFilter, StackRules};
 use super::paths::PathStyle;
 use super::thread_kind::ThreadKind;
@@ -100,7 +101,8 @@ impl DeviceRuns {
     /// Adds process `pid`'s share of a cycle's device energy (`cycle`, grouped once per cycle
     /// by [`by_process`]). Every device of the cycle gets a run, with 0 J when the process
     /// moved no byte ("counted, none moved"). `threads` names a thread the device rows leave
-    /// unnamed (its kind decides a JVM bucket).
+    /// unnamed (its kind decides a JVM bucket). Returns the process's call paths of the cycle,
+    /// per device it moved bytes on, named as the run's totals name them.
     pub fn add(
         &mut self,
         pid: u32,
@@ -108,7 +110,8 @@ impl DeviceRuns {
         threads: &BTreeMap<u32, ThreadTotal>,
         filter: &MethodFilter,
         rules: StackRules,
-    ) {
+    ) -> Vec<DeviceCharge> {
+        let mut charges = Vec::new();
         for (device, rows) in cycle {
             let run = self.runs.entry(device.device).or_insert_with(|| DeviceRun {
                 estimated: device.estimated,
@@ -130,6 +133,7 @@ impl DeviceRuns {
                     comms.insert(t.tid, &t.comm);
                 }
             }
+            let mut paths = Vec::with_capacity(path_rows.len());
             for path in path_rows {
                 let comm = comms
                     .get(&path.tid)
@@ -139,8 +143,22 @@ impl DeviceRuns {
                 let stack = stack_of(&path.frames);
                 let id = run.table.intern(&stack, ThreadKind::classify(comm, &stack), filter, rules);
                 run.table.add(id, path.energy_uj, 0.0, 0);
+                let entry = run.table.entry(id);
+                paths.push(DevicePathShare {
+                    tid: path.tid,
+                    stack: entry.total.stack.clone(),
+                    kind: entry.total.thread,
+                    all_method: entry.all_method.clone(),
+                    app_method: entry.app_method.clone(),
+                    app_tree: entry.app_tree.clone(),
+                    energy_uj: path.energy_uj,
+                });
+            }
+            if !paths.is_empty() {
+                charges.push(DeviceCharge { device: device.device, pid, paths });
             }
         }
+        charges
     }
 
     /// The process turned out to be a JVM: its device paths read by the JVM rules too.
@@ -475,8 +493,35 @@ pub(crate) mod tests {
                 device_cycle(Device::Disk, 1, "", vec![(3, log.clone(), 0.5e6), (9, gc.clone(), 0.25e6)], 0.0),
             ];
             let grouped = by_process(&cycle);
-            runs.add(1, &grouped, &threads, &filter, jvm);
-            runs.add(7, &grouped, &threads, &filter, jvm);
+            let charges = runs.add(1, &grouped, &threads, &filter, jvm);
+            // The cycle's paths, per device, named as the run's totals below name them.
+            type Named<'a> = Vec<(u32, &'a str, &'a str, f64)>;
+            let named: Vec<(Device, Named)> = charges
+                .iter()
+                .map(|c| {
+                    assert_eq!(c.pid, 1);
+                    let paths = c.paths.iter().map(|p| (p.tid, &*p.all_method, &*p.app_method, p.energy_uj)).collect();
+                    (c.device, paths)
+                })
+                .collect();
+            assert_eq!(
+                named,
+                [
+                    (
+                        Device::Network,
+                        vec![
+                            (2, "java.net.SocketOutputStream.write", "com.acme.Net.send", 3e6),
+                            (2, "com.acme.Log.flush", "com.acme.Log.flush", 1e6)
+                        ]
+                    ),
+                    (
+                        Device::Disk,
+                        vec![(3, "com.acme.Log.flush", "com.acme.Log.flush", 0.5e6), (9, "[GC]", "[GC]", 0.25e6)]
+                    ),
+                ]
+            );
+            assert_eq!(&*charges[0].paths[0].app_tree, "com.acme.Net.send");
+            assert!(runs.add(7, &grouped, &threads, &filter, jvm).is_empty(), "pid 7 moved no byte");
         }
         let profiles = runs.profiles();
         assert_eq!(profiles.len(), 2);

@@ -15,5 +15,8 @@ pub mod thread_kind;
 mod thread_total;
 pub mod timeline;
 
-pub use cycle::{AttributedCycle, CycleCarbon, Energy, ProcessCycle, ProcessKey, StackShare, ThreadCharge};
+pub use cycle::{
+    AttributedCycle, CycleCarbon, DeviceCharge, DevicePathShare, Energy, ProcessCycle, ProcessKey, StackShare,
+    ThreadCharge,
+};
 pub use stage::{Retired, RunEnd, StackConfig, StackStage, ThreadStacks, FLAGGED_SOCKET_CYCLES};

@@ -364,6 +364,7 @@ impl StackStage {
                 process.devices.get_or_insert_with(DeviceTotals::default).add(*pid, devices);
             }
         }
+        let mut device_charges = Vec::new();
         if !report.device_energy.is_empty() {
             // A process with device energy and no CPU share in the cycle is still charged.
             for pid in report.device_energy.iter().flat_map(|d| d.processes.iter().map(|p| p.pid)) {
@@ -373,8 +374,9 @@ impl StackStage {
             let grouped = by_process(&report.device_energy);
             for (pid, process) in &mut self.processes {
                 let rules = process.rules(config.native_frames);
-                process.device_runs.add(*pid, &grouped, &process.threads, &config.filter, rules);
+                device_charges.extend(process.device_runs.add(*pid, &grouped, &process.threads, &config.filter, rules));
             }
+            device_charges.sort_by_key(|c| (c.device, c.pid));
         }
         for p in report.processes.iter().filter(|p| !p.comm.is_empty()) {
             if let Some(process) = self.processes.get_mut(&p.pid) {
@@ -401,7 +403,16 @@ impl StackStage {
                 ProcessCycle { pid, key: p.key, rules: p.rules(config.native_frames) }
             })
             .collect();
-        AttributedCycle { report, offset_s, duration_s, end_epoch_ms, processes, charges: attributed, carbon }
+        AttributedCycle {
+            report,
+            offset_s,
+            duration_s,
+            end_epoch_ms,
+            processes,
+            charges: attributed,
+            device_charges,
+            carbon,
+        }
     }
 
     /// Interns every stack of the cycle (and the `(no samples)` stack of each thread with
