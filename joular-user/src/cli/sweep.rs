@@ -49,8 +49,8 @@ const RUNS_DIR: &str = "runs";
 CMD replaced by the value; its output goes to run-<i>.log beside it. The runs go round-robin (every value once, \
 then again), so a drift of the machine spreads over all values. Warm-up runs start the command unprofiled and \
 are not counted. Every family (constant, logarithmic, linear, n log n, quadratic a + b·x², cubic a + b·x³, power law \
-a·x^b, exponential a·b^x) is fitted by least squares on every run, in joules, and the one with the lowest AICc is \
-chosen; the runner-up is shown beside it. Methods are ranked by how much of the process's growth, from the \
+a + c·x^b, exponential a + c·b^x) is fitted by least squares on every run, in joules, and the one with the lowest \
+AICc is chosen (a power law or exponential must beat the fixed shapes by 6); the runner-up is shown beside it. Methods are ranked by how much of the process's growth, from the \
 smallest value to the largest, they carry.
 
 Examples:

@@ -52,7 +52,7 @@ pub fn render(s: &Sweep, top: usize) -> Result<String, String> {
                 }
                 p.jr-note {
                     "Each model is fitted to every successful run by least squares in joules and chosen by AICc \
-                     (the power law and the exponential need 2 AICc over a fixed-shape family). \
+                     (the power law and the exponential need 6 AICc over a fixed-shape family). \
                      A method a run did not sample counts 0 J there."
                 }
                 @for s in &sections { (s) }
