@@ -95,7 +95,9 @@ fn sweep_models_attempt() {
     {
         let m = model(&json, method);
         statistical::check(same_family(m, family), || format!("{method}: not {family}: {m:#}\n{text}"));
-        assert!(m["model"]["best"]["r2"].as_f64().unwrap() > 0.9, "{method}: {m:#}");
+        // R² is a statistic of the runs too (the line's was 0.96-0.99 on a quiet machine).
+        let r2 = m["model"]["best"]["r2"].as_f64().unwrap();
+        statistical::check(r2 > 0.9, || format!("{method}: R² {r2}: {m:#}\n{text}"));
         assert!(m["model"]["runner_up"]["family"].is_string(), "{method}: a runner-up: {m:#}");
     }
     // 2ⁿ: the base is 2 within the runs' noise.
