@@ -154,6 +154,7 @@ pub fn known_nmethod(state: &WalkState, pc: u64, place: &CodePlace) -> Option<u3
 
 /// What the walk needs of a blob.
 #[derive(Copy, Clone)]
+#[repr(C)]
 pub struct BlobFacts {
     pub code_begin: u64,
     /// Frame size in words (0: the blob has none, as stubs).
@@ -166,10 +167,44 @@ pub struct BlobFacts {
     pub frameless: bool,
 }
 
-/// The facts of the blob holding `pc` read from its block now. Else the `DROP_*` counter
-/// of why not: no live blob holds `pc`, or its compile id cannot be read.
+/// `joular_blob_facts`'s answer when the facts are in `state.facts`; any other answer is
+/// the `DROP_*` counter of why there are none.
+const FACTS_READ: i64 = -1;
+
+/// The facts of the blob holding `pc` read from its block now (`joular_blob_facts`). Else
+/// the `DROP_*` counter of why not: no live blob holds `pc`, or its compile id cannot be read.
 #[inline(always)]
 pub fn blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<BlobFacts, u32> {
+    match joular_blob_facts(state, pc, place.heap as u64, place.segment, place.slot as u64) {
+        FACTS_READ => Ok(state.facts),
+        drop => Err(drop as u32),
+    }
+}
+
+/// `read_blob_facts` as a global function: the verifier checks the block search and the
+/// header reads once, on their own, rather than at every state the step reaches them in.
+/// The facts go to `state.facts` (a global function returns a number only).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn joular_blob_facts(state: *mut WalkState, pc: u64, heap: u64, segment: u64, slot: u64) -> i64 {
+    // SAFETY: the caller's per-CPU walk state, handed on (the verifier checks it is memory
+    // of the struct's size; a global function must still test it for null).
+    let Some(state) = (unsafe { state.as_mut() }) else {
+        return i64::from(DROP_JAVA_WALK_NO_BLOB);
+    };
+    let place =
+        CodePlace { heap: heap as usize & (MAX_CODE_HEAPS - 1), segment, slot: slot as usize & (BLOB_CACHE_SLOTS - 1) };
+    match read_blob_facts(state, pc, &place) {
+        Ok(facts) => {
+            state.facts = facts;
+            FACTS_READ
+        }
+        Err(drop) => i64::from(drop),
+    }
+}
+
+#[inline(always)]
+fn read_blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<BlobFacts, u32> {
     let block = find_block(state, pc, place).ok_or(DROP_JAVA_WALK_NO_BLOB)?;
     if !holds_pc(state, block, pc) {
         return Err(DROP_JAVA_WALK_NO_BLOB);

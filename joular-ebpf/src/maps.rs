@@ -3,6 +3,7 @@
 //! hold, and `count_drop` that every program uses, live here too, so no program module imports another
 //! to reach them.
 
+use crate::codeblob::BlobFacts;
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
@@ -186,6 +187,8 @@ pub struct WalkState {
     pub walker: u32,
     /// The code heap block the current frame's pc is in, as read.
     pub blob: [u64; BLOB_WINDOW_WORDS],
+    /// What `joular_blob_facts` read of that block's blob.
+    pub facts: BlobFacts,
     /// `STACK_WINDOW_WORDS` of the thread's stack read at `stack_base` during this walk
     /// (0: none yet).
     pub stack_base: u64,

@@ -75,6 +75,9 @@ pub struct RowCache {
     memo_generation: u64,
     memo: [MemoRow; MEMO_FRAMES],
     slots: [CachedRow; ROW_CACHE_SLOTS],
+    /// A number written and read back by `MapRows::opaque`: the verifier does not track what
+    /// a map value holds.
+    opaque: u64,
 }
 
 #[map]
@@ -86,13 +89,23 @@ fn generation() -> u64 {
     UNWIND_GENERATION.get(0).copied().unwrap_or(0)
 }
 
-/// Reads rows from `UNWIND_ROWS` for the shared lookup.
-struct MapRows;
+/// Reads rows from `UNWIND_ROWS` for the shared lookup; hides its indices from the verifier
+/// through this CPU's `RowCache::opaque`.
+struct MapRows(*mut u64);
 
 impl RowArray for MapRows {
     #[inline(always)]
     fn row(&self, index: u32) -> Option<UnwindRow> {
         UNWIND_ROWS.get(index).copied()
+    }
+
+    #[inline(always)]
+    fn opaque(&self, index: u64) -> u64 {
+        // SAFETY: a field of this CPU's row cache, which only this CPU's walker uses.
+        unsafe {
+            core::ptr::write_volatile(self.0, index);
+            core::ptr::read_volatile(self.0)
+        }
     }
 }
 
@@ -147,7 +160,7 @@ pub fn row_for(walker: u32, pc: u64) -> Lookup {
             return Lookup::NoTable;
         };
         // SAFETY: a map value, written by user space only as a whole (an update replaces it).
-        let found = find_row(unsafe { &*table }, &MapRows, pc);
+        let found = find_row(unsafe { &*table }, &MapRows(&raw mut cache.opaque), pc);
         if let Lookup::Row(row) = found {
             cache.slots[slot] = CachedRow { pc, generation, tgid, row };
         }

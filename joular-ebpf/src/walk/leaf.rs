@@ -1,0 +1,170 @@
+//! The steps out of a frame caught where its frame is not (yet, or any more) what its blob
+//! says: a compiled leaf in its prologue or epilogue, and a stub leaf that sets up its frame
+//! in a way of its own (see the module above).
+
+use core::ffi::c_void;
+
+use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_probe_read_user as read_user_into};
+use joular_ebpf::{
+    prologue::{
+        prologue_state, PROLOGUE_ALLOCATED, PROLOGUE_COMPLETE, PROLOGUE_ENTRY, PROLOGUE_PUSHED, PROLOGUE_UNKNOWN,
+        PROLOGUE_WINDOW_BYTES,
+    },
+    JavaFrame, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, JAVA_STACK_HOTSPOT,
+};
+
+use super::{advance, sized_step, stack_pair, Step, MAX_STUB_FRAME_BYTES};
+use crate::codeblob::follows_call;
+use crate::maps::WalkState;
+
+/// A compiled leaf interrupted before its frame is complete (`complete_at`, the code's
+/// address where it is): stepped by how far its prologue got, which the instruction bytes
+/// before `complete_at` say (`joular_ebpf::prologue`); cut when they prove nothing, or the
+/// blob is not an nmethod (stubs build their frames in other ways).
+#[inline(always)]
+pub(super) fn prologue_step(
+    state: &mut WalkState,
+    frame: JavaFrame,
+    complete_at: u64,
+    frame_words: u32,
+    nmethod: bool,
+) -> Step {
+    let (pc, sp) = (state.pc, state.sp);
+    if !nmethod || frame_words > 1 << 16 {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE);
+    }
+    let start = complete_at - PROLOGUE_WINDOW_BYTES as u64;
+    let into = state.prologue.as_mut_ptr() as *mut c_void;
+    // SAFETY: the destination is this CPU's map value, `PROLOGUE_WINDOW_BYTES` long; the
+    // source a user-space read that fails cleanly (the bytes before the code are the
+    // nmethod's header, in the same blob).
+    if unsafe { read_user_into(into, PROLOGUE_WINDOW_BYTES as u32, start as *const c_void) } != 0 {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE);
+    }
+    let frame_bytes = frame_words * 8;
+    match joular_prologue_state(state, u64::from((complete_at - pc) as u32), u64::from(frame_bytes)) as u32 {
+        PROLOGUE_ENTRY => return_at(state, frame, sp, state.fp),
+        PROLOGUE_PUSHED => match stack_pair(state, sp) {
+            Ok([_, 0]) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
+            Ok([saved_fp, ret]) => {
+                state.flags |= JAVA_STACK_HOTSPOT;
+                advance(state, frame, ret, sp + 16, saved_fp)
+            }
+            Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+        },
+        PROLOGUE_ALLOCATED => return_at(state, frame, sp + u64::from(frame_bytes) - 8, state.fp),
+        PROLOGUE_COMPLETE => sized_step(state, frame, frame_words),
+        _ => Step::cut(Some(frame), DROP_JAVA_WALK_PROLOGUE),
+    }
+}
+
+/// `prologue_state` of the bytes in `state.prologue`, as a global function: the verifier
+/// checks the decoder once, on its own, rather than at every state the step reaches it in.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn joular_prologue_state(state: *const WalkState, before_complete: u64, frame_bytes: u64) -> i64 {
+    // SAFETY: the caller's per-CPU walk state, handed on (the verifier checks it is memory
+    // of the struct's size; a global function must still test it for null).
+    let Some(state) = (unsafe { state.as_ref() }) else {
+        return i64::from(PROLOGUE_UNKNOWN);
+    };
+    i64::from(prologue_state(&state.prologue, before_complete as u32, frame_bytes as u32))
+}
+
+/// Whether rbp points at a frame a stub set up: 8-aligned, at or above sp and within
+/// `MAX_STUB_FRAME_BYTES` of it.
+#[inline(always)]
+pub(super) fn stub_frame_at_fp(state: &WalkState) -> bool {
+    let (sp, fp) = (state.sp, state.fp);
+    fp & 7 == 0 && fp >= sp && fp - sp < MAX_STUB_FRAME_BYTES
+}
+
+/// Steps a stub leaf by the rbp frame it set up. Some stubs set up a second one inside
+/// their own (the AVX-512 AES/GCM stubs push rbp again and align the stack below it): when
+/// the word above the saved rbp is no return address, the frame that saved rbp is tried.
+/// Neither: the walk is cut, as a stub always has a caller.
+#[inline(always)]
+pub(super) fn stub_fp_step(state: &mut WalkState, frame: JavaFrame) -> Step {
+    let fp = state.fp;
+    let Ok([saved_fp, ret]) = stack_pair(state, fp) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
+    };
+    if ret != 0 && follows_call(ret) {
+        return advance(state, frame, ret, fp + 16, saved_fp);
+    }
+    if saved_fp & 7 == 0 && saved_fp > fp && saved_fp - fp < MAX_STUB_FRAME_BYTES {
+        if let Ok([outer_fp, outer_ret]) = stack_pair(state, saved_fp) {
+            if outer_ret != 0 && follows_call(outer_ret) {
+                return advance(state, frame, outer_ret, saved_fp + 16, outer_fp);
+            }
+        }
+    }
+    Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN)
+}
+
+/// Steps a stub leaf that set up no rbp frame: its return address is at sp, or one word
+/// above when the sample fell between the two instructions of its `enter` (`push rbp` done,
+/// `mov rbp, rsp` not yet: AES's one-block stubs are short and called all the time, so ~3% of
+/// their samples land there). The word that follows a call is the return address; when
+/// neither does, sp is kept as before, and the next step cuts a wrong guess.
+#[inline(always)]
+pub(super) fn stub_return_near_sp(state: &mut WalkState, frame: JavaFrame) -> Step {
+    let sp = state.sp;
+    let Ok([at_sp, above]) = stack_pair(state, sp) else {
+        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
+    };
+    if at_sp == 0 || follows_call(at_sp) {
+        return return_at(state, frame, sp, state.fp);
+    }
+    if above != 0 && follows_call(above) {
+        state.flags |= JAVA_STACK_HOTSPOT;
+        return advance(state, frame, above, sp + 16, at_sp);
+    }
+    return_at(state, frame, sp, state.fp)
+}
+
+/// A leaf interrupted in its epilogue, after its frame was torn down (the frame size no
+/// longer applies): on the `ret` (return address at sp), on `pop rbp` (saved rbp at sp,
+/// then the return address), or right after `pop rbp` or `leave` (return address at sp).
+/// Only when a `ret` follows within 15 bytes: a 0x5d or 0xc3 byte elsewhere is part of
+/// another instruction. `None`: not an epilogue.
+#[inline(always)]
+pub(super) fn epilogue_step(state: &mut WalkState, frame: JavaFrame) -> Option<Step> {
+    let (pc, sp, fp) = (state.pc, state.sp, state.fp);
+    // SAFETY: a user-space read that fails cleanly.
+    let code = unsafe { bpf_probe_read_user((pc - 1) as *const [u8; 16]) }.ok()?;
+    if code[1] == 0xc3 {
+        return Some(return_at(state, frame, sp, fp));
+    }
+    let mut ret_follows = false;
+    for &b in &code[2..] {
+        ret_follows |= b == 0xc3;
+    }
+    if !ret_follows {
+        return None;
+    }
+    if code[1] == 0x5d {
+        // SAFETY: as above.
+        let saved_fp = unsafe { bpf_probe_read_user(sp as *const u64) }.ok()?;
+        return Some(return_at(state, frame, sp + 8, saved_fp));
+    }
+    if code[0] == 0x5d || code[0] == 0xc9 {
+        return Some(return_at(state, frame, sp, fp));
+    }
+    None
+}
+
+/// Steps to the return address at `at` (the caller's sp is just above it), with `fp` as
+/// the caller's frame pointer.
+#[inline(always)]
+pub(super) fn return_at(state: &mut WalkState, frame: JavaFrame, at: u64, fp: u64) -> Step {
+    // SAFETY: a user-space read that fails cleanly.
+    match unsafe { bpf_probe_read_user(at as *const u64) } {
+        Ok(0) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
+        Ok(ret) => {
+            state.flags |= JAVA_STACK_HOTSPOT;
+            advance(state, frame, ret, at + 8, fp)
+        }
+        Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+    }
+}
