@@ -333,8 +333,20 @@ fn attach_fork(ebpf: &mut Ebpf) -> Result<(), ProbeError> {
 /// refuses it. Returns the program loaded and whether JVM stacks are walked.
 fn load_sampler(ebpf: &mut Ebpf) -> Result<(&'static str, bool), ProbeError> {
     let walking: &mut PerfEvent = program(ebpf, "joular_sample")?;
+    let started = std::time::Instant::now();
     match walking.load() {
-        Ok(()) => Ok(("joular_sample", true)),
+        Ok(()) => {
+            // What the kernel's verifier spent on the sampler, which the profiled program pays
+            // in CPU while the profiler starts (`cargo xtask bench --from-start`); the
+            // instruction count is the verifier's own, the same on every run of one kernel.
+            let instructions = walking.info().ok().and_then(|info| info.verified_instruction_count());
+            log::debug!(
+                "joular_sample: verified in {:.0} ms, {} instructions processed",
+                started.elapsed().as_secs_f64() * 1e3,
+                instructions.map_or_else(|| "?".to_owned(), |n| n.to_string())
+            );
+            Ok(("joular_sample", true))
+        }
         Err(e) => {
             log::debug!("joular_sample: {e}");
             log::warn!(
