@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use joular_user::diff::Run;
 use joular_user::safe_write::{self, parse_output_mode, Modes, OutDir};
@@ -40,6 +40,8 @@ const STOPPED_EXIT: i32 = 130;
 
 /// Most runs per value: beyond it a typo is likelier than a plan.
 const MAX_RUNS: usize = 1_000;
+/// The longest `--pause`: an hour.
+const MAX_PAUSE_S: f64 = 3600.0;
 /// Where the runs' result trees go, under --output.
 const RUNS_DIR: &str = "runs";
 
@@ -79,6 +81,13 @@ pub struct SweepArgs {
     /// CPU frequency), as hyperfine's --warmup.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub warmup: usize,
+    /// Seconds to wait before each profiled run after the first, so that what the previous run
+    /// left the machine to do (the kernel frees the profiler's maps and the command's memory in
+    /// the background) is over before the next run starts: on a 2-CPU machine it delayed the
+    /// next JVM's JIT compilers and bent a linear method's curve into n log n. 0 runs back to
+    /// back.
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub pause: f64,
     /// Run every combination of the parameters' values instead of one parameter at a time.
     #[arg(long)]
     pub grid: bool,
@@ -116,6 +125,9 @@ fn validate(args: &SweepArgs) -> Result<Vec<Param>, String> {
     params::check(&params, &args.command)?;
     if !(1..=MAX_RUNS).contains(&args.runs) {
         return Err(format!("--runs must be between 1 and {MAX_RUNS} (got {})", args.runs));
+    }
+    if !(args.pause.is_finite() && (0.0..=MAX_PAUSE_S).contains(&args.pause)) {
+        return Err(format!("--pause {}: expected seconds between 0 and {MAX_PAUSE_S}, e.g. 1", args.pause));
     }
     if args.warmup > MAX_RUNS {
         return Err(format!("--warmup must be at most {MAX_RUNS} (got {})", args.warmup));
@@ -155,6 +167,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
     let total = points.len() * args.runs;
     let mut measured = Vec::with_capacity(total);
     let mut children_s = 0.0;
+    let mut paused_s = 0.0;
     catch_stop_signals();
     // Round-robin: round r runs every value once, so a slow drift of the machine (another
     // job's load, heat) spreads over all values instead of bending the curve.
@@ -181,6 +194,13 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
                 }
                 if STOP.load(Ordering::Relaxed) {
                     errln!("joular-ebpf: stopped during a warm-up, after {} of {total} runs", measured.len());
+                    break 'rounds;
+                }
+            }
+            if !measured.is_empty() {
+                paused_s += pause(args.pause);
+                if STOP.load(Ordering::Relaxed) {
+                    errln!("joular-ebpf: stopped after {} of {total} runs: writing what they measured", measured.len());
                     break 'rounds;
                 }
             }
@@ -217,10 +237,10 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
     let failed = sweep.failed().count();
     let wall_s = started.elapsed().as_secs_f64();
     errln!(
-        "joular-ebpf: {} runs ({failed} failed) in {wall_s:.1} s: {:.1} s in the runs, {:.3} s beyond them (reading the runs, fitting, writing; {:.3} s of it after the last run)",
+        "joular-ebpf: {} runs ({failed} failed) in {wall_s:.1} s: {:.1} s in the runs, {paused_s:.1} s paused between them (--pause), {:.3} s beyond them (reading the runs, fitting, writing; {:.3} s of it after the last run)",
         measured.len(),
         children_s,
-        wall_s - children_s,
+        wall_s - children_s - paused_s,
         after_runs.elapsed().as_secs_f64()
     );
     if STOP.load(Ordering::Relaxed) {
@@ -235,6 +255,20 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
 
 /// One profiled run into `dir/run-<i>`, its output in `dir/run-<i>.log`: its energies, or why
 /// it gave none, and the seconds `record` took.
+/// Sleeps `seconds` (`--pause`), in steps that Ctrl-C ends; returns the seconds slept.
+fn pause(seconds: f64) -> f64 {
+    let started = Instant::now();
+    let until = started + Duration::from_secs_f64(seconds);
+    while !STOP.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(50)));
+    }
+    started.elapsed().as_secs_f64()
+}
+
 fn record_run(
     exe: &Path,
     dir: &OutDir,
@@ -319,12 +353,15 @@ mod tests {
         let out = tmp.path().join("out").display().to_string();
         let args = parse(&["--param", "k=1,2", "--param-range", "n=1:3:1", "-o", &out, "--", "app", "{k}", "-n={n}"]);
         let params = validate(&args).unwrap();
+        assert_eq!(args.pause, 1.0, "runs are a second apart unless told otherwise");
         assert_eq!(params.iter().map(|p| (&*p.name, p.values.len())).collect::<Vec<_>>(), [("k", 2), ("n", 3)]);
         for (extra, expect) in [
             (&["--runs", "0"][..], "--runs must be between 1 and 1000"),
             (&["--record-arg=--output=/x"], "--record-arg --output=/x: sweep chooses each run's --output"),
             (&["--record-arg=-o"], "--record-arg -o: "),
             (&["--min-share", "120"], "--min-share 120: "),
+            (&["--pause=-1"], "--pause -1: expected seconds between 0 and 3600"),
+            (&["--pause", "NaN"], "--pause NaN: "),
         ] {
             let mut all = extra.to_vec();
             all.extend(["--param", "k=1,2", "-o", &out, "--", "app", "{k}"]);
@@ -335,6 +372,13 @@ mod tests {
         std::fs::create_dir_all(tmp.path().join("out/runs")).unwrap();
         let err = validate(&args).unwrap_err();
         assert!(err.contains("holds an earlier sweep's runs/"), "{err}");
+    }
+
+    #[test]
+    fn a_pause_sleeps_its_seconds() {
+        let slept = pause(0.12);
+        assert!((0.12..0.5).contains(&slept), "slept {slept} s");
+        assert!(pause(0.0) < 0.05);
     }
 
     #[test]
