@@ -14,7 +14,7 @@ use joular_ebpf::{
     MAX_SEGMAP_HOPS,
 };
 
-use crate::maps::WalkState;
+use crate::maps::{BlobFacts, WalkState};
 use crate::report::{report_nmethod, report_stub};
 
 /// The first 8 bytes of the `CodeBlob::_name`s of compiled Java methods: "nmethod\0" and
@@ -150,21 +150,6 @@ pub fn known_nmethod(state: &WalkState, pc: u64, place: &CodePlace) -> Option<u3
     let id =
         unsafe { bpf_probe_read_user((e.block + u64::from(l.blob) + u64::from(l.compile_id)) as *const u32) }.ok()?;
     e.serves(used != 0, id).then_some(id)
-}
-
-/// What the walk needs of a blob.
-#[derive(Copy, Clone)]
-#[repr(C)]
-pub struct BlobFacts {
-    pub code_begin: u64,
-    /// Frame size in words (0: the blob has none, as stubs).
-    pub frame_words: u32,
-    /// `_frame_complete_offset` (-1 as u32 for blobs that never set up a frame).
-    pub complete: u32,
-    pub nmethod: bool,
-    pub compile_id: u32,
-    /// A vtable or itable stub: pushes no frame, its return address is at sp.
-    pub frameless: bool,
 }
 
 /// `joular_blob_facts`'s answer when the facts are in `state.facts`; any other answer is

@@ -3,7 +3,6 @@
 //! hold, and `count_drop` that every program uses, live here too, so no program module imports another
 //! to reach them.
 
-use crate::codeblob::BlobFacts;
 use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
@@ -157,6 +156,21 @@ pub const STACK_WINDOW_WORDS: usize = 64;
 #[repr(C)]
 pub struct RecentStacks {
     pub slots: [[u64; 2]; RECENT_STACK_SLOTS],
+}
+
+/// What the walk needs of a blob.
+#[derive(Copy, Clone)]
+#[repr(C)]
+pub struct BlobFacts {
+    pub code_begin: u64,
+    /// Frame size in words (0: the blob has none, as stubs).
+    pub frame_words: u32,
+    /// `_frame_complete_offset` (-1 as u32 for blobs that never set up a frame).
+    pub complete: u32,
+    pub nmethod: bool,
+    pub compile_id: u32,
+    /// A vtable or itable stub: pushes no frame, its return address is at sp.
+    pub frameless: bool,
 }
 
 /// Per CPU: the walk in progress (`bpf_loop` calls the step with no other state).

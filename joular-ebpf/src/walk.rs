@@ -74,10 +74,10 @@ use joular_ebpf::{
     CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_TABLE, JAVA_STACK_CAUSE_MASK, JAVA_STACK_CAUSE_SHIFT,
 };
 
-use crate::codeblob::{blob_facts, follows_call, known_nmethod, place, BlobFacts};
+use crate::codeblob::{blob_facts, follows_call, known_nmethod, place};
 
 mod leaf;
-use crate::maps::{count_drop, WalkState, CONFIG, JAVA_SCRATCH, JVMS, STACK_WINDOW_WORDS, WALK_STATE};
+use crate::maps::{count_drop, BlobFacts, WalkState, CONFIG, JAVA_SCRATCH, JVMS, STACK_WINDOW_WORDS, WALK_STATE};
 use crate::native::{row_for, start_walk};
 use crate::report::report_method;
 use crate::stack_store::store;
