@@ -180,8 +180,17 @@ fn code_heaps_reserve_beyond_what_they_commit_inside_the_code_cache() {
 /// Under -Xint every Java frame is interpreted: the pc is in the interpreter, and the
 /// frame's Method* and bcp sit at the fp-relative slots the layout gives (what the eBPF
 /// sampler will read).
+///
+/// The Method* slot names the frame at every sample. The bcp slot does not always give a
+/// line: HotSpot's method entry writes the Method* slot a few instructions before the bcp
+/// slot (`generate_fixed_frame`), so a thread stopped in between has a stale word there,
+/// often the caller's bcp. Such a bcp lies outside the method's bytecodes and must give no
+/// bci (never the caller's line); on this fixture of tiny methods called in a loop that
+/// window holds ~10% of the samples (36-37 of 40 had a line in 5 local runs, 31 of 40 once
+/// in CI), hence 100 samples and a 70% bar for lines.
 #[test]
 fn interpreted_frames_resolve_from_their_frame_slots() {
+    const INTERPRETED_SAMPLES: usize = 100;
     let jvm = Jvm::start(&["-Xint", "-XX:+PreserveFramePointer"]);
     let mut hs = HotspotJvm::attach(Path::new("/proc"), jvm.pid()).unwrap();
     let slots = hs.layout().interpreter_frame;
@@ -189,7 +198,8 @@ fn interpreted_frames_resolve_from_their_frame_slots() {
     let tid = jvm.busiest_thread();
     let mut in_interpreter = 0;
     let mut named: HashMap<String, usize> = HashMap::new();
-    for _ in 0..SAMPLES {
+    let mut with_line = 0;
+    for _ in 0..INTERPRETED_SAMPLES {
         // The frame slots are read while the thread is stopped at the sampled pc, as the eBPF
         // sampler reads them.
         let (pc, m, bcp) = sample_then(tid, |pc, fp| {
@@ -204,20 +214,31 @@ fn interpreted_frames_resolve_from_their_frame_slots() {
             continue;
         };
         if let Some(frame) = hs.interpreted_frame(m, bcp) {
+            *named.entry(frame.method.short_name()).or_default() += 1;
             if frame.bci.is_some() && frame.line.is_some() {
-                *named.entry(frame.method.short_name()).or_default() += 1;
+                with_line += 1;
             }
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    eprintln!("{in_interpreter} of {SAMPLES} pcs in the interpreter; named from frame slots: {named:?}");
-    assert!(in_interpreter * 10 >= SAMPLES * 7, "only {in_interpreter} of {SAMPLES} pcs in the interpreter");
+    eprintln!(
+        "{in_interpreter} of {INTERPRETED_SAMPLES} pcs in the interpreter; named from frame slots: {named:?}; \
+         {with_line} with a bci and a line"
+    );
+    assert!(
+        in_interpreter * 10 >= INTERPRETED_SAMPLES * 7,
+        "only {in_interpreter} of {INTERPRETED_SAMPLES} pcs in the interpreter"
+    );
     let workload: usize = ["mix", "twist", "outer", "main"]
         .iter()
         .map(|m| named.get(&format!("{CLASS}.{m}")).copied().unwrap_or(0))
         .sum();
     assert!(
-        workload * 10 >= in_interpreter * 8,
+        workload * 100 >= in_interpreter * 95,
         "{workload} of {in_interpreter} interpreted samples named in the workload: {named:?}"
+    );
+    assert!(
+        with_line * 10 >= in_interpreter * 7,
+        "{with_line} of {in_interpreter} interpreted samples have a bci and a line: {named:?}"
     );
 }
