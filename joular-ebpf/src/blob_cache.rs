@@ -57,13 +57,26 @@ pub struct BlobCacheEntry {
     /// `code_end` is not 0.
     pub frame_words: u32,
     pub frame_complete: u32,
-    /// Whether `name`'s string is the one of blobs whose code pushes no frame at all
-    /// (`vtable chunks`: vtable and itable stubs jump on to their target).
-    pub frameless: u32,
+    /// How a leaf in a blob named `name` is stepped when its code pushes no frame: one of
+    /// the `LEAF_*` rules (`LEAF_BY_FRAME` for every other blob).
+    pub leaf_rule: u32,
     /// Its code, `[code_begin, code_end)`.
     pub code_begin: u64,
     pub code_end: u64,
 }
+
+/// A leaf stepped by the frame its blob describes (or the stub heuristics of the walk).
+pub const LEAF_BY_FRAME: u32 = 0;
+/// `vtable chunks`: vtable and itable stubs load their target from the receiver's class and
+/// jump to it, pushing nothing, so their return address is at sp wherever they are
+/// interrupted (`VtableStubs::create_*`).
+pub const LEAF_VTABLE_STUB: u32 = 1;
+/// `I2C/C2I adapters`: HotSpot's adapters are frameless too (`gen_i2c_adapter`,
+/// `gen_c2i_adapter`): they move the arguments between the two calling conventions with the
+/// caller's return address at sp, into the interpreter (an I2C adapter's interpreted caller
+/// pushed it, no call precedes it) or after a call in compiled code (C2I). rbp is still the
+/// caller's, so stepping by it would skip the caller.
+pub const LEAF_ADAPTER: u32 = 2;
 
 /// One CPU's cache.
 #[repr(C)]
@@ -103,20 +116,23 @@ impl BlobCacheEntry {
     pub fn learn_name(&mut self, name: u64, nmethod: bool) {
         self.name = name;
         self.nmethod = nmethod as u32;
-        self.frameless = 0;
+        self.leaf_rule = LEAF_BY_FRAME;
     }
 
-    /// Whether the blob whose `_name` is `name` pushes no frame, if that pointer's string
-    /// was read before (`learn_frameless` after `learn_name`).
+    /// The `LEAF_*` rule of the blob whose `_name` is `name`, if that pointer's string was
+    /// read before (`learn_leaf_rule` after `learn_name`); `LEAF_BY_FRAME` if not.
     #[inline(always)]
-    pub fn known_frameless(&self, name: u64) -> bool {
-        self.name != 0 && self.name == name && self.frameless != 0
+    pub fn known_leaf_rule(&self, name: u64) -> u32 {
+        match self.name != 0 && self.name == name {
+            true => self.leaf_rule,
+            false => LEAF_BY_FRAME,
+        }
     }
 
     #[inline(always)]
-    pub fn learn_frameless(&mut self, name: u64, frameless: bool) {
+    pub fn learn_leaf_rule(&mut self, name: u64, rule: u32) {
         if self.name == name {
-            self.frameless = frameless as u32;
+            self.leaf_rule = rule;
         }
     }
 

@@ -9,7 +9,10 @@ use core::ffi::c_void;
 
 use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_probe_read_user as read_user_into};
 use joular_ebpf::{
-    blob_cache::{self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS},
+    blob_cache::{
+        self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS, LEAF_ADAPTER, LEAF_BY_FRAME,
+        LEAF_VTABLE_STUB,
+    },
     CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED, MAX_CODE_HEAPS,
     MAX_SEGMAP_HOPS,
 };
@@ -21,10 +24,12 @@ use crate::report::{report_nmethod, report_stub};
 /// "native nmethod" (JNI wrappers), little-endian.
 const NAME_NMETHOD: u64 = u64::from_le_bytes(*b"nmethod\0");
 const NAME_NATIVE_NMETHOD: u64 = u64::from_le_bytes(*b"native n");
-/// The first 8 bytes of "vtable chunks", the blob of vtable and itable stubs (JDK 11 to 25):
-/// they load the target from the receiver's class and jump to it, pushing nothing, so
-/// their return address is at sp wherever they are interrupted (`VtableStubs::create_*`).
+/// The first 8 bytes of "vtable chunks", the blob of vtable and itable stubs (JDK 11 to 25),
+/// stepped by `LEAF_VTABLE_STUB`.
 const NAME_VTABLE_CHUNKS: u64 = u64::from_le_bytes(*b"vtable c");
+/// The first 8 bytes of "I2C/C2I adapters", the blobs of HotSpot's calling-convention
+/// adapters (JDK 11 to 25), stepped by `LEAF_ADAPTER`.
+const NAME_ADAPTERS: u64 = u64::from_le_bytes(*b"I2C/C2I ");
 /// Segment-map value of a free segment.
 const FREE_SEGMENT: u8 = 0xff;
 
@@ -202,20 +207,24 @@ fn read_blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<
     let complete = blob_cache::window_frame_complete(&state.blob, &l);
     let name = window_field(state, l.name, 8);
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
-    let (nmethod, frameless) = match state.cache.entries[slot].known_name(name) {
-        Some(nmethod) => (nmethod, state.cache.entries[slot].known_frameless(name)),
+    let (nmethod, leaf_rule) = match state.cache.entries[slot].known_name(name) {
+        Some(nmethod) => (nmethod, state.cache.entries[slot].known_leaf_rule(name)),
         None => {
             // SAFETY: user-space reads that fail cleanly.
             match unsafe { bpf_probe_read_user(name as *const u64) } {
                 Ok(s) => {
                     let nmethod = s == NAME_NMETHOD || s == NAME_NATIVE_NMETHOD;
-                    let frameless = s == NAME_VTABLE_CHUNKS;
+                    let leaf_rule = match s {
+                        NAME_VTABLE_CHUNKS => LEAF_VTABLE_STUB,
+                        NAME_ADAPTERS => LEAF_ADAPTER,
+                        _ => LEAF_BY_FRAME,
+                    };
                     let e = &mut state.cache.entries[slot];
                     e.learn_name(name, nmethod);
-                    e.learn_frameless(name, frameless);
-                    (nmethod, frameless)
+                    e.learn_leaf_rule(name, leaf_rule);
+                    (nmethod, leaf_rule)
                 }
-                Err(_) => (false, false),
+                Err(_) => (false, LEAF_BY_FRAME),
             }
         }
     };
@@ -233,5 +242,5 @@ fn read_blob_facts(state: &mut WalkState, pc: u64, place: &CodePlace) -> Result<
     } else {
         report_stub(state, pc);
     }
-    Ok(BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless })
+    Ok(BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, leaf_rule })
 }

@@ -169,8 +169,8 @@ pub struct BlobFacts {
     pub complete: u32,
     pub nmethod: bool,
     pub compile_id: u32,
-    /// A vtable or itable stub: pushes no frame, its return address is at sp.
-    pub frameless: bool,
+    /// How a leaf in this blob is stepped: one of `joular_ebpf::blob_cache::LEAF_*`.
+    pub leaf_rule: u32,
 }
 
 /// Per CPU: the walk in progress (`bpf_loop` calls the step with no other state).

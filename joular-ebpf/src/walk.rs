@@ -15,7 +15,8 @@
 //!   it (how HotSpot's own `frame::sender` does it; the lookup is in `codeblob.rs`).
 //!   Interpreted frames step by fp (their caller sp is the one they saved). Stubs without
 //!   a frame size: a vtable or itable stub (blob `vtable chunks`) pushes nothing, so its
-//!   return address is at sp; any other stub leaf steps by rbp when rbp points just above
+//!   return address is at sp; an I2C/C2I adapter neither, its return address is at sp
+//!   except while it moves it (then cut; see `leaf::adapter_step`); any other stub leaf steps by rbp when rbp points just above
 //!   sp (the frame it set up, or the one around a second frame it nests inside), else by a
 //!   return address at sp (a stub that pushed no frame, under a compiled caller whose rbp
 //!   is a scratch register). A leaf caught in an epilogue (on `pop rbp` or `ret`) steps by
@@ -64,10 +65,11 @@ use aya_ebpf::{
     programs::PerfEventContext,
 };
 use joular_ebpf::{
-    blob_cache::BLOB_CACHE_SLOTS, JavaFrame, CONFIG_TARGETS_GEN, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB,
-    DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE, FRAME_CODE_COMPILE_ID,
-    FRAME_INTERPRETED, FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT,
-    JAVA_STACK_HOTSPOT, JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
+    blob_cache::{BLOB_CACHE_SLOTS, LEAF_ADAPTER, LEAF_BY_FRAME, LEAF_VTABLE_STUB},
+    JavaFrame, CONFIG_TARGETS_GEN, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_PROLOGUE,
+    DROP_JAVA_WALK_READ_FAILED, DROP_JAVA_WALK_TRUNCATED, FRAME_CODE, FRAME_CODE_COMPILE_ID, FRAME_INTERPRETED,
+    FRAME_KIND_SHIFT, FRAME_NATIVE, FRAME_VALUE_MASK, INTERPRETER_WINDOW_WORDS, JAVA_STACK_CUT, JAVA_STACK_HOTSPOT,
+    JAVA_STACK_TRUNCATED, JVM_UNWIND_HOTSPOT, MAX_JAVA_FRAMES,
 };
 use joular_ebpf::{
     unwind::{self, Lookup, NativeRegs, NativeStep, UnwindSource, MAX_FRAME_BYTES},
@@ -81,7 +83,9 @@ use crate::maps::{count_drop, BlobFacts, WalkState, CONFIG, JAVA_SCRATCH, JVMS, 
 use crate::native::{row_for, start_walk};
 use crate::report::report_method;
 use crate::stack_store::store;
-use leaf::{epilogue_step, prologue_step, return_at, stub_fp_step, stub_frame_at_fp, stub_return_near_sp};
+use leaf::{
+    adapter_step, epilogue_step, prologue_step, return_at, stub_fp_step, stub_frame_at_fp, stub_return_near_sp,
+};
 
 /// Words read for an interpreted frame: the slot window below fp, then saved fp and
 /// return address.
@@ -364,7 +368,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
                 complete: e.frame_complete,
                 nmethod: true,
                 compile_id: id,
-                frameless: false,
+                leaf_rule: LEAF_BY_FRAME,
             }
         }
         None => match blob_facts(state, pc, &place) {
@@ -372,7 +376,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
             Err(drop) => return Step::cut(interrupted.then_some(frame), drop),
         },
     };
-    let BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, frameless } = facts;
+    let BlobFacts { code_begin, frame_words, complete, nmethod, compile_id, leaf_rule } = facts;
     // A frame-pointer walk looks up the leaf's blob for its prologue only: its frames are
     // named from their pcs as they always were (a miss there re-reads the code cache).
     if nmethod && hotspot {
@@ -391,8 +395,12 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     if interrupted {
         // A vtable or itable stub pushes nothing: its caller's return address is at sp,
         // and rbp is still the caller's (stepping by it would skip the caller).
-        if frameless {
+        if leaf_rule == LEAF_VTABLE_STUB {
             return return_at(state, frame, sp, state.fp);
+        }
+        // Nor does an adapter, but its return address may also be moving (see the step).
+        if leaf_rule == LEAF_ADAPTER {
+            return adapter_step(state, frame);
         }
         if let Some(step) = epilogue_step(state, frame) {
             return step;

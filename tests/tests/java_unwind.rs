@@ -453,40 +453,83 @@ fn jdk25_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
 /// A hot compiled method called from an interpreted frame: with no flags (HotSpot unwinder)
 /// and with frame pointers, every sample whose leaf is `hot` has the interpreted `drive`
 /// right below it (or ends there, cut and counted), never a caller further down: an
-/// interpreted frame is never skipped.
+/// interpreted frame is never skipped. Then the same with `tiny`, a compiled callee of a few
+/// instructions: a few percent of the samples land in the I2C adapter between `drive` and
+/// `tiny`, which pushes no frame while rbp is still `drive`'s (stepping by rbp would skip
+/// `drive`; before the adapter had a step of its own, all of them were cut). Those caught
+/// while the adapter realigns sp have no return address at sp and are cut (0-2 of 16-60 per
+/// run), hence a bar of 80% for them.
 fn interpreted_caller_is_kept(jdk: u32) {
     let java = java_launcher(jdk);
-    let exclude = "-XX:CompileCommand=quiet,exclude,InterpretedCaller::drive";
+    // Two options: `quiet,exclude,...` is read as one command and ignored.
+    let flags = ["-XX:CompileCommand=quiet", "-XX:CompileCommand=exclude,InterpretedCaller::drive"];
     for frame_pointers in [false, true] {
         let jvm = match frame_pointers {
-            false => Jvm::start_bare_on(&java, "InterpretedCaller", &["60"], &[exclude]),
-            true => Jvm::start_on(&java, "InterpretedCaller", &["60"], &[exclude]),
+            false => Jvm::start_bare_on(&java, "InterpretedCaller", &["60"], &flags),
+            true => Jvm::start_on(&java, "InterpretedCaller", &["60"], &flags),
         };
         // Let C2 compile `hot` first.
         std::thread::sleep(Duration::from_secs(2));
         let run = profile_jvm(&jvm, "caller", 6, 400, &[]);
-        let (mut hot, mut under_drive, mut ended) = (0u64, 0u64, 0u64);
-        for (frames, samples, _) in run.stacks() {
-            let Some((at, leaf)) = leaf_java(frames) else { continue };
-            if short(leaf) != "InterpretedCaller.hot" {
-                continue;
-            }
-            hot += samples;
-            match frames[..at].iter().rev().find(|f| is_java(f) || f["name"] == UNKNOWN_JIT) {
-                Some(caller) if short(caller) == "InterpretedCaller.drive" => {
-                    assert_eq!(caller["kind"], "java_interpreted", "JDK {jdk}: {frames:?}");
-                    under_drive += samples;
-                }
-                None => ended += samples,
-                Some(_) => panic!("JDK {jdk} (frame pointers: {frame_pointers}): drive skipped: {frames:?}"),
-            }
-        }
+        let (hot, under_drive, ended) = under_interpreted_drive(&run, jdk, frame_pointers, |frames| {
+            leaf_java(frames).filter(|(_, f)| short(f) == "InterpretedCaller.hot").map(|(at, _)| at)
+        });
         assert!(hot >= 300, "JDK {jdk} (frame pointers: {frame_pointers}): only {hot} samples in hot");
         assert!(
             under_drive * 100 >= hot * 95,
             "JDK {jdk} (frame pointers: {frame_pointers}): {under_drive} of {hot} samples of hot under drive, {ended} ended at hot"
         );
+
+        let jvm = match frame_pointers {
+            false => Jvm::start_bare_on(&java, "InterpretedCaller", &["60", "tiny"], &flags),
+            true => Jvm::start_on(&java, "InterpretedCaller", &["60", "tiny"], &flags),
+        };
+        std::thread::sleep(Duration::from_secs(2));
+        let run = profile_jvm(&jvm, "caller", 6, 400, &[]);
+        let (in_adapter, under_drive, ended) = under_interpreted_drive(&run, jdk, frame_pointers, |frames| {
+            let leaf = frames.len().checked_sub(1)?;
+            (frames[leaf]["name"] == "I2C/C2I adapters").then_some(leaf)
+        });
+        eprintln!(
+            "JDK {jdk} (frame pointers: {frame_pointers}): {in_adapter} samples in the I2C adapter, {under_drive} under \
+             drive, {ended} cut there"
+        );
+        assert!(
+            in_adapter >= 15,
+            "JDK {jdk} (frame pointers: {frame_pointers}): only {in_adapter} samples in the I2C adapter"
+        );
+        assert!(
+            under_drive * 100 >= in_adapter * 80,
+            "JDK {jdk} (frame pointers: {frame_pointers}): {under_drive} of {in_adapter} samples in the I2C adapter \
+             under drive, {ended} cut there"
+        );
     }
+}
+
+/// Of the caller thread's samples that `of` selects (it gives the index of the frame whose
+/// caller is checked): how many, how many have the interpreted `drive` as their nearest Java caller, and
+/// how many end (cut) with no Java frame below. Any other Java frame there is a skipped
+/// `drive`, and fails the test.
+fn under_interpreted_drive(
+    run: &Run,
+    jdk: u32,
+    frame_pointers: bool,
+    of: impl Fn(&[Value]) -> Option<usize>,
+) -> (u64, u64, u64) {
+    let (mut selected, mut under_drive, mut ended) = (0u64, 0u64, 0u64);
+    for (frames, samples, _) in run.stacks() {
+        let Some(at) = of(frames) else { continue };
+        selected += samples;
+        match frames[..at].iter().rev().find(|f| is_java(f) || f["name"] == UNKNOWN_JIT) {
+            Some(caller) if short(caller) == "InterpretedCaller.drive" => {
+                assert_eq!(caller["kind"], "java_interpreted", "JDK {jdk}: {frames:?}");
+                under_drive += samples;
+            }
+            None => ended += samples,
+            Some(_) => panic!("JDK {jdk} (frame pointers: {frame_pointers}): drive skipped: {frames:?}"),
+        }
+    }
+    (selected, under_drive, ended)
 }
 
 #[test]

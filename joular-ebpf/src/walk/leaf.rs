@@ -123,6 +123,31 @@ pub(super) fn stub_return_near_sp(state: &mut WalkState, frame: JavaFrame) -> St
     return_at(state, frame, sp, state.fp)
 }
 
+/// An I2C or C2I adapter leaf (`LEAF_ADAPTER`): the caller's return address is at sp, and
+/// is either an interpreter address (the interpreted caller of an I2C adapter pushed it
+/// itself, so no call precedes it) or follows a call (the compiled caller of a C2I
+/// adapter). Anything else at sp is an instant in which the adapter moves its return
+/// address (the I2C's stack alignment before it pushes it again, the C2I's `pop` before it
+/// stores it lower, or the frame of its rare call into the VM to patch the caller): the walk
+/// is cut there, counted, rather than stepped by rbp, which is the caller's and would skip
+/// it.
+#[inline(always)]
+pub(super) fn adapter_step(state: &mut WalkState, frame: JavaFrame) -> Step {
+    let sp = state.sp;
+    // SAFETY: a user-space read that fails cleanly.
+    match unsafe { bpf_probe_read_user(sp as *const u64) } {
+        Ok(ret)
+            if ret != 0
+                && (state.cfg.interpreter_start <= ret && ret < state.cfg.interpreter_end || follows_call(ret)) =>
+        {
+            state.flags |= JAVA_STACK_HOTSPOT;
+            advance(state, frame, ret, sp + 8, state.fp)
+        }
+        Ok(_) => Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN),
+        Err(_) => Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED),
+    }
+}
+
 /// A leaf interrupted in its epilogue, after its frame was torn down (the frame size no
 /// longer applies): on the `ret` (return address at sp), on `pop rbp` (saved rbp at sp,
 /// then the return address), or right after `pop rbp` or `leave` (return address at sp).
