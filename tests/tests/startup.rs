@@ -12,8 +12,9 @@
 //! left is walks the HotSpot unwinder cuts at a compiled leaf (in its prologue, 1-8% per run;
 //! in its epilogue or an entry barrier, `bad_return` or `native_unmapped`, up to 2%), and code
 //! first met in the last ~20 ms before the JVM exits (its last cycle is named after it, when
-//! nothing of it can be read). So this test holds a floor, [`MIN_NAMED_SHARE`], that the code
-//! before failed on every JDK, and bounds what is lost to freed code ([`MAX_FREED_SHARE`]:
+//! nothing of it can be read). On a quiet machine, as the root tests run one at a time: 99.2-100%
+//! (5 runs of the four JDKs, 2026-11-28). So this test holds a floor, [`MIN_NAMED_SHARE`], below
+//! the worst run at load 8-12 and above what the code before reached on any JDK, and bounds what is lost to freed code ([`MAX_FREED_SHARE`]:
 //! 4-8% of the samples had an `[unknown JIT code]` frame before the last cycle when compiled
 //! frames were named from their pc alone; 0-1.8% when the reports were read only between
 //! cycles, 150-350 ms late after a JVM's first cycle; none in 12 runs since they are read while
@@ -27,7 +28,7 @@ use joular_tests::*;
 use serde_json::Value;
 
 /// The share of Java-thread samples with every Java frame named that a run must reach.
-const MIN_NAMED_SHARE: f64 = 0.85;
+const MIN_NAMED_SHARE: f64 = 0.90;
 
 /// The share of Java-thread samples a compiled frame freed before anything named it may cost,
 /// outside the JVM's last cycle (the bound, 0.5%).
