@@ -16,12 +16,13 @@
 //!   Interpreted frames step by fp (their caller sp is the one they saved). Stubs without
 //!   a frame size: a vtable or itable stub (blob `vtable chunks`) pushes nothing, so its
 //!   return address is at sp; an I2C/C2I adapter neither, its return address is at sp
-//!   except while it moves it (then cut; see `leaf::adapter_step`); any other stub leaf steps by rbp when rbp points just above
-//!   sp (the frame it set up, or the one around a second frame it nests inside), else by a
-//!   return address at sp (a stub that pushed no frame, under a compiled caller whose rbp
-//!   is a scratch register). A leaf caught in an epilogue (on `pop rbp` or `ret`) steps by
-//!   what is left of its frame; one caught in a compiled method's prologue, by how far the
-//!   prologue got, which its instruction bytes say (`joular_ebpf::prologue`).
+//!   except while it moves it (then cut; see `leaf::adapter_step`); any other stub leaf
+//!   steps by rbp when rbp points just above sp (the frame it set up, or the one around a
+//!   second frame it nests inside), else by a return address at sp (a stub that pushed no
+//!   frame, under a compiled caller whose rbp is a scratch register). A leaf caught in an
+//!   epilogue (on `pop rbp` or `ret`) steps by what is left of its frame; one caught in a
+//!   compiled method's prologue, by how far the prologue got, which its instruction bytes
+//!   say (`joular_ebpf::prologue`).
 //!
 //! Nothing is made up: a pc in the code cache that no live blob holds, a leaf interrupted in
 //! a prologue whose bytes prove nothing (its frame is not set up yet) and a return address
