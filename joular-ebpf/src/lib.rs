@@ -247,6 +247,14 @@ pub struct JvmConfig {
     pub call_stub_return: u64,
 }
 
+impl JvmConfig {
+    /// Whether `pc` is in the template interpreter's code.
+    #[inline(always)]
+    pub fn in_interpreter(&self, pc: u64) -> bool {
+        pc >= self.interpreter_start && pc < self.interpreter_end
+    }
+}
+
 /// An interpreted frame's slots are read in one window of this many words below fp, plus
 /// the saved fp and return address above it.
 pub const INTERPRETER_WINDOW_WORDS: i32 = 8;

@@ -315,7 +315,7 @@ pub extern "C" fn joular_walk_step(index: u64, walker: u64) -> i64 {
 fn step(state: &mut WalkState, leaf: bool) -> Step {
     let (pc, sp) = (state.pc, state.sp);
     let cfg = &state.cfg;
-    if pc >= cfg.interpreter_start && pc < cfg.interpreter_end {
+    if cfg.in_interpreter(pc) {
         return interpreted_step(state, leaf);
     }
     if !leaf && pc == cfg.call_stub_return && pc != 0 {

@@ -136,10 +136,7 @@ pub(super) fn adapter_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     let sp = state.sp;
     // SAFETY: a user-space read that fails cleanly.
     match unsafe { bpf_probe_read_user(sp as *const u64) } {
-        Ok(ret)
-            if ret != 0
-                && (state.cfg.interpreter_start <= ret && ret < state.cfg.interpreter_end || follows_call(ret)) =>
-        {
+        Ok(ret) if ret != 0 && (state.cfg.in_interpreter(ret) || follows_call(ret)) => {
             state.flags |= JAVA_STACK_HOTSPOT;
             advance(state, frame, ret, sp + 8, state.fp)
         }

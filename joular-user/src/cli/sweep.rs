@@ -253,8 +253,6 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// One profiled run into `dir/run-<i>`, its output in `dir/run-<i>.log`: its energies, or why
-/// it gave none, and the seconds `record` took.
 /// Sleeps `seconds` (`--pause`), in steps that Ctrl-C ends; returns the seconds slept.
 fn pause(seconds: f64) -> f64 {
     let started = Instant::now();
@@ -269,6 +267,8 @@ fn pause(seconds: f64) -> f64 {
     started.elapsed().as_secs_f64()
 }
 
+/// One profiled run into `dir/run-<i>`, its output in `dir/run-<i>.log`: its energies, or why
+/// it gave none, and the seconds `record` took.
 fn record_run(
     exe: &Path,
     dir: &OutDir,

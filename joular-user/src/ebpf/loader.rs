@@ -163,8 +163,9 @@ impl Probe {
         }
 
         // The sampler is verified before anything counts: its verification takes ~50 ms (the
-        // Java and native walks; ~0.8 s before their parts were global functions), and what the scheduler hook counted meanwhile had no
-        // samples and went to no cycle (the session drops what precedes its first cycle).
+        // Java and native walks; ~0.8 s before their parts were global functions), and what
+        // the scheduler hook counted meanwhile had no samples and went to no cycle (the session
+        // drops what precedes its first cycle).
         let (sampler, walks_jvms) = load_sampler(&mut ebpf)?;
         let scheduler_hook = if opts.scheduler {
             match attach_scheduler(&mut ebpf) {
