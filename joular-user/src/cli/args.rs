@@ -386,6 +386,16 @@ pub struct CommonArgs {
     /// indexed in part, with a warning, and what was left out is counted.
     #[arg(long, default_value_t = 256, value_name = "MB")]
     pub max_symbol_mb: u64,
+    /// Where native unwind rows are kept between runs. Built from each library's call-frame
+    /// information, they cost some 40-100 ms of CPU for a libjvm, taken from the target when
+    /// its threads fill the CPUs; kept, the next run reads them back. A file's rows are found by
+    /// its device, inode, size, mtime and ctime. The directory is created 0700 and must be
+    /// ours alone (otherwise it is not used, with a warning); it holds at most 64 MiB.
+    #[arg(long, default_value = "/var/cache/joular-ebpf/unwind", value_name = "DIR")]
+    pub unwind_cache: PathBuf,
+    /// Build native unwind rows anew every run and keep nothing on disk.
+    #[arg(long)]
+    pub no_unwind_cache: bool,
     #[command(flatten)]
     pub energy: EnergyArgs,
     #[command(flatten)]

@@ -278,6 +278,12 @@ impl OutDir {
         Ok(walk::stat(&self.fd)?.st_uid)
     }
 
+    /// The directory's owner and mode bits (a cache trusts only a directory of its own).
+    pub fn owner_and_mode(&self) -> io::Result<(u32, u32)> {
+        let st = walk::stat(&self.fd)?;
+        Ok((st.st_uid, st.st_mode))
+    }
+
     /// Which directory this is ([`OutDir::reopen_subdir`]).
     pub fn id(&self) -> io::Result<DirId> {
         let st = walk::stat(&self.fd)?;

@@ -109,6 +109,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         max_symbol_bytes: common.max_symbol_mb << 20,
         hotspot: common.java_symbols == JavaSymbols::Hotspot,
         kernel_names: probe.kernel_names.clone(),
+        unwind_cache: (!common.no_unwind_cache).then(|| common.unwind_cache.clone()),
         ..Default::default()
     };
     let reports = probe.code_reports.take();

@@ -65,8 +65,9 @@ pub fn native_unwind_line(st: &TableStats) -> String {
         .map(|f| format!("{} {} rows = {} bytes in {:.1} ms", f.name, f.rows, f.bytes, f.build_us as f64 / 1e3))
         .collect();
     format!(
-        "native unwind rows: {} file(s) built, {} bytes in {:.1} ms in all, {} bytes held now, {} file(s) without rows; largest: {}",
+        "native unwind rows: {} file(s) built ({} from the cache), {} bytes in {:.1} ms in all, {} bytes held now, {} file(s) without rows; largest: {}",
         st.files_read,
+        st.files_cached,
         st.built_bytes,
         st.build_us as f64 / 1e3,
         st.row_bytes,

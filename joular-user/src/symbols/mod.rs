@@ -90,6 +90,9 @@ pub struct SymbolizerOptions {
     /// The kernel's own symbol lookup (from the loaded probe); without it kernel frames are
     /// named through /proc/kallsyms.
     pub kernel_names: Option<KernelNames>,
+    /// Where native unwind rows are kept between runs (`--unwind-cache`); `None`: built
+    /// every run.
+    pub unwind_cache: Option<PathBuf>,
 }
 
 impl Default for SymbolizerOptions {
@@ -104,6 +107,7 @@ impl Default for SymbolizerOptions {
             max_symbol_bytes: 256 << 20,
             hotspot: true,
             kernel_names: None,
+            unwind_cache: None,
         }
     }
 }
@@ -150,6 +154,22 @@ pub struct Symbolizer {
     reports: Option<reports::ReportSource>,
 }
 
+/// The unwind-row cache at `path`, or `None` with a warning saying why and how to fix it (the
+/// run goes on, building every file's rows).
+fn open_unwind_cache(path: &std::path::Path) -> Option<crate::unwind::row_cache::RowCache> {
+    match crate::unwind::row_cache::RowCache::open(path) {
+        Ok(cache) => Some(cache),
+        Err(e) => {
+            log::warn!(
+                "--unwind-cache {}: not used ({e}); native unwind rows are built anew. Give a directory of your own \
+                 that only you may write to, or --no-unwind-cache",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
 impl Symbolizer {
     pub fn new(opts: SymbolizerOptions) -> Self {
         let budget = SymbolBudget::new(opts.max_symbol_bytes);
@@ -163,7 +183,8 @@ impl Symbolizer {
             unwind: crate::unwind::tables::UnwindTables::new(
                 &opts.proc_root,
                 opts.max_symbol_bytes / crate::unwind::tables::SHARE_OF_SYMBOL_BUDGET,
-            ),
+            )
+            .with_cache(opts.unwind_cache.as_deref().and_then(open_unwind_cache)),
             kernel_symbols: KernelResolver::new(&opts.proc_root, opts.kernel_names.clone()),
             native: NativeResolver::new(&opts.proc_root, opts.max_symbol_bytes / NATIVE_COPIES_SHARE_OF_BUDGET),
             interner: Interner::with_max_stack_bytes(opts.max_symbol_bytes / STACKS_SHARE_OF_BUDGET),

@@ -2,7 +2,8 @@
 //! with the rows of its file, read once per version of a file (dev, inode, size, mtime) and
 //! shared by every process mapping it. The rows of all files together stay under a byte limit
 //! (a share of `--max-symbol-mb`); a file past it, or unreadable, has no rows, and its pcs are
-//! stepped by frame pointers (counted by the kernel as `native_no_table`).
+//! stepped by frame pointers (counted by the kernel as `native_no_table`). Rows built are kept
+//! on disk for the next run when a [`RowCache`] is given (`--unwind-cache`).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -14,6 +15,7 @@ use joular_ebpf::unwind::{UnwindRow, MAX_UNWIND_MAPPINGS};
 use jvm_symbols::MAX_MAPS_BYTES;
 
 use super::elf_read::{read_file_rows, Segment};
+use super::row_cache::{FileVersion, RowCache};
 use crate::target_read::stall_guard::{self, GuardedSource};
 use crate::target_read::{on_fuse, ByteSource, MemoryImage};
 
@@ -25,7 +27,7 @@ const MAX_VDSO_BYTES: u64 = 1 << 20;
 /// One version of one file. Every process of a kernel maps the same vDSO.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKey {
-    File { dev: u64, inode: u64, size_bytes: u64, mtime_ns: i128 },
+    File(FileVersion),
     Vdso { size_bytes: u64 },
 }
 
@@ -51,6 +53,8 @@ pub struct MappedRows {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TableStats {
     pub files_read: u64,
+    /// Of `files_read`, those whose rows came from the on-disk cache.
+    pub files_cached: u64,
     pub files_failed: u64,
     /// Rows held now (every file a walked process maps), in bytes.
     pub row_bytes: u64,
@@ -77,10 +81,11 @@ const LARGEST_FILES: usize = 8;
 const MAX_NAME_BYTES: usize = 64;
 
 impl TableStats {
-    fn built(&mut self, name: &str, rows: usize, elapsed: std::time::Duration) {
+    fn built(&mut self, name: &str, rows: usize, elapsed: std::time::Duration, from_cache: bool) {
         let bytes = (rows * size_of::<UnwindRow>()) as u64;
         let build_us = elapsed.as_micros() as u64;
         self.files_read += 1;
+        self.files_cached += u64::from(from_cache);
         self.built_bytes += bytes;
         self.build_us += build_us;
         let name: String = name.chars().filter(|c| !c.is_control()).take(MAX_NAME_BYTES).collect();
@@ -105,6 +110,7 @@ pub struct UnwindTables {
     /// Each process's last table, to tell when it changed.
     processes: HashMap<u32, Vec<MappedRows>>,
     next_id: u64,
+    cache: Option<RowCache>,
     pub stats: TableStats,
 }
 
@@ -116,8 +122,15 @@ impl UnwindTables {
             files: HashMap::new(),
             processes: HashMap::new(),
             next_id: 1,
+            cache: None,
             stats: TableStats::default(),
         }
+    }
+
+    /// Rows are also looked for in, and kept in, `cache`.
+    pub fn with_cache(mut self, cache: Option<RowCache>) -> Self {
+        self.cache = cache;
+        self
     }
 
     /// `pid`'s table if it changed since the last call (new libraries loaded, some unloaded).
@@ -203,9 +216,15 @@ impl UnwindTables {
                 Ok(Some((file, meta)))
             });
             let Ok(Ok(Some((file, meta)))) = opened else { return None };
-            let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+            let ns = |s: i64, ns: i64| i128::from(s) * 1_000_000_000 + i128::from(ns);
             size_bytes = meta.size();
-            key = FileKey::File { dev: meta.dev(), inode: meta.ino(), size_bytes, mtime_ns };
+            key = FileKey::File(FileVersion {
+                dev: meta.dev(),
+                inode: meta.ino(),
+                size_bytes,
+                mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+                ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+            });
             src = Box::new(GuardedSource::new(file, Arc::clone(guard)));
         }
         let rows = match self.files.get(&key) {
@@ -214,10 +233,22 @@ impl UnwindTables {
             None => {
                 let left = self.max_row_bytes.saturating_sub(self.held_bytes());
                 let started = std::time::Instant::now();
-                match read_file_rows(src.as_ref(), size_bytes, left) {
+                let cache = match (&key, &self.cache) {
+                    (FileKey::File(version), Some(cache)) => Some((version, cache)),
+                    _ => None,
+                };
+                let cached = cache.and_then(|(version, cache)| cache.load(version));
+                let from_cache = cached.is_some();
+                match cached.map_or_else(|| read_file_rows(src.as_ref(), size_bytes, left), Ok) {
                     Ok(f) if !f.rows.is_empty() && (f.rows.len() * size_of::<UnwindRow>()) as u64 <= left => {
                         let name = if m.vdso { "[vdso]" } else { m.path.rsplit('/').next().unwrap_or_default() };
-                        self.stats.built(name, f.rows.len(), started.elapsed());
+                        self.stats.built(name, f.rows.len(), started.elapsed(), from_cache);
+                        if let Some((version, cache)) = cache.filter(|_| !from_cache) {
+                            // Losing the cache loses nothing but the next run's time.
+                            if let Err(e) = cache.store(version, &f) {
+                                log::debug!("unwind rows not kept in {}: {e}", cache.path().display());
+                            }
+                        }
                         let rows = Arc::new(SharedRows { id: self.next_id, rows: f.rows, segments: f.segments });
                         self.next_id += 1;
                         self.files.insert(key, Entry::Ready(Arc::clone(&rows)));
