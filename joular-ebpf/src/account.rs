@@ -129,8 +129,12 @@ fn account(now_ns: u64, pid_tgid: u64, cpu: u32, tag: u32, target: bool) -> Opti
     if times.tag != tag {
         // Last written in an older cycle of this buffer, which user space has drained.
         times.tag = tag;
-        times.busy_ns = 0;
-        times.idle_ns = 0;
+        // Volatile: two adjacent zero stores would become a `memset` byte loop (joular_ebpf::words).
+        // SAFETY: fields of a valid map value.
+        unsafe {
+            core::ptr::write_volatile(&mut times.busy_ns, 0);
+            core::ptr::write_volatile(&mut times.idle_ns, 0);
+        }
         for slot in &mut state.threads[buffer] {
             slot.pid_tgid = 0;
         }
@@ -287,9 +291,14 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     // One helper call (a 16-byte copy), and the key 16 bytes longer to hash. Read before the
     // walk (after it, the verifier would check the call once per path the walk leaves), and
     // with no branch on its result, which would double the paths through the walk.
-    let mut comm = [0u8; 16];
-    // SAFETY: writes 16 bytes into `comm` (zeroed if it fails).
-    unsafe { generated::bpf_get_current_comm(comm.as_mut_ptr() as *mut c_void, 16) };
+    // Not zeroed first (a 16-byte `memset` byte loop, joular_ebpf::words): the helper writes all 16
+    // bytes, the name padded with zeros, or zeros if it fails.
+    let mut comm = core::mem::MaybeUninit::<[u8; 16]>::uninit();
+    // SAFETY: as above, `comm` is whole once the helper returns.
+    let comm = unsafe {
+        generated::bpf_get_current_comm(comm.as_mut_ptr() as *mut c_void, 16);
+        comm.assume_init()
+    };
     // JVM threads: the sampler walks the user stack itself (see walk.rs).
     let jvm = WALK_JVMS && walk::load_jvm(WALKER_SAMPLER, tgid);
     let (user_stack_id, java_stack_hash, java_leaf) = if jvm {

@@ -98,6 +98,17 @@ impl BlobCacheEntry {
         BlobCacheEntry { segment, interpreter_start, block, tgid, ..Default::default() }
     }
 
+    /// `*self = BlobCacheEntry::new(..)` in place, without the byte loops an assignment of
+    /// the whole entry becomes in eBPF code ([`crate::words`]).
+    #[inline(always)]
+    pub fn reset(&mut self, segment: u64, tgid: u32, interpreter_start: u64, block: u64) {
+        crate::words::zero_words(self);
+        self.segment = segment;
+        self.interpreter_start = interpreter_start;
+        self.block = block;
+        self.tgid = tgid;
+    }
+
     /// Whether the entry describes this segment of this JVM (its block still has to be
     /// re-read and found holding the pc).
     #[inline(always)]

@@ -10,7 +10,7 @@ use core::ffi::c_void;
 use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_probe_read_user as read_user_into};
 use joular_ebpf::{
     blob_cache::{
-        self, blob_cache_slot, window_holds_pc, BlobCacheEntry, BLOB_CACHE_SLOTS, LEAF_ADAPTER, LEAF_BY_FRAME,
+        self, blob_cache_slot, window_holds_pc, BLOB_CACHE_SLOTS, LEAF_ADAPTER, LEAF_BY_FRAME,
         LEAF_VTABLE_STUB,
     },
     CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED, MAX_CODE_HEAPS,
@@ -60,6 +60,42 @@ pub struct CodePlace {
 
 #[inline(always)]
 pub fn place(state: &WalkState, pc: u64) -> Option<CodePlace> {
+    let packed = joular_code_place(state, pc);
+    (packed >= 0).then_some(CodePlace {
+        heap: (packed as usize) & (MAX_CODE_HEAPS - 1),
+        slot: (packed as usize >> PLACE_SLOT_SHIFT) & (BLOB_CACHE_SLOTS - 1),
+        segment: packed as u64 >> PLACE_SEGMENT_SHIFT,
+    })
+}
+
+/// How [`joular_code_place`] packs a place into one number: heap in the low bits, then the
+/// slot, then the segment.
+const PLACE_SLOT_SHIFT: u32 = MAX_CODE_HEAPS.trailing_zeros();
+const PLACE_SEGMENT_SHIFT: u32 = PLACE_SLOT_SHIFT + BLOB_CACHE_SLOTS.trailing_zeros();
+const _: () = assert!(MAX_CODE_HEAPS.is_power_of_two() && BLOB_CACHE_SLOTS.is_power_of_two());
+
+/// [`find_place`] as a global function: the verifier checks its loop over the heaps once,
+/// rather than at every state of the walk step that reaches it (~2,500 instructions
+/// processed there). The place packed ([`place`] unpacks it), or -1 when no heap holds `pc`
+/// (or its segment would not fit, which no user-space address reaches).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn joular_code_place(state: *const WalkState, pc: u64) -> i64 {
+    // SAFETY: the caller's per-CPU walk state, handed on (the verifier checks it is memory
+    // of the struct's size; a global function must still test it for null).
+    let Some(state) = (unsafe { state.as_ref() }) else {
+        return -1;
+    };
+    match find_place(state, pc) {
+        Some(p) if p.segment < 1 << (63 - PLACE_SEGMENT_SHIFT) => {
+            ((p.segment << PLACE_SEGMENT_SHIFT) | ((p.slot as u64) << PLACE_SLOT_SHIFT) | p.heap as u64) as i64
+        }
+        _ => -1,
+    }
+}
+
+#[inline(always)]
+fn find_place(state: &WalkState, pc: u64) -> Option<CodePlace> {
     let cfg = &state.cfg;
     let mut found = None;
     for h in 0..MAX_CODE_HEAPS {
@@ -91,7 +127,8 @@ fn find_block(state: &mut WalkState, pc: u64, place: &CodePlace) -> Option<u64> 
     if !read_window(state, block) {
         return None;
     }
-    state.cache.entries[slot] = BlobCacheEntry::new(place.segment, state.tgid, state.cfg.interpreter_start, block);
+    let interpreter_start = state.cfg.interpreter_start;
+    state.cache.entries[slot].reset(place.segment, state.tgid, interpreter_start, block);
     Some(block)
 }
 

@@ -5,6 +5,7 @@
 pub mod blob_cache;
 pub mod prologue;
 pub mod unwind;
+pub mod words;
 
 /// Maps come in two copies (buffer 0 and 1). The kernel writes the buffer named by
 /// `CONFIG[CONFIG_ACTIVE_BUFFER]`; user space flips it at a cycle's end and drains the other

@@ -178,7 +178,7 @@ pub fn load_jvm(walker: u32, tgid: u32) -> bool {
             // SAFETY: a map value, written only by user space (which then changes the
             // generation).
             Some(cfg) => {
-                state.cfg = unsafe { *cfg };
+                joular_ebpf::words::copy_words(&mut state.cfg, unsafe { &*cfg });
                 true
             }
             None => false,
@@ -221,7 +221,7 @@ pub fn walk_and_store(walker: u32, tgid: u32, regs: &UserRegs, tag: u32) -> (u64
     state.hash = 0x6a09_e667_f3bc_c909;
     state.len = 0;
     state.flags = JAVA_STACK_TRUNCATED;
-    out.frames[0] = JavaFrame::default();
+    joular_ebpf::words::zero_words(&mut out.frames[0]);
     let mut walker_ctx = walker;
     // SAFETY: `walk_frame` is a static function of the bpf_loop callback type; it takes
     // its state from the per-CPU maps of the walker the context points to.

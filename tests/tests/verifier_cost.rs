@@ -3,7 +3,8 @@
 //! inside the target's first second, for 285,159 instructions processed (the Java and native
 //! walks' branches, checked at every state their callers reached them in). The count is the
 //! verifier's own and the same on every run of one kernel, so it is a bar that cannot be noisy:
-//! the walk's parts are global eBPF functions, checked once each (45,081 on Linux 6.18).
+//! the walk's parts are global eBPF functions, checked once each, and no struct copy or clear
+//! becomes a `memmove`/`memset` byte loop (`joular_ebpf::words`): 23,663 on Linux 6.18.
 //! Run as root by `cargo xtask test`.
 
 use std::process::{Command, Stdio};
@@ -11,9 +12,10 @@ use std::time::Duration;
 
 use joular_tests::*;
 
-/// Instructions the verifier may process for the sampler: twice today's count, a fifth of what
-/// it was before the walk was split into global functions.
-const MAX_SAMPLER_INSTRUCTIONS: u64 = 100_000;
+/// Instructions the verifier may process for the sampler: some twice today's count (it was
+/// 45,441 before the byte loops went and the code-heap search and prologue decoder became
+/// global functions, 285,159 before the walk was split at all).
+const MAX_SAMPLER_INSTRUCTIONS: u64 = 50_000;
 
 #[test]
 fn the_sampler_verifies_in_few_instructions() {
