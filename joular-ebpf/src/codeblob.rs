@@ -10,8 +10,7 @@ use core::ffi::c_void;
 use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_probe_read_user as read_user_into};
 use joular_ebpf::{
     blob_cache::{
-        self, blob_cache_slot, window_holds_pc, BLOB_CACHE_SLOTS, LEAF_ADAPTER, LEAF_BY_FRAME,
-        LEAF_VTABLE_STUB,
+        self, blob_cache_slot, window_holds_pc, BLOB_CACHE_SLOTS, LEAF_ADAPTER, LEAF_BY_FRAME, LEAF_VTABLE_STUB,
     },
     CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED, MAX_CODE_HEAPS,
     MAX_SEGMAP_HOPS,

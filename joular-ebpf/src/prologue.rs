@@ -126,7 +126,9 @@ impl Window<'_> {
 /// stack frame would not fit in the walk step's).
 #[inline(never)]
 pub fn prologue_state(code: &[u8; PROLOGUE_WINDOW_BYTES], before_complete: u32, frame_bytes: u32) -> u32 {
-    prologue_state_by(code, before_complete, frame_bytes, |end| frame_build_state_in(code, end, before_complete, frame_bytes))
+    prologue_state_by(code, before_complete, frame_bytes, |end| {
+        frame_build_state_in(code, end, before_complete, frame_bytes)
+    })
 }
 
 /// [`prologue_state`], with `build(end)` for [`frame_build_state_in`] of the same arguments:
@@ -170,7 +172,12 @@ pub fn prologue_state_by(
 /// `PROLOGUE_UNKNOWN` for a frame under 16 bytes, or an `end` out of the window (every byte
 /// read would be, and the bound keeps the eBPF verifier's view of each read in the window).
 #[inline(always)]
-pub fn frame_build_state_in(code: &[u8; PROLOGUE_WINDOW_BYTES], end: u32, before_complete: u32, frame_bytes: u32) -> u32 {
+pub fn frame_build_state_in(
+    code: &[u8; PROLOGUE_WINDOW_BYTES],
+    end: u32,
+    before_complete: u32,
+    frame_bytes: u32,
+) -> u32 {
     if frame_bytes < 16 || end > PROLOGUE_WINDOW_BYTES as u32 {
         return PROLOGUE_UNKNOWN;
     }

@@ -9,7 +9,7 @@ use core::mem::{align_of, size_of};
 /// `*dst = *src`, a u64 word at a time (`T` is a whole number of aligned words).
 #[inline(always)]
 pub fn copy_words<T: Copy>(dst: &mut T, src: &T) {
-    const { assert!(size_of::<T>() % 8 == 0 && align_of::<T>() >= 8) };
+    const { assert!(size_of::<T>().is_multiple_of(8) && align_of::<T>() >= 8) };
     let (d, s) = (dst as *mut T as *mut u64, src as *const T as *const u64);
     for i in 0..size_of::<T>() / 8 {
         // SAFETY: both are valid, aligned `T`s, `T` is `size_of::<T>() / 8` words, and a
@@ -22,7 +22,7 @@ pub fn copy_words<T: Copy>(dst: &mut T, src: &T) {
 /// and all-zero is a valid `T`, as every `Default` of this crate's plain structs is).
 #[inline(always)]
 pub fn zero_words<T: Copy + Default>(dst: &mut T) {
-    const { assert!(size_of::<T>() % 8 == 0 && align_of::<T>() >= 8) };
+    const { assert!(size_of::<T>().is_multiple_of(8) && align_of::<T>() >= 8) };
     let d = dst as *mut T as *mut u64;
     for i in 0..size_of::<T>() / 8 {
         // SAFETY: `dst` is a valid, aligned `T` of `size_of::<T>() / 8` words.

@@ -120,13 +120,17 @@ fn unwind_rows_kept_on_disk_serve_the_next_run() {
     let counts = |stderr: &str| -> (u64, u64) {
         let line = stderr.lines().find(|l| l.contains("native unwind rows:")).unwrap_or_else(|| panic!("{stderr}"));
         let built = line.split("rows: ").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse().ok());
-        let cached = line.split(" file(s) built (").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse().ok());
+        let cached =
+            line.split(" file(s) built (").nth(1).and_then(|t| t.split(' ').next()).and_then(|n| n.parse().ok());
         (built.unwrap_or_else(|| panic!("{line}")), cached.unwrap_or_else(|| panic!("{line}")))
     };
     let first = profile_outputs(jvm.pid(), &flags);
     let (built, cached) = counts(&first.stderr);
     assert!(built >= 5 && cached == 0, "first run: {built} built, {cached} from the cache\n{}", first.stderr);
-    let entries = std::fs::read_dir(&cache).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".rows")).count();
+    let entries = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".rows"))
+        .count();
     assert_eq!(entries as u64, built - 1, "every file's rows but the vDSO's are kept");
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&cache).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o700);
@@ -134,5 +138,8 @@ fn unwind_rows_kept_on_disk_serve_the_next_run() {
     assert_eq!(counts(&second.stderr), (built, built - 1), "second run\n{}", second.stderr);
     let tid = u64::from(jvm.tid_of("jni"));
     let (total, kept, _, _) = chains(&second.cycles[1..], tid, "NativeUnwind.jniCaller");
-    assert!(total >= 100 && kept as f64 >= 0.99 * total as f64, "second run: {kept} of {total} jni samples keep their callers");
+    assert!(
+        total >= 100 && kept as f64 >= 0.99 * total as f64,
+        "second run: {kept} of {total} jni samples keep their callers"
+    );
 }

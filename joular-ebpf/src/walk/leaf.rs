@@ -7,8 +7,8 @@ use core::ffi::c_void;
 use aya_ebpf::helpers::{bpf_probe_read_user, generated::bpf_probe_read_user as read_user_into};
 use joular_ebpf::{
     prologue::{
-        frame_build_state_in, prologue_state_by, PROLOGUE_ALLOCATED, PROLOGUE_COMPLETE, PROLOGUE_ENTRY, PROLOGUE_PUSHED, PROLOGUE_UNKNOWN,
-        PROLOGUE_WINDOW_BYTES,
+        frame_build_state_in, prologue_state_by, PROLOGUE_ALLOCATED, PROLOGUE_COMPLETE, PROLOGUE_ENTRY,
+        PROLOGUE_PUSHED, PROLOGUE_UNKNOWN, PROLOGUE_WINDOW_BYTES,
     },
     JavaFrame, DROP_JAVA_WALK_BAD_RETURN, DROP_JAVA_WALK_PROLOGUE, DROP_JAVA_WALK_READ_FAILED, JAVA_STACK_HOTSPOT,
 };
@@ -69,7 +69,9 @@ pub extern "C" fn joular_prologue_state(state: *const WalkState, before_complete
         return i64::from(PROLOGUE_UNKNOWN);
     };
     let (before_complete, frame_bytes) = (before_complete as u32, frame_bytes as u32);
-    let build = |end: u32| joular_frame_build_state(state, u64::from(end), u64::from(before_complete), u64::from(frame_bytes)) as u32;
+    let build = |end: u32| {
+        joular_frame_build_state(state, u64::from(end), u64::from(before_complete), u64::from(frame_bytes)) as u32
+    };
     i64::from(prologue_state_by(&state.prologue, before_complete, frame_bytes, build))
 }
 
@@ -77,7 +79,12 @@ pub extern "C" fn joular_prologue_state(state: *const WalkState, before_complete
 /// `joular_prologue_state` calls it for up to four paddings, and the verifier checks it once.
 #[no_mangle]
 #[inline(never)]
-pub extern "C" fn joular_frame_build_state(state: *const WalkState, end: u64, before_complete: u64, frame_bytes: u64) -> i64 {
+pub extern "C" fn joular_frame_build_state(
+    state: *const WalkState,
+    end: u64,
+    before_complete: u64,
+    frame_bytes: u64,
+) -> i64 {
     // SAFETY: as in `joular_prologue_state`.
     let Some(state) = (unsafe { state.as_ref() }) else {
         return i64::from(PROLOGUE_UNKNOWN);

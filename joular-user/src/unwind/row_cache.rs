@@ -234,10 +234,10 @@ mod tests {
         let path = tmp.path().join("cache").join(version(7).entry_name());
         let good = std::fs::read(&path).unwrap();
         let mut damaged: Vec<Vec<u8>> = vec![
-            good[..good.len() - 1].to_vec(),   // torn
-            [&good[..], &[0u8][..]].concat(),  // a byte too many
-            good[..HEADER_BYTES].to_vec(),     // header alone
-            Vec::new(),                        // empty
+            good[..good.len() - 1].to_vec(),  // torn
+            [&good[..], &[0u8][..]].concat(), // a byte too many
+            good[..HEADER_BYTES].to_vec(),    // header alone
+            Vec::new(),                       // empty
         ];
         let mut unsorted = good.clone();
         unsorted[HEADER_BYTES + 8..HEADER_BYTES + 12].copy_from_slice(&0x0fffu32.to_le_bytes());
@@ -262,7 +262,8 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, tmp.path().join("cache").join(version(7).entry_name())).unwrap();
         assert!(cache.load(&version(7)).is_none());
         // Storing replaces the link with a file of ours; the link's target is untouched.
-        let rows = FileRows { rows: vec![UnwindRow { kind: UNWIND_NONE, pc: 9, ..UnwindRow::default() }], segments: vec![] };
+        let rows =
+            FileRows { rows: vec![UnwindRow { kind: UNWIND_NONE, pc: 9, ..UnwindRow::default() }], segments: vec![] };
         cache.store(&version(7), &rows).unwrap();
         assert_eq!(cache.load(&version(7)).unwrap().rows, rows.rows);
         assert_eq!(std::fs::read(&elsewhere).unwrap(), encode(&sample()));
