@@ -132,6 +132,19 @@ fn an_entry_serves_only_its_own_segment_of_its_own_jvm() {
 }
 
 #[test]
+fn an_entry_reset_in_place_is_a_new_entry_and_forgets_what_it_learned() {
+    // The eBPF walk resets slots in place (an assignment of a whole entry is a byte loop there).
+    let mut e = BlobCacheEntry::new(1, TGID + 1, INTERPRETER + 0x1000, BLOCK + 64);
+    e.learn_name(0xdead, true);
+    e.compile_id = 42;
+    e.learn_return(0x7f00_1234, 42);
+    e.code_end = 0x7f00_2000;
+    assert_ne!(e.checked_return, 0, "learned before the reset");
+    e.reset(0x1234, TGID, INTERPRETER, BLOCK);
+    assert_eq!(e, BlobCacheEntry::new(0x1234, TGID, INTERPRETER, BLOCK));
+}
+
+#[test]
 fn a_name_is_known_only_once_its_string_was_read() {
     let mut e = BlobCacheEntry::new(1, TGID, INTERPRETER, BLOCK);
     assert_eq!(e.known_name(NMETHOD_NAME), None);
