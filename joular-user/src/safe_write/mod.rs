@@ -275,7 +275,7 @@ impl OutDir {
     /// The directory's owner: one found in place in a directory others may write to is only
     /// written into if it is the caller's.
     pub fn owner_uid(&self) -> io::Result<u32> {
-        Ok(walk::stat(&self.fd)?.st_uid)
+        Ok(self.owner_and_mode()?.0)
     }
 
     /// The directory's owner and mode bits (a cache trusts only a directory of its own).

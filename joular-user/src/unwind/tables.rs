@@ -1,5 +1,5 @@
 //! Which rows each walked process needs: its executable file mappings (and its vDSO), each
-//! with the rows of its file, read once per version of a file (dev, inode, size, mtime) and
+//! with the rows of its file, read once per version of a file (dev, inode, size, mtime, ctime) and
 //! shared by every process mapping it. The rows of all files together stay under a byte limit
 //! (a share of `--max-symbol-mb`); a file past it, or unreadable, has no rows, and its pcs are
 //! stepped by frame pointers (counted by the kernel as `native_no_table`). Rows built are kept
