@@ -101,12 +101,25 @@ fn sweep_models_attempt() {
     // before every family had one, a power law without it bent its exponent under the degree
     // (n² as a·x^1.90 in 2 of 5 quiet sweeps, n as a·x^0.89 once in CI). With it: 9 of 9
     // methods right in 3 quiet sweeps (`fit.rs` gives the noise figures).
-    let same_family = |m: &Value, family: &str| m["model"]["best"]["family"] == family;
-    for (method, family) in
-        [("SweepWork.linear", "linear"), ("SweepWork.quadratic", "quadratic"), ("SweepWork.exponential", "exponential")]
-    {
+    //
+    // The line may come out as n·log n: over n = 1..6 the two differ by less than this VM's
+    // noise. n·log n's best fit misses a line by 1.2 J² per value at the line's slope here
+    // (2.4 J a unit), 5.9 J² over 5 runs, where the runs' own squared error is 20-30 J²; and
+    // the loop's speed wanders by window (1.93-4.33 ns a trip, one loop timed 24 times).
+    // Five quiet sweeps of 2026-11-29 (three of this fixture, two of a variant running each
+    // method on a thread of its own) got n² and 2ⁿ right 5 of 5 times and the line 2 of 5,
+    // n·log n the 3 others; in CI at 11f3ab8 both attempts so, the line 5.4 AICc behind.
+    // Weighting each run by its relative error was tried: better on simulated noise, worse on
+    // those five sweeps (2ⁿ read as a cubic twice), so the fit stays plain least squares.
+    // What must not happen is a line read as n² or worse.
+    let same_family = |m: &Value, families: &[&str]| families.iter().any(|f| m["model"]["best"]["family"] == *f);
+    for (method, families) in [
+        ("SweepWork.linear", &["linear", "n_log_n"][..]),
+        ("SweepWork.quadratic", &["quadratic"][..]),
+        ("SweepWork.exponential", &["exponential"][..]),
+    ] {
         let m = model(&json, method);
-        statistical::check(same_family(m, family), || format!("{method}: not {family}: {m:#}\n{text}"));
+        statistical::check(same_family(m, families), || format!("{method}: not {families:?}: {m:#}\n{text}"));
         // R² is a statistic of the runs too (the line's was 0.96-0.99 on a quiet machine).
         let r2 = m["model"]["best"]["r2"].as_f64().unwrap();
         statistical::check(r2 > 0.9, || format!("{method}: R² {r2}: {m:#}\n{text}"));
