@@ -106,11 +106,12 @@ fn sweep_models_attempt() {
     // noise. n·log n's best fit misses a line by 1.2 J² per value at the line's slope here
     // (2.4 J a unit), 5.9 J² over 5 runs, where the runs' own squared error is 20-30 J²; and
     // the loop's speed wanders by window (1.93-4.33 ns a trip, one loop timed 24 times).
-    // Five quiet sweeps of 2026-11-29 (three of this fixture, two of a variant running each
-    // method on a thread of its own) got n² and 2ⁿ right 5 of 5 times and the line 2 of 5,
-    // n·log n the 3 others; in CI at 11f3ab8 both attempts so, the line 5.4 AICc behind.
+    // Six quiet sweeps of 2026-11-29 got n² and 2ⁿ right 6 of 6 times and the line 5 of 6
+    // (n·log n once); in CI at 11f3ab8 both attempts missed (the first read n·log n, the line
+    // 5.4 AICc behind).
+    // (A variant running each method on a thread of its own read n·log n in 2 of 2.)
     // Weighting each run by its relative error was tried: better on simulated noise, worse on
-    // those five sweeps (2ⁿ read as a cubic twice), so the fit stays plain least squares.
+    // five real sweeps (2ⁿ read as a cubic twice), so the fit stays plain least squares.
     // What must not happen is a line read as n² or worse.
     let same_family = |m: &Value, families: &[&str]| families.iter().any(|f| m["model"]["best"]["family"] == *f);
     for (method, families) in [
