@@ -217,7 +217,11 @@ pub fn assert_loopback_is_local(host: &str) {
 
 /// Whether a program named `joular_sys_exit` is loaded while `record --devices DEVICES` runs
 /// (looked at once the run says it is profiling: everything is loaded then), and its stderr.
+/// Only programs loaded after the run started count: a program of the test before may still
+/// be listed for a moment after its profiler exited (the kernel frees it afterwards), and it
+/// was, once in CI at 9ed9457.
 pub fn byte_counter_loaded(devices: &str) -> (bool, String) {
+    let before = loaded_programs();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
     let mut child = Command::new(bin())
@@ -233,14 +237,26 @@ pub fn byte_counter_loaded(devices: &str) -> (bool, String) {
         assert!(stderr.read_line(&mut line).expect("read stderr") > 0, "no profiling line: {head}");
         head.push_str(&line);
     }
-    let progs = Command::new("bpftool").args(["prog", "show"]).output().expect("run bpftool");
-    let progs = String::from_utf8_lossy(&progs.stdout).into_owned();
+    let new: Vec<(u64, String)> = loaded_programs().into_iter().filter(|p| !before.contains(p)).collect();
     let rest = drain(Some(stderr));
     let out = wait_bounded(child, Duration::from_secs(60));
     assert_success(&out);
     head.push_str(&String::from_utf8_lossy(&rest.join().unwrap()));
-    assert!(progs.contains("joular_sample"), "the profiler is not loaded? {progs}");
-    (progs.contains("name joular_sys_exit"), head)
+    assert!(new.iter().any(|(_, name)| name == "joular_sample"), "the profiler is not loaded? {new:?}");
+    (new.iter().any(|(_, name)| name == "joular_sys_exit"), head)
+}
+
+/// Every BPF program loaded now: id and name (`bpftool -j prog show`).
+fn loaded_programs() -> Vec<(u64, String)> {
+    let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("run bpftool");
+    assert!(out.status.success(), "bpftool prog show: {}", String::from_utf8_lossy(&out.stderr));
+    let progs: Value = serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
+    progs
+        .as_array()
+        .expect("a list of programs")
+        .iter()
+        .filter_map(|p| Some((p["id"].as_u64()?, p["name"].as_str().unwrap_or_default().to_owned())))
+        .collect()
 }
 
 /// `record --devices DEVICES FLAGS -- java CLASS ARGS` with `--json`, on a fake sysfs whose
