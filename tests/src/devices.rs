@@ -218,8 +218,9 @@ pub fn assert_loopback_is_local(host: &str) {
 /// Whether a program named `joular_sys_exit` is loaded while `record --devices DEVICES` runs
 /// (looked at once the run says it is profiling: everything is loaded then), and its stderr.
 /// Only programs loaded after the run started count: a program of the test before may still
-/// be listed for a moment after its profiler exited (the kernel frees it afterwards), and it
-/// was, once in CI at 9ed9457.
+/// be listed for a moment after its profiler exited (the kernel frees it afterwards). The
+/// machine-wide check failed so once in a local CI run of 9ed9457, after the `--devices
+/// network` test, where `--devices cpu` had loaded no byte counter in every run before.
 pub fn byte_counter_loaded(devices: &str) -> (bool, String) {
     let before = loaded_programs();
     let dir = tempfile::tempdir().unwrap();
