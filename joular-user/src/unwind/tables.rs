@@ -109,6 +109,14 @@ impl TableStats {
     }
 }
 
+/// A walked process's last table, the executable mappings it was made from, and the
+/// refreshes since its files were last opened and checked.
+struct Known {
+    table: Vec<MappedRows>,
+    listed: Vec<ExecMapping>,
+    unchecked: u32,
+}
+
 enum Entry {
     Ready(Arc<SharedRows>),
     /// Unreadable, not ELF, no CFI or over the limit: not tried again for this version.
@@ -120,9 +128,7 @@ pub struct UnwindTables {
     max_row_bytes: u64,
     files: HashMap<FileKey, Entry>,
     /// Each process's last table, to tell when it changed.
-    processes: HashMap<u32, Vec<MappedRows>>,
-    /// Each process's executable mappings as last listed, and refreshes since its last check.
-    listed: HashMap<u32, (Vec<ExecMapping>, u32)>,
+    processes: HashMap<u32, Known>,
     next_id: u64,
     cache: Option<RowCache>,
     pub stats: TableStats,
@@ -135,7 +141,6 @@ impl UnwindTables {
             max_row_bytes,
             files: HashMap::new(),
             processes: HashMap::new(),
-            listed: HashMap::new(),
             next_id: 1,
             cache: None,
             stats: TableStats::default(),
@@ -154,25 +159,24 @@ impl UnwindTables {
     pub fn refresh(&mut self, pid: u32) -> Option<Vec<MappedRows>> {
         let dir = self.proc_root.join(pid.to_string());
         let mappings = read_executable_mappings(&dir).ok()?;
-        if let Some((listed, unchecked)) = self.listed.get_mut(&pid) {
-            if *listed == mappings && *unchecked + 1 < RECHECK_EVERY_REFRESHES && self.processes.contains_key(&pid) {
-                *unchecked += 1;
+        if let Some(known) = self.processes.get_mut(&pid) {
+            if known.listed == mappings && known.unchecked + 1 < RECHECK_EVERY_REFRESHES {
+                known.unchecked += 1;
                 return None;
             }
         }
         let table = self.process_table(&dir, &mappings);
         self.stats.mapping_checks += 1;
-        self.listed.insert(pid, (mappings, 0));
-        if self.processes.get(&pid) == Some(&table) {
+        let changed = self.processes.get(&pid).is_none_or(|known| known.table != table);
+        self.processes.insert(pid, Known { table: table.clone(), listed: mappings, unchecked: 0 });
+        if !changed {
             return None;
         }
-        self.processes.insert(pid, table.clone());
         self.drop_unused();
         Some(table)
     }
 
     pub fn forget(&mut self, pid: u32) {
-        self.listed.remove(&pid);
         if self.processes.remove(&pid).is_some() {
             self.drop_unused();
         }
@@ -181,7 +185,8 @@ impl UnwindTables {
     /// Files no process maps any more are dropped (their failures too: a file that comes
     /// back is tried again).
     fn drop_unused(&mut self) {
-        let used: std::collections::HashSet<u64> = self.processes.values().flatten().map(|m| m.rows.id).collect();
+        let used: std::collections::HashSet<u64> =
+            self.processes.values().flat_map(|k| &k.table).map(|m| m.rows.id).collect();
         let before = self.files.len();
         self.files.retain(|_, e| matches!(e, Entry::Ready(r) if used.contains(&r.id)));
         if self.files.len() != before {
@@ -303,8 +308,10 @@ struct ExecMapping {
     start: u64,
     end: u64,
     offset: u64,
-    /// The mapped file's device and inode as listed (the same line twice is the same file).
-    dev_inode: String,
+    /// The mapped file's device (as listed, `major:minor` in hex) and inode: the same line
+    /// twice is the same file.
+    dev: String,
+    inode: u64,
     vdso: bool,
     /// The path the maps show (for the summary only: the file is opened by its mapping).
     path: String,
@@ -341,7 +348,8 @@ fn executable_mappings(text: &[u8]) -> Vec<ExecMapping> {
                     start,
                     end,
                     offset,
-                    dev_inode: format!("{dev} {inode}"),
+                    dev: dev.to_owned(),
+                    inode: inode.parse().unwrap_or(0),
                     vdso,
                     path: path.to_owned(),
                 });
@@ -417,6 +425,6 @@ mod tests {
         let _ = tables.refresh(pid);
         assert_eq!(tables.stats.mapping_checks, 4);
         tables.forget(pid);
-        assert!(tables.listed.is_empty() && tables.processes.is_empty());
+        assert!(tables.processes.is_empty());
     }
 }
