@@ -236,17 +236,19 @@ impl Symbolizer {
         let mut no_unwinder = Vec::new();
         for (&pid, process) in &mut self.processes {
             let Some(jvm) = &process.jvm else { continue };
+            // Only a JVM without them is told to keep frame pointers when its HotSpot tables
+            // cannot be walked.
             let frame_pointers = jvm.info.preserve_frame_pointer == FlagState::On;
             let reason = match &mut process.hotspot {
                 Hotspot::Ready(h) => {
-                    if let Some(config) = h.take_walk_config(frame_pointers) {
+                    if let Some(config) = h.take_walk_config() {
                         self.kernel_updates.push(KernelUpdate::WalkJvm { pid, config: Box::new(config) });
                         log::debug!(
                             "JVM {pid}: walk configuration sent to the kernel {} ms after the process was first seen",
                             process.seen_at.elapsed().as_millis()
                         );
                         if config.unwind == JVM_UNWIND_HOTSPOT {
-                            log::info!("JVM {pid}: no frame pointers in JIT code; its compiled frames are unwound by their code blobs' frame sizes");
+                            log::info!("JVM {pid}: its compiled frames are unwound by their code blobs' frame sizes");
                         }
                     }
                     match h.published_unwind() {

@@ -229,9 +229,13 @@ fn a_panic_in_the_reader_is_caught_and_the_jvm_read_no_more() {
 fn walk_config_carries_the_interpreter_and_its_frame_slots_once() {
     let (mem, manifest) = fixture(21);
     let mut h = HotspotProcess::new(HotspotJvm::new(&mem, &manifest.symbols).unwrap()).unwrap();
-    let config = h.take_walk_config(true).expect("a config");
+    let config = h.take_walk_config().expect("a config");
     assert_eq!((config.method_slot, config.bcp_slot, config.sender_sp_slot), (-3, -8, -1));
-    assert_eq!(config.unwind, JVM_UNWIND_FP);
+    // The HotSpot unwinder, whether or not the JVM keeps frame pointers, with the heaps
+    // holding every pc.
+    assert_eq!(config.unwind, JVM_UNWIND_HOTSPOT);
+    let heaps = &config.heaps[..config.heap_count as usize];
+    assert!(manifest.pcs.iter().all(|pc| heaps.iter().any(|hp| (hp.low..hp.high).contains(pc))));
     // Entry frames are known by the call stub's return address, the pc the call stub
     // is named at.
     assert_eq!(Some(config.call_stub_return), manifest.stub_pc);
@@ -240,12 +244,7 @@ fn walk_config_carries_the_interpreter_and_its_frame_slots_once() {
     assert!((config.interpreter_start..config.interpreter_end).contains(&interp));
     assert!(config.code_start <= config.interpreter_start && config.interpreter_end <= config.code_end);
     assert!(manifest.pcs.iter().all(|pc| (config.code_start..config.code_end).contains(pc)));
-    assert_eq!(h.take_walk_config(true), None, "unchanged: nothing to publish again");
-    // Without frame pointers: the HotSpot unwinder, with the heaps holding every pc.
-    let config = h.take_walk_config(false).expect("a new config");
-    assert_eq!(config.unwind, JVM_UNWIND_HOTSPOT);
-    let heaps = &config.heaps[..config.heap_count as usize];
-    assert!(manifest.pcs.iter().all(|pc| heaps.iter().any(|hp| (hp.low..hp.high).contains(pc))));
+    assert_eq!(h.take_walk_config(), None, "unchanged: nothing to publish again");
     assert_eq!(h.published_unwind(), Some(JVM_UNWIND_HOTSPOT));
 }
 
@@ -272,11 +271,11 @@ fn reported_code_names_frames_of_freed_nmethods_by_their_method() {
             Code::UnknownJit,
             "JDK {jdk}: nothing named it yet"
         );
-        let jvm_id = h.walk_config(false).expect("a config").interpreter_start;
+        let jvm_id = h.walk_config().expect("a config").interpreter_start;
         let report = CodeReport { jvm: jvm_id, method, tgid: 1, kind: REPORT_NMETHOD, compile_id: freed, _pad: 0 };
         let elsewhere = CodeReport { jvm: jvm_id + 4096, compile_id: freed + 1, ..report };
         assert_eq!(h.learn(&[report]), 0, "JDK {jdk}: the kernel walks no JVM not published");
-        h.take_walk_config(false).expect("a config");
+        h.take_walk_config().expect("a config");
         assert_eq!(h.learn(&[report, elsewhere]), 1, "JDK {jdk}: only this JVM's report is named");
         assert_eq!(h.learn(&[report]), 0, "JDK {jdk}: named once");
         let (code, outcome) = h.compiled(&mut interner, pc, freed, PcRole::AtOrAfter);
@@ -345,7 +344,7 @@ fn stubs_are_named_after_the_jvm_exited_in_blobs_named_before() {
         // A stub the sampler reported is named while the JVM runs, its pcs after it exited.
         gone.set(false);
         let mut h = HotspotProcess::new(HotspotJvm::new(reader, &manifest.symbols).unwrap()).unwrap();
-        let jvm = h.take_walk_config(false).expect("a config").interpreter_start;
+        let jvm = h.take_walk_config().expect("a config").interpreter_start;
         let report = joular_ebpf::CodeReport {
             jvm,
             method: stub,
