@@ -337,9 +337,10 @@ impl<R: MemoryReader> HotspotProcess<R> {
         // The code blobs' frame sizes whenever the tables allow, -XX:+PreserveFramePointer or
         // not: only this unwinder gives the sampler each compiled frame's nmethod (its compile
         // id), which names code freed or replaced before its cycle is symbolized. Walked by
-        // frame pointers, a JVM with the flag left 1-6% of the demo's energy on `[unknown JIT
-        // code]` and unnamed interpreted frames, none with this unwinder (3 runs of each). Else
-        // frame pointers, cut at compiled frames without them.
+        // frame pointers, the demo's JVM (run with the flag) left 0.8-5.8% of its energy on
+        // `[unknown JIT code]` and unnamed interpreted frames (8 runs), at most 0.004 J with
+        // this unwinder (3 runs), for ~1 us more a sample. Else frame pointers, cut at
+        // compiled frames without them.
         let unwinder = self.hotspot_unwind().unwrap_or(JvmConfig { unwind: JVM_UNWIND_FP, ..JvmConfig::default() });
         Some(JvmConfig {
             interpreter_start,
