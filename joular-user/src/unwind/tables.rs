@@ -167,11 +167,13 @@ impl UnwindTables {
         }
         let table = self.process_table(&dir, &mappings);
         self.stats.mapping_checks += 1;
-        let changed = self.processes.get(&pid).is_none_or(|known| known.table != table);
-        self.processes.insert(pid, Known { table: table.clone(), listed: mappings, unchecked: 0 });
-        if !changed {
+        if let Some(known) = self.processes.get_mut(&pid).filter(|known| known.table == table) {
+            // The same table: nothing to send, nothing to copy.
+            known.listed = mappings;
+            known.unchecked = 0;
             return None;
         }
+        self.processes.insert(pid, Known { table: table.clone(), listed: mappings, unchecked: 0 });
         self.drop_unused();
         Some(table)
     }
