@@ -66,6 +66,11 @@ enum Task {
         /// Run the overhead benchmark's JVMs without -XX:+PreserveFramePointer (no JVM flags at all).
         #[arg(long)]
         no_frame_pointers: bool,
+        /// Busy threads of the overhead benchmark's JVM (default 2). With fewer threads than CPUs
+        /// the profiler has a CPU of its own, and the ratio shows only what it costs inside the
+        /// JVM's threads.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+        jvm_threads: Option<u32>,
         /// The host-mode benchmark: `serve` next to 100 processes x 1,000 threads.
         #[arg(long)]
         host: bool,
@@ -174,6 +179,7 @@ fn main() -> anyhow::Result<()> {
             devices,
             rounds,
             no_frame_pointers,
+            jvm_threads,
             host,
             criterion,
             rss,
@@ -206,6 +212,7 @@ fn main() -> anyhow::Result<()> {
             };
             opts.rounds = rounds.unwrap_or(opts.rounds).max(1);
             opts.frame_pointers = !no_frame_pointers;
+            opts.jvm_threads = jvm_threads.unwrap_or(opts.jvm_threads);
             bench::run(bench::Selection {
                 overhead: run_overhead.then_some(opts),
                 host: host || host_only || overhead_only || !any,

@@ -1,7 +1,8 @@
 //! `cargo xtask bench --overhead`: what profiling costs a busy JVM, measured as a user would see
 //! it and side by side with the references, in one run.
 //!
-//! Each round starts a fresh `Throughput` JVM (two busy threads, one per CPU here) for every mode:
+//! Each round starts a fresh `Throughput` JVM (two busy threads, one per CPU here; `--jvm-threads`)
+//! for every mode:
 //! alone, `joular-ebpf --pid`, `joular-ebpf --all`, bpftrace sampling user stacks at 100 Hz (the
 //! eBPF floor: the same samples with nothing else done) and JFR `settings=profile`. A profiler
 //! attaches 0.3 s after its JVM starts, as a user who just launched the JVM would; the JVM warms up
@@ -34,7 +35,9 @@ use crate::measure::{median, spread, task_cpu_seconds, vm_rss_kib, wait_rusage};
 
 /// A profiler attaches this long after its JVM starts.
 const ATTACH_AFTER_S: f64 = 0.3;
-const JVM_THREADS: u32 = 2;
+/// Busy threads of the bench's JVM: one per CPU of the 2-CPU machines it was made on, so a
+/// profiler's own CPU comes out of the JVM's.
+pub const DEFAULT_JVM_THREADS: u32 = 2;
 /// bpftrace's own 100 Hz user-stack sampler: the same samples as ours, aggregated in the kernel.
 const BPFTRACE_PROGRAM: &str = "profile:hz:100 { @[ustack] = count(); }";
 
@@ -46,12 +49,22 @@ pub struct Options {
     pub measure_s: f64,
     /// Run the JVMs with `-XX:+PreserveFramePointer` (the default) or without any flag.
     pub frame_pointers: bool,
+    /// Busy threads of each JVM (`--jvm-threads`). Fewer than the CPUs leaves a profiler CPU
+    /// of its own: what remains is its cost inside the JVM's threads (sampling, scheduler hooks).
+    pub jvm_threads: u32,
     pub modes: Vec<Mode>,
 }
 
 impl Options {
     pub fn full() -> Self {
-        Options { rounds: 5, warmup_s: 2.0, measure_s: 8.0, frame_pointers: true, modes: Mode::ALL.to_vec() }
+        Options {
+            rounds: 5,
+            warmup_s: 2.0,
+            measure_s: 8.0,
+            frame_pointers: true,
+            jvm_threads: DEFAULT_JVM_THREADS,
+            modes: Mode::ALL.to_vec(),
+        }
     }
 
     /// For iteration: fewer and shorter rounds, no JFR.
@@ -61,6 +74,7 @@ impl Options {
             warmup_s: 1.5,
             measure_s: 4.0,
             frame_pointers: true,
+            jvm_threads: DEFAULT_JVM_THREADS,
             modes: vec![Mode::Alone, Mode::Pid, Mode::All, Mode::Bpftrace],
         }
     }
@@ -72,6 +86,7 @@ impl Options {
             warmup_s: 0.0,
             measure_s: 10.0,
             frame_pointers: true,
+            jvm_threads: DEFAULT_JVM_THREADS,
             modes: vec![Mode::Alone, Mode::Pid, Mode::Bpftrace],
         }
     }
@@ -193,7 +208,7 @@ fn jvm_command(mode: Mode, java_dir: &Path, opts: &Options, scratch: &Path) -> C
     }
     cmd.arg("-cp")
         .arg(java_dir)
-        .args(["Throughput", &opts.measure_s.to_string(), &JVM_THREADS.to_string(), &opts.warmup_s.to_string()])
+        .args(["Throughput", &opts.measure_s.to_string(), &opts.jvm_threads.to_string(), &opts.warmup_s.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     cmd
@@ -376,7 +391,9 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
     let baseline =
         |round: usize| runs.iter().find(|(m, r, _)| *m == Mode::Alone && *r == round).map(|(_, _, run)| run.ops as f64);
     println!(
-        "\n== overhead: Throughput JVM, {JVM_THREADS} busy threads{}, attach {ATTACH_AFTER_S} s after start, {}, {} rounds; medians [min-max] ==",
+        "\n== overhead: Throughput JVM, {} busy threads on {} CPUs{}, attach {ATTACH_AFTER_S} s after start, {}, {} rounds; medians [min-max] ==",
+        opts.jvm_threads,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
         if opts.frame_pointers { ", -XX:+PreserveFramePointer" } else { ", no JVM flags" },
         if opts.warmup_s > 0.0 {
             format!("{} s warm-up + {} s measured", opts.warmup_s, opts.measure_s)
