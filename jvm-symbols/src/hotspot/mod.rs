@@ -90,6 +90,7 @@ pub mod layout;
 pub mod libjvm;
 pub mod memory;
 pub mod method;
+mod name_pages;
 pub mod scopes;
 pub mod stream;
 pub mod stub_names;

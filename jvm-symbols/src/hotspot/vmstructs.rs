@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use super::error::{bound, HotspotError};
 use super::libjvm::TableSymbols;
 use super::memory::{MemoryReader, ReadError};
+use super::name_pages::NamePages;
 
 /// Entry strides above this are not HotSpot's (real entries are 16 to 48 bytes).
 pub const MAX_STRIDE_BYTES: u64 = 256;
@@ -20,6 +21,8 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// All distinct names of the four tables together (about 42 KB on JDK 11 to 21): what the
 /// model of one JVM's tables may hold, whatever the entry count and name lengths.
 pub const MAX_TABLE_NAME_BYTES: u64 = 1 << 20;
+/// Pages of the target kept while the names are read (1 MiB; real names fill a few dozen).
+const MAX_NAME_PAGES: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldEntry {
@@ -136,12 +139,19 @@ fn read_offset(reader: &impl MemoryReader, syms: &TableSymbols, name: &str) -> R
 }
 
 /// Reads the C strings the tables point at. The same literal (`"Method"`, `"address"`)
-/// is shared by many entries, so each pointer is read once. Each name is bounded, and so
-/// are all of them together ([`MAX_TABLE_NAME_BYTES`]).
-#[derive(Default)]
+/// is shared by many entries, so each pointer is read once, and the pages they lie in are
+/// read whole, each once ([`NamePages`]). Each name is bounded, and so are all of them
+/// together ([`MAX_TABLE_NAME_BYTES`]).
 struct Names {
     by_ptr: HashMap<u64, String>,
     total_bytes: u64,
+    pages: NamePages,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Self { by_ptr: HashMap::new(), total_bytes: 0, pages: NamePages::new(MAX_NAME_PAGES) }
+    }
 }
 
 impl Names {
@@ -149,7 +159,7 @@ impl Names {
         if let Some(name) = self.by_ptr.get(&ptr) {
             return Ok(name.clone());
         }
-        let bytes = match reader.read_c_string(ptr, MAX_NAME_BYTES) {
+        let bytes = match self.pages.read_c_string(reader, ptr, MAX_NAME_BYTES) {
             Ok(bytes) => bytes,
             // `read_c_string` reports a string with no NUL within the limit as the whole
             // limit at its start (an unreadable chunk has another address or length).
