@@ -10,6 +10,7 @@ use jvm_symbols::hotspot::ReadBudget;
 use super::budget::{self, Consumer};
 use super::hotspot::CycleStart;
 use super::jvm::Refresh;
+use super::HotspotProcess;
 use super::{ProcessState, SymbolStats, Symbolizer};
 
 /// How often [`Symbolizer::settle`] looks at the jobs it waits for.
@@ -54,7 +55,8 @@ impl Symbolizer {
                         "JVM {pid}: a read of its memory blocked ({stall}); its Java frames are no longer named"
                     );
                 }
-                if let CycleStart::BackedOff { overrun, cycles } = h.begin_cycle(read_budget, max_cached_bytes) {
+                let start = h.start_cycle(read_budget, max_cached_bytes);
+                if let CycleStart::BackedOff { overrun, cycles } = start {
                     self.stats.jvms_backed_off += 1;
                     let message = format!(
                         "JVM {pid}: its HotSpot tables {overrun} in one cycle (budget {} ms, {} MiB); \
@@ -67,6 +69,12 @@ impl Symbolizer {
                         false => log::debug!("{message}"),
                     }
                 }
+            } else {
+                continue;
+            }
+            // The cycle's first reads of this JVM, in one job on the read thread.
+            self.hotspot_job(pid, HotspotProcess::refresh_in_job);
+            if let Some(h) = self.processes.get_mut(&pid).and_then(ProcessState::hotspot) {
                 let bytes = h.cached_bytes() as u64;
                 self.budget.report(Consumer::HotSpot(pid), bytes);
             }

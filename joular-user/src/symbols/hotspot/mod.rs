@@ -195,8 +195,19 @@ impl<R: MemoryReader> HotspotProcess<R> {
     /// Starts a cycle with a fresh `budget` of reads and a cap on the caches. A JVM whose
     /// last cycle spent its budget is backed off (1, 2, 4... up to [`MAX_BACKOFF_CYCLES`]
     /// cycles, reset by a cycle within budget): meanwhile nothing of it is read and its
-    /// frames stay unnamed, so it cannot starve the other JVMs.
+    /// frames stay unnamed, so it cannot starve the other JVMs. Then re-reads what the cycle
+    /// starts from ([`Self::refresh_at_cycle_start`]). (The symbolizer makes those reads in one
+    /// job: [`Self::start_cycle`], then `refresh_in_job`.)
+    #[cfg(test)]
     pub fn begin_cycle(&mut self, budget: ReadBudget, max_cached_bytes: usize) -> CycleStart {
+        let start = self.start_cycle(budget, max_cached_bytes);
+        self.refresh_at_cycle_start();
+        start
+    }
+
+    /// [`Self::begin_cycle`] without its reads of the JVM, for a caller that makes them in one
+    /// job on the guarded read thread (`refresh_in_job`).
+    pub fn start_cycle(&mut self, budget: ReadBudget, max_cached_bytes: usize) -> CycleStart {
         self.code.clear();
         self.interpreted.clear();
         self.compile_ids.clear();
@@ -227,6 +238,15 @@ impl<R: MemoryReader> HotspotProcess<R> {
             return if self.panicked { CycleStart::Skipped } else { start };
         }
         self.jvm.set_max_cached_bytes(max_cached_bytes);
+        start
+    }
+
+    /// The reads a cycle starts with, unless the cycle is skipped: the code heaps' bounds, or
+    /// the whole code cache while the JVM starts.
+    pub fn refresh_at_cycle_start(&mut self) {
+        if self.skipping {
+            return;
+        }
         // A JVM read while it starts may have no interpreter yet: nothing to walk with.
         let starting = self.walk_config().is_none();
         self.guarded(|jvm| match starting {
@@ -234,7 +254,6 @@ impl<R: MemoryReader> HotspotProcess<R> {
             // Heaps grow as code is committed: the kernel's unwinder needs their bounds.
             false => jvm.refresh_code_heaps(),
         });
-        start
     }
 
     /// True the first time only: whether a back-off is worth a warning (later ones are

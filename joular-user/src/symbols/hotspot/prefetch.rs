@@ -85,6 +85,24 @@ impl HotspotProcess<GuardedMemory> {
         Ok(h)
     }
 
+    /// At a cycle's start ([`Self::start_cycle`]), its reads ([`Self::refresh_at_cycle_start`])
+    /// in one job: they are some twenty small reads, each a hop to the read thread and back
+    /// when made from the worker (half the worker's wake-ups in a steady run). A job that could
+    /// not run leaves them to be made one by one.
+    pub fn refresh_in_job(h: Box<Self>) -> Result<(Box<Self>, ()), Stall> {
+        if h.stopped() {
+            return Ok((h, ()));
+        }
+        let deadline = stall_guard::hotspot_reads().deadline() + MAX_BATCH_READ_TIME;
+        match Self::in_one_job(h, deadline, |h| h.refresh_at_cycle_start())? {
+            (h, Some(())) => Ok((h, ())),
+            (mut h, None) => {
+                h.refresh_at_cycle_start();
+                Ok((h, ()))
+            }
+        }
+    }
+
     /// Runs `f` on the JVM in one job on the guarded read thread, within `deadline`. Returns
     /// the JVM with `f`'s result, or without it when the job could not run (other JVMs' reads
     /// are stuck, or no thread); or the stall, when the job blocked past its deadline: the JVM
