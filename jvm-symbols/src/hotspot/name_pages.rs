@@ -35,14 +35,14 @@ impl NamePages {
         addr: u64,
         max_len: usize,
     ) -> Result<Vec<u8>, ReadError> {
-        match self.from_pages(reader, addr, max_len) {
+        match self.read_in_pages(reader, addr, max_len) {
             Some(found) => found,
             None => reader.read_c_string(addr, max_len),
         }
     }
 
     /// `None` when a page the string needs is not kept (the caller reads it directly).
-    fn from_pages(
+    fn read_in_pages(
         &mut self,
         reader: &impl MemoryReader,
         addr: u64,
@@ -147,7 +147,7 @@ mod tests {
         assert_eq!(got, mem.read_c_string(start as u64, 64));
         assert_eq!(got.unwrap(), b"end");
         // A string running into the unreadable tail fails as a direct read does.
-        let tail = (PAGE_BYTES + 90) as u64;
+        let tail = PAGE_BYTES + 90;
         assert_eq!(NamePages::new(4).read_c_string(&mem, tail, 64), mem.read_c_string(tail, 64));
         assert!(mem.read_c_string(tail, 64).is_err());
     }
