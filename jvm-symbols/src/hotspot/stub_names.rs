@@ -18,6 +18,7 @@
 //! identifier, and both lists are walked a bounded number of steps.
 
 use super::memory::{MemoryReader, ReadError};
+use super::name_pages::NamePages;
 
 /// `StubCodeDesc::_list` and `VtableStubs::_table`, mangled as in libjvm's `.symtab`.
 pub const STUB_CODE_DESC_LIST: &str = "_ZN12StubCodeDesc5_listE";
@@ -30,6 +31,9 @@ const MAX_STUB_DESCS: usize = 8192;
 /// The largest stubs (AVX-512 crypto) are some 10 KB.
 const MAX_STUB_BYTES: u64 = 1 << 20;
 const MAX_NAME_BYTES: usize = 128;
+/// Pages of names kept while the list is read (the names are literals of libjvm's read-only
+/// data, a few pages).
+const MAX_NAME_PAGES: usize = 64;
 /// `VtableStubs::N`, the table's buckets.
 const VTABLE_BUCKETS: usize = 256;
 /// `sizeof(VtableStub)`: the code starts right after the header.
@@ -71,6 +75,8 @@ impl StubDescs {
         let head = reader.read_u64(list)?;
         let mut desc = head;
         let mut added = Vec::new();
+        // Some 400 descriptors with two names each: the names' pages are read once each.
+        let mut pages = NamePages::new(MAX_NAME_PAGES);
         for _ in 0..MAX_STUB_DESCS {
             if desc == 0 || desc == self.known_head {
                 break;
@@ -79,7 +85,8 @@ impl StubDescs {
             let word = |i: usize| u64::from_le_bytes(raw[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
             let (next, group, name, begin, end) = (word(0), word(1), word(2), word(3), word(4));
             if begin < end && end - begin <= MAX_STUB_BYTES && begin >= code.0 && end <= code.1 {
-                if let (Some(group), Some(name)) = (identifier(reader, group), identifier(reader, name)) {
+                let mut identifier = |at| identifier(reader, &mut pages, at);
+                if let (Some(group), Some(name)) = (identifier(group), identifier(name)) {
                     added.push(StubRange { begin, end, name: format!("{group}::{name}") });
                 }
             }
@@ -107,8 +114,8 @@ impl StubDescs {
 }
 
 /// A C identifier of at most `MAX_NAME_BYTES` at `at` (stub and group names are).
-fn identifier(reader: &impl MemoryReader, at: u64) -> Option<String> {
-    let bytes = reader.read_c_string(at, MAX_NAME_BYTES).ok()?;
+fn identifier(reader: &impl MemoryReader, pages: &mut NamePages, at: u64) -> Option<String> {
+    let bytes = pages.read_c_string(reader, at, MAX_NAME_BYTES).ok()?;
     let ok = !bytes.is_empty() && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_');
     ok.then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
