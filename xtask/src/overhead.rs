@@ -37,7 +37,7 @@ use crate::measure::{median, spread, task_cpu_seconds, vm_rss_kib, wait_rusage};
 const ATTACH_AFTER_S: f64 = 0.3;
 /// Busy threads of the bench's JVM: one per CPU of the 2-CPU machines it was made on, so a
 /// profiler's own CPU comes out of the JVM's.
-pub const DEFAULT_JVM_THREADS: u32 = 2;
+const DEFAULT_JVM_THREADS: u32 = 2;
 /// bpftrace's own 100 Hz user-stack sampler: the same samples as ours, aggregated in the kernel.
 const BPFTRACE_PROGRAM: &str = "profile:hz:100 { @[ustack] = count(); }";
 

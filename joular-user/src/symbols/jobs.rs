@@ -43,34 +43,26 @@ impl Symbolizer {
         let (read_budget, max_cached_bytes) = hotspot_shares(self.opts.max_symbol_bytes, hotspot_jvms);
         for pid in known {
             self.retry_discovery(pid);
-            if let Some(h) = self.processes.get_mut(&pid).and_then(ProcessState::hotspot) {
-                if let Some(message) = h.take_panic() {
-                    log::warn!(
-                        "JVM {pid}: its HotSpot reader panicked ({message}); its Java frames are no longer named"
-                    );
+            let Some(h) = self.processes.get_mut(&pid).and_then(ProcessState::hotspot) else { continue };
+            if let Some(message) = h.take_panic() {
+                log::warn!("JVM {pid}: its HotSpot reader panicked ({message}); its Java frames are no longer named");
+            }
+            if let Some(stall) = h.take_stall() {
+                self.stats.jvms_blocked += 1;
+                log::warn!("JVM {pid}: a read of its memory blocked ({stall}); its Java frames are no longer named");
+            }
+            if let CycleStart::BackedOff { overrun, cycles } = h.start_cycle(read_budget, max_cached_bytes) {
+                self.stats.jvms_backed_off += 1;
+                let message = format!(
+                    "JVM {pid}: its HotSpot tables {overrun} in one cycle (budget {} ms, {} MiB); \
+                     not read for {cycles} cycle(s), its Java frames unnamed meanwhile",
+                    read_budget.max_time.as_millis(),
+                    read_budget.max_bytes >> 20
+                );
+                match h.first_back_off() {
+                    true => log::warn!("{message}"),
+                    false => log::debug!("{message}"),
                 }
-                if let Some(stall) = h.take_stall() {
-                    self.stats.jvms_blocked += 1;
-                    log::warn!(
-                        "JVM {pid}: a read of its memory blocked ({stall}); its Java frames are no longer named"
-                    );
-                }
-                let start = h.start_cycle(read_budget, max_cached_bytes);
-                if let CycleStart::BackedOff { overrun, cycles } = start {
-                    self.stats.jvms_backed_off += 1;
-                    let message = format!(
-                        "JVM {pid}: its HotSpot tables {overrun} in one cycle (budget {} ms, {} MiB); \
-                         not read for {cycles} cycle(s), its Java frames unnamed meanwhile",
-                        read_budget.max_time.as_millis(),
-                        read_budget.max_bytes >> 20
-                    );
-                    match h.first_back_off() {
-                        true => log::warn!("{message}"),
-                        false => log::debug!("{message}"),
-                    }
-                }
-            } else {
-                continue;
             }
             // The cycle's first reads of this JVM, in one job on the read thread.
             self.hotspot_job(pid, HotspotProcess::refresh_in_job);
