@@ -22,7 +22,9 @@ fn stubs_are_named_by_their_own_range(jdk: u32) {
     assert!(manifest.symbols.addrs.contains_key(STUB_CODE_DESC_LIST), "JDK {jdk}: no StubCodeDesc::_list recorded");
     let mut jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
     let ranges = jvm.stub_ranges().to_vec();
-    assert!(ranges.len() > 100, "JDK {jdk}: {} stubs described", ranges.len());
+    // How many depends on the recording CPU's features: JDK 17 described 117 stubs on a host
+    // with AVX-512 (its `_avx3` arraycopy and base64 stubs), 96 on one with AVX2 only.
+    assert!(ranges.len() > 80, "JDK {jdk}: {} stubs described", ranges.len());
     for r in &ranges {
         assert!(r.begin < r.end && r.name.contains("::"), "JDK {jdk}: {r:?}");
         assert_eq!(jvm.code_at(r.begin), CodeAt::Blob(r.name.clone()), "JDK {jdk}");

@@ -75,7 +75,7 @@ fn strides_and_entry_offsets_are_bounded() {
     }
 }
 
-fn fixture_17() -> (SegmentsMemory, Manifest) {
+pub(super) fn fixture_17() -> (SegmentsMemory, Manifest) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hotspot-17");
     let memory = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
     let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
@@ -197,6 +197,21 @@ fn code_spans_over_the_largest_code_cache_are_ignored() {
     assert!(codecache::interpreter_bounds(&bad, &code).is_err());
 }
 
+/// Recorded memory with the 8 bytes at `at` unreadable.
+struct Refusing<'a> {
+    mem: &'a SegmentsMemory,
+    at: u64,
+}
+
+impl MemoryReader for Refusing<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), ReadError> {
+        match addr < self.at + 8 && self.at < addr + buf.len() as u64 {
+            true => Err(ReadError { addr, len: buf.len() }),
+            false => self.mem.read(addr, buf),
+        }
+    }
+}
+
 /// A heap's reserved end is `VirtualSpace::_high_boundary` where it can be read and lies
 /// between the committed end and the largest code cache; otherwise the committed end.
 #[test]
@@ -205,12 +220,15 @@ fn a_heap_reserves_up_to_its_high_boundary_within_bounds() {
     let jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
     let code = jvm.layout().code.clone().unwrap();
     let boundary = code.virtual_space_high_boundary.expect("JDK 17 exports VirtualSpace::_high_boundary");
-    // The recording read `_low` and `_high` only: unreadable, so the committed end.
+    // A live JDK 17 reserves more than it has committed in each heap.
     let heaps = codecache::read_heaps(&mem, &code).unwrap();
-    assert!(heaps.iter().all(|h| h.reserved_high == h.high), "{heaps:?}");
+    assert!(heaps.iter().all(|h| h.reserved_high > h.high), "{heaps:?}");
     let array = mem.read_u64(code.code_cache_heaps).unwrap();
     let first_heap = mem.read_u64(mem.read_u64(array + code.growable_array_data).unwrap()).unwrap();
     let at = first_heap + code.code_heap_memory + boundary;
+    // `_high_boundary` unreadable: the committed end.
+    let refusing = Refusing { mem: &mem, at };
+    assert_eq!(codecache::read_heaps(&refusing, &code).unwrap()[0].reserved_high, heaps[0].high);
     let with = |reserved: u64| {
         let mut m = mem.clone();
         m.insert(at, &reserved.to_le_bytes());

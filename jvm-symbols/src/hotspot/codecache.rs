@@ -241,13 +241,21 @@ pub fn code_cache_bounds(reader: &impl MemoryReader, l: &CodeLayout, heaps: &[Co
 }
 
 /// `[start, end)` of the template interpreter's code (`AbstractInterpreter::_code`, a
-/// `StubQueue`): a pc there is an interpreted Java frame.
+/// `StubQueue`): a pc there is an interpreted Java frame. The end is that of the codelets
+/// committed (`_queue_end`), not the buffer's limit: a JVM read while it starts has not yet
+/// trimmed its buffer to its code, and the tail it frees later holds stubs and adapters
+/// (with the limit, a JDK 17 started under `record` had its `StubRoutines (2)` and I2C/C2I
+/// adapters taken for interpreted frames, their stack slots read as `Method*`s).
 pub fn interpreter_bounds(reader: &impl MemoryReader, l: &CodeLayout) -> Result<(u64, u64), ReadError> {
     let queue = reader.read_u64(l.interpreter_code)?;
     let start = reader.read_u64(queue + l.stub_queue_buffer)?;
     let limit = l.stub_queue_limit.read(reader, queue)?;
-    match start.checked_add(limit) {
-        Some(end) if limit <= MAX_CODE_SPAN_BYTES => Ok((start, end)),
+    let used = match &l.stub_queue_end {
+        Some(end) => end.read(reader, queue)?,
+        None => limit,
+    };
+    match start.checked_add(used) {
+        Some(end) if used <= limit && limit <= MAX_CODE_SPAN_BYTES && used > 0 => Ok((start, end)),
         _ => Err(ReadError { addr: queue, len: 0 }),
     }
 }

@@ -105,6 +105,9 @@ pub struct HotspotJvm<R> {
     heaps: Vec<CodeHeap>,
     code_bounds: Option<(u64, u64)>,
     interpreter: Option<(u64, u64)>,
+    /// The interpreter's bounds read the same twice: a JVM read while it generates its
+    /// interpreter has a partial end, so the bounds are re-read at each cycle until then.
+    interpreter_settled: bool,
     stubs: Vec<(u64, String)>,
     /// `StubCodeDesc::_list` and `VtableStubs::_table`, when libjvm's symbol table has them.
     stub_list: Option<u64>,
@@ -150,6 +153,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             heaps: Vec::new(),
             code_bounds: None,
             interpreter: None,
+            interpreter_settled: false,
             stubs: Vec::new(),
             stub_list: symbols.addrs.get(STUB_CODE_DESC_LIST).copied(),
             vtable_table: symbols.addrs.get(VTABLE_STUBS_TABLE).copied(),
@@ -261,8 +265,8 @@ impl<R: MemoryReader> HotspotJvm<R> {
                 self.heaps = heaps;
             }
             self.code_bounds = codecache::code_cache_bounds(&self.reader, code, &self.heaps);
-            self.interpreter = codecache::interpreter_bounds(&self.reader, code).ok();
         }
+        self.refresh_interpreter();
         self.stubs = codecache::stub_entries(&self.reader, &self.layout.stub_entry_fields);
         self.refresh_stub_descs();
     }
@@ -338,12 +342,25 @@ impl<R: MemoryReader> HotspotJvm<R> {
         stub_names::vtable_stub_name(&self.vtable_stubs, pc)
     }
 
-    /// Re-reads only the code heaps' bounds (cheap: a few words per heap).
+    /// Re-reads only the code heaps' bounds (cheap: a few words per heap), and the
+    /// interpreter's until they settle.
     pub fn refresh_code_heaps(&mut self) {
         if let Some(code) = &self.layout.code {
             if let Ok(heaps) = codecache::read_heaps(&self.reader, code) {
                 self.heaps = heaps;
             }
+        }
+        if !self.interpreter_settled {
+            self.refresh_interpreter();
+        }
+    }
+
+    /// Re-reads the interpreter's bounds; a failed read keeps the last ones.
+    fn refresh_interpreter(&mut self) {
+        let Some(code) = &self.layout.code else { return };
+        if let Ok(bounds) = codecache::interpreter_bounds(&self.reader, code) {
+            self.interpreter_settled = self.interpreter == Some(bounds);
+            self.interpreter = Some(bounds);
         }
     }
 

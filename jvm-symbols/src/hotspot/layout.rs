@@ -103,6 +103,12 @@ pub struct CodeLayout {
     pub interpreter_code: u64,
     pub stub_queue_buffer: u64,
     pub stub_queue_limit: Field,
+    /// `StubQueue::_queue_end`: the end of the codelets committed so far. The interpreter's
+    /// buffer is reserved larger than its code and trimmed once the code is generated
+    /// (`StubQueue::deallocate_unused_tail`); the freed tail goes to other blobs (stubs,
+    /// adapters), so the reserved limit read before the trim covers code that is not the
+    /// interpreter's. `None` when not exported: the limit is used.
+    pub stub_queue_end: Option<Field>,
 }
 
 /// Fields of `nmethod` and `PcDesc` for the inlining chain at a pc.
@@ -413,6 +419,7 @@ fn code_layout(l: &Lookup) -> Result<CodeLayout, HotspotError> {
         interpreter_code: l.static_address("AbstractInterpreter", "_code")?,
         stub_queue_buffer: l.offset("StubQueue", &["_stub_buffer"])?,
         stub_queue_limit: l.field("StubQueue", &["_buffer_limit"])?,
+        stub_queue_end: l.field("StubQueue", &["_queue_end"]).ok(),
     })
 }
 

@@ -98,6 +98,8 @@ pub mod vmstructs;
 
 #[cfg(test)]
 mod bounds_tests;
+#[cfg(test)]
+mod interpreter_bounds_tests;
 
 pub use bounded::{BoundedReader, Overrun, ReadBudget};
 pub use error::HotspotError;
