@@ -190,11 +190,11 @@ fn code_spans_over_the_largest_code_cache_are_ignored() {
         "the heap spanning over 2 GB is left out"
     );
 
-    assert!(codecache::interpreter_bounds(&mem, &code).is_ok());
+    assert!(codecache::interpreter_code(&mem, &code).is_ok());
     let queue = mem.read_u64(code.interpreter_code).unwrap();
     let mut bad = mem.clone();
     bad.insert(queue + code.stub_queue_limit.offset, &u32::MAX.to_le_bytes()[..code.stub_queue_limit.size_bytes]);
-    assert!(codecache::interpreter_bounds(&bad, &code).is_err());
+    assert!(codecache::interpreter_code(&bad, &code).is_err());
 }
 
 /// Recorded memory with the 8 bytes at `at` unreadable.

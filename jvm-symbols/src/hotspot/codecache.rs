@@ -240,22 +240,48 @@ pub fn code_cache_bounds(reader: &impl MemoryReader, l: &CodeLayout, heaps: &[Co
     })
 }
 
-/// `[start, end)` of the template interpreter's code (`AbstractInterpreter::_code`, a
-/// `StubQueue`): a pc there is an interpreted Java frame. The end is that of the codelets
-/// committed (`_queue_end`), not the buffer's limit: a JVM read while it starts has not yet
-/// trimmed its buffer to its code, and the tail it frees later holds stubs and adapters
-/// (with the limit, a JDK 17 started under `record` had its `StubRoutines (2)` and I2C/C2I
-/// adapters taken for interpreted frames, their stack slots read as `Method*`s).
-pub fn interpreter_bounds(reader: &impl MemoryReader, l: &CodeLayout) -> Result<(u64, u64), ReadError> {
+/// The template interpreter's code as its `StubQueue` (`AbstractInterpreter::_code`) says now.
+/// A pc in its codelets is an interpreted Java frame.
+///
+/// The buffer is reserved larger than the code and trimmed to it once the code is generated
+/// (`StubQueue::deallocate_unused_tail`: `_buffer_limit` becomes `_queue_end`, on JDK 11, 17,
+/// 21 and 25); the tail it frees goes to stubs and adapters. So the interpreter ends where its
+/// committed codelets end, never at a limit read before the trim: with that limit, a JDK 17
+/// started under `record` had its `StubRoutines (2)` and I2C/C2I adapters taken for
+/// interpreted frames, their stack slots read as `Method*`s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterpreterCode {
+    pub start: u64,
+    /// `_queue_end`: the codelets committed so far (the limit where not exported).
+    pub committed_bytes: u64,
+    /// `_buffer_limit`: the buffer, as reserved or as trimmed.
+    pub limit_bytes: u64,
+}
+
+impl InterpreterCode {
+    pub fn bounds(&self) -> (u64, u64) {
+        (self.start, self.start + self.committed_bytes)
+    }
+
+    /// Generated and trimmed to its code: the bounds are final.
+    pub fn trimmed(&self) -> bool {
+        self.committed_bytes == self.limit_bytes
+    }
+}
+
+/// Reads [`InterpreterCode`]; an error while the queue is empty (not generated yet) or its
+/// sizes are out of bounds.
+pub fn interpreter_code(reader: &impl MemoryReader, l: &CodeLayout) -> Result<InterpreterCode, ReadError> {
     let queue = reader.read_u64(l.interpreter_code)?;
     let start = reader.read_u64(queue + l.stub_queue_buffer)?;
-    let limit = l.stub_queue_limit.read(reader, queue)?;
-    let used = match &l.stub_queue_end {
+    let limit_bytes = l.stub_queue_limit.read(reader, queue)?;
+    let committed_bytes = match &l.stub_queue_end {
         Some(end) => end.read(reader, queue)?,
-        None => limit,
+        None => limit_bytes,
     };
-    match start.checked_add(used) {
-        Some(end) if used <= limit && limit <= MAX_CODE_SPAN_BYTES && used > 0 => Ok((start, end)),
+    let sane = committed_bytes > 0 && committed_bytes <= limit_bytes && limit_bytes <= MAX_CODE_SPAN_BYTES;
+    match start.checked_add(limit_bytes) {
+        Some(_) if sane => Ok(InterpreterCode { start, committed_bytes, limit_bytes }),
         _ => Err(ReadError { addr: queue, len: 0 }),
     }
 }

@@ -1,17 +1,28 @@
-//! The template interpreter's bounds on the recorded JDK 17 tables: the codelets the JVM
-//! committed, not the buffer it reserved for them, and read again while they change.
+//! The template interpreter's bounds on the recorded tables of JDK 11, 17, 21 and 25: the
+//! codelets the JVM committed, not the buffer it reserved for them, and final only once the
+//! JVM has generated them.
 
 use std::cell::RefCell;
+use std::path::PathBuf;
 
-use super::bounds_tests::fixture_17;
-use super::codecache;
+use super::codecache::{self, InterpreterCode};
+use super::fixture::Manifest;
 use super::jvm::HotspotJvm;
-use super::layout::Field;
+use super::layout::{CodeLayout, Field};
 use super::memory::{MemoryReader, ReadError, SegmentsMemory};
 
 /// The reserved size a live JDK 17 (17.0.15, x86_64) started under `record` had in
 /// `StubQueue::_buffer_limit` when first read: 285 KiB for 95 KiB of codelets.
 const UNTRIMMED_LIMIT_BYTES: u64 = 0x47600;
+
+fn fixture(jdk: u32) -> (SegmentsMemory, Manifest, CodeLayout, u64) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/hotspot-{jdk}"));
+    let mem = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
+    let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
+    let code = HotspotJvm::new(&mem, &manifest.symbols).unwrap().layout().code.clone().unwrap();
+    let queue = mem.read_u64(code.interpreter_code).unwrap();
+    (mem, manifest, code, queue)
+}
 
 fn with_int(mem: &SegmentsMemory, object: u64, field: &Field, value: u64) -> SegmentsMemory {
     let mut out = mem.clone();
@@ -20,33 +31,46 @@ fn with_int(mem: &SegmentsMemory, object: u64, field: &Field, value: u64) -> Seg
 }
 
 #[test]
+fn every_jdk_trims_its_interpreter_to_its_codelets() {
+    for jdk in [11, 17, 21, 25] {
+        let (mem, _, code, _) = fixture(jdk);
+        let now = codecache::interpreter_code(&mem, &code).unwrap();
+        assert!(code.stub_queue_end.is_some(), "JDK {jdk} exports StubQueue::_queue_end");
+        assert!(now.trimmed(), "JDK {jdk}: {now:x?}");
+        // Some 100 KiB of codelets on x86_64.
+        assert!((64 << 10..256 << 10).contains(&now.committed_bytes), "JDK {jdk}: {now:x?}");
+    }
+}
+
+#[test]
 fn the_interpreter_ends_where_its_codelets_end_not_where_its_buffer_did() {
-    let (mem, manifest) = fixture_17();
-    let jvm = HotspotJvm::new(&mem, &manifest.symbols).unwrap();
-    let code = jvm.layout().code.clone().unwrap();
-    let queue_end = code.stub_queue_end.clone().expect("JDK 17 exports StubQueue::_queue_end");
-    let queue = mem.read_u64(code.interpreter_code).unwrap();
-    let used = queue_end.read(&mem, queue).unwrap();
-    let limit = code.stub_queue_limit.read(&mem, queue).unwrap();
-    let (start, end) = codecache::interpreter_bounds(&mem, &code).unwrap();
-    assert!(used > 0 && used <= limit, "used {used:#x}, limit {limit:#x}");
-    assert_eq!(end, start + used);
+    let (mem, _, code, queue) = fixture(17);
+    let queue_end = code.stub_queue_end.clone().unwrap();
+    let now = codecache::interpreter_code(&mem, &code).unwrap();
+    let (start, used) = (now.start, now.committed_bytes);
+    assert_eq!(now.bounds(), (start, start + used));
 
     // Read before the JVM trimmed its buffer: the tail past the codelets is not the
-    // interpreter's (it goes to stubs and adapters).
+    // interpreter's (it goes to stubs and adapters), and the bounds are not final.
     let untrimmed = with_int(&mem, queue, &code.stub_queue_limit, UNTRIMMED_LIMIT_BYTES);
-    assert_eq!(codecache::interpreter_bounds(&untrimmed, &code).unwrap(), (start, start + used));
+    let before = codecache::interpreter_code(&untrimmed, &code).unwrap();
+    assert_eq!((before.bounds(), before.trimmed()), ((start, start + used), false));
 
     // Codelets past the buffer, or none yet: no interpreter to walk.
-    let past = with_int(&mem, queue, &queue_end, limit + 64);
-    assert!(codecache::interpreter_bounds(&past, &code).is_err());
-    let empty = with_int(&mem, queue, &queue_end, 0);
-    assert!(codecache::interpreter_bounds(&empty, &code).is_err());
+    let past = with_int(&mem, queue, &queue_end, used + 64);
+    assert!(codecache::interpreter_code(&past, &code).is_err());
+    let empty = with_int(&untrimmed, queue, &queue_end, 0);
+    assert!(codecache::interpreter_code(&empty, &code).is_err());
 
-    // Tables without `_queue_end`: the buffer's limit, as before.
+    // Tables without `_queue_end`: the buffer's limit, taken as final.
     let mut without = code.clone();
     without.stub_queue_end = None;
-    assert_eq!(codecache::interpreter_bounds(&mem, &without).unwrap(), (start, start + limit));
+    let old = codecache::interpreter_code(&untrimmed, &without).unwrap();
+    assert_eq!(
+        old,
+        InterpreterCode { start, committed_bytes: UNTRIMMED_LIMIT_BYTES, limit_bytes: UNTRIMMED_LIMIT_BYTES }
+    );
+    assert!(old.trimmed());
 }
 
 /// Memory that changes between reads, as a starting JVM's does.
@@ -58,34 +82,44 @@ impl MemoryReader for Changing {
     }
 }
 
+impl Changing {
+    fn set(&self, mem: SegmentsMemory) {
+        *self.0.borrow_mut() = mem;
+    }
+}
+
 #[test]
-fn bounds_read_while_the_interpreter_is_generated_are_read_again_until_they_settle() {
-    let (mem, manifest) = fixture_17();
-    let code = HotspotJvm::new(&mem, &manifest.symbols).unwrap().layout().code.clone().unwrap();
+fn bounds_wait_until_the_interpreter_is_generated() {
+    let (mem, manifest, code, queue) = fixture(17);
     let queue_end = code.stub_queue_end.clone().unwrap();
-    let queue = mem.read_u64(code.interpreter_code).unwrap();
-    let used = queue_end.read(&mem, queue).unwrap();
-    let (start, _) = codecache::interpreter_bounds(&mem, &code).unwrap();
+    let InterpreterCode { start, committed_bytes: used, .. } = codecache::interpreter_code(&mem, &code).unwrap();
+    let untrimmed = with_int(&mem, queue, &code.stub_queue_limit, UNTRIMMED_LIMIT_BYTES);
+    let generating = |committed| with_int(&untrimmed, queue, &queue_end, committed);
 
-    // First read halfway through the interpreter's generation.
-    let memory = Changing(RefCell::new(with_int(&mem, queue, &queue_end, used / 2)));
+    // Before any codelet, then halfway through the generation: no bounds yet.
+    let memory = Changing(RefCell::new(generating(0)));
     let mut jvm = HotspotJvm::new(&memory, &manifest.symbols).unwrap();
-    assert_eq!(jvm.interpreter_bounds(), Some((start, start + used / 2)));
-
-    // The cheap per-cycle refresh reads them again: generated now.
-    *memory.0.borrow_mut() = mem.clone();
+    assert_eq!(jvm.interpreter_bounds(), None);
+    memory.set(generating(used / 2));
+    jvm.refresh_code_cache();
+    assert_eq!(jvm.interpreter_bounds(), None, "a partial interpreter is not final");
+    // Generated, trimmed: final at once, by the cheap per-cycle refresh too.
+    memory.set(mem.clone());
+    jvm.refresh_code_heaps();
+    assert_eq!(jvm.interpreter_bounds(), Some((start, start + used)));
+    // Final bounds are not read again.
+    memory.set(generating(used / 4));
+    jvm.refresh_code_cache();
     jvm.refresh_code_heaps();
     assert_eq!(jvm.interpreter_bounds(), Some((start, start + used)));
 
-    // Read the same once more, they are settled: later cycles no longer read them.
+    // A JVM that generated its interpreter but has not trimmed the buffer (or never does):
+    // final once the same code is read twice.
+    let memory = Changing(RefCell::new(generating(used / 2)));
+    let mut jvm = HotspotJvm::new(&memory, &manifest.symbols).unwrap();
+    memory.set(generating(used));
     jvm.refresh_code_heaps();
-    *memory.0.borrow_mut() = with_int(&mem, queue, &queue_end, used / 4);
+    assert_eq!(jvm.interpreter_bounds(), None, "grown since the last read: maybe still generating");
     jvm.refresh_code_heaps();
     assert_eq!(jvm.interpreter_bounds(), Some((start, start + used)));
-
-    // A failed read keeps what was read: the buffer does not move.
-    let mut jvm = HotspotJvm::new(&memory, &manifest.symbols).unwrap();
-    *memory.0.borrow_mut() = with_int(&mem, queue, &queue_end, 0);
-    jvm.refresh_code_heaps();
-    assert_eq!(jvm.interpreter_bounds(), Some((start, start + used / 4)));
 }

@@ -104,10 +104,10 @@ pub struct HotspotJvm<R> {
     layout: Layout,
     heaps: Vec<CodeHeap>,
     code_bounds: Option<(u64, u64)>,
+    /// The interpreter's bounds, once final (see [`Self::refresh_interpreter`]).
     interpreter: Option<(u64, u64)>,
-    /// The interpreter's bounds read the same twice: a JVM read while it generates its
-    /// interpreter has a partial end, so the bounds are re-read at each cycle until then.
-    interpreter_settled: bool,
+    /// The interpreter's queue as last read while its bounds were not final.
+    interpreter_seen: Option<codecache::InterpreterCode>,
     stubs: Vec<(u64, String)>,
     /// `StubCodeDesc::_list` and `VtableStubs::_table`, when libjvm's symbol table has them.
     stub_list: Option<u64>,
@@ -153,7 +153,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             heaps: Vec::new(),
             code_bounds: None,
             interpreter: None,
-            interpreter_settled: false,
+            interpreter_seen: None,
             stubs: Vec::new(),
             stub_list: symbols.addrs.get(STUB_CODE_DESC_LIST).copied(),
             vtable_table: symbols.addrs.get(VTABLE_STUBS_TABLE).copied(),
@@ -343,25 +343,30 @@ impl<R: MemoryReader> HotspotJvm<R> {
     }
 
     /// Re-reads only the code heaps' bounds (cheap: a few words per heap), and the
-    /// interpreter's until they settle.
+    /// interpreter's until they are final.
     pub fn refresh_code_heaps(&mut self) {
         if let Some(code) = &self.layout.code {
             if let Ok(heaps) = codecache::read_heaps(&self.reader, code) {
                 self.heaps = heaps;
             }
         }
-        if !self.interpreter_settled {
-            self.refresh_interpreter();
-        }
+        self.refresh_interpreter();
     }
 
-    /// Re-reads the interpreter's bounds; a failed read keeps the last ones.
+    /// Reads the interpreter's queue until its bounds are final: trimmed to its code, or (a
+    /// JVM that would not trim) the same committed code read twice. A JVM read while it
+    /// generates the interpreter has some codelets committed and more to come: its bounds
+    /// wait (the JVM runs no Java code before they are done). Final bounds are not read again.
     fn refresh_interpreter(&mut self) {
-        let Some(code) = &self.layout.code else { return };
-        if let Ok(bounds) = codecache::interpreter_bounds(&self.reader, code) {
-            self.interpreter_settled = self.interpreter == Some(bounds);
-            self.interpreter = Some(bounds);
+        if self.interpreter.is_some() {
+            return;
         }
+        let Some(code) = &self.layout.code else { return };
+        let Ok(now) = codecache::interpreter_code(&self.reader, code) else { return };
+        if now.trimmed() || self.interpreter_seen == Some(now) {
+            self.interpreter = Some(now.bounds());
+        }
+        self.interpreter_seen = Some(now);
     }
 
     /// The compile id of the nmethod holding `pc` now (`None`: no nmethod there).
