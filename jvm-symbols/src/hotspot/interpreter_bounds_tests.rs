@@ -45,7 +45,7 @@ fn every_jdk_trims_its_interpreter_to_its_codelets() {
 #[test]
 fn the_interpreter_ends_where_its_codelets_end_not_where_its_buffer_did() {
     let (mem, _, code, queue) = fixture(17);
-    let queue_end = code.stub_queue_end.clone().unwrap();
+    let queue_end = code.stub_queue_end.unwrap();
     let now = codecache::interpreter_code(&mem, &code).unwrap();
     let (start, used) = (now.start, now.committed_bytes);
     assert_eq!(now.bounds(), (start, start + used));
@@ -91,7 +91,7 @@ impl Changing {
 #[test]
 fn bounds_wait_until_the_interpreter_is_generated() {
     let (mem, manifest, code, queue) = fixture(17);
-    let queue_end = code.stub_queue_end.clone().unwrap();
+    let queue_end = code.stub_queue_end.unwrap();
     let InterpreterCode { start, committed_bytes: used, .. } = codecache::interpreter_code(&mem, &code).unwrap();
     let untrimmed = with_int(&mem, queue, &code.stub_queue_limit, UNTRIMMED_LIMIT_BYTES);
     let generating = |committed| with_int(&untrimmed, queue, &queue_end, committed);
