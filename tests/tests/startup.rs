@@ -5,16 +5,15 @@
 //! 25. Run as root by `cargo xtask test`; each run prints what it
 //! lost, by cause and cycle.
 //!
-//! The target is 98% of the Java-thread samples with every Java frame named. Measured
-//! on the 2-CPU test machine at load 8-12, 30 runs over the four JDKs: 91.7-99.4% (57-67% before
-//! the walk configuration was published while the JVM starts, 91-95% on an idle machine before
-//! the tables were read in one urgent job and code was reported as the sampler met it). What is
-//! left is walks the HotSpot unwinder cuts at a compiled leaf (in its prologue, 1-8% per run;
-//! in its epilogue or an entry barrier, `bad_return` or `native_unmapped`, up to 2%), and code
-//! first met in the last ~20 ms before the JVM exits (its last cycle is named after it, when
-//! nothing of it can be read). On a quiet machine, as the root tests run one at a time: 99.2-100%
-//! (5 runs of the four JDKs, 2026-11-28). So this test holds a floor, [`MIN_NAMED_SHARE`], below
-//! the worst run at load 8-12 and above what the code before reached on any JDK, and bounds what is lost to freed code ([`MAX_FREED_SHARE`]:
+//! The target is 98% of the Java-thread samples with every Java frame named, and this
+//! test holds it ([`MIN_NAMED_SHARE`]). Measured on the 2-CPU test machine after the interpreter's
+//! range was taken from its committed codelets (`jvm_symbols::hotspot::codecache::InterpreterCode`):
+//! 98.6-99.9% in 16 runs of the four JDKs on an idle machine, 98.7-100% in 8 at load 8
+//! (2026-11-29). The floor was 90% before (57-67% before the walk configuration was published
+//! while the JVM starts, 91.7-99.4% at load 8-12 after). One cause of those losses, found since:
+//! a JVM whose tables were read before it trimmed its interpreter's buffer had the stubs and
+//! adapters the JVM then puts in the freed tail walked as interpreted frames (the demo: 27-74
+//! unnamed `Interpreter` frames in 4 of 8 runs). It also bounds what is lost to freed code ([`MAX_FREED_SHARE`]:
 //! 4-8% of the samples had an `[unknown JIT code]` frame before the last cycle when compiled
 //! frames were named from their pc alone; 0-1.8% when the reports were read only between
 //! cycles, 150-350 ms late after a JVM's first cycle; none in 12 runs since they are read while
@@ -28,7 +27,7 @@ use joular_tests::*;
 use serde_json::Value;
 
 /// The share of Java-thread samples with every Java frame named that a run must reach.
-const MIN_NAMED_SHARE: f64 = 0.90;
+const MIN_NAMED_SHARE: f64 = 0.98;
 
 /// The share of Java-thread samples a compiled frame freed before anything named it may cost,
 /// outside the JVM's last cycle (the bound, 0.5%).
