@@ -13,7 +13,7 @@
 //! while the JVM starts, 91.7-99.4% at load 8-12 after). One cause of those losses, found since:
 //! a JVM whose tables were read before it trimmed its interpreter's buffer had the stubs and
 //! adapters the JVM then puts in the freed tail walked as interpreted frames (the demo: 27-74
-//! unnamed `Interpreter` frames in 4 of 8 runs). It also bounds what is lost to freed code ([`MAX_FREED_SHARE`]:
+//! unnamed `Interpreter` frames in 4 of 7 runs). It also bounds what is lost to freed code ([`MAX_FREED_SHARE`]:
 //! 4-8% of the samples had an `[unknown JIT code]` frame before the last cycle when compiled
 //! frames were named from their pc alone; 0-1.8% when the reports were read only between
 //! cycles, 150-350 ms late after a JVM's first cycle; none in 12 runs since they are read while
