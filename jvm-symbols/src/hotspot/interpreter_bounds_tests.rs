@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use super::codecache::{self, InterpreterCode};
 use super::fixture::Manifest;
-use super::jvm::HotspotJvm;
+use super::jvm::{HotspotJvm, UNTRIMMED_FINAL_AFTER};
 use super::layout::{CodeLayout, Field};
 use super::memory::{MemoryReader, ReadError, SegmentsMemory};
 
@@ -114,12 +114,18 @@ fn bounds_wait_until_the_interpreter_is_generated() {
     assert_eq!(jvm.interpreter_bounds(), Some((start, start + used)));
 
     // A JVM that generated its interpreter but has not trimmed the buffer (or never does):
-    // final once the same code is read twice.
+    // taken once the same code reads the same for a while, and still read again.
     let memory = Changing(RefCell::new(generating(used / 2)));
     let mut jvm = HotspotJvm::new(&memory, &manifest.symbols).unwrap();
     memory.set(generating(used));
     jvm.refresh_code_heaps();
     assert_eq!(jvm.interpreter_bounds(), None, "grown since the last read: maybe still generating");
     jvm.refresh_code_heaps();
+    assert_eq!(jvm.interpreter_bounds(), None, "the same, but just read");
+    std::thread::sleep(UNTRIMMED_FINAL_AFTER);
+    jvm.refresh_code_heaps();
     assert_eq!(jvm.interpreter_bounds(), Some((start, start + used)));
+    memory.set(mem.clone());
+    jvm.refresh_code_heaps();
+    assert_eq!(jvm.interpreter_bounds(), Some((start, start + used)), "trimmed later: the same code");
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::bounded::{BoundedReader, Overrun, ReadBudget};
 use super::codecache::{self, BlobKind, CodeBlob, CodeHeap};
@@ -98,16 +99,21 @@ pub struct Reads {
 /// Methods cached before the cache is cleared (a Jetty-size JVM has ~30k methods).
 const MAX_CACHED_METHODS: usize = 1 << 17;
 const MAX_CACHED_NMETHODS: usize = 1 << 15;
+/// How long an untrimmed interpreter must read the same before its bounds are taken: far
+/// longer than a JVM takes to generate it (milliseconds), or is kept off a CPU while it does.
+pub const UNTRIMMED_FINAL_AFTER: Duration = Duration::from_millis(500);
 
 pub struct HotspotJvm<R> {
     reader: BoundedReader<R>,
     layout: Layout,
     heaps: Vec<CodeHeap>,
     code_bounds: Option<(u64, u64)>,
-    /// The interpreter's bounds, once final (see [`Self::refresh_interpreter`]).
+    /// The interpreter's bounds, once known (see [`Self::refresh_interpreter`]).
     interpreter: Option<(u64, u64)>,
-    /// The interpreter's queue as last read while its bounds were not final.
-    interpreter_seen: Option<codecache::InterpreterCode>,
+    /// The interpreter was read trimmed: its bounds are final.
+    interpreter_trimmed: bool,
+    /// The interpreter's queue as read untrimmed, and since when it reads the same.
+    interpreter_seen: Option<(codecache::InterpreterCode, Instant)>,
     stubs: Vec<(u64, String)>,
     /// `StubCodeDesc::_list` and `VtableStubs::_table`, when libjvm's symbol table has them.
     stub_list: Option<u64>,
@@ -153,6 +159,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             heaps: Vec::new(),
             code_bounds: None,
             interpreter: None,
+            interpreter_trimmed: false,
             interpreter_seen: None,
             stubs: Vec::new(),
             stub_list: symbols.addrs.get(STUB_CODE_DESC_LIST).copied(),
@@ -353,20 +360,31 @@ impl<R: MemoryReader> HotspotJvm<R> {
         self.refresh_interpreter();
     }
 
-    /// Reads the interpreter's queue until its bounds are final: trimmed to its code, or (a
-    /// JVM that would not trim) the same committed code read twice. A JVM read while it
-    /// generates the interpreter has some codelets committed and more to come: its bounds
-    /// wait (the JVM runs no Java code before they are done). Final bounds are not read again.
+    /// Reads the interpreter's queue until it is trimmed to its code (JDK 11 to 25 trim it
+    /// right after generating it, before running Java code): its bounds are then final and
+    /// not read again. A JVM read while it generates the interpreter has some codelets
+    /// committed and more to come: those bounds wait. Only for a JVM that would never trim,
+    /// the same untrimmed code read again [`UNTRIMMED_FINAL_AFTER`] later is taken (and still
+    /// re-read, in case it grows).
     fn refresh_interpreter(&mut self) {
-        if self.interpreter.is_some() {
+        if self.interpreter_trimmed {
             return;
         }
         let Some(code) = &self.layout.code else { return };
         let Ok(now) = codecache::interpreter_code(&self.reader, code) else { return };
-        if now.trimmed() || self.interpreter_seen == Some(now) {
+        if now.trimmed() {
             self.interpreter = Some(now.bounds());
+            self.interpreter_trimmed = true;
+            return;
         }
-        self.interpreter_seen = Some(now);
+        match self.interpreter_seen {
+            Some((seen, since)) if seen == now => {
+                if since.elapsed() >= UNTRIMMED_FINAL_AFTER {
+                    self.interpreter = Some(now.bounds());
+                }
+            }
+            _ => self.interpreter_seen = Some((now, Instant::now())),
+        }
     }
 
     /// The compile id of the nmethod holding `pc` now (`None`: no nmethod there).
