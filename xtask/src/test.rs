@@ -10,9 +10,11 @@ use crate::run::{build_profiler, compile_java, is_root, root, status};
 /// Debian packages the tests use, each with a command or file it installs: `go tool pprof`
 /// reads our pprof files, a real Prometheus scrapes the exporter, `setcap` gives the
 /// least-privilege test its file capabilities, a headless Chromium opens report.html, libc's
-/// debug file names `start_thread`, and the real applications ([`APP_PACKAGES`]).
-const DEBIAN_PACKAGES: [(&str, &str); 5] = [
+/// debug file names `start_thread`, `bpftool` lists the programs a run has loaded, and the real
+/// applications ([`APP_PACKAGES`]).
+const DEBIAN_PACKAGES: [(&str, &str); 6] = [
     ("golang-go", "go"),
+    ("bpftool", "bpftool"),
     ("prometheus", "prometheus"),
     ("libcap2-bin", "setcap"),
     ("chromium", "chromium"),
