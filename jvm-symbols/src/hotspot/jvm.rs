@@ -361,7 +361,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
     }
 
     /// Reads the interpreter's queue until it is trimmed to its code (JDK 11 to 25 trim it
-    /// right after generating it, before running Java code): its bounds are then final and
+    /// once it is generated, as their recorded tables show): its bounds are then final and
     /// not read again. A JVM read while it generates the interpreter has some codelets
     /// committed and more to come: those bounds wait. Only for a JVM that would never trim,
     /// the same untrimmed code read again [`UNTRIMMED_FINAL_AFTER`] later is taken (and still
