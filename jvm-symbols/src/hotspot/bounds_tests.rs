@@ -75,8 +75,13 @@ fn strides_and_entry_offsets_are_bounded() {
     }
 }
 
-pub(super) fn fixture_17() -> (SegmentsMemory, Manifest) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/hotspot-17");
+fn fixture_17() -> (SegmentsMemory, Manifest) {
+    fixture(17)
+}
+
+/// The recorded memory and manifest of `tests/fixtures/hotspot-<jdk>`.
+pub(super) fn fixture(jdk: u32) -> (SegmentsMemory, Manifest) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/hotspot-{jdk}"));
     let memory = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
     let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
     (memory, manifest)

@@ -3,8 +3,8 @@
 //! JVM has generated them.
 
 use std::cell::RefCell;
-use std::path::PathBuf;
 
+use super::bounds_tests;
 use super::codecache::{self, InterpreterCode};
 use super::fixture::Manifest;
 use super::jvm::{HotspotJvm, UNTRIMMED_FINAL_AFTER};
@@ -15,10 +15,9 @@ use super::memory::{MemoryReader, ReadError, SegmentsMemory};
 /// `StubQueue::_buffer_limit` when first read: 285 KiB for 95 KiB of codelets.
 const UNTRIMMED_LIMIT_BYTES: u64 = 0x47600;
 
+/// A fixture with its code layout and the interpreter's `StubQueue*`.
 fn fixture(jdk: u32) -> (SegmentsMemory, Manifest, CodeLayout, u64) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/fixtures/hotspot-{jdk}"));
-    let mem = SegmentsMemory::from_bytes(&std::fs::read(dir.join("memory.bin")).unwrap()).unwrap();
-    let manifest = Manifest::parse(&std::fs::read_to_string(dir.join("manifest.txt")).unwrap()).unwrap();
+    let (mem, manifest) = bounds_tests::fixture(jdk);
     let code = HotspotJvm::new(&mem, &manifest.symbols).unwrap().layout().code.clone().unwrap();
     let queue = mem.read_u64(code.interpreter_code).unwrap();
     (mem, manifest, code, queue)
