@@ -7,14 +7,21 @@
 use std::io;
 
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
-use object::{Object, ObjectSection};
+use object::{Object, ObjectSection, SectionKind};
 
 use crate::target_read::ByteSource;
-use crate::unwind::rows::{extract_rows, CfiSections, RowsError};
+use crate::unwind::leaf_gaps::{self, ExecSection};
+use crate::unwind::rows::{compact, extract_spans, CfiSections, RowsError, Span};
 use joular_ebpf::unwind::UnwindRow;
 
 /// Most bytes of headers read before the sections are known (65,535 section headers).
 const MAX_HEADER_BYTES: u64 = 4 << 20;
+/// Most bytes of gaps between FDEs decoded in one file (JDK 11-25's libjvm: 1.3-30 KiB,
+/// libc: 1.7 KiB); a file with more gets no leaf rows.
+const MAX_GAP_SCAN_BYTES: u64 = 4 << 20;
+/// Gaps closer than this are read in one read, up to `READ_CHUNK_BYTES`.
+const READ_JOIN_BYTES: u64 = 4 << 10;
+const READ_CHUNK_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -93,14 +100,80 @@ pub fn read_file_rows(src: &dyn ByteSource, size_bytes: u64, max_bytes: u64) -> 
         text_address: section(".text").map_or(0, |s| s.address()),
         got_address: section(".got").map_or(0, |s| s.address()),
     };
-    let rows = extract_rows(&cfi)?;
+    let mut spans = extract_spans(&cfi)?;
     let segments = file
         .elf_program_headers()
         .iter()
         .filter(|p| p.p_type(e) == object::elf::PT_LOAD)
         .map(|p| Segment { offset: p.p_offset(e), file_bytes: p.p_filesz(e), vaddr: p.p_vaddr(e) })
         .collect();
-    Ok(FileRows { rows, segments })
+    // Executable sections, with where their bytes are in the file.
+    let code: Vec<(ExecSection, u64)> = file
+        .sections()
+        .filter(|s| s.kind() == SectionKind::Text)
+        .filter_map(|s| Some((ExecSection { address: s.address(), bytes: s.size() }, s.file_range()?.0)))
+        .collect();
+    drop(file);
+    spans.extend(leaf_spans(src, &mut image, &spans, &code)?);
+    Ok(FileRows { rows: compact(spans)?, segments })
+}
+
+/// Rows for the gaps between FDEs that hold frameless leaf code ([`leaf_gaps`]): the gaps'
+/// bytes are read into `image` (nearby gaps in one read), then decoded.
+fn leaf_spans(
+    src: &dyn ByteSource,
+    image: &mut [u8],
+    sorted_spans: &[Span],
+    code: &[(ExecSection, u64)],
+) -> io::Result<Vec<Span>> {
+    let sections: Vec<ExecSection> = code.iter().map(|c| c.0).collect();
+    let ranges: Vec<(u64, u64)> = sorted_spans.iter().map(|s| (s.0, s.1)).collect();
+    // Each gap with its file offset.
+    let located: Vec<(u64, u64, u64)> = leaf_gaps::gaps(&ranges, &sections)
+        .into_iter()
+        .filter_map(|(start, end)| {
+            // A target's file may claim any addresses and offsets: no sum may wrap.
+            let (section, offset) =
+                code.iter().find(|(s, _)| start >= s.address && end <= s.address.saturating_add(s.bytes))?;
+            let at = offset.checked_add(start - section.address)?;
+            at.checked_add(end - start).map(|_| (start, end, at))
+        })
+        .collect();
+    if located.iter().map(|g| g.1 - g.0).sum::<u64>() > MAX_GAP_SCAN_BYTES {
+        return Ok(Vec::new());
+    }
+    // Reads of at most READ_CHUNK_BYTES, each covering every gap that starts within it; the
+    // bytes between two gaps are read too when that saves a read.
+    let mut read_from = None::<(u64, u64)>;
+    for &(start, end, offset) in &located {
+        let gap_end = offset + (end - start);
+        read_from = match read_from {
+            Some((from, to))
+                if (from..=to.saturating_add(READ_JOIN_BYTES)).contains(&offset)
+                    && gap_end - from <= READ_CHUNK_BYTES =>
+            {
+                Some((from, gap_end.max(to)))
+            }
+            Some((from, to)) => {
+                fill(src, image, from, to - from)?;
+                Some((offset, gap_end))
+            }
+            None => Some((offset, gap_end)),
+        };
+    }
+    if let Some((from, to)) = read_from {
+        fill(src, image, from, to - from)?;
+    }
+    let row = leaf_gaps::leaf_row();
+    Ok(located
+        .into_iter()
+        .filter(|&(start, end, offset)| {
+            let range = usize::try_from(offset).ok().zip(usize::try_from(end - start).ok());
+            let bytes = range.and_then(|(o, n)| image.get(o..o.checked_add(n)?));
+            bytes.is_some_and(|b| leaf_gaps::keeps_return_address_at_rsp(b, start))
+        })
+        .map(|(start, end, _)| (start, end, row))
+        .collect())
 }
 
 /// Each section's (offset, bytes) in the file, from the section headers read into `image`

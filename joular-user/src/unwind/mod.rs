@@ -5,6 +5,7 @@
 
 pub mod elf_read;
 pub mod kernel_maps;
+pub mod leaf_gaps;
 pub mod row_cache;
 pub mod rows;
 pub mod rows_mmap;

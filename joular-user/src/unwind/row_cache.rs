@@ -23,9 +23,9 @@ use joular_ebpf::unwind::UnwindRow;
 use super::elf_read::{FileRows, Segment};
 use crate::safe_write::{Modes, OutDir};
 
-/// Bump when [`super::rows`] builds different rows from the same file: entries of another
+/// Bump when [`super::rows`] or [`super::leaf_gaps`] build different rows from the same file: entries of another
 /// version are never read (their names differ) and go when the cache is next pruned.
-pub const ROWS_VERSION: u32 = 1;
+pub const ROWS_VERSION: u32 = 2;
 /// All entries together (libjvm's are ~1.5 MiB, libc's ~0.2 MiB).
 pub const MAX_CACHE_BYTES: u64 = 64 << 20;
 /// One entry (4 Mi rows of 8 bytes): more than any library has (libjvm: 190,000).

@@ -31,9 +31,17 @@ pub enum RowsError {
     TooLarge,
 }
 
+/// A pc range `[start, end)` and its row (whose `pc` is set by [`compact`]).
+pub type Span = (u64, u64, UnwindRow);
+
 /// Every row of the file, sorted by pc, each different from the one before it. Rows of
 /// `.eh_frame` win over `.debug_frame`'s for the same pc.
 pub fn extract_rows(s: &CfiSections) -> Result<Vec<UnwindRow>, RowsError> {
+    compact(extract_spans(s)?)
+}
+
+/// Every CFI row of the file as a span, sorted by start.
+pub fn extract_spans(s: &CfiSections) -> Result<Vec<Span>, RowsError> {
     let mut spans: Vec<(u64, u64, UnwindRow)> = Vec::new();
     let mut ctx = UnwindContext::new();
     if let Some((data, address)) = s.eh_frame {
@@ -55,7 +63,8 @@ pub fn extract_rows(s: &CfiSections) -> Result<Vec<UnwindRow>, RowsError> {
     if s.eh_frame.is_none() && s.debug_frame.is_none() {
         return Err(RowsError::NoCfi);
     }
-    compact(spans)
+    spans.sort_by_key(|s| s.0);
+    Ok(spans)
 }
 
 fn covered(sorted: &[(u64, u64, UnwindRow)], pc: u64) -> bool {
@@ -146,7 +155,7 @@ fn plt_row(expr: &[u8]) -> Option<UnwindRow> {
 
 /// Sorted rows, with an `UNWIND_NONE` row where a gap starts, and without a row that repeats
 /// the one before it.
-fn compact(mut spans: Vec<(u64, u64, UnwindRow)>) -> Result<Vec<UnwindRow>, RowsError> {
+pub fn compact(mut spans: Vec<Span>) -> Result<Vec<UnwindRow>, RowsError> {
     spans.sort_by_key(|s| s.0);
     let mut rows: Vec<UnwindRow> = Vec::with_capacity(spans.len());
     let mut covered_to = 0u64;
