@@ -82,7 +82,8 @@ pub fn read_file_rows(src: &dyn ByteSource, size_bytes: u64, max_bytes: u64) -> 
         .filter(|s| matches!(s.name(), Ok(".eh_frame" | ".debug_frame")))
         .filter_map(|s| s.file_range())
         .collect();
-    let needed_bytes: u64 = wanted.iter().map(|r| r.1).sum();
+    // Section sizes are the file's word: their sum may not wrap.
+    let needed_bytes = wanted.iter().fold(0u64, |sum, r| sum.saturating_add(r.1));
     if needed_bytes > max_bytes {
         return Err(ReadError::OverBudget { needed_bytes, limit_bytes: max_bytes });
     }

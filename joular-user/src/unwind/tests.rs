@@ -472,3 +472,26 @@ fn a_frameless_leaf_between_two_fdes_gets_a_return_address_at_rsp_row() {
         assert_eq!((caller.pc, caller.sp, caller.fp), (probe.sp | READ_MARK, probe.sp + 8, probe.fp), "{pc:#x}");
     }
 }
+
+/// A file may claim any section sizes: two `.eh_frame` sections of 2^63 bytes each (a sum
+/// that wraps; the `unwind_elf` fuzz target's first finding) are refused as over the budget.
+#[test]
+fn section_sizes_whose_sum_wraps_are_refused_not_added() {
+    let mut bytes = std::fs::read(fixture_dir().join("tiny-leaf/tiny-leaf.so")).unwrap();
+    let (shoff, names) = {
+        let file = object::File::parse(&*bytes).unwrap();
+        let index = |name: &str| file.section_by_name(name).unwrap().index().0;
+        let object::File::Elf64(elf) = &file else { panic!("not ELF64") };
+        let shoff = elf.elf_header().e_shoff.get(elf.endian()) as usize;
+        (shoff, [index(".eh_frame"), index(".eh_frame_hdr")])
+    };
+    let header = |i: usize| shoff + 64 * i;
+    // sh_name at +0 (4 bytes), sh_size at +32 (8 bytes).
+    let name: [u8; 4] = bytes[header(names[0])..][..4].try_into().unwrap();
+    bytes[header(names[1])..][..4].copy_from_slice(&name);
+    for i in names {
+        bytes[header(i) + 32..][..8].copy_from_slice(&(1u64 << 63).to_le_bytes());
+    }
+    let err = read_file_rows(&Image(&bytes), bytes.len() as u64, 64 << 20).unwrap_err();
+    assert!(matches!(err, super::elf_read::ReadError::OverBudget { .. }), "{err}");
+}
