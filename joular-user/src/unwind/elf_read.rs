@@ -115,7 +115,11 @@ pub fn read_file_rows(src: &dyn ByteSource, size_bytes: u64, max_bytes: u64) -> 
         .filter_map(|s| Some((ExecSection { address: s.address(), bytes: s.size() }, s.file_range()?.0)))
         .collect();
     drop(file);
-    spans.extend(leaf_spans(src, &mut image, &spans, &code)?);
+    // The code's bytes are read after the CFI's: failing to read them costs the leaf rows only.
+    match leaf_spans(src, &mut image, &spans, &code) {
+        Ok(leaves) => spans.extend(leaves),
+        Err(e) => log::debug!("code between FDEs unreadable, no leaf rows: {e}"),
+    }
     Ok(FileRows { rows: compact(spans)?, segments })
 }
 

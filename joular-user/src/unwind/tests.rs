@@ -495,3 +495,27 @@ fn section_sizes_whose_sum_wraps_are_refused_not_added() {
     let err = read_file_rows(&Image(&bytes), bytes.len() as u64, 64 << 20).unwrap_err();
     assert!(matches!(err, super::elf_read::ReadError::OverBudget { .. }), "{err}");
 }
+
+/// A file whose code cannot be read once its CFI was (the target truncated it, a read failed):
+/// its CFI's rows, without the leaf rows, rather than no rows at all.
+#[test]
+fn code_that_cannot_be_read_costs_the_leaf_rows_only() {
+    struct CodeUnreadable<'a>(&'a [u8]);
+    impl ByteSource for CodeUnreadable<'_> {
+        fn read_bytes_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+            // `.text` is file offsets 0x1030-0x10c0.
+            if (0x1000..0x2000).contains(&offset) {
+                return Err(std::io::Error::from_raw_os_error(libc::EIO));
+            }
+            Image(self.0).read_bytes_at(buf, offset)
+        }
+    }
+    let bytes = std::fs::read(fixture_dir().join("tiny-leaf/tiny-leaf.so")).unwrap();
+    let rows = read_file_rows(&CodeUnreadable(&bytes), bytes.len() as u64, u64::MAX).unwrap().rows;
+    assert_eq!(row_of(&rows, 0x1090).kind, UNWIND_NONE, "no leaf row without its bytes");
+    let all = read_file_rows(&Image(&bytes), bytes.len() as u64, u64::MAX).unwrap().rows;
+    for pc in [0x1030, 0x1060, 0x1070, 0x10b0] {
+        assert_eq!(row_of(&rows, pc).kind, row_of(&all, pc).kind, "{pc:#x}: the CFI's row");
+        assert_eq!(row_of(&rows, pc).cfa_offset, row_of(&all, pc).cfa_offset, "{pc:#x}: the CFI's row");
+    }
+}
