@@ -23,8 +23,9 @@ use joular_ebpf::unwind::UnwindRow;
 use super::elf_read::{FileRows, Segment};
 use crate::safe_write::{Modes, OutDir};
 
-/// Bump when [`super::rows`] or [`super::leaf_gaps`] build different rows from the same file: entries of another
-/// version are never read (their names differ) and go when the cache is next pruned.
+/// Bump when [`super::rows`] or [`super::leaf_gaps`] build different rows from the same file:
+/// entries of another version are never read (their names differ) and go when the cache is
+/// next pruned.
 pub const ROWS_VERSION: u32 = 2;
 /// All entries together (libjvm's are ~1.5 MiB, libc's ~0.2 MiB).
 pub const MAX_CACHE_BYTES: u64 = 64 << 20;
@@ -148,7 +149,7 @@ fn encode(f: &FileRows) -> Vec<u8> {
 }
 
 /// The rows of an entry, or `None` unless it is exactly a header and what it announces, with
-/// rows in strictly increasing pc order (as [`super::rows::extract_rows`] gives them).
+/// rows in strictly increasing pc order (as [`super::rows::compact`] gives them).
 fn decode(bytes: &[u8]) -> Option<FileRows> {
     let (header, body) = bytes.split_at_checked(HEADER_BYTES)?;
     let word = |i: usize| u32::from_le_bytes(header[8 + 4 * i..12 + 4 * i].try_into().unwrap());

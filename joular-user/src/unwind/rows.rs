@@ -34,15 +34,10 @@ pub enum RowsError {
 /// A pc range `[start, end)` and its row (whose `pc` is set by [`compact`]).
 pub type Span = (u64, u64, UnwindRow);
 
-/// Every row of the file, sorted by pc, each different from the one before it. Rows of
+/// Every CFI row of the file as a span, sorted by start ([`compact`] makes them rows). Rows of
 /// `.eh_frame` win over `.debug_frame`'s for the same pc.
-pub fn extract_rows(s: &CfiSections) -> Result<Vec<UnwindRow>, RowsError> {
-    compact(extract_spans(s)?)
-}
-
-/// Every CFI row of the file as a span, sorted by start.
 pub fn extract_spans(s: &CfiSections) -> Result<Vec<Span>, RowsError> {
-    let mut spans: Vec<(u64, u64, UnwindRow)> = Vec::new();
+    let mut spans: Vec<Span> = Vec::new();
     let mut ctx = UnwindContext::new();
     if let Some((data, address)) = s.eh_frame {
         let mut section = EhFrame::new(data, LittleEndian);
@@ -67,7 +62,7 @@ pub fn extract_spans(s: &CfiSections) -> Result<Vec<Span>, RowsError> {
     Ok(spans)
 }
 
-fn covered(sorted: &[(u64, u64, UnwindRow)], pc: u64) -> bool {
+fn covered(sorted: &[Span], pc: u64) -> bool {
     let i = sorted.partition_point(|s| s.0 <= pc);
     i > 0 && pc < sorted[i - 1].1
 }
@@ -77,7 +72,7 @@ fn collect<R: Reader<Offset = usize>, S: UnwindSection<R>>(
     section: &S,
     bases: &BaseAddresses,
     ctx: &mut UnwindContext<usize>,
-    out: &mut Vec<(u64, u64, UnwindRow)>,
+    out: &mut Vec<Span>,
 ) -> Result<(), RowsError> {
     let mut entries = section.entries(bases);
     while let Some(entry) = entries.next()? {
