@@ -182,6 +182,10 @@ pub struct WalkState {
     pub fp: u64,
     /// r13 at the sample, for the leaf frame.
     pub live_bcp: u64,
+    /// rax and r11 at the sample, for the leaf frame: where a HotSpot adapter keeps its
+    /// return address and its caller's sp while it realigns the stack (`leaf::adapter_step`).
+    pub leaf_rax: u64,
+    pub leaf_r11: u64,
     /// The pc a signal interrupted, as the step out of its signal frame found it (0: none):
     /// where that frame was, not a return address.
     pub interrupted_pc: u64,

@@ -16,7 +16,8 @@
 //!   Interpreted frames step by fp (their caller sp is the one they saved). Stubs without
 //!   a frame size: a vtable or itable stub (blob `vtable chunks`) pushes nothing, so its
 //!   return address is at sp; an I2C/C2I adapter neither, its return address is at sp
-//!   except while it moves it (then cut; see `leaf::adapter_step`); any other stub leaf
+//!   except while it moves it (then found through the registers that hold it, or cut; see
+//!   `leaf::adapter_step`); any other stub leaf
 //!   steps by rbp when rbp points just above sp (the frame it set up, or the one around a
 //!   second frame it nests inside), else by a return address at sp (a stub that pushed no
 //!   frame, under a compiled caller whose rbp is a scratch register). A leaf caught in an
@@ -108,6 +109,10 @@ pub struct UserRegs {
     pub fp: u64,
     /// r13: the template interpreter's live bcp register on x86_64.
     pub bcp: u64,
+    /// rax and r11: an adapter's return address and its caller's sp while it realigns the
+    /// stack (`leaf::adapter_step`).
+    pub rax: u64,
+    pub r11: u64,
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
@@ -125,7 +130,7 @@ pub fn user_regs(ctx: &PerfEventContext, user_mode: bool) -> UserRegs {
     if user_mode {
         // SAFETY: as above.
         let r = unsafe { &(*ctx.ctx).regs };
-        return UserRegs { pc: r.rip, sp: r.rsp, fp: r.rbp, bcp: r.r13 };
+        return UserRegs { pc: r.rip, sp: r.rsp, fp: r.rbp, bcp: r.r13, rax: r.rax, r11: r.r11 };
     }
     saved_user_regs()
 }
@@ -143,7 +148,9 @@ pub fn saved_user_regs() -> UserRegs {
         // r13, r12, rbp and rip, cs, eflags, rsp are adjacent in pt_regs.
         let low: [u64; 3] = bpf_probe_read_kernel(&raw const (*regs).r13 as *const [u64; 3]).unwrap_or([0; 3]);
         let high: [u64; 4] = bpf_probe_read_kernel(&raw const (*regs).rip as *const [u64; 4]).unwrap_or([0; 4]);
-        UserRegs { pc: high[0], sp: high[3], fp: low[2], bcp: low[0] }
+        // rax and r11 are not read: they serve an adapter leaf only, and the adapters make
+        // no system calls (a page fault inside one stays cut, as before).
+        UserRegs { pc: high[0], sp: high[3], fp: low[2], bcp: low[0], rax: 0, r11: 0 }
     }
 }
 
@@ -218,6 +225,8 @@ pub fn walk_and_store(walker: u32, tgid: u32, regs: &UserRegs, tag: u32) -> (u64
     state.sp = regs.sp;
     state.fp = regs.fp;
     state.live_bcp = regs.bcp;
+    state.leaf_rax = regs.rax;
+    state.leaf_r11 = regs.r11;
     state.hash = 0x6a09_e667_f3bc_c909;
     state.len = 0;
     state.flags = JAVA_STACK_TRUNCATED;
@@ -401,7 +410,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         }
         // Nor does an adapter, but its return address may also be moving (see the step).
         if leaf_rule == LEAF_ADAPTER {
-            return adapter_step(state, frame);
+            return adapter_step(state, frame, leaf);
         }
         if let Some(step) = epilogue_step(state, frame) {
             return step;
