@@ -457,8 +457,10 @@ fn jdk25_unwind_a_churning_code_cache_never_yields_a_wrong_method() {
 /// instructions: a few percent of the samples land in the I2C adapter between `drive` and
 /// `tiny`, which pushes no frame while rbp is still `drive`'s (stepping by rbp would skip
 /// `drive`; before the adapter had a step of its own, all of them were cut). Those caught
-/// while the adapter realigns sp have no return address at sp and are cut (0-2 of 16-60 per
-/// run), hence a bar of 80% for them.
+/// while the adapter realigns sp have no return address at sp, and are stepped by the
+/// registers that hold it (`leaf::adapter_step`); `drive` calls `tiny` at both 16-byte
+/// alignments of its return address slot, so both ways the adapter realigns sp are met.
+/// Before that step, 0-2 of 16-60 were cut in most runs and a third in some; the bar is 95%.
 fn interpreted_caller_is_kept(jdk: u32) {
     let java = java_launcher(jdk);
     // Two options: `quiet,exclude,...` is read as one command and ignored.
@@ -499,7 +501,7 @@ fn interpreted_caller_is_kept(jdk: u32) {
             "JDK {jdk} (frame pointers: {frame_pointers}): only {in_adapter} samples in the I2C adapter"
         );
         assert!(
-            under_drive * 100 >= in_adapter * 80,
+            under_drive * 100 >= in_adapter * 95,
             "JDK {jdk} (frame pointers: {frame_pointers}): {under_drive} of {in_adapter} samples in the I2C adapter \
              under drive, {ended} cut there"
         );
@@ -525,7 +527,11 @@ fn under_interpreted_drive(
                 assert_eq!(caller["kind"], "java_interpreted", "JDK {jdk}: {frames:?}");
                 under_drive += samples;
             }
-            None => ended += samples,
+            None => {
+                ended += samples;
+                // The root says why the walk stopped (`[truncated: <cause>]`).
+                eprintln!("JDK {jdk} (frame pointers: {frame_pointers}): {samples} cut: {frames:?}");
+            }
             Some(_) => panic!("JDK {jdk} (frame pointers: {frame_pointers}): drive skipped: {frames:?}"),
         }
     }
