@@ -186,9 +186,9 @@ fn adapter_return(state: &WalkState, ret: u64) -> bool {
 /// from 8 bytes below sp to `MAX_STUB_FRAME_BYTES` above it, still holds it: two registers
 /// and the stack agree. Otherwise cut, counted (in the C2I's `pop_CPU_state`, rax comes
 /// back last). Before this step, the I2C's `and` and `push` cut 0-2 of 20-40 adapter
-/// samples in most runs, and a third of them in some (22 of 59 in one CI run, 21 of 74 in
-/// one run here, JDK 25): those, probably, whose slot's alignment leaves the return
-/// address off sp at the `push` too, which waits on the `and` before it.
+/// samples in most runs, and a third to a half of them in some (22 of 59 in one CI run, 51
+/// of 104 in one run here, JDK 25), for no reason found (not the slot's alignment: the
+/// test's fixture calls at both).
 #[inline(always)]
 fn moved_return_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     let ret = state.leaf_rax;
@@ -201,7 +201,7 @@ fn moved_return_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     } else if slot_holds(state, r13, ret) {
         r13
     } else if slot_holds(state, r13.wrapping_sub(8), ret) {
-        r13 - 8
+        r13.wrapping_sub(8)
     } else {
         return Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN);
     };
