@@ -127,7 +127,8 @@ pub struct Comparison {
     pub jfr_rooted_share: f64,
     pub jfr_truncated: u64,
     /// Half the L1 distance, in percentage points, between the leaf-method shares over the
-    /// union of both top-15 lists: ours against JFR, and JFR's even against its odd samples.
+    /// union of both top-15 lists: ours against JFR, and (JFR's own noise) between random
+    /// halves of JFR's samples ([`split_half_pp`]).
     pub leaf_distance_pp: f64,
     pub jfr_split_half_pp: f64,
     /// JDK 25+: the same against JFR's CPU-time samples of application threads running Java
@@ -287,46 +288,56 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample], cpu: Option
     c.jfr_truncated = jfr.iter().filter(|s| s.truncated).count() as u64;
     let jfr_rooted = jfr.iter().filter(|s| !s.truncated && s.methods.last().is_some_and(|m| is_thread_root(m))).count();
     c.jfr_rooted_share = jfr_rooted as f64 / jfr.len().max(1) as f64;
-    let leaves = |samples: &mut dyn Iterator<Item = &JfrSample>| {
-        let mut m: HashMap<String, u64> = HashMap::new();
-        for s in samples {
-            if let Some(leaf) = s.methods.first() {
-                *m.entry(stable(leaf)).or_default() += 1;
-            }
-        }
-        m
-    };
-    let jfr_all = leaves(&mut jfr.iter());
-    let even = leaves(&mut jfr.iter().step_by(2));
-    let odd = leaves(&mut jfr.iter().skip(1).step_by(2));
-    let (distance, top) = top_distance(&ours_leaves, &jfr_all);
+    let jfr_leaves: Vec<String> = jfr.iter().filter_map(|s| s.methods.first().map(|m| stable(m))).collect();
+    let (distance, top) = top_distance(&ours_leaves, &count_leaves(&jfr_leaves));
     c.leaf_distance_pp = distance;
     c.top = top;
-    c.jfr_split_half_pp = top_distance(&even, &odd).0;
+    c.jfr_split_half_pp = split_half_pp(&jfr_leaves);
     c.cpu_time = cpu.map(|cpu| {
         let leaves: Vec<String> = cpu
             .iter()
             .filter(|s| is_application_thread(&s.thread))
             .filter_map(|s| s.in_java_unbiased().map(stable))
             .collect();
-        let count = |samples: &mut dyn Iterator<Item = &String>| {
-            let mut m: HashMap<String, u64> = HashMap::new();
-            for leaf in samples {
-                *m.entry(leaf.clone()).or_default() += 1;
-            }
-            m
-        };
         CpuTimeReference {
             samples: leaves.len() as u64,
-            leaf_distance_pp: top_distance(&ours_leaves, &count(&mut leaves.iter())).0,
-            split_half_pp: top_distance(
-                &count(&mut leaves.iter().step_by(2)),
-                &count(&mut leaves.iter().skip(1).step_by(2)),
-            )
-            .0,
+            leaf_distance_pp: top_distance(&ours_leaves, &count_leaves(&leaves)).0,
+            split_half_pp: split_half_pp(&leaves),
         }
     });
     c
+}
+
+fn count_leaves(leaves: &[String]) -> HashMap<String, u64> {
+    let mut m: HashMap<String, u64> = HashMap::new();
+    for leaf in leaves {
+        *m.entry(leaf.clone()).or_default() += 1;
+    }
+    m
+}
+
+/// Random halvings of a reference's samples whose distances [`split_half_pp`] takes the
+/// median of.
+const SPLITS: usize = 101;
+
+/// A reference's own noise: the median top-15 distance between two random halves of its
+/// samples, over [`SPLITS`] halvings (seeded, so a run's figure is reproducible). One fixed
+/// split (even against odd samples) is a single draw of that distance: on the same 14 Jetty
+/// recordings it gave 3.4-10.5 pp where the median of random splits was 4.2-7.9 pp (4.3
+/// against 7.0 in one, 10.5 against 7.9 in another). And the samples come in time order, in
+/// which a thread's consecutive samples are alike: interleaving pairs them up.
+pub fn split_half_pp(leaves: &[String]) -> f64 {
+    let mut rng = fastrand::Rng::with_seed(0x6a09_e667_f3bc_c909);
+    let mut shuffled = leaves.to_vec();
+    let mut distances: Vec<f64> = (0..SPLITS)
+        .map(|_| {
+            rng.shuffle(&mut shuffled);
+            let (a, b) = shuffled.split_at(shuffled.len() / 2);
+            top_distance(&count_leaves(a), &count_leaves(b)).0
+        })
+        .collect();
+    distances.sort_by(f64::total_cmp);
+    distances[SPLITS / 2]
 }
 
 /// Counters one cycle adds to: samples reaching a thread root, samples with no Java frame
@@ -596,4 +607,50 @@ fn await_file(path: &Path, timeout: Duration, log: &Path) {
     }
     let log = std::fs::read_to_string(log).unwrap_or_default();
     panic!("JFR wrote no recording at {} within {timeout:?}; the application's log:\n{log}", path.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recording's samples of a steady workload: the methods in turn, each sampled `run`
+    /// times in a row (a thread stays a while in what it runs).
+    fn samples(counts: &[(&str, usize)], run: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        let longest = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
+        for i in (0..longest).step_by(run) {
+            for (m, n) in counts {
+                out.extend((i..(i + run).min(*n)).map(|_| m.to_string()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn one_method_has_no_split_half_noise() {
+        assert_eq!(split_half_pp(&samples(&[("A.run", 400)], 1)), 0.0);
+    }
+
+    #[test]
+    fn split_half_noise_is_the_sampling_noise_of_half_the_samples() {
+        // Two methods, 500 samples each. Halves of 500 samples: the share of one method in a
+        // half is 50% ± sqrt(0.25 / 500) = 2.24 pp, the two halves' shares differ by
+        // |N(0, 3.16 pp)| (they sum to 100%), and the top-15 distance (half the L1 over both
+        // methods) is that difference, whose median is 0.674 x 3.16 = 2.13 pp.
+        let paired = samples(&[("A.run", 500), ("B.run", 500)], 2);
+        let noise = split_half_pp(&paired);
+        assert!((1.5..2.8).contains(&noise), "{noise}");
+        // Even against odd samples, where each sample is like the one before it: two halves
+        // alike to the sample, which would say there is no noise at all.
+        let (even, odd): (Vec<String>, Vec<String>) =
+            (paired.iter().step_by(2).cloned().collect(), paired.iter().skip(1).step_by(2).cloned().collect());
+        assert_eq!(top_distance(&count_leaves(&even), &count_leaves(&odd)).0, 0.0);
+    }
+
+    #[test]
+    fn a_reference_with_four_times_the_samples_has_half_the_noise() {
+        let small = split_half_pp(&samples(&[("A.run", 300), ("B.run", 200), ("C.run", 100)], 1));
+        let large = split_half_pp(&samples(&[("A.run", 1200), ("B.run", 800), ("C.run", 400)], 1));
+        assert!(large < 0.7 * small && large > 0.3 * small, "{small} -> {large}");
+    }
 }
