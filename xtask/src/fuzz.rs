@@ -45,11 +45,8 @@ pub fn run(seconds: u64, only: Option<&str>) -> anyhow::Result<()> {
         bail!("no fuzz target matches {only:?}");
     }
     // One build for all targets; the eBPF object is not needed (and not built for sanitizers).
-    status(fuzz_cmd(&fuzz_dir).args(["build", "--debug-assertions"]))?;
-    let mut outcomes = Vec::new();
-    for target in &targets {
-        outcomes.push(run_target(&fuzz_dir, target, seconds)?);
-    }
+    status(fuzz_cmd(&fuzz_dir).arg("build").args(BUILD_FLAGS))?;
+    let outcomes = run_targets(&fuzz_dir, &targets, seconds)?;
     eprintln!("\n== fuzzing: {seconds} s per target ==");
     for o in &outcomes {
         let verdict = if o.crashed { "CRASH" } else { "ok" };
@@ -63,6 +60,33 @@ pub fn run(seconds: u64, only: Option<&str>) -> anyhow::Result<()> {
         bail!("fuzz targets crashed: {}", crashed.join(", "));
     }
     Ok(())
+}
+
+/// How the targets are built, for `build` and again for each `run` (which rebuilds on any
+/// other flags). 16 codegen units, where cargo-fuzz's release default is 1: the build took
+/// 4 min 25 s instead of 5 min 19 s on a 2-CPU machine, for 10-30% fewer executions a second
+/// (attach_reply 33,058 against 36,060, raw_profile 4,771 against 6,798).
+const BUILD_FLAGS: [&str; 3] = ["--debug-assertions", "--codegen-units", "16"];
+
+/// Runs the targets, one per CPU at a time (each libFuzzer process is single-threaded), and
+/// gives their outcomes in the targets' order.
+fn run_targets(fuzz_dir: &Path, targets: &[String], seconds: u64) -> anyhow::Result<Vec<Outcome>> {
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get()).min(targets.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(target) = targets.get(i) else { break };
+                let outcome = run_target(fuzz_dir, target, seconds);
+                results.lock().expect("no worker panics holding it").push((i, outcome));
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("no worker panicked");
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, outcome)| outcome).collect()
 }
 
 fn fuzz_cmd(fuzz_dir: &Path) -> Command {
@@ -82,7 +106,9 @@ fn run_target(fuzz_dir: &Path, target: &str, seconds: u64) -> anyhow::Result<Out
     let log = std::fs::File::create(&log_path)?;
     eprintln!("== fuzz {target} for {seconds} s (log: {}) ==", log_path.display());
     let st = fuzz_cmd(fuzz_dir)
-        .args(["run", "--debug-assertions", target])
+        .arg("run")
+        .args(BUILD_FLAGS)
+        .arg(target)
         .arg(&work)
         .arg(&seeds)
         .arg("--")
