@@ -21,6 +21,7 @@ pub mod jni;
 pub mod results;
 pub mod statistical;
 pub mod stderr_tap;
+pub mod tmpfs;
 
 pub use child::{await_ready, wait_with_rusage, KillOnDrop};
 pub use jni::build_jni_library;

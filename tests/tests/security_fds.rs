@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use joular_tests::tmpfs::Tmpfs;
 use joular_tests::*;
 
 /// Processes started and ended during a run.
@@ -121,35 +122,10 @@ fn assert_cadence(json: &Path) {
     assert!((0.9..=1.1).contains(&median_s), "median cycle {median_s:.3} s, not 1 s: {lengths_s:?}");
 }
 
-/// A tmpfs for the results, unmounted when dropped. The test is about descriptors: on a shared
-/// machine's disk, creating the ~30 files and directories of each of 1,500 result trees can take
-/// longer than the cycle (ext4 scans its recently deleted inodes), which is another matter.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1g,mode=0700", "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(st.success(), "mount a tmpfs on {}", dir.path().display());
-        Tmpfs { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
+/// The results go to a tmpfs: the test is about descriptors, and on a shared machine's disk
+/// creating the ~30 files and directories of each of 1,500 result trees can take longer than
+/// the cycle (ext4 scans its recently deleted inodes), which is another matter.
+const RESULTS_TMPFS: &str = "size=1g,mode=0700";
 
 /// Pids that got a `<pid>-...` result directory under `results`.
 fn pids_with_results(results: &Path) -> HashSet<u32> {
@@ -227,7 +203,7 @@ fn wait_listening(addr: SocketAddr, child: &mut Child) {
 
 #[test]
 fn descriptors_host_run_with_results_outlives_1500_processes_at_1024_descriptors() {
-    let dir = Tmpfs::mount();
+    let dir = Tmpfs::mount(RESULTS_TMPFS);
     let (json, results) = (dir.path().join("all.jsonl"), dir.path().join("results"));
     let mut prof = start_limited(&["--all", "--json", json.to_str().unwrap(), "--output", results.to_str().unwrap()]);
     let stderr = StderrTap::await_profiling(&mut prof, Duration::from_secs(60));
@@ -246,7 +222,7 @@ fn descriptors_host_run_with_results_outlives_1500_processes_at_1024_descriptors
 
 #[test]
 fn descriptors_serve_with_results_outlives_1500_processes_at_1024_descriptors() {
-    let dir = Tmpfs::mount();
+    let dir = Tmpfs::mount(RESULTS_TMPFS);
     let (json, results) = (dir.path().join("serve.jsonl"), dir.path().join("results"));
     let addr = free_loopback_addr();
     let listen = addr.to_string();

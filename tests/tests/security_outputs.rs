@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use joular_tests::tmpfs::Tmpfs;
 use joular_tests::*;
 use serde_json::Value;
 
@@ -46,42 +47,6 @@ impl Spinner {
     }
 }
 
-/// A tmpfs of `size_kib` mounted on a directory of its own, unmounted when dropped.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size_kib: u32) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size_kib}k"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "mount tmpfs on {}: {status}", dir.path().display());
-        Tmpfs { dir }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn available_bytes(&self) -> u64 {
-        let path = std::ffi::CString::new(self.path().as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a NUL-terminated path and a zeroed statvfs the call fills.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
-        st.f_bavail as u64 * st.f_frsize as u64
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
-
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -111,7 +76,7 @@ fn xml_texts(xml: &str, what: &str) -> Vec<String> {
 fn output_attack_full_json_disk_stops_only_the_json_and_the_run_and_results_go_on() {
     let spinner = Spinner::named("outputs-spin");
     let pid = spinner.pid();
-    let disk = Tmpfs::mount(64);
+    let disk = Tmpfs::mount("size=64k");
     // Fill the tmpfs but one page: a few JSON lines fit, then the disk is full mid-line.
     std::fs::write(disk.path().join("filler"), vec![0u8; 60 << 10]).unwrap();
     let room = disk.available_bytes();
