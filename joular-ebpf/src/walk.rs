@@ -35,8 +35,9 @@
 //! them (`report.rs`), so they are named while the JVM still has them.
 //! A per-CPU cache of blob lookups (`joular_ebpf::blob_cache`) spares the segment-map hops,
 //! the name read and a known return address's call check of blobs seen before, and for an
-//! nmethod the header window too; the block's `used` flag and compile id are read at every
-//! frame, so a freed or reused blob is never trusted.
+//! nmethod the header window too; the nmethod's compile id is read at every frame, and the
+//! block's `used` flag at every frame but the one the thread was running in (code a thread
+//! runs is live), so a freed or reused blob is never trusted.
 //!
 //! Saved frame pointers and return addresses are taken from a window of the thread's stack
 //! read once for several frames (`stack_pair`); the stack does not change while its
@@ -369,7 +370,7 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         return Step::cut(interrupted.then_some(frame), DROP_JAVA_WALK_NO_BLOB);
     };
     let slot = place.slot & (BLOB_CACHE_SLOTS - 1);
-    let facts = match known_nmethod(state, pc, &place) {
+    let facts = match known_nmethod(state, pc, &place, interrupted) {
         Some(id) => {
             let e = &state.cache.entries[slot];
             BlobFacts {
