@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use joular_tests::attack::{as_nobody, nobody_cmd, open_dir, sticky_dir, tag, Sysctl, Victim, NOBODY};
+use joular_tests::attack::{as_nobody, dir_with, nobody_cmd, open_dir, sticky_dir, tag, Sysctl, Victim, NOBODY};
 use joular_tests::tmpfs::Tmpfs;
 use joular_tests::*;
 
@@ -222,9 +222,7 @@ fn a_json_path_symlinked_or_hard_linked_to_a_root_file_never_writes_it() {
 
         // In a shared directory a hard link passes every path check (it is root's own file):
         // the run puts a new file at that name instead of writing into the linked one.
-        // On a tmpfs: planting 184,000 symlinks (and removing them) on this machine's disk
-        // took 25-60 s a round, on the journal of a disk that had just deleted as many.
-        let shared = Tmpfs::mount("size=64m,mode=0777");
+        let shared = dir_with(0o777, false);
         let hard = shared.path().join("cycles.jsonl");
         as_nobody(&format!("ln {} {}", victim.file("shadow").display(), hard.display()));
         let out = run_in(
