@@ -131,6 +131,11 @@ pub struct Comparison {
     /// halves of JFR's samples ([`split_half_pp`]).
     pub leaf_distance_pp: f64,
     pub jfr_split_half_pp: f64,
+    /// How far apart the two sides' leaf methods come by chance alone: the 95th percentile of
+    /// the distance when both sides' samples are pooled and dealt out again at random in the
+    /// same numbers ([`pooled_p95_pp`]). A distance past it is a difference between the two
+    /// profilers, not noise.
+    pub jfr_pooled_p95_pp: f64,
     /// JDK 25+: the same against JFR's CPU-time samples of application threads running Java
     /// code, those JFR took where the thread was (not at its next safepoint).
     pub cpu_time: Option<CpuTimeReference>,
@@ -155,6 +160,7 @@ pub struct CpuTimeReference {
     pub samples: u64,
     pub leaf_distance_pp: f64,
     pub split_half_pp: f64,
+    pub pooled_p95_pp: f64,
 }
 
 impl std::fmt::Display for Comparison {
@@ -177,14 +183,16 @@ impl std::fmt::Display for Comparison {
         )?;
         writeln!(
             f,
-            "top-{TOP_METHODS} leaf methods ({} of our samples in Java code): {:.1} pp from JFR; JFR's split-half noise {:.1} pp",
-            self.ours_in_java_samples, self.leaf_distance_pp, self.jfr_split_half_pp
+            "top-{TOP_METHODS} leaf methods ({} of our samples in Java code): {:.1} pp from JFR; JFR's split-half noise {:.1} pp; \
+             both pooled and dealt out again, 95% of deals within {:.1} pp",
+            self.ours_in_java_samples, self.leaf_distance_pp, self.jfr_split_half_pp, self.jfr_pooled_p95_pp
         )?;
         if let Some(cpu) = &self.cpu_time {
             writeln!(
                 f,
-                "JFR CPU-time samples in Java code, not safepoint-biased: {}; top-{TOP_METHODS} leaf methods {:.1} pp from ours; their split-half noise {:.1} pp",
-                cpu.samples, cpu.leaf_distance_pp, cpu.split_half_pp
+                "JFR CPU-time samples in Java code, not safepoint-biased: {}; top-{TOP_METHODS} leaf methods {:.1} pp from ours; \
+                 their split-half noise {:.1} pp; both pooled and dealt out again, 95% of deals within {:.1} pp",
+                cpu.samples, cpu.leaf_distance_pp, cpu.split_half_pp, cpu.pooled_p95_pp
             )?;
         }
         writeln!(f, "java_unwinder: {}", self.java_unwinder)?;
@@ -293,6 +301,7 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample], cpu: Option
     c.leaf_distance_pp = distance;
     c.top = top;
     c.jfr_split_half_pp = split_half_pp(&jfr_leaves);
+    c.jfr_pooled_p95_pp = pooled_p95_pp(&ours_leaves, &jfr_leaves);
     c.cpu_time = cpu.map(|cpu| {
         let leaves: Vec<String> = cpu
             .iter()
@@ -303,6 +312,7 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample], cpu: Option
             samples: leaves.len() as u64,
             leaf_distance_pp: top_distance(&ours_leaves, &count_leaves(&leaves)).0,
             split_half_pp: split_half_pp(&leaves),
+            pooled_p95_pp: pooled_p95_pp(&ours_leaves, &leaves),
         }
     });
     c
@@ -338,6 +348,34 @@ pub fn split_half_pp(leaves: &[String]) -> f64 {
         .collect();
     distances.sort_by(f64::total_cmp);
     distances[SPLITS / 2]
+}
+
+/// Random deals [`pooled_p95_pp`] takes the 95th percentile of.
+const DEALS: usize = 200;
+
+/// The top-15 distance two samplers of one and the same distribution reach by chance with
+/// these numbers of samples: ours (`ours`, counts by method) and the reference's (`reference`)
+/// pooled, shuffled and dealt out again as `ours.len()` and `reference.len()` samples, over
+/// [`DEALS`] seeded deals; the 95th percentile.
+pub fn pooled_p95_pp(ours: &HashMap<String, u64>, reference: &[String]) -> f64 {
+    let mut pool: Vec<String> = ours
+        .iter()
+        .flat_map(|(m, &n)| std::iter::repeat_n(m.clone(), n as usize))
+        .chain(reference.iter().cloned())
+        .collect();
+    // Sorted first: a map's order differs from run to run, a seeded shuffle of a sorted pool does not.
+    pool.sort();
+    let ours_len = pool.len() - reference.len();
+    let mut rng = fastrand::Rng::with_seed(0xbb67_ae85_84ca_a73b);
+    let mut distances: Vec<f64> = (0..DEALS)
+        .map(|_| {
+            rng.shuffle(&mut pool);
+            let (a, b) = pool.split_at(ours_len);
+            top_distance(&count_leaves(a), &count_leaves(b)).0
+        })
+        .collect();
+    distances.sort_by(f64::total_cmp);
+    distances[DEALS * 95 / 100]
 }
 
 /// Counters one cycle adds to: samples reaching a thread root, samples with no Java frame
@@ -645,6 +683,21 @@ mod tests {
         let (even, odd): (Vec<String>, Vec<String>) =
             (paired.iter().step_by(2).cloned().collect(), paired.iter().skip(1).step_by(2).cloned().collect());
         assert_eq!(top_distance(&count_leaves(&even), &count_leaves(&odd)).0, 0.0);
+    }
+
+    #[test]
+    fn two_samplers_of_one_distribution_stay_within_the_pooled_noise_and_a_shifted_one_does_not() {
+        let reference = samples(&[("A.run", 600), ("B.run", 300), ("C.run", 100)], 1);
+        let same: HashMap<String, u64> = count_leaves(&samples(&[("A.run", 590), ("B.run", 310), ("C.run", 100)], 1));
+        let shifted: HashMap<String, u64> =
+            count_leaves(&samples(&[("A.run", 500), ("B.run", 400), ("C.run", 100)], 1));
+        let p95 = pooled_p95_pp(&same, &reference);
+        // Two sides of 1,000: A's shares differ by N(0, sqrt(2 x 0.24 / 1000) = 2.2 pp), and the
+        // top-15 distance is at least that difference: a 95th percentile of some 4-5 pp.
+        assert!((3.0..6.0).contains(&p95), "{p95}");
+        assert!(top_distance(&same, &count_leaves(&reference)).0 <= p95);
+        // 10 pp moved from A to B is far past it.
+        assert!(top_distance(&shifted, &count_leaves(&reference)).0 > 1.5 * pooled_p95_pp(&shifted, &reference));
     }
 
     #[test]

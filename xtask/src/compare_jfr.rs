@@ -85,11 +85,14 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 Ok(c) => {
                     println!("{} on JDK {jdk}:\n{c}", app.name());
                     let cpu_time = match &c.cpu_time {
-                        Some(cpu) => format!("{:.1} pp ({:.1} pp)", cpu.leaf_distance_pp, cpu.split_half_pp),
+                        Some(cpu) => format!(
+                            "{:.1} pp ({:.1} pp; {:.1} pp)",
+                            cpu.leaf_distance_pp, cpu.split_half_pp, cpu.pooled_p95_pp
+                        ),
                         None => "-".to_owned(),
                     };
                     rows.push(format!(
-                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {cpu_time} | {} / {} |",
+                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {:.1} pp | {cpu_time} | {} / {} |",
                         app.name(),
                         100.0 * c.ours_rooted_share,
                         100.0 * c.jfr_rooted_share,
@@ -97,19 +100,20 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                         c.native_energy_percent,
                         c.leaf_distance_pp,
                         c.jfr_split_half_pp,
+                        c.jfr_pooled_p95_pp,
                         c.ours_samples,
                         c.jfr_samples
                     ));
                 }
-                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | | |", app.name())),
+                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | | | |", app.name())),
             }
         }
     }
     println!(
         "| app | JDK | thread root, ours | thread root, JFR | no Java frame, ours | native w/o Java caller (energy) | \
-         top-15 leaves vs JFR | JFR split-half | vs JFR CPU-time (its split-half) | samples ours / JFR |"
+         top-15 leaves vs JFR | JFR split-half | pooled, 95% of deals | vs JFR CPU-time (its split-half; pooled) | samples ours / JFR |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!("{row}");
     }
