@@ -16,6 +16,12 @@ fn duty_cycle_under_fake_rapl() -> (FakePowercap, Jvm, tempfile::TempDir) {
 
 #[test]
 fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
+    statistical::two_attempts("energy follows on-CPU time (eBPF)", ebpf_attempt);
+}
+
+/// One attempt; conservation is an invariant, the ratio of two threads' energies to their
+/// on-CPU times a statistical bar (see `the_procfs_cpu_time_path_attributes_energy_too`).
+fn ebpf_attempt() {
     let (rapl, jvm, dir) = duty_cycle_under_fake_rapl();
     let json = dir.path().join("e.jsonl");
     let pid = jvm.pid().to_string();
@@ -68,10 +74,9 @@ fn energy_matches_power_times_time_and_follows_cpu_time_and_is_conserved() {
     let (busy, light) = (jvm.tid_of("busy") as u64, jvm.tid_of("light") as u64);
     let time_ratio = on_cpu[&busy] / on_cpu[&light];
     let energy_ratio = energy[&busy] / energy[&light];
-    assert!(
-        (energy_ratio - time_ratio).abs() <= 0.10 * time_ratio,
-        "energy ratio {energy_ratio} vs on-CPU ratio {time_ratio}"
-    );
+    statistical::check((energy_ratio - time_ratio).abs() <= 0.10 * time_ratio, || {
+        format!("energy ratio {energy_ratio} vs on-CPU ratio {time_ratio}")
+    });
 }
 
 #[test]
@@ -89,8 +94,16 @@ fn bad_energy_input_gets_clear_errors() {
     );
 }
 
+/// The ratio of the two threads' energies follows the ratio of their jiffies within 10%, a
+/// statistical bar: a socket's joules of a cycle are shared over all that ran on it, so a
+/// jiffy of the 30% thread is worth less in the cycles where it ran more, and jiffies are
+/// counted whole. One CI run of 4 s missed it once (energy 4.17 against jiffies 3.74).
 #[test]
 fn the_procfs_cpu_time_path_attributes_energy_too() {
+    statistical::two_attempts("energy follows jiffies (procfs)", procfs_attempt);
+}
+
+fn procfs_attempt() {
     let (rapl, jvm, dir) = duty_cycle_under_fake_rapl();
     let json = dir.path().join("p.jsonl");
     let (pid, root) = (jvm.pid().to_string(), rapl.sysfs_root());
@@ -132,7 +145,7 @@ fn the_procfs_cpu_time_path_attributes_energy_too() {
         on_cpu[&light]
     );
     let (tr, er) = (on_cpu[&busy] / on_cpu[&light], energy[&busy] / energy[&light]);
-    assert!((er - tr).abs() <= 0.10 * tr, "energy ratio {er} vs jiffies ratio {tr}");
+    statistical::check((er - tr).abs() <= 0.10 * tr, || format!("energy ratio {er} vs jiffies ratio {tr}"));
     let samples: f64 = per_thread_sum(&cycles, "samples").values().sum();
     assert!(samples > 100.0, "the sampler still runs on the procfs path");
 }
