@@ -18,18 +18,19 @@ use aya_ebpf::{
         bpf_probe_read_kernel, generated,
     },
     programs::{tracing::StackIdContext, PerfEventContext, TracePointContext},
+    Global,
 };
 use joular_ebpf::{
     CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue, ThreadSlot, BUFFERS,
     CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_EXITS_GEN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS,
     DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL,
-    DROP_USTACK_COLLISION, DROP_USTACK_FAILED, NS_PER_START_TICK, SAMPLE_LOG_SLOTS, STACK_ID_OVERFLOW, TARGET_CACHE,
-    THREAD_SLOTS,
+    DROP_USTACK_COLLISION, DROP_USTACK_FAILED, NS_PER_START_TICK, SAMPLE_LOG_SLOTS, SAMPLE_NS_BUCKETS,
+    SAMPLE_NS_BUCKET_NS, STACK_ID_OVERFLOW, TARGET_CACHE, THREAD_SLOTS,
 };
 
 use crate::maps::{
-    count_drop, CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, STACKS_0, STACKS_1,
-    STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1, WALKER_SAMPLER,
+    count_drop, CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, SAMPLE_NS, STACKS_0,
+    STACKS_1, STACKS_OVERFLOW_0, STACKS_OVERFLOW_1, TARGETS, THREAD_CPU_0, THREAD_CPU_1, WALKER_SAMPLER,
 };
 use crate::walk;
 
@@ -317,6 +318,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     let key =
         SampleKey { tgid, tid, cpu, user_stack_id, kernel_stack_id, start_ticks, java_stack_hash, java_leaf, comm };
     if log_sample(&key, tag) {
+        time_sample(now_ns);
         return Ok(0);
     }
     let counts = if buffer_of(tag) == 0 { &COUNTS_0 } else { &COUNTS_1 };
@@ -326,7 +328,31 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     } else if counts.insert(key, 1u64, BPF_NOEXIST).is_err() {
         count_drop(DROP_SAMPLES_MAP_FULL);
     }
+    time_sample(now_ns);
     Ok(0)
+}
+
+/// `--sampler-cost` (`joular_ebpf::SAMPLER_TIMING_SYMBOL`): set to 1 by the loader to time
+/// the samples of profiled threads. A load-time constant, so with 0 the verifier drops
+/// `time_sample`'s body as dead code.
+#[no_mangle]
+static JOULAR_SAMPLER_TIMING: Global<u8> = Global::new(0);
+
+/// Counts a profiled thread's sample in `SAMPLE_NS` by the time since `started_ns` (the
+/// sampler's first clock read) when the timing is on: one clock read and one per-CPU
+/// increment more a sample, the program's entry and the few instructions after this left out.
+#[inline(always)]
+fn time_sample(started_ns: u64) {
+    if JOULAR_SAMPLER_TIMING.load() == 0 {
+        return;
+    }
+    // SAFETY: a helper without arguments.
+    let took_ns = unsafe { bpf_ktime_get_ns() }.wrapping_sub(started_ns);
+    let bucket = (took_ns / SAMPLE_NS_BUCKET_NS).min(u64::from(SAMPLE_NS_BUCKETS - 1)) as u32;
+    if let Some(n) = SAMPLE_NS.get_ptr_mut(bucket) {
+        // SAFETY: a per-CPU slot, written only by this CPU's programs, which never interleave.
+        unsafe { *n += 1 };
+    }
 }
 
 /// Appends a sample to this CPU's log of the buffer `tag` names; false when the log is full

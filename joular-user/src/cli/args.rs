@@ -341,6 +341,11 @@ pub struct CommonArgs {
     /// Forward the eBPF programs' debug log (aya-log) to stderr.
     #[arg(long)]
     pub ebpf_log: bool,
+    /// Time the sampler on every sample of a profiled thread (one clock read more each) and
+    /// print, at the end, its ns per sample: median, p90 and p99. `kernel.bpf_stats_enabled`
+    /// gives a mean over every sample only.
+    #[arg(long)]
+    pub sampler_cost: bool,
     /// How Java frames are named: `hotspot` reads each JVM's own introspection tables (every
     /// frame: interpreted, inlined and compiled, with lines; no attach); `perf-map` only asks
     /// JVMs for a perf map over the attach protocol (compiled code only, JDK 16+), as is

@@ -14,7 +14,7 @@ use aya::{
 use joular_ebpf::{
     CpuState, DeviceKey, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
     CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS, MAX_DEVICE_KEYS,
-    MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS, TARGETS_WRITER_USER,
+    MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS, SAMPLER_TIMING_SYMBOL, SAMPLE_NS_BUCKETS, TARGETS_WRITER_USER,
 };
 
 use super::{
@@ -42,6 +42,8 @@ pub struct ProbeOptions {
     pub scheduler: bool,
     /// `--devices`: the byte counters to load beside the sampler (none: not even loaded).
     pub devices: super::Devices,
+    /// `--sampler-cost`: time the samples of profiled threads (`Probe::sampler_cost`).
+    pub sampler_cost: bool,
     pub proc_root: PathBuf,
 }
 
@@ -94,6 +96,8 @@ pub struct Probe {
     pub code_reports: Option<super::CodeReports>,
     /// Whether the byte counters run (`--devices network,disk`, and the kernel took them).
     pub counts_bytes: bool,
+    /// `--sampler-cost`: samples by the sampler's time on them (None: not timed).
+    sample_ns: Option<PerCpuArray<MapData, u64>>,
     /// Changes made to `TARGETS` and `JVMS` from here (the count in `CONFIG_TARGETS_GEN`).
     targets_changes: u64,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -112,12 +116,14 @@ impl Probe {
         let online_cpus =
             aya::util::online_cpus().map_err(|(what, e)| ProbeError::Io(format!("reading online CPUs ({what})"), e))?;
         let log_level: u8 = if opts.ebpf_log { aya_log::Level::Debug as u8 } else { 0 };
+        let sampler_timing = u8::from(opts.sampler_cost);
         let sample_keys = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_SAMPLE_KEYS);
         let java_stacks = per_cycle_entries(opts.frequency_hz, online_cpus.len(), opts.interval_s, MAX_JAVA_STACKS);
         // The loader parses the kernel's BTF itself (for relocations); nothing here needs
         // another copy (the scheduler hook is a raw tracepoint).
         let mut loader = EbpfLoader::new();
         loader.override_global(aya_log::LEVEL, &log_level, false);
+        loader.override_global(SAMPLER_TIMING_SYMBOL, &sampler_timing, true);
         for name in ["COUNTS_0", "COUNTS_1"] {
             loader.map_max_entries(name, sample_keys);
         }
@@ -228,6 +234,7 @@ impl Probe {
                 _ => None,
             },
             counts_bytes: counting,
+            sample_ns: if opts.sampler_cost { Some(take(&mut ebpf, "SAMPLE_NS")?) } else { None },
             targets_changes: 0,
             logger,
             _ebpf: ebpf,
@@ -268,6 +275,15 @@ impl Probe {
     /// their descendants (the kernel removes each as it ends).
     pub fn targets(&self) -> Vec<u32> {
         self.targets.keys().filter_map(Result::ok).collect()
+    }
+
+    /// `--sampler-cost`: the samples of profiled threads so far by the sampler's time on them
+    /// (None when the timing is off; an error when the map cannot be read).
+    pub fn sampler_cost(&self) -> Option<Result<super::SamplerCost, ProbeError>> {
+        let map = self.sample_ns.as_ref()?;
+        let per_bucket: Result<Vec<_>, _> =
+            (0..SAMPLE_NS_BUCKETS).map(|bucket| map.get(&bucket, 0).map(|cpus| cpus.to_vec())).collect();
+        Some(per_bucket.map(super::SamplerCost::from_per_cpu).map_err(|e| ProbeError::Map("SAMPLE_NS", e)))
     }
 
     /// Forwards queued kernel log records (only with `ebpf_log`).

@@ -10,12 +10,14 @@ mod loader;
 pub mod preflight;
 #[cfg(test)]
 mod prologue_rules;
+mod sampler_cost;
 mod sizing;
 mod task_fields;
 
 pub use code_reports::CodeReports;
 pub use devices::{Devices, HOOK as DEVICES_HOOK};
 pub use loader::{Probe, ProbeOptions, SchedulerHook};
+pub use sampler_cost::SamplerCost;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {

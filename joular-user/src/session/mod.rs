@@ -71,6 +71,7 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
         ebpf_log: common.ebpf_log,
         scheduler: common.cpu_time == CpuTimeSource::Ebpf,
         devices: common.devices,
+        sampler_cost: common.sampler_cost,
         proc_root: common.proc_root.clone(),
     };
     // Energy first: a bad --sysfs-root or --tdp is reported before anything is loaded.
@@ -342,6 +343,11 @@ pub async fn run(mut target: Target, common: &CommonArgs, fleet: Option<FleetOpt
     sinks.write_all_late()?;
     sinks.finish_background(RETIRED_WRITES_WAIT);
     errln!("joular-ebpf: stopping ({})", stop_reason.unwrap_or_default());
+    match probe.sampler_cost() {
+        Some(Ok(cost)) => errln!("joular-ebpf: {}", cost.summary()),
+        Some(Err(e)) => errln!("joular-ebpf: warning: --sampler-cost: {e}"),
+        None => {}
+    }
     if energy.failed_reads > 0 {
         errln!("joular-ebpf: warning: energy could not be read in {} cycle(s); they count 0 J", energy.failed_reads);
     }
