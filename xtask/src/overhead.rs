@@ -20,7 +20,10 @@
 //!
 //! For the external profilers it also reports their CPU (start-up, measured window, whole run),
 //! their peak and final RSS, and, from `kernel.bpf_stats_enabled`, the ns per run of each of their
-//! eBPF programs over the measured window.
+//! eBPF programs over the measured window (a mean over every sample, a profiled thread's or
+//! not). `joular-ebpf` runs with `--sampler-cost`, which adds one clock read a sample and prints
+//! the distribution of its samples of the JVM over its whole run: the median is the budget's
+//! figure.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -150,6 +153,30 @@ struct ProfilerFigures {
     end_rss_kib: f64,
     /// eBPF programs over the measured window.
     programs: Vec<ProgStats>,
+    /// joular-ebpf's `--sampler-cost` line (its whole run), if it printed one.
+    sampler_cost: Option<SamplerCostLine>,
+}
+
+/// What `--sampler-cost` printed at the end: `sampler cost: N samples ..., median A-B ns,
+/// p90 C-D ns, p99 E-F ns (...)`; each figure the low end of its 100 ns bucket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SamplerCostLine {
+    median_ns: f64,
+    p90_ns: f64,
+    p99_ns: f64,
+}
+
+impl SamplerCostLine {
+    fn parse(line: &str) -> Option<Self> {
+        let rest = line.strip_prefix("joular-ebpf: sampler cost: ")?;
+        let low = |label: &str| -> Option<f64> {
+            let after = &rest[rest.find(label)? + label.len()..];
+            let after = after.strip_prefix(">= ").unwrap_or(after);
+            let end = after.find(|c: char| !c.is_ascii_digit())?;
+            after[..end].parse().ok()
+        };
+        Some(SamplerCostLine { median_ns: low("median ")?, p90_ns: low("p90 ")?, p99_ns: low("p99 ")? })
+    }
 }
 
 pub fn run(bin: &Path, java_dir: &Path, opts: &Options) -> anyhow::Result<()> {
@@ -189,8 +216,12 @@ fn describe_run(p: &ProfilerFigures) -> String {
         .find(|s| s.kind == "perf_event")
         .map(|s| format!(", sampler {:.0} ns/run", s.ns_per_run()))
         .unwrap_or_default();
+    let cost = p
+        .sampler_cost
+        .map(|c| format!(" (JVM samples: median {:.0}, p90 {:.0}, p99 {:.0} ns)", c.median_ns, c.p90_ns, c.p99_ns))
+        .unwrap_or_default();
     format!(
-        "  profiler: window {:.3}% CPU, whole run {:.3}% ({:.3} s), peak RSS {:.1} MiB{sampler}",
+        "  profiler: window {:.3}% CPU, whole run {:.3}% ({:.3} s), peak RSS {:.1} MiB{sampler}{cost}",
         p.window_cpu_share * 100.0,
         p.whole_cpu_share * 100.0,
         p.whole_cpu_s,
@@ -218,7 +249,7 @@ fn profiler_command(mode: Mode, bin: &Path, jvm_pid: u32, scratch: &Path) -> Opt
     let mut cmd = match mode {
         Mode::Pid => {
             let mut c = Command::new(bin);
-            c.args(["--pid", &jvm_pid.to_string()]);
+            c.args(["--pid", &jvm_pid.to_string(), "--sampler-cost"]);
             c
         }
         Mode::PidDevices => {
@@ -310,6 +341,7 @@ fn one_run(
             }
             let (whole_cpu_s, peak_rss_kib, life_s) = p.finish(Duration::from_secs(20))?;
             let (startup_wall_s, startup_cpu_s) = p.startup().unzip();
+            let sampler_cost = p.sampler_cost();
             Some(ProfilerFigures {
                 startup_wall_s,
                 startup_cpu_s,
@@ -319,6 +351,7 @@ fn one_run(
                 peak_rss_kib,
                 end_rss_kib,
                 programs: ProgStats::deltas(&prog0, &prog1),
+                sampler_cost,
             })
         }
         _ => None,
@@ -333,6 +366,10 @@ struct Watched {
     launched: Instant,
     /// (wall, CPU) seconds from launch to the start-up line, filled by the watcher thread.
     startup: std::sync::Arc<std::sync::Mutex<Option<(f64, f64)>>>,
+    /// Its `--sampler-cost` line, filled by the watcher thread.
+    sampler_cost: std::sync::Arc<std::sync::Mutex<Option<SamplerCostLine>>>,
+    /// The watcher thread, which ends at the profiler's stderr's end.
+    watcher: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watched {
@@ -342,9 +379,14 @@ impl Watched {
         let pid = child.id();
         let startup = std::sync::Arc::new(std::sync::Mutex::new(None));
         let slot = startup.clone();
+        let sampler_cost = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let cost_slot = sampler_cost.clone();
         let lines = line_reader(child.stderr.take().context("profiler stderr")?);
-        std::thread::spawn(move || {
+        let watcher = std::thread::spawn(move || {
             for (at, line) in lines {
+                if let (Some(cost), Ok(mut s)) = (SamplerCostLine::parse(&line), cost_slot.lock()) {
+                    *s = Some(cost);
+                }
                 let started = line.starts_with("joular-ebpf: profiling") || line.starts_with("Attaching");
                 if started && slot.lock().is_ok_and(|s| s.is_none()) {
                     if let Ok(mut s) = slot.lock() {
@@ -353,7 +395,7 @@ impl Watched {
                 }
             }
         });
-        Ok(Watched { child, launched, startup })
+        Ok(Watched { child, launched, startup, sampler_cost, watcher: Some(watcher) })
     }
 
     fn pid(&self) -> u32 {
@@ -362,6 +404,15 @@ impl Watched {
 
     fn startup(&self) -> Option<(f64, f64)> {
         self.startup.lock().ok().and_then(|s| *s)
+    }
+
+    /// Once the profiler has ended (`finish`): the line comes just before it exits, so the
+    /// watcher is waited for, to the end of the profiler's stderr.
+    fn sampler_cost(&mut self) -> Option<SamplerCostLine> {
+        if let Some(watcher) = self.watcher.take() {
+            let _ = watcher.join();
+        }
+        self.sampler_cost.lock().ok().and_then(|s| *s)
     }
 
     fn interrupt(&self) {
@@ -403,7 +454,7 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
         opts.rounds
     );
     println!(
-        "{:<24} {:>24} {:>18} {:>13} {:>13} {:>15} {:>13} {:>13}",
+        "{:<24} {:>24} {:>18} {:>13} {:>13} {:>15} {:>13} {:>17} {:>13}",
         "mode",
         "throughput ratio",
         "start-up wall/CPU",
@@ -411,6 +462,7 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
         "whole CPU",
         "peak/end RSS",
         "sampler",
+        "JVM median/p99",
         "sched_switch"
     );
     for &mode in &opts.modes {
@@ -450,8 +502,13 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
             med(&|p| p.programs.iter().find(|s| s.kind == kind).filter(|s| s.runs > 0).map(ProgStats::ns_per_run))
                 .map_or("-".into(), |ns| format!("{ns:.0} ns/run"))
         };
+        // Each round's median (p99) bucket, by its low end; the median of those over the rounds.
+        let cost = match (med(&|p| p.sampler_cost.map(|c| c.median_ns)), med(&|p| p.sampler_cost.map(|c| c.p99_ns))) {
+            (Some(m), Some(p99)) => format!("{m:.0}/{p99:.0} ns"),
+            _ => "-".into(),
+        };
         println!(
-            "{:<24} {ratio:>24} {startup:>18} {:>13} {:>13} {rss:>15} {:>13} {:>13}",
+            "{:<24} {ratio:>24} {startup:>18} {:>13} {:>13} {rss:>15} {:>13} {cost:>17} {:>13}",
             mode.label(),
             pct(med(&|p| Some(p.window_cpu_share))),
             pct(med(&|p| Some(p.whole_cpu_share))),
@@ -460,6 +517,10 @@ fn print_table(runs: &[(Mode, usize, Run)], opts: &Options) {
         );
     }
     println!("(CPU shares are of one CPU; \"window\" is the JVM's measured window, \"whole\" the profiler's life incl. start-up and exit)");
+    println!(
+        "(\"sampler\": bpf_stats' mean over every sample in the window; \"JVM median/p99\": --sampler-cost's samples \
+         of the JVM over the profiler's whole run, each the low end of its 100 ns bucket, medians over the rounds)"
+    );
 }
 
 /// `--rss SECONDS`: `joular-ebpf --pid` on a busy JVM for that long; prints its RSS over time, at
@@ -499,4 +560,24 @@ pub fn pid_rss(bin: &Path, java_dir: &Path, seconds: f64) -> anyhow::Result<()> 
     );
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SamplerCostLine;
+
+    #[test]
+    fn the_sampler_cost_line_gives_each_bucket_low_end() {
+        let line = "joular-ebpf: sampler cost: 1234 samples of profiled threads, median 1900-2000 ns, \
+                    p90 4100-4200 ns, p99 >= 25500 ns (ns a sample, from the sampler's first clock read to its last store)";
+        assert_eq!(
+            SamplerCostLine::parse(line),
+            Some(SamplerCostLine { median_ns: 1900.0, p90_ns: 4100.0, p99_ns: 25500.0 })
+        );
+        assert_eq!(
+            SamplerCostLine::parse("joular-ebpf: sampler cost: 0 samples of profiled threads, median -, p90 -, p99 -"),
+            None
+        );
+        assert_eq!(SamplerCostLine::parse("joular-ebpf: stopping (target exited)"), None);
+    }
 }
