@@ -18,6 +18,7 @@ pub mod fake_qemu;
 pub mod java_stack;
 pub mod jfr;
 pub mod jni;
+pub mod leaf_distance;
 pub mod results;
 pub mod statistical;
 pub mod stderr_tap;

@@ -17,7 +17,8 @@
 //!   `StringLatin1.hashCode`, `HashMap.resize`) and fewer on short methods called often. The
 //!   bar there is three times JFR's noise: a wrong or missing method ranking breaks it.
 
-use joular_tests::apps::{compare, App, Comparison, Run, TOP_METHODS};
+use joular_tests::apps::{compare, App, Comparison, Run};
+use joular_tests::leaf_distance::TOP_METHODS;
 use joular_tests::statistical;
 
 /// Whole call paths: ≥ 97% of the application threads' samples reach their thread's root,
