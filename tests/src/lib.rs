@@ -20,6 +20,7 @@ pub mod jfr;
 pub mod jni;
 pub mod leaf_distance;
 pub mod results;
+pub mod sampler_cost;
 pub mod statistical;
 pub mod stderr_tap;
 pub mod tmpfs;

@@ -65,13 +65,10 @@ fn the_sampler_cost_counts_every_sample_of_the_target() {
     let run = results::profile_outputs(jvm.pid(), &["--duration", "3", "--sampler-cost"]);
     let recorded: u64 =
         run.cycles.iter().flat_map(|c| c["threads"].as_array().unwrap()).map(|t| t["samples"].as_u64().unwrap()).sum();
-    let line = run
-        .stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("joular-ebpf: sampler cost: "))
+    let cost = sampler_cost::SamplerCostLine::find(&run.stderr)
         .unwrap_or_else(|| panic!("no sampler cost line in:\n{}", run.stderr));
-    eprintln!("{line}; {recorded} samples in the cycles");
-    let timed: u64 = line.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("count in {line:?}"));
+    eprintln!("{cost:?}; {recorded} samples in the cycles");
+    let timed = cost.samples;
     let cpus = std::thread::available_parallelism().unwrap().get() as u64;
     // The default 100 Hz, ~2 s of set-up and wind-down outside the cycles.
     let outside_cycles = 2 * 100 * cpus;
@@ -80,13 +77,7 @@ fn the_sampler_cost_counts_every_sample_of_the_target() {
         timed >= recorded && timed <= recorded + outside_cycles,
         "{timed} samples timed, {recorded} recorded in the cycles (at most {outside_cycles} outside them)"
     );
-    let low = |label: &str| -> u64 {
-        let after = &line[line.find(label).unwrap_or_else(|| panic!("no {label:?} in {line:?}")) + label.len()..];
-        let after = after.strip_prefix(">= ").unwrap_or(after);
-        after[..after.find(|c: char| !c.is_ascii_digit()).unwrap()].parse().unwrap()
-    };
-    let (median, p90, p99) = (low("median "), low("p90 "), low("p99 "));
-    assert!(median <= p90 && p90 <= p99, "quantiles out of order: {line}");
+    assert!(cost.median_ns <= cost.p90_ns && cost.p90_ns <= cost.p99_ns, "quantiles out of order: {cost:?}");
 
     let plain = results::profile_outputs(jvm.pid(), &["--duration", "1"]);
     assert!(!plain.stderr.contains("sampler cost"), "timed without --sampler-cost:\n{}", plain.stderr);

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 
+use joular_tests::sampler_cost::SamplerCostLine;
+
 use crate::bpf_stats::{BpfStats, ProgStats};
 use crate::measure::{median, spread, task_cpu_seconds, vm_rss_kib, wait_rusage};
 
@@ -155,28 +157,6 @@ struct ProfilerFigures {
     programs: Vec<ProgStats>,
     /// joular-ebpf's `--sampler-cost` line (its whole run), if it printed one.
     sampler_cost: Option<SamplerCostLine>,
-}
-
-/// What `--sampler-cost` printed at the end: `sampler cost: N samples ..., median A-B ns,
-/// p90 C-D ns, p99 E-F ns (...)`; each figure the low end of its 100 ns bucket.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct SamplerCostLine {
-    median_ns: f64,
-    p90_ns: f64,
-    p99_ns: f64,
-}
-
-impl SamplerCostLine {
-    fn parse(line: &str) -> Option<Self> {
-        let rest = line.strip_prefix("joular-ebpf: sampler cost: ")?;
-        let low = |label: &str| -> Option<f64> {
-            let after = &rest[rest.find(label)? + label.len()..];
-            let after = after.strip_prefix(">= ").unwrap_or(after);
-            let end = after.find(|c: char| !c.is_ascii_digit())?;
-            after[..end].parse().ok()
-        };
-        Some(SamplerCostLine { median_ns: low("median ")?, p90_ns: low("p90 ")?, p99_ns: low("p99 ")? })
-    }
 }
 
 pub fn run(bin: &Path, java_dir: &Path, opts: &Options) -> anyhow::Result<()> {
@@ -560,24 +540,4 @@ pub fn pid_rss(bin: &Path, java_dir: &Path, seconds: f64) -> anyhow::Result<()> 
     );
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::SamplerCostLine;
-
-    #[test]
-    fn the_sampler_cost_line_gives_each_bucket_low_end() {
-        let line = "joular-ebpf: sampler cost: 1234 samples of profiled threads, median 1900-2000 ns, \
-                    p90 4100-4200 ns, p99 >= 25500 ns (ns a sample, from the sampler's first clock read to its last store)";
-        assert_eq!(
-            SamplerCostLine::parse(line),
-            Some(SamplerCostLine { median_ns: 1900.0, p90_ns: 4100.0, p99_ns: 25500.0 })
-        );
-        assert_eq!(
-            SamplerCostLine::parse("joular-ebpf: sampler cost: 0 samples of profiled threads, median -, p90 -, p99 -"),
-            None
-        );
-        assert_eq!(SamplerCostLine::parse("joular-ebpf: stopping (target exited)"), None);
-    }
 }
