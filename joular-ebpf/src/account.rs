@@ -24,9 +24,11 @@ use joular_ebpf::{
     CpuState, ExitValue, JavaFrame, SampleKey, TargetAnswer, ThreadCpuKey, ThreadCpuValue, ThreadSlot, BUFFERS,
     CONFIG_ACTIVE_BUFFER, CONFIG_ALL_PROCESSES, CONFIG_EXITS_GEN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS,
     DROP_EXITS_MAP_FULL, DROP_KSTACK_COLLISION, DROP_KSTACK_FAILED, DROP_SAMPLES_MAP_FULL, DROP_THREAD_CPU_MAP_FULL,
-    DROP_USTACK_COLLISION, DROP_USTACK_FAILED, NS_PER_START_TICK, SAMPLE_LOG_SLOTS, SAMPLE_NS_BUCKETS,
-    SAMPLE_NS_BUCKET_NS, STACK_ID_OVERFLOW, TARGET_CACHE, THREAD_SLOTS,
+    DROP_USTACK_COLLISION, DROP_USTACK_FAILED, NS_PER_START_TICK, SAMPLE_LOG_SLOTS, STACK_ID_OVERFLOW, TARGET_CACHE,
+    THREAD_SLOTS,
 };
+
+use joular_ebpf::sampler_cost::{SAMPLE_NS_BUCKETS, SAMPLE_NS_BUCKET_NS};
 
 use crate::maps::{
     count_drop, CONFIG, COUNTS_0, COUNTS_1, CPU_STATE, EXITS_0, EXITS_1, JVMS, SAMPLE_LOG, SAMPLE_NS, STACKS_0,
@@ -332,7 +334,7 @@ pub fn on_sample<const WALK_JVMS: bool>(ctx: &PerfEventContext) -> Result<u32, u
     Ok(0)
 }
 
-/// `--sampler-cost` (`joular_ebpf::SAMPLER_TIMING_SYMBOL`): set to 1 by the loader to time
+/// `--sampler-cost` (`joular_ebpf::sampler_cost::SAMPLER_TIMING_SYMBOL`): set to 1 by the loader to time
 /// the samples of profiled threads. A load-time constant, so with 0 the verifier drops
 /// `time_sample`'s body as dead code.
 #[no_mangle]

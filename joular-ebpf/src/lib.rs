@@ -4,6 +4,7 @@
 
 pub mod blob_cache;
 pub mod prologue;
+pub mod sampler_cost;
 pub mod unwind;
 pub mod words;
 
@@ -322,16 +323,6 @@ pub const REPORT_STUB: u32 = 3;
 /// Reports remembered as sent (`REPORTED`, an LRU map): a method met again is not reported
 /// again while it is there.
 pub const MAX_REPORTED: u32 = 32 * 1024;
-
-/// `--sampler-cost`: the sampler's time per sample of a profiled thread, in buckets of
-/// `SAMPLE_NS_BUCKET_NS` (index = ns / bucket width; the last bucket holds everything from
-/// its start on), counted per CPU in `SAMPLE_NS`. 25.6 us in all: on a 2-CPU VM the p99 was
-/// 8-19 us, the median 1.6-12 us, by the VM's speed.
-pub const SAMPLE_NS_BUCKETS: u32 = 256;
-pub const SAMPLE_NS_BUCKET_NS: u64 = 100;
-/// The symbol of the load-time switch that turns the timing on (`aya_ebpf::Global<u8>`, 0 by
-/// default: the verifier then removes the timing as dead code, so it costs nothing when off).
-pub const SAMPLER_TIMING_SYMBOL: &str = "JOULAR_SAMPLER_TIMING";
 /// Bytes of the `NEW_CODE` ring buffer: 2,048 reports of 32 bytes (each with its 8-byte
 /// header) between two reads of user space, which reads it every few tens of milliseconds.
 pub const CODE_REPORT_RING_BYTES: u32 = 64 * 1024;

@@ -7,11 +7,12 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf, StackTrace},
 };
+use joular_ebpf::sampler_cost::SAMPLE_NS_BUCKETS;
 use joular_ebpf::{
     blob_cache::BlobCache, prologue::PROLOGUE_WINDOW_BYTES, CodeReport, CpuState, DeviceKey, ExitValue, JavaStack,
     JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS,
     CODE_REPORT_RING_BYTES, CONFIG_LEN, DROP_KINDS, MAX_DEVICE_KEYS, MAX_JAVA_STACKS, MAX_JVMS, MAX_REPORTED,
-    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU, SAMPLE_NS_BUCKETS,
+    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
 /// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
@@ -127,7 +128,7 @@ pub static DEVICE_BYTES_0: HashMap<DeviceKey, u64> = HashMap::with_max_entries(M
 pub static DEVICE_BYTES_1: HashMap<DeviceKey, u64> = HashMap::with_max_entries(MAX_DEVICE_KEYS, 0);
 
 /// `--sampler-cost`: samples of profiled threads by the sampler's time on them, index =
-/// bucket (see `joular_ebpf::SAMPLE_NS_BUCKETS`); written only when user space turned the
+/// bucket (see `joular_ebpf::sampler_cost`); written only when user space turned the
 /// timing on at load.
 #[map]
 pub static SAMPLE_NS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SAMPLE_NS_BUCKETS, 0);

@@ -11,10 +11,11 @@ use aya::{
     },
     Ebpf, EbpfLoader,
 };
+use joular_ebpf::sampler_cost::{SAMPLER_TIMING_SYMBOL, SAMPLE_NS_BUCKETS};
 use joular_ebpf::{
     CpuState, DeviceKey, ExitValue, JavaStack, JvmConfig, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
     CONFIG_ALL_PROCESSES, CONFIG_FOLLOW_CHILDREN, CONFIG_TARGETS_GEN, CONFIG_TASK_OFFSETS, MAX_DEVICE_KEYS,
-    MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS, SAMPLER_TIMING_SYMBOL, SAMPLE_NS_BUCKETS, TARGETS_WRITER_USER,
+    MAX_JAVA_STACKS, MAX_SAMPLE_KEYS, MAX_STACKS, TARGETS_WRITER_USER,
 };
 
 use super::{

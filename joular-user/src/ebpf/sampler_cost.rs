@@ -3,7 +3,7 @@
 //! as a distribution: its median and tail, which `kernel.bpf_stats_enabled` cannot give (it
 //! keeps a sum and a count, over every sample, a profiled thread's or not).
 
-use joular_ebpf::{SAMPLE_NS_BUCKETS, SAMPLE_NS_BUCKET_NS};
+use joular_ebpf::sampler_cost::{SAMPLE_NS_BUCKETS, SAMPLE_NS_BUCKET_NS};
 
 /// Samples by bucket of the sampler's time on them, all CPUs together.
 #[derive(Debug, Clone, PartialEq, Eq)]
