@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::java_stack::{is_java, short};
-use crate::jfr::{cpu_time_samples, execution_samples, jdk_tool, CpuTimeSample, JfrSample};
-use crate::leaf_distance::{count_leaves, pooled_p95_pp, split_half_pp, top_distance, TOP_METHODS};
+use crate::jfr::{
+    cpu_time_samples, execution_samples, jdk_tool, timed_execution_samples, CpuTimeSample, JfrSample, TimedSample,
+};
+use crate::jfr_signals::{by_thread_state, ByThreadState, SignalWatch, Signals};
+use crate::leaf_distance::{count_leaves, pooled_p95_pp, split_half_pp, top_distance, Reference, TOP_METHODS};
 use crate::{await_ready, java_dir, java_launcher, profile_outputs, KillOnDrop};
 
 pub const JETTY_HOME: &str = "/usr/share/jetty9";
@@ -137,7 +140,11 @@ pub struct Comparison {
     pub jfr_pooled_p95_pp: f64,
     /// JDK 25+: the same against JFR's CPU-time samples of application threads running Java
     /// code, those JFR took where the thread was (not at its next safepoint).
-    pub cpu_time: Option<CpuTimeReference>,
+    pub cpu_time: Option<Reference>,
+    /// JDK 11-21: JFR's execution samples of application threads by where the thread was when
+    /// JFR signalled it (see `jfr_signals`); those of threads waiting for a CPU are the
+    /// reference for ours.
+    pub by_thread_state: Option<ByThreadState>,
     /// (method, our share %, JFR's share %) over the union of both top-15 lists.
     pub top: Vec<(String, f64, f64)>,
     /// Where our application stacks that do not reach a thread root stop: (the root frame
@@ -151,15 +158,6 @@ pub struct Comparison {
     /// Per cycle: its three largest losses, by the frame their stacks start from (a
     /// `[truncated: <cause>]` root, or the native frame of a stack with no Java frame).
     pub losses_by_cycle: Vec<Vec<(String, u64)>>,
-}
-
-/// Our leaf methods against JFR's CPU-time samples (see [`Comparison::cpu_time`]).
-#[derive(Debug, Clone, Default)]
-pub struct CpuTimeReference {
-    pub samples: u64,
-    pub leaf_distance_pp: f64,
-    pub split_half_pp: f64,
-    pub pooled_p95_pp: f64,
 }
 
 impl std::fmt::Display for Comparison {
@@ -194,6 +192,9 @@ impl std::fmt::Display for Comparison {
                 cpu.samples, cpu.leaf_distance_pp, cpu.split_half_pp, cpu.pooled_p95_pp
             )?;
         }
+        if let Some(s) = &self.by_thread_state {
+            writeln!(f, "{s}")?;
+        }
         writeln!(f, "java_unwinder: {}", self.java_unwinder)?;
         let cycles: Vec<String> = self.rooted_by_cycle.iter().map(|r| format!("{:.1}", 100.0 * r)).collect();
         writeln!(f, "thread root by cycle (%): {}", cycles.join(" "))?;
@@ -223,6 +224,8 @@ pub fn compare(run: &Run) -> Comparison {
     let recording = dir.path().join(format!("{}.jfr", run.app.name()));
     let settings = dir.path().join("execution-samples.jfc");
     let cpu_time = run.jdk >= CPU_TIME_SAMPLES_SINCE_JDK;
+    // Before the JVM starts, so that every thread of it has been seen switching.
+    let watch = (!cpu_time).then(|| SignalWatch::start(dir.path()));
     std::fs::write(&settings, if cpu_time { JFR_SETTINGS_CPU_TIME } else { JFR_SETTINGS }).unwrap();
     let jfr_flag = format!(
         "-XX:StartFlightRecording=delay={}s,duration={}s,settings={},filename={}",
@@ -244,6 +247,8 @@ pub fn compare(run: &Run) -> Comparison {
     await_file(&recording, Duration::from_secs(run.window_s + 30), &app.log);
     let jfr = execution_samples(&jdk_tool(&java, "jfr"), &recording);
     let cpu = cpu_time.then(|| cpu_time_samples(&jdk_tool(&java, "jfr"), &recording));
+    let signals = watch.map(SignalWatch::finish);
+    let timed = signals.as_ref().map(|_| timed_execution_samples(&jdk_tool(&java, "jfr"), &recording));
     let summary: Value = serde_json::from_str(
         &std::fs::read_to_string(profiled.results.join("summary.json")).expect("summary.json in the result tree"),
     )
@@ -257,13 +262,24 @@ pub fn compare(run: &Run) -> Comparison {
         copy(&profiled.dir.path().join("run.jsonl"), "cycles.jsonl");
         copy(&profiled.results.join("summary.json"), "summary.json");
         copy(&recording, &format!("{}.jfr", run.app.name()));
+        if signals.is_some() {
+            copy(&dir.path().join("jfr-signals.txt"), "jfr-signals.txt");
+        }
     }
-    measure(&profiled.cycles, &summary, &jfr, cpu.as_deref())
+    let by_state = timed.as_deref().zip(signals.as_ref());
+    measure(&profiled.cycles, &summary, &jfr, cpu.as_deref(), by_state)
 }
 
-/// The figures, from our `--json` cycles and summary.json and JFR's samples (its CPU-time
-/// samples where the JDK has them).
-pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample], cpu: Option<&[CpuTimeSample]>) -> Comparison {
+/// The figures, from our `--json` cycles and summary.json and JFR's samples: its CPU-time
+/// samples where the JDK has them, and where it has not, its execution samples with their
+/// times and the signals JFR sent.
+pub fn measure(
+    cycles: &[Value],
+    summary: &Value,
+    jfr: &[JfrSample],
+    cpu: Option<&[CpuTimeSample]>,
+    by_state: Option<(&[TimedSample], &Signals)>,
+) -> Comparison {
     let mut c = Comparison {
         native_energy_percent: summary["jvm"]["native"]["percent"].as_f64().unwrap_or(0.0),
         java_unwinder: summary["java_unwinder"].clone(),
@@ -307,12 +323,15 @@ pub fn measure(cycles: &[Value], summary: &Value, jfr: &[JfrSample], cpu: Option
             .filter(|s| is_application_thread(&s.thread))
             .filter_map(|s| s.in_java_unbiased().map(stable))
             .collect();
-        CpuTimeReference {
-            samples: leaves.len() as u64,
-            leaf_distance_pp: top_distance(&ours_leaves, &count_leaves(&leaves)).0,
-            split_half_pp: split_half_pp(&leaves),
-            pooled_p95_pp: pooled_p95_pp(&ours_leaves, &leaves),
-        }
+        Reference::of(&ours_leaves, &leaves)
+    });
+    c.by_thread_state = by_state.map(|(timed, signals)| {
+        let application: Vec<TimedSample> = timed
+            .iter()
+            .filter(|s| is_application_thread(&s.thread))
+            .map(|s| TimedSample { leaf: stable(&s.leaf), ..s.clone() })
+            .collect();
+        by_thread_state(&ours_leaves, &application, signals)
     });
     c
 }

@@ -78,6 +78,55 @@ impl CpuTimeSample {
     }
 }
 
+/// One execution sample's thread, time and leaf method, from `jfr print --json` (its text gives
+/// times to the millisecond only): what [`crate::jfr_signals`] matches to the signal behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedSample {
+    pub os_thread_id: u64,
+    pub thread: String,
+    /// `startTime`: when the signalled thread was suspended, in ns since the Unix epoch.
+    pub at_unix_ns: i128,
+    /// `java.lang.String.hashCode`.
+    pub leaf: String,
+}
+
+/// The execution samples of `recording` with their threads and times, in `jfr print`'s order.
+pub fn timed_execution_samples(jfr: &str, recording: &Path) -> Vec<TimedSample> {
+    let out = Command::new(jfr)
+        .args(["print", "--json", "--stack-depth", "1", "--events", "jdk.ExecutionSample"])
+        .arg(recording)
+        .output()
+        .unwrap_or_else(|e| panic!("run {jfr}: {e}"));
+    assert!(out.status.success(), "{jfr} print {}: {}", recording.display(), String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("jfr print --json gives JSON");
+    parse_timed_execution_samples(&json)
+}
+
+/// `jfr print --json`'s execution samples; one without a thread, a time or a stack is left out.
+pub fn parse_timed_execution_samples(json: &Value) -> Vec<TimedSample> {
+    let events = json["recording"]["events"].as_array().map(Vec::as_slice).unwrap_or_default();
+    events
+        .iter()
+        .filter_map(|e| {
+            let v = &e["values"];
+            let thread = &v["sampledThread"];
+            let at: jiff::Timestamp = v["startTime"].as_str()?.parse().ok()?;
+            Some(TimedSample {
+                os_thread_id: thread["osThreadId"].as_u64()?,
+                thread: thread["javaName"].as_str().or(thread["osName"].as_str()).unwrap_or("").to_owned(),
+                at_unix_ns: at.as_nanosecond(),
+                leaf: leaf_method(v["stackTrace"]["frames"].get(0)?),
+            })
+        })
+        .collect()
+}
+
+/// A `jfr print --json` frame's method: `java.lang.String.hashCode`.
+fn leaf_method(frame: &Value) -> String {
+    let class = frame["method"]["type"]["name"].as_str().unwrap_or("?").replace('/', ".");
+    format!("{class}.{}", frame["method"]["name"].as_str().unwrap_or("?"))
+}
+
 /// The CPU-time samples of `recording` (none on JDKs without the event).
 pub fn cpu_time_samples(jfr: &str, recording: &Path) -> Vec<CpuTimeSample> {
     let out = Command::new(jfr)
@@ -97,11 +146,9 @@ pub fn parse_cpu_time_samples(json: &Value) -> Vec<CpuTimeSample> {
         .iter()
         .map(|e| {
             let v = &e["values"];
-            let leaf = v["stackTrace"]["frames"].get(0).map(|f| {
-                let class = f["method"]["type"]["name"].as_str().unwrap_or("?").replace('/', ".");
-                let name = f["method"]["name"].as_str().unwrap_or("?");
-                (format!("{class}.{name}"), f["type"].as_str().unwrap_or("?").to_owned())
-            });
+            let leaf = v["stackTrace"]["frames"]
+                .get(0)
+                .map(|f| (leaf_method(f), f["type"].as_str().unwrap_or("?").to_owned()));
             CpuTimeSample {
                 thread: v["eventThread"]["osName"].as_str().unwrap_or("").to_owned(),
                 leaf,
@@ -125,6 +172,30 @@ mod tests {
         assert_eq!(samples[0].methods, ["java.lang.String.hashCode", "Foo.bar"]);
         assert!(samples[0].truncated);
         assert_eq!(samples[1], JfrSample { methods: vec!["Foo.main".into()], truncated: false });
+    }
+
+    #[test]
+    fn timed_samples_keep_their_thread_and_nanosecond_time() {
+        let frame = serde_json::json!({"method": {"type": {"name": "java/lang/String"}, "name": "hashCode"}, "type": "JIT compiled"});
+        let event = |time: &str, tid: u64, frames: Vec<Value>| {
+            serde_json::json!({"type": "jdk.ExecutionSample", "values": {"startTime": time,
+                "sampledThread": {"osName": "os-name", "javaName": "qtp-26", "osThreadId": tid},
+                "stackTrace": {"truncated": false, "frames": frames}}})
+        };
+        let json = serde_json::json!({"recording": {"events": [
+            event("2026-12-02T05:16:14.263951530Z", 14917, vec![frame.clone()]),
+            event("not a time", 14917, vec![frame.clone()]),
+            event("1970-01-01T00:00:01.000000002Z", 3, vec![]),
+            event("1970-01-01T00:00:01.000000002Z", 3, vec![frame]),
+        ]}});
+        let samples = parse_timed_execution_samples(&json);
+        assert_eq!(samples.len(), 2);
+        assert_eq!(samples[0].os_thread_id, 14917);
+        assert_eq!(samples[0].thread, "qtp-26");
+        assert_eq!(samples[0].leaf, "java.lang.String.hashCode");
+        // 2026-12-02 is day 20,789 of the epoch.
+        assert_eq!(samples[0].at_unix_ns, (20_789 * 86_400 + 5 * 3600 + 16 * 60 + 14) * 1_000_000_000 + 263_951_530);
+        assert_eq!(samples[1].at_unix_ns, 1_000_000_002);
     }
 
     #[test]

@@ -66,6 +66,30 @@ pub fn pooled_p95_pp(ours: &HashMap<String, u64>, reference: &[String]) -> f64 {
     random_split_distances(&mut pool, ours_len, DEALS, 0xbb67_ae85_84ca_a73b)[DEALS * 95 / 100]
 }
 
+/// Our leaf methods against one set of a reference's samples: how many it has, how far apart
+/// the two are, and how far apart chance takes them.
+#[derive(Debug, Clone, Default)]
+pub struct Reference {
+    pub samples: u64,
+    pub leaf_distance_pp: f64,
+    /// [`split_half_pp`] of the reference's samples.
+    pub split_half_pp: f64,
+    /// [`pooled_p95_pp`] of both.
+    pub pooled_p95_pp: f64,
+}
+
+impl Reference {
+    /// `ours` (counts by leaf method) against the reference's leaf methods, one per sample.
+    pub fn of(ours: &HashMap<String, u64>, leaves: &[String]) -> Self {
+        Reference {
+            samples: leaves.len() as u64,
+            leaf_distance_pp: top_distance(ours, &count_leaves(leaves)).0,
+            split_half_pp: split_half_pp(leaves),
+            pooled_p95_pp: pooled_p95_pp(ours, leaves),
+        }
+    }
+}
+
 /// Half the L1 distance in pp between two count tables' shares over the union of their
 /// top-[`TOP_METHODS`] keys, and those keys' shares (largest in `b` first).
 pub fn top_distance(a: &HashMap<String, u64>, b: &HashMap<String, u64>) -> (f64, Vec<(String, f64, f64)>) {

@@ -17,6 +17,7 @@ pub mod fake_jvm;
 pub mod fake_qemu;
 pub mod java_stack;
 pub mod jfr;
+pub mod jfr_signals;
 pub mod jni;
 pub mod leaf_distance;
 pub mod results;

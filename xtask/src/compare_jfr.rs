@@ -3,9 +3,10 @@
 //! same window in the same JVM, and how the two compare: the share of the application
 //! threads' samples that reach a thread root, the share with no Java frame, native code
 //! without a Java caller as a share of energy, and the top-15 leaf methods' distance from JFR
-//! against JFR's own split-half noise; from JDK 25 also from JFR's CPU-time samples, which
-//! follow CPU time as ours do where execution samples follow time in Java code (on a CPU or
-//! waiting for one). The measuring itself is `joular_tests::apps`, which the Jetty root test
+//! against JFR's own split-half noise; before JDK 25 also from JFR's execution samples of threads
+//! its signal found waiting for a CPU (those of running threads leave out short stretches of
+//! Java code, `joular_tests::jfr_signals`), and from JDK 25 from JFR's CPU-time samples, which
+//! follow CPU time as ours do. The measuring itself is `joular_tests::apps`, which the Jetty root test
 //! uses too.
 
 use std::panic::AssertUnwindSafe;
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use joular_tests::apps::{compare, App, Run};
+use joular_tests::leaf_distance::Reference;
 
 use crate::run::{build_profiler, compile_java, is_root};
 
@@ -84,15 +86,10 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
             match std::panic::catch_unwind(AssertUnwindSafe(|| compare(&run))) {
                 Ok(c) => {
                     println!("{} on JDK {jdk}:\n{c}", app.name());
-                    let cpu_time = match &c.cpu_time {
-                        Some(cpu) => format!(
-                            "{:.1} pp ({:.1} pp; {:.1} pp)",
-                            cpu.leaf_distance_pp, cpu.split_half_pp, cpu.pooled_p95_pp
-                        ),
-                        None => "-".to_owned(),
-                    };
+                    let cpu_time = against(c.cpu_time.as_ref());
+                    let waiting = against(c.by_thread_state.as_ref().map(|s| &s.waiting));
                     rows.push(format!(
-                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {:.1} pp | {cpu_time} | {} / {} |",
+                        "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {:.1} pp | {waiting} | {cpu_time} | {} / {} |",
                         app.name(),
                         100.0 * c.ours_rooted_share,
                         100.0 * c.jfr_rooted_share,
@@ -105,17 +102,27 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                         c.jfr_samples
                     ));
                 }
-                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | | | |", app.name())),
+                Err(_) => rows.push(format!("| {} | {jdk} | failed (see above) | | | | | | | | | |", app.name())),
             }
         }
     }
     println!(
         "| app | JDK | thread root, ours | thread root, JFR | no Java frame, ours | native w/o Java caller (energy) | \
-         top-15 leaves vs JFR | JFR split-half | pooled, 95% of deals | vs JFR CPU-time (its split-half; pooled) | samples ours / JFR |"
+         top-15 leaves vs JFR | JFR split-half | pooled, 95% of deals | vs JFR of waiting threads (its split-half; pooled) | \
+         vs JFR CPU-time (its split-half; pooled) | samples ours / JFR |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!("{row}");
     }
     Ok(())
+}
+
+/// A table cell: our distance from one reference, its split-half noise and the pooled 95th
+/// percentile; `-` where the JDK has no such reference.
+fn against(reference: Option<&Reference>) -> String {
+    match reference {
+        Some(r) => format!("{:.1} pp ({:.1} pp; {:.1} pp)", r.leaf_distance_pp, r.split_half_pp, r.pooled_p95_pp),
+        None => "-".to_owned(),
+    }
 }

@@ -22,9 +22,14 @@ const DEBIAN_PACKAGES: [(&str, &str); 6] = [
 ];
 
 /// The real applications of the Jetty test and `compare-jfr`: Jetty 9.4 and H2 2.1 from Debian,
-/// and `wrk` to load Jetty over loopback.
-pub const APP_PACKAGES: [(&str, &str); 3] =
-    [("jetty9", "/usr/share/jetty9/start.jar"), ("libh2-java", "/usr/share/java/h2.jar"), ("wrk", "wrk")];
+/// `wrk` to load Jetty over loopback, and bpftrace, which tells which threads JFR's signals
+/// found on a CPU (`joular_tests::jfr_signals`).
+pub const APP_PACKAGES: [(&str, &str); 4] = [
+    ("jetty9", "/usr/share/jetty9/start.jar"),
+    ("libh2-java", "/usr/share/java/h2.jar"),
+    ("wrk", "wrk"),
+    ("bpftrace", "bpftrace"),
+];
 
 pub fn run(filter: Option<&str>) -> anyhow::Result<()> {
     if !is_root() {
