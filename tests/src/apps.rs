@@ -142,8 +142,7 @@ pub struct Comparison {
     /// code, those JFR took where the thread was (not at its next safepoint).
     pub cpu_time: Option<Reference>,
     /// JDK 11-21: JFR's execution samples of application threads by where the thread was when
-    /// JFR signalled it (see `jfr_signals`); those of threads waiting for a CPU are the
-    /// reference for ours.
+    /// JFR signalled it (see `jfr_signals`): how much of the distance from JFR is JFR's own.
     pub by_thread_state: Option<ByThreadState>,
     /// (method, our share %, JFR's share %) over the union of both top-15 lists.
     pub top: Vec<(String, f64, f64)>,

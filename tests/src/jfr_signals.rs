@@ -1,20 +1,25 @@
 //! Where each thread JFR's execution sampler signalled was when the signal was sent: on a CPU,
-//! or runnable and waiting for one. It decides which of JFR's samples (JDK 11-21) can be held
+//! or runnable and waiting for one. It tells how far JFR's samples (JDK 11-21) can be held
 //! against a CPU-time profile.
 //!
 //! JFR's sampler checks that a thread is in Java code, sends it SIGUSR2 to suspend it
 //! (`os::SuspendedThreadTask`), and in the handler checks again: a thread that left Java code
 //! in between is not sampled ("Skip sample if we signaled a thread that moved to other state",
 //! `OSThreadSampler::protected_task`). A thread waiting for a CPU cannot leave Java code before
-//! the handler runs, so its samples fall where its CPU time went. A running one leaves it in
-//! the 18 µs to 2 ms the signal takes whenever its stretch of Java code is that short (a call
-//! into the VM, a JNI or system call), so JFR keeps its samples of long loops and drops many of
-//! short methods called between native calls: on Jetty, JDK 17, JFR's samples of running
-//! threads were 12.7-18.0 pp from its samples of waiting threads, where chance reached
-//! 8.7-10.2 pp (3 runs).
+//! the handler runs. A running one leaves it in the 15 µs to 2 ms the signal takes whenever its
+//! stretch of Java code is that short (a call into the VM, a JNI or system call), so JFR keeps
+//! its samples of long loops and drops many of short methods called between native calls. On
+//! Jetty, JDK 17 and 21, JFR's samples of running threads were 13.0-18.0 pp from its samples
+//! of waiting threads, where chance reached 7.9-10.6 pp (6 runs): JFR's execution samples
+//! disagree with themselves. The waiting threads' samples were nearer ours (5.1-10.1 pp) but
+//! not always within their own noise: a waiting thread was preempted, which happens late in a
+//! long burst of CPU more often than early (a hypothesis), so they are no clean reference
+//! either. JFR's CPU-time samples (JDK 25) are one.
 //!
 //! bpftrace (a reference tool, as in the overhead bench) records the scheduler's switches and
-//! wake-ups, and for every SIGUSR2 sent, its target's state then.
+//! wake-ups, and for every SIGUSR2 sent, its target's state then. JDK 11's sample times do not
+//! line up with the signals (off by -0.6 to +0.9 ms, where a suspend and its resume are 10-100
+//! µs apart): its samples come out unmatched and are not split.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -119,7 +124,7 @@ impl Signals {
 pub struct ByThreadState {
     /// SIGUSR2s sent while the watch ran (to every thread).
     pub signals: usize,
-    /// Of threads waiting for a CPU: where their CPU time went, the reference for ours.
+    /// Of threads waiting for a CPU: not kept by whether the thread stayed in Java code.
     pub waiting: Reference,
     /// Of threads on a CPU: kept only where the thread stayed in Java code until the handler.
     pub on_cpu: Reference,
@@ -165,7 +170,7 @@ impl std::fmt::Display for ByThreadState {
             "JFR's execution samples by where the thread was at JFR's signal ({} SIGUSR2s seen):",
             self.signals
         )?;
-        writeln!(f, "  waiting for a CPU (the reference): {}", part(&self.waiting))?;
+        writeln!(f, "  waiting for a CPU: {}", part(&self.waiting))?;
         writeln!(f, "  on a CPU: {}", part(&self.on_cpu))?;
         write!(
             f,

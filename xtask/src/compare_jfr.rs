@@ -5,8 +5,8 @@
 //! without a Java caller as a share of energy, and the top-15 leaf methods' distance from JFR
 //! against JFR's own split-half noise; before JDK 25 also from JFR's execution samples of threads
 //! its signal found waiting for a CPU (those of running threads leave out short stretches of
-//! Java code, `joular_tests::jfr_signals`), and from JDK 25 from JFR's CPU-time samples, which
-//! follow CPU time as ours do. The measuring itself is `joular_tests::apps`, which the Jetty root test
+//! Java code, `joular_tests::jfr_signals`, which prints both parts), and from JDK 25 from JFR's
+//! CPU-time samples, which follow CPU time as ours do. The measuring itself is `joular_tests::apps`, which the Jetty root test
 //! uses too.
 
 use std::panic::AssertUnwindSafe;
