@@ -108,7 +108,7 @@ impl Signals {
     /// How thread `tid` was at the signal behind a sample JFR took of it at `at_unix_ns`: the
     /// last signal sent it before then, if recent enough; `None` when there is none. JFR stamps
     /// a sample once its thread has suspended, and resumes it after the walk with a second
-    /// SIGUSR2: the sample falls between its two signals (18 µs or more after the first, 10 µs
+    /// SIGUSR2: the sample falls between its two signals (15 µs or more after the first, 9 µs
     /// or more before the second here), so no margin for the clocks is needed.
     pub fn thread_at(&self, tid: u64, at_unix_ns: i128) -> Option<ThreadWas> {
         let signals = self.by_tid.get(&tid)?;
