@@ -92,20 +92,23 @@ pub struct TimedSample {
 
 /// The execution samples of `recording` with their threads and times, in `jfr print`'s order.
 pub fn timed_execution_samples(jfr: &str, recording: &Path) -> Vec<TimedSample> {
+    parse_timed_execution_samples(&leaf_events_json(jfr, recording, "jdk.ExecutionSample"))
+}
+
+/// `jfr print --json` of `recording`'s `event`s, with their leaf frames only.
+fn leaf_events_json(jfr: &str, recording: &Path, event: &str) -> Value {
     let out = Command::new(jfr)
-        .args(["print", "--json", "--stack-depth", "1", "--events", "jdk.ExecutionSample"])
+        .args(["print", "--json", "--stack-depth", "1", "--events", event])
         .arg(recording)
         .output()
         .unwrap_or_else(|e| panic!("run {jfr}: {e}"));
     assert!(out.status.success(), "{jfr} print {}: {}", recording.display(), String::from_utf8_lossy(&out.stderr));
-    let json: Value = serde_json::from_slice(&out.stdout).expect("jfr print --json gives JSON");
-    parse_timed_execution_samples(&json)
+    serde_json::from_slice(&out.stdout).expect("jfr print --json gives JSON")
 }
 
 /// `jfr print --json`'s execution samples; one without a thread, a time or a stack is left out.
 pub fn parse_timed_execution_samples(json: &Value) -> Vec<TimedSample> {
-    let events = json["recording"]["events"].as_array().map(Vec::as_slice).unwrap_or_default();
-    events
+    events(json)
         .iter()
         .filter_map(|e| {
             let v = &e["values"];
@@ -121,6 +124,11 @@ pub fn parse_timed_execution_samples(json: &Value) -> Vec<TimedSample> {
         .collect()
 }
 
+/// `jfr print --json`'s events.
+fn events(json: &Value) -> &[Value] {
+    json["recording"]["events"].as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
 /// A `jfr print --json` frame's method: `java.lang.String.hashCode`.
 fn leaf_method(frame: &Value) -> String {
     let class = frame["method"]["type"]["name"].as_str().unwrap_or("?").replace('/', ".");
@@ -129,20 +137,12 @@ fn leaf_method(frame: &Value) -> String {
 
 /// The CPU-time samples of `recording` (none on JDKs without the event).
 pub fn cpu_time_samples(jfr: &str, recording: &Path) -> Vec<CpuTimeSample> {
-    let out = Command::new(jfr)
-        .args(["print", "--json", "--stack-depth", "1", "--events", "jdk.CPUTimeSample"])
-        .arg(recording)
-        .output()
-        .unwrap_or_else(|e| panic!("run {jfr}: {e}"));
-    assert!(out.status.success(), "{jfr} print {}: {}", recording.display(), String::from_utf8_lossy(&out.stderr));
-    let json: Value = serde_json::from_slice(&out.stdout).expect("jfr print --json gives JSON");
-    parse_cpu_time_samples(&json)
+    parse_cpu_time_samples(&leaf_events_json(jfr, recording, "jdk.CPUTimeSample"))
 }
 
 /// `jfr print --json`'s CPU-time events.
 pub fn parse_cpu_time_samples(json: &Value) -> Vec<CpuTimeSample> {
-    let events = json["recording"]["events"].as_array().map(Vec::as_slice).unwrap_or_default();
-    events
+    events(json)
         .iter()
         .map(|e| {
             let v = &e["values"];
