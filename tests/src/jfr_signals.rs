@@ -9,8 +9,8 @@
 //! the handler runs. A running one leaves it in the 15 µs to 2 ms the signal takes whenever its
 //! stretch of Java code is that short (a call into the VM, a JNI or system call), so JFR keeps
 //! its samples of long loops and drops many of short methods called between native calls. On
-//! Jetty, JDK 17 and 21, JFR's samples of running threads were 13.0-18.0 pp from its samples
-//! of waiting threads, where chance reached 7.9-10.6 pp (6 runs): JFR's execution samples
+//! Jetty, JDK 17 and 21, JFR's samples of running threads were 11.7-18.0 pp from its samples
+//! of waiting threads, where chance reached 7.9-10.6 pp (7 runs): JFR's execution samples
 //! disagree with themselves. The waiting threads' samples were nearer ours (5.1-10.1 pp) but
 //! not always within their own noise: a waiting thread was preempted, which happens late in a
 //! long burst of CPU more often than early (a hypothesis), so they are no clean reference

@@ -17,10 +17,10 @@
 //!   `StringLatin1.hashCode`, `HashMap.resize`) and fewer on short methods called often. Most
 //!   of that is JFR's own (`joular_tests::jfr_signals`, printed with every run): a thread its
 //!   signal finds on a CPU is sampled only if it is still in Java code when the handler runs,
-//!   and those samples were 14.1-18.0 pp from JFR's samples of threads waiting for a CPU,
-//!   where chance reaches 7.9-10.2 pp (5 runs). The waiting threads' samples were 5.1-9.2 pp
-//!   from ours, within their split-half noise (7.4-8.7 pp) in 4 of the 5 runs; not in the
-//!   fifth, nor on JDK 21 (10.1 against 9.2 pp), so they are no clean reference either (a
+//!   and those samples were 11.7-18.0 pp from JFR's samples of threads waiting for a CPU,
+//!   where chance reaches 7.9-10.2 pp (6 runs). The waiting threads' samples were 5.1-9.2 pp
+//!   from ours, within their split-half noise (7.4-8.7 pp) in 5 of the 6 runs; not in one
+//!   (9.2 against 7.7 pp), nor on JDK 21 (10.1 against 9.2 pp), so they are no clean reference either (a
 //!   thread is preempted late in a long burst more often than early: a hypothesis). The bar
 //!   stays three times JFR's noise over all its samples: a wrong or missing method ranking
 //!   breaks it.
