@@ -20,10 +20,10 @@
 //!   and those samples were 11.7-18.0 pp from JFR's samples of threads waiting for a CPU,
 //!   where chance reaches 7.9-10.2 pp (6 runs). The waiting threads' samples were 5.1-9.2 pp
 //!   from ours, within their split-half noise (7.4-8.7 pp) in 5 of the 6 runs; not in one
-//!   (9.2 against 7.7 pp), nor on JDK 21 (10.1 against 9.2 pp), so they are no clean reference either (a
-//!   thread is preempted late in a long burst more often than early: a hypothesis). The bar
-//!   stays three times JFR's noise over all its samples: a wrong or missing method ranking
-//!   breaks it.
+//!   (9.2 against 7.7 pp), nor on JDK 21 (10.1 against 9.2 pp), so they are no clean
+//!   reference either (a thread is preempted late in a long burst more often than early: a
+//!   hypothesis). The bar stays three times JFR's noise over all its samples: a wrong or
+//!   missing method ranking breaks it.
 
 use joular_tests::apps::{compare, App, Comparison, Run};
 use joular_tests::leaf_distance::TOP_METHODS;
