@@ -17,7 +17,7 @@
 //!   and dealt out again at random, the two sides' samples differ by at most 4.4-6.4 pp (95th
 //!   percentile of 200 such deals, in each of 8 runs, with 1, 2 and 4 connections). JFR puts
 //!   10-15 pp more of its samples than we do on the longest loops (`Integer.getChars`,
-//!   `StringLatin1.hashCode`, `HashMap.resize`) and fewer on short methods called often. Most
+//!   `StringLatin1.hashCode`, `HashMap.resize`) and fewer on short methods called often. Part
 //!   of that is JFR's own (`joular_tests::jfr_signals`, printed with every run): a thread its
 //!   signal finds on a CPU is sampled only if it is still in Java code when the handler runs,
 //!   and those samples were 11.7-18.0 pp from JFR's samples of threads waiting for a CPU,

@@ -3,11 +3,11 @@
 //! same window in the same JVM, and how the two compare: the share of the application
 //! threads' samples that reach a thread root, the share with no Java frame, native code
 //! without a Java caller as a share of energy, and the top-15 leaf methods' distance from JFR
-//! against JFR's own split-half noise; before JDK 25 also from JFR's execution samples of threads
-//! its signal found waiting for a CPU (those of running threads leave out short stretches of
-//! Java code, `joular_tests::jfr_signals`, which prints both parts), and from JDK 25 from JFR's
-//! CPU-time samples, which follow CPU time as ours do. The measuring itself is `joular_tests::apps`, which the Jetty root test
-//! uses too.
+//! against JFR's own split-half noise; on JDK 17 and 21 also from JFR's execution samples of
+//! threads its signal found waiting for a CPU (those of running threads leave out short
+//! stretches of Java code, `joular_tests::jfr_signals`, which prints both parts), and from
+//! JDK 25 from JFR's CPU-time samples, which follow CPU time as ours do. The measuring itself
+//! is `joular_tests::apps`, which the Jetty root test uses too.
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -87,7 +87,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 Ok(c) => {
                     println!("{} on JDK {jdk}:\n{c}", app.name());
                     let cpu_time = against(c.cpu_time.as_ref());
-                    let waiting = against(c.by_thread_state.as_ref().map(|s| &s.waiting));
+                    let waiting = against(c.by_thread_state.as_ref().filter(|s| s.lined_up()).map(|s| &s.waiting));
                     rows.push(format!(
                         "| {} | {jdk} | {:.1}% | {:.1}% | {:.1}% | {:.2}% | {:.1} pp | {:.1} pp | {:.1} pp | {waiting} | {cpu_time} | {} / {} |",
                         app.name(),
