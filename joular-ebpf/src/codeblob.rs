@@ -12,6 +12,7 @@ use joular_ebpf::{
     blob_cache::{
         self, blob_cache_slot, window_holds_pc, BLOB_CACHE_SLOTS, LEAF_ADAPTER, LEAF_BY_FRAME, LEAF_VTABLE_STUB,
     },
+    poll::{is_safepoint_poll, POLL_BYTES},
     CodeHeapConfig, BLOB_WINDOW_WORDS, DROP_JAVA_WALK_NO_BLOB, DROP_JAVA_WALK_READ_FAILED, MAX_CODE_HEAPS,
     MAX_SEGMAP_HOPS,
 };
@@ -45,6 +46,17 @@ pub fn follows_call(ret: u64) -> bool {
         || (b[6] == 0xff && (b[7] & 0xf8 == 0xd0 || b[7] & 0xf8 == 0x10))
         || (b[5] == 0xff && b[6] & 0xf8 == 0x50)
         || (b[2] == 0xff && (b[3] & 0xf8 == 0x90 || b[3] == 0x15))
+}
+
+/// Whether `pc` is a safepoint poll (see `joular_ebpf::poll`): the place a compiled frame
+/// was stopped in when the safepoint handler blob above it returns to it.
+#[inline(always)]
+pub fn at_safepoint_poll(pc: u64) -> bool {
+    // SAFETY: a user-space read that fails cleanly.
+    match unsafe { bpf_probe_read_user(pc as *const [u8; POLL_BYTES]) } {
+        Ok(b) => is_safepoint_poll(b),
+        Err(_) => false,
+    }
 }
 
 /// Where a pc in the code cache stands before any read: its heap (an index into the config's

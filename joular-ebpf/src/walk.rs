@@ -79,7 +79,7 @@ use joular_ebpf::{
     CUT_CAUSE_FRAME_POINTER, DROP_NATIVE_NO_TABLE, JAVA_STACK_CAUSE_MASK, JAVA_STACK_CAUSE_SHIFT,
 };
 
-use crate::codeblob::{blob_facts, follows_call, known_nmethod, place};
+use crate::codeblob::{at_safepoint_poll, blob_facts, follows_call, known_nmethod, place};
 
 mod leaf;
 use crate::maps::{count_drop, BlobFacts, WalkState, CONFIG, JAVA_SCRATCH, JVMS, STACK_WINDOW_WORDS, WALK_STATE};
@@ -358,7 +358,9 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         Some(p) => !interrupted && state.cache.entries[p.slot & (BLOB_CACHE_SLOTS - 1)].checked_return == pc,
         None => false,
     };
-    if !interrupted && !vouched && !follows_call(pc) {
+    // Nor does a loop's safepoint poll, where the safepoint handler blob returns to
+    // (`joular_ebpf::poll`); it is checked only where no call precedes, which is rare.
+    if !interrupted && !vouched && !follows_call(pc) && !at_safepoint_poll(pc) {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
     if !hotspot && place.is_none() {
@@ -393,7 +395,11 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
     if nmethod && hotspot {
         frame.aux |= FRAME_CODE_COMPILE_ID | u64::from(compile_id);
     }
-    if vouched && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id) && !follows_call(pc) {
+    if vouched
+        && !state.cache.entries[slot].return_checked(pc, nmethod, compile_id)
+        && !follows_call(pc)
+        && !at_safepoint_poll(pc)
+    {
         return Step::cut(None, DROP_JAVA_WALK_BAD_RETURN);
     }
     if !interrupted && nmethod {

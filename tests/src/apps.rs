@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::java_stack::{is_java, short};
 use crate::jfr::{
-    cpu_time_samples, execution_samples, jdk_tool, timed_execution_samples, CpuTimeSample, JfrSample, TimedSample,
+    cpu_time_samples, execution_samples, jdk_tool, sampling_settings, timed_execution_samples, CpuTimeSample,
+    JfrSample, TimedSample,
 };
 use crate::jfr_signals::{by_thread_state, ByThreadState, SignalWatch, Signals};
 use crate::leaf_distance::{count_leaves, pooled_p95_pp, split_half_pp, top_distance, Reference, TOP_METHODS};
@@ -30,32 +31,10 @@ const THREAD_ROOTS: [&str; 4] = [
     "java.util.concurrent.ForkJoinWorkerThread.run",
     "jdk.internal.misc.InnocuousThread.run",
 ];
-/// JFR's settings: execution samples only, every 2 ms. `settings=profile` samples every 10 ms,
-/// and a web server's threads are in Java code a third of the time: some 300 samples in 15 s,
-/// whose split-half noise (near 20 pp) would hide any disagreement.
-const JFR_SETTINGS: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<configuration version="2.0" label="execution samples">
-  <event name="jdk.ExecutionSample">
-    <setting name="enabled">true</setting>
-    <setting name="period">2 ms</setting>
-  </event>
-</configuration>
-"#;
-/// From JDK 25, CPU-time samples too, every 2 ms of each thread's CPU time: a reference that
-/// follows CPU time as ours does (execution samples follow time in Java code, on a CPU or
-/// waiting for one).
-const JFR_SETTINGS_CPU_TIME: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<configuration version="2.0" label="execution and CPU-time samples">
-  <event name="jdk.ExecutionSample">
-    <setting name="enabled">true</setting>
-    <setting name="period">2 ms</setting>
-  </event>
-  <event name="jdk.CPUTimeSample">
-    <setting name="enabled">true</setting>
-    <setting name="throttle">2 ms</setting>
-  </event>
-</configuration>
-"#;
+/// JFR's samples every 2 ms: `settings=profile` samples every 10 ms, and a web server's
+/// threads are in Java code a third of the time: some 300 samples in 15 s, whose split-half
+/// noise (near 20 pp) would hide any disagreement.
+const JFR_SAMPLE_PERIOD_MS: u32 = 2;
 /// The first JDK with `jdk.CPUTimeSample` (JEP 509, experimental, Linux).
 const CPU_TIME_SAMPLES_SINCE_JDK: u32 = 25;
 
@@ -225,7 +204,7 @@ pub fn compare(run: &Run) -> Comparison {
     let cpu_time = run.jdk >= CPU_TIME_SAMPLES_SINCE_JDK;
     // Before the JVM starts, so that every thread of it has been seen switching.
     let watch = (!cpu_time).then(|| SignalWatch::start(dir.path()));
-    std::fs::write(&settings, if cpu_time { JFR_SETTINGS_CPU_TIME } else { JFR_SETTINGS }).unwrap();
+    std::fs::write(&settings, sampling_settings(JFR_SAMPLE_PERIOD_MS, cpu_time)).unwrap();
     let jfr_flag = format!(
         "-XX:StartFlightRecording=delay={}s,duration={}s,settings={},filename={}",
         run.warmup_s,

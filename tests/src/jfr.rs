@@ -23,6 +23,33 @@ pub fn jdk_tool(java: &str, tool: &str) -> String {
     }
 }
 
+/// A JFR settings file (`.jfc`) that takes execution samples every `period_ms`, and with
+/// `cpu_time` (JDK 25+) CPU-time samples too, every `period_ms` of each thread's CPU time: a
+/// reference that follows CPU time as ours does (execution samples follow time in Java code,
+/// on a CPU or waiting for one).
+pub fn sampling_settings(period_ms: u32, cpu_time: bool) -> String {
+    let cpu_time_event = match cpu_time {
+        true => format!(
+            r#"  <event name="jdk.CPUTimeSample">
+    <setting name="enabled">true</setting>
+    <setting name="throttle">{period_ms} ms</setting>
+  </event>
+"#
+        ),
+        false => String::new(),
+    };
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<configuration version="2.0" label="samples every {period_ms} ms">
+  <event name="jdk.ExecutionSample">
+    <setting name="enabled">true</setting>
+    <setting name="period">{period_ms} ms</setting>
+  </event>
+{cpu_time_event}</configuration>
+"#
+    )
+}
+
 /// The execution samples of `recording`, in the order `jfr print` gives them.
 pub fn execution_samples(jfr: &str, recording: &Path) -> Vec<JfrSample> {
     let out = Command::new(jfr)
@@ -161,6 +188,33 @@ pub fn parse_cpu_time_samples(json: &Value) -> Vec<CpuTimeSample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each event of a settings file with its settings, as JFR reads them.
+    fn events_of(settings: &str) -> Vec<(String, Vec<(String, String)>)> {
+        let doc = roxmltree::Document::parse(settings).expect("the settings are XML");
+        doc.root_element()
+            .children()
+            .filter(|n| n.has_tag_name("event"))
+            .map(|e| {
+                let values = e
+                    .children()
+                    .filter(|n| n.has_tag_name("setting"))
+                    .map(|n| (n.attribute("name").unwrap().to_owned(), n.text().unwrap().to_owned()))
+                    .collect();
+                (e.attribute("name").unwrap().to_owned(), values)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sampling_settings_name_the_period_and_cpu_time_samples_only_when_asked() {
+        let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+        let execution = ("jdk.ExecutionSample".to_owned(), vec![pair("enabled", "true"), pair("period", "1 ms")]);
+        assert_eq!(events_of(&sampling_settings(1, false)), std::slice::from_ref(&execution));
+        let cpu_time = ("jdk.CPUTimeSample".to_owned(), vec![pair("enabled", "true"), pair("throttle", "1 ms")]);
+        assert_eq!(events_of(&sampling_settings(1, true)), [execution, cpu_time]);
+        assert!(sampling_settings(2, true).contains(r#"<setting name="throttle">2 ms</setting>"#));
+    }
 
     #[test]
     fn frames_are_read_leaf_first_and_a_cut_is_seen() {

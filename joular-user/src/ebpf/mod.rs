@@ -7,6 +7,8 @@ mod device_fields;
 mod devices;
 pub mod kernel_names;
 mod loader;
+#[cfg(test)]
+mod poll_rules;
 pub mod preflight;
 #[cfg(test)]
 mod prologue_rules;
