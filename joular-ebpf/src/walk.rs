@@ -87,7 +87,8 @@ use crate::native::{row_for, start_walk};
 use crate::report::report_method;
 use crate::stack_store::store;
 use leaf::{
-    adapter_step, epilogue_step, prologue_step, return_at, stub_fp_step, stub_frame_at_fp, stub_return_near_sp,
+    adapter_step, body_step, epilogue_step, prologue_step, return_at, stub_fp_step, stub_frame_at_fp,
+    stub_return_near_sp,
 };
 
 /// Words read for an interpreted frame: the slot window below fp, then saved fp and
@@ -433,6 +434,9 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
                 true => stub_fp_step(state, frame),
                 false => stub_return_near_sp(state, frame),
             };
+        }
+        if hotspot && nmethod {
+            return body_step(state, frame, frame_words);
         }
     }
     sized_step(state, frame, frame_words)
