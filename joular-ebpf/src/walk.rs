@@ -87,7 +87,7 @@ use crate::native::{row_for, start_walk};
 use crate::report::report_method;
 use crate::stack_store::store;
 use leaf::{
-    adapter_step, body_step, epilogue_step, prologue_step, return_at, stub_fp_step, stub_frame_at_fp,
+    adapter_step, epilogue_step, prologue_step, pushed_word_step, return_at, stub_fp_step, stub_frame_at_fp,
     stub_return_near_sp,
 };
 
@@ -436,7 +436,9 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
             };
         }
         if hotspot && nmethod {
-            return body_step(state, frame, frame_words);
+            if let Some(step) = pushed_word_step(state, frame, frame_words) {
+                return step;
+            }
         }
     }
     sized_step(state, frame, frame_words)

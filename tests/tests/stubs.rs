@@ -3,7 +3,8 @@
 //! `Thread.run`, a megamorphic call's work split is right, and each stub is named as the JVM
 //! itself names it: the names are checked against `-XX:+PrintStubCode` (the JVM's own
 //! `StubCodeDesc` list, printed as `StubRoutines::<name> [begin, end]`) of a separate run of
-//! the same fixture on the same JDK. Run as root by `cargo xtask test`.
+//! the same fixture on the same JDK. Compiled code an intrinsic pushed a word in (C2's
+//! `char_array_compress`) keeps its callers too. Run as root by `cargo xtask test`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};

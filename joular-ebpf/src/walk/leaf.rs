@@ -156,7 +156,7 @@ pub(super) fn adapter_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) 
     let sp = state.sp;
     // SAFETY: a user-space read that fails cleanly.
     match unsafe { bpf_probe_read_user(sp as *const u64) } {
-        Ok(ret) if adapter_return(state, ret) => {
+        Ok(ret) if caller_return(state, ret) => {
             state.flags |= JAVA_STACK_HOTSPOT;
             advance(state, frame, ret, sp + 8, state.fp)
         }
@@ -166,9 +166,10 @@ pub(super) fn adapter_step(state: &mut WalkState, frame: JavaFrame, leaf: bool) 
     }
 }
 
-/// A return address an adapter's caller can have: into the interpreter, or after a call.
+/// A return address a caller of compiled code or of an adapter can have: into the
+/// interpreter, or after a call.
 #[inline(always)]
-fn adapter_return(state: &WalkState, ret: u64) -> bool {
+fn caller_return(state: &WalkState, ret: u64) -> bool {
     ret != 0 && (state.cfg.in_interpreter(ret) || follows_call(ret))
 }
 
@@ -192,7 +193,7 @@ fn adapter_return(state: &WalkState, ret: u64) -> bool {
 #[inline(always)]
 fn moved_return_step(state: &mut WalkState, frame: JavaFrame) -> Step {
     let ret = state.leaf_rax;
-    if !adapter_return(state, ret) {
+    if !caller_return(state, ret) {
         return Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN);
     }
     let r13 = state.live_bcp;
@@ -266,38 +267,31 @@ pub(super) fn return_at(state: &mut WalkState, frame: JavaFrame, at: u64, fp: u6
     }
 }
 
-/// A compiled leaf in its body: stepped by its frame size, unless the word there cannot be
-/// its caller's return address (none outside the code cache, where every caller of compiled
-/// code is: compiled code, the interpreter or the call stub) and the word above it can.
+/// A compiled leaf in its body whose frame-base word cannot be its caller's return address
+/// (none is outside the code cache, where every caller of compiled code is: compiled code,
+/// the interpreter or the call stub) while the word above it can: stepped by that word.
 /// A few of C2's intrinsics push a word in the body of the code they are inlined into and
 /// pop it before its end: `MacroAssembler::char_array_compress` (`StringUTF16.compress`, which
-/// every `new String(char[])` runs on JDK 17) keeps the length there across its loops, so
-/// sp is a word below the frame's base. H2's `BigDecimal(String)` spent ~1.2% of its
-/// samples there (JDK 17), every one cut at its caller until this step. The word above is
-/// taken only when it follows a call or returns into the interpreter; else the step is the
-/// plain one, which the next step cuts as before. The test is a range check, so the common
-/// case costs no read.
+/// every `new String(char[])` runs on JDK 11 to 21) keeps the length there across its loops,
+/// so sp is a word below the frame's base. H2's `BigDecimal(String)` spent ~1.2% of its
+/// samples there (JDK 17), every one cut at its caller until this step. `None`: the plain
+/// step by frame size (`sized_step`), whose next step cuts a wrong return as before. The
+/// test is a range check on a word the plain step reads anyway (from the same stack
+/// window), so the common case costs no read.
 #[inline(always)]
-pub(super) fn body_step(state: &mut WalkState, frame: JavaFrame, frame_words: u32) -> Step {
+pub(super) fn pushed_word_step(state: &mut WalkState, frame: JavaFrame, frame_words: u32) -> Option<Step> {
     if frame_words == 0 || frame_words > 1 << 16 {
-        return sized_step(state, frame, frame_words);
+        return None;
     }
     let caller_sp = state.sp + u64::from(frame_words) * 8;
-    let Ok([saved_fp, ret]) = stack_pair(state, caller_sp - 16) else {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED);
-    };
-    let cfg = &state.cfg;
-    if ret < cfg.code_start || ret >= cfg.code_end {
-        if let Ok([pushed_fp, pushed_ret]) = stack_pair(state, caller_sp - 8) {
-            if pushed_ret != 0 && (state.cfg.in_interpreter(pushed_ret) || follows_call(pushed_ret)) {
-                state.flags |= JAVA_STACK_HOTSPOT;
-                return advance(state, frame, pushed_ret, caller_sp + 8, pushed_fp);
-            }
-        }
+    let [_, ret] = stack_pair(state, caller_sp - 16).ok()?;
+    if ret >= state.cfg.code_start && ret < state.cfg.code_end {
+        return None;
     }
-    if ret == 0 {
-        return Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN);
+    let [pushed_fp, pushed_ret] = stack_pair(state, caller_sp - 8).ok()?;
+    if !caller_return(state, pushed_ret) {
+        return None;
     }
     state.flags |= JAVA_STACK_HOTSPOT;
-    advance(state, frame, ret, caller_sp, saved_fp)
+    Some(advance(state, frame, pushed_ret, caller_sp + 8, pushed_fp))
 }
