@@ -3,6 +3,7 @@
 #![no_std]
 
 pub mod blob_cache;
+pub mod epilogue;
 pub mod poll;
 pub mod prologue;
 pub mod sampler_cost;

@@ -9,10 +9,10 @@ use aya_ebpf::{
 };
 use joular_ebpf::sampler_cost::SAMPLE_NS_BUCKETS;
 use joular_ebpf::{
-    blob_cache::BlobCache, prologue::PROLOGUE_WINDOW_BYTES, CodeReport, CpuState, DeviceKey, ExitValue, JavaStack,
-    JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue, BLOB_WINDOW_WORDS, BUFFERS,
-    CODE_REPORT_RING_BYTES, CONFIG_LEN, DROP_KINDS, MAX_DEVICE_KEYS, MAX_JAVA_STACKS, MAX_JVMS, MAX_REPORTED,
-    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
+    blob_cache::BlobCache, epilogue::EPILOGUE_WINDOW_BYTES, prologue::PROLOGUE_WINDOW_BYTES, CodeReport, CpuState,
+    DeviceKey, ExitValue, JavaStack, JvmConfig, KsymNames, SampleKey, SampleLog, ThreadCpuKey, ThreadCpuValue,
+    BLOB_WINDOW_WORDS, BUFFERS, CODE_REPORT_RING_BYTES, CONFIG_LEN, DROP_KINDS, MAX_DEVICE_KEYS, MAX_JAVA_STACKS,
+    MAX_JVMS, MAX_REPORTED, MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, MAX_THREAD_CPU,
 };
 
 /// Index = `CONFIG_*`. 64-bit values: `CONFIG_TARGETS_GEN` is a 64-bit generation (see
@@ -221,6 +221,9 @@ pub struct WalkState {
     /// The instruction bytes before a compiled leaf's frame-complete offset, when the leaf
     /// is in its prologue (see `joular_ebpf::prologue`).
     pub prologue: [u8; PROLOGUE_WINDOW_BYTES],
+    /// The instruction bytes around an interrupted compiled leaf's pc, read to tell whether
+    /// it is in its epilogue (see `joular_ebpf::epilogue`).
+    pub epilogue: [u8; EPILOGUE_WINDOW_BYTES],
     /// Kept from sample to sample (see `joular_ebpf::blob_cache`).
     pub cache: BlobCache,
     /// Fingerprints of reports this CPU sent or found sent, by `fingerprint % REPORTED_SLOTS`

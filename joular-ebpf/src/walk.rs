@@ -21,7 +21,8 @@
 //!   steps by rbp when rbp points just above sp (the frame it set up, or the one around a
 //!   second frame it nests inside), else by a return address at sp (a stub that pushed no
 //!   frame, under a compiled caller whose rbp is a scratch register). A leaf caught in an
-//!   epilogue (on `pop rbp` or `ret`) steps by what is left of its frame; one caught in a
+//!   epilogue (on `pop rbp`, the return's safepoint poll after it, or `ret`;
+//!   `joular_ebpf::epilogue`) steps by what is left of its frame; one caught in a
 //!   compiled method's prologue, by how far the prologue got, which its instruction bytes
 //!   say (`joular_ebpf::prologue`).
 //!

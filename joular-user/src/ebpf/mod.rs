@@ -5,6 +5,8 @@ mod blob_cache_rules;
 mod code_reports;
 mod device_fields;
 mod devices;
+#[cfg(test)]
+mod epilogue_rules;
 pub mod kernel_names;
 mod loader;
 #[cfg(test)]
