@@ -8,7 +8,8 @@
 //!   `C1_MacroAssembler::build_frame`): `mov %eax,-N(%rsp)` (one or more), `push %rbp`,
 //!   `mov %rsp,%rbp` (JNI wrappers and `-XX:+PreserveFramePointer` only), `sub $F-16,%rsp`
 //!   (none when F is 16);
-//! - without (C2 methods that need none): `sub $F-8,%rsp`, `mov %rbp,F-16(%rsp)`;
+//! - without (C2 methods that need none): `sub $F-8,%rsp`, `mov %rbp,F-16(%rsp)`, then with
+//!   `-XX:+PreserveFramePointer` `mov %rsp,%rbp` and `add $F-16,%rbp` (none when F is 16);
 //! - then, where the collector has nmethod entry barriers (JDK 21+; ZGC and Shenandoah
 //!   before), the barrier, 4-aligned by up to 3 bytes of `nop`: `cmpl $guard,d8(%r15)` and
 //!   `jne` to an out-of-line stub (C2) or `je` over a `call` (C1). The frame is complete there.
@@ -20,8 +21,10 @@
 //! proves nothing, and neither does a pc that is not at one of its instruction boundaries:
 //! the sampler then cuts the stack, as it does for every frame it cannot check.
 
-/// Bytes read, ending at the frame-complete offset: the longest shape (a C1 entry barrier
-/// with its padding, `sub` with a 32-bit immediate, `mov %rsp,%rbp`, `push`, one bang) is 36.
+/// Bytes read, ending at the frame-complete offset: the longest shapes are 36 (a C1 entry
+/// barrier with its padding, `sub` with a 32-bit immediate, `mov %rsp,%rbp`, `push`, one
+/// bang) and 42 (C2's barrier with its padding, `add $imm32,%rbp`, `mov %rsp,%rbp`, `mov
+/// %rbp,disp32(%rsp)`, `sub $imm32,%rsp`).
 pub const PROLOGUE_WINDOW_BYTES: usize = 48;
 
 /// Not a prologue the bytes explain, or a pc between its instructions: cut.
@@ -40,6 +43,9 @@ const PUSH_RBP: u8 = 0x55;
 /// `sub $imm8,%rsp` and `sub $imm32,%rsp` (REX.W 83 /5 ib, REX.W 81 /5 id).
 const SUB_RSP_IMM8: [u8; 3] = [0x48, 0x83, 0xec];
 const SUB_RSP_IMM32: [u8; 3] = [0x48, 0x81, 0xec];
+/// `add $imm8,%rbp` and `add $imm32,%rbp` (REX.W 83 /0 ib, REX.W 81 /0 id).
+const ADD_RBP_IMM8: [u8; 3] = [0x48, 0x83, 0xc5];
+const ADD_RBP_IMM32: [u8; 3] = [0x48, 0x81, 0xc5];
 /// `mov %rsp,%rbp`, in its two encodings (8B /r and 89 /r).
 const MOV_RBP_RSP: [[u8; 3]; 2] = [[0x48, 0x8b, 0xec], [0x48, 0x89, 0xe5]];
 /// `mov %rbp,disp8(%rsp)` and `mov %rbp,disp32(%rsp)` (REX.W 89 /r with a SIB byte).
@@ -184,6 +190,28 @@ pub fn frame_build_state_in(
     frame_build_state(&Window(code), end, before_complete, frame_bytes)
 }
 
+/// The bytes of `mov %rsp,%rbp` and `add $F-16,%rbp` (-XX:+PreserveFramePointer, C2 without
+/// a bang) that end `end` bytes before the frame-complete offset, and of the `add` alone;
+/// (0, 0) when they are not there. `saved_at`: F-16.
+#[inline(always)]
+fn preserved_fp_bytes(w: &Window, end: u64, saved_at: u32) -> (u64, u64) {
+    let add_len = if saved_at == 0 {
+        0
+    } else if saved_at < 128 && w.has(end + 4, ADD_RBP_IMM8) && w.at(end + 1) == saved_at {
+        4
+    } else if w.has(end + 7, ADD_RBP_IMM32) && w.u32_ending(end) == u64::from(saved_at) {
+        7
+    } else {
+        return (0, 0);
+    };
+    let mov = end + add_len + 3;
+    if w.has(mov, MOV_RBP_RSP[0]) || w.has(mov, MOV_RBP_RSP[1]) {
+        (add_len + 3, add_len)
+    } else {
+        (0, 0)
+    }
+}
+
 /// The length of the entry barrier that ends the prologue, or 0 if there is none.
 #[inline(always)]
 fn barrier_bytes(w: &Window) -> u32 {
@@ -202,23 +230,29 @@ fn barrier_bytes(w: &Window) -> u32 {
 fn frame_build_state(w: &Window, end: u32, before_complete: u32, frame_bytes: u32) -> u32 {
     // Offsets in 64 bits, as `Window` takes them.
     let (end, at) = (u64::from(end), u64::from(before_complete));
-    // Without a bang: `sub $F-8,%rsp`, then `mov %rbp,F-16(%rsp)`.
+    // Without a bang: `sub $F-8,%rsp`, then `mov %rbp,F-16(%rsp)`, and with
+    // -XX:+PreserveFramePointer `mov %rsp,%rbp` and `add $F-16,%rbp` (none when F is 16)
+    // after them: from the end of `mov %rbp,F-16(%rsp)` on, the frame is as its size says.
     let saved_at = frame_bytes - 16;
-    let mov_len = if saved_at < 128 && w.has(end + 5, MOV_RBP_TO_RSP_DISP8) && w.at(end + 1) == saved_at {
+    let (fp_len, add_len) = preserved_fp_bytes(w, end, saved_at);
+    let saved = end + fp_len;
+    let mov_len = if saved_at < 128 && w.has(saved + 5, MOV_RBP_TO_RSP_DISP8) && w.at(saved + 1) == saved_at {
         5
-    } else if w.has(end + 8, MOV_RBP_TO_RSP_DISP32) && w.u32_ending(end) == u64::from(saved_at) {
+    } else if w.has(saved + 8, MOV_RBP_TO_RSP_DISP32) && w.u32_ending(saved) == u64::from(saved_at) {
         8
     } else {
         0
     };
     if mov_len > 0 {
-        let mov = end + mov_len;
+        let mov = saved + mov_len;
         if !(w.has(mov + 7, SUB_RSP_IMM32) && w.u32_ending(mov) == u64::from(frame_bytes - 8)) {
             return PROLOGUE_UNKNOWN;
         }
         return match at {
             a if a > mov => PROLOGUE_ENTRY,
             a if a == mov => PROLOGUE_ALLOCATED,
+            // On `mov %rsp,%rbp` or `add $F-16,%rbp`.
+            a if fp_len > 0 && (a == saved || (add_len > 0 && a == end + add_len)) => PROLOGUE_COMPLETE,
             a if a <= end => PROLOGUE_COMPLETE,
             _ => PROLOGUE_UNKNOWN,
         };

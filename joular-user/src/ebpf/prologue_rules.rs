@@ -1,9 +1,10 @@
 //! The kernel unwinder's reading of compiled prologues (`joular_ebpf::prologue`), on the
 //! prologues of real nmethods: each case's bytes run from the nmethod's code start to its
 //! frame-complete offset, as JDK 11.0.13, 17.0.15, 21.0.8 and 25.0.2 (Temurin, x86_64)
-//! compiled them for Jetty 9.4. A state other than `PROLOGUE_UNKNOWN` lets the sampler step
-//! a leaf that today would be cut, so a wrong one misplaces a return address: every
-//! instruction boundary is checked, and so is every pc between boundaries.
+//! compiled them for Jetty 9.4 (and, with -XX:+PreserveFramePointer, for a test fixture). A
+//! state other than `PROLOGUE_UNKNOWN` lets the sampler step a leaf that today would be cut,
+//! so a wrong one misplaces a return address: every instruction boundary is checked, and so
+//! is every pc between boundaries.
 
 use joular_ebpf::prologue::{
     prologue_state, PROLOGUE_ALLOCATED, PROLOGUE_COMPLETE, PROLOGUE_ENTRY, PROLOGUE_PUSHED, PROLOGUE_UNKNOWN,
@@ -155,6 +156,40 @@ const CASES: &[Case] = &[
         entry_before: 24,
         at: &[(24, PROLOGUE_PUSHED), (27, PROLOGUE_PUSHED)],
         complete_from: Some(31),
+    },
+    // -XX:+PreserveFramePointer, C2 without a bang: `mov %rsp,%rbp` and `add $F-16,%rbp`
+    // after rbp is saved (tests/java/ReturnPoll.java's static `mix`, dumped with gdb).
+    Case {
+        what: "JDK 11 C2 without a bang, -XX:+PreserveFramePointer (ReturnPoll.mix)",
+        hex: "4881ec1800000048896c2410488bec4883c510",
+        frame_words: 4,
+        entry_before: 7,
+        at: &[(7, PROLOGUE_ALLOCATED), (12, PROLOGUE_COMPLETE), (15, PROLOGUE_COMPLETE)],
+        complete_from: None,
+    },
+    Case {
+        what: "JDK 17 C2 without a bang, -XX:+PreserveFramePointer (ReturnPoll.mix)",
+        hex: "4881ec1800000048896c2410488bec4883c510",
+        frame_words: 4,
+        entry_before: 7,
+        at: &[(7, PROLOGUE_ALLOCATED), (12, PROLOGUE_COMPLETE), (15, PROLOGUE_COMPLETE)],
+        complete_from: None,
+    },
+    Case {
+        what: "JDK 21 C2 without a bang, -XX:+PreserveFramePointer, entry barrier (ReturnPoll.mix)",
+        hex: "4881ec1800000048896c2410488bec4883c5109041817f20010000000f8545000000",
+        frame_words: 4,
+        entry_before: 7,
+        at: &[(7, PROLOGUE_ALLOCATED), (12, PROLOGUE_COMPLETE), (15, PROLOGUE_COMPLETE)],
+        complete_from: Some(19),
+    },
+    Case {
+        what: "JDK 25 C2 without a bang, -XX:+PreserveFramePointer, entry barrier (ReturnPoll.mix)",
+        hex: "4881ec1800000048896c2410488bec4883c5109041817f20010000000f8542000000",
+        frame_words: 4,
+        entry_before: 7,
+        at: &[(7, PROLOGUE_ALLOCATED), (12, PROLOGUE_COMPLETE), (15, PROLOGUE_COMPLETE)],
+        complete_from: Some(19),
     },
 ];
 
