@@ -160,15 +160,7 @@ const CASES: &[Case] = &[
     // -XX:+PreserveFramePointer, C2 without a bang: `mov %rsp,%rbp` and `add $F-16,%rbp`
     // after rbp is saved (tests/java/ReturnPoll.java's static `mix`, dumped with gdb).
     Case {
-        what: "JDK 11 C2 without a bang, -XX:+PreserveFramePointer (ReturnPoll.mix)",
-        hex: "4881ec1800000048896c2410488bec4883c510",
-        frame_words: 4,
-        entry_before: 7,
-        at: &[(7, PROLOGUE_ALLOCATED), (12, PROLOGUE_COMPLETE), (15, PROLOGUE_COMPLETE)],
-        complete_from: None,
-    },
-    Case {
-        what: "JDK 17 C2 without a bang, -XX:+PreserveFramePointer (ReturnPoll.mix)",
+        what: "JDK 11 and 17 (the same bytes) C2 without a bang, -XX:+PreserveFramePointer (ReturnPoll.mix)",
         hex: "4881ec1800000048896c2410488bec4883c510",
         frame_words: 4,
         entry_before: 7,
