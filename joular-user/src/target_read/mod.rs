@@ -5,8 +5,10 @@
 //! targets through here.
 
 mod byte_source;
+mod chunked_read;
 mod fuse;
 pub mod stall_guard;
 
 pub use byte_source::{ByteSource, MemoryImage};
+pub use chunked_read::ChunkedRead;
 pub use fuse::on_fuse;

@@ -6,7 +6,8 @@
 //! A [`StallGuard`] runs such a read on a thread of its own and waits for it at most a deadline.
 //! A read past its deadline fails ([`Stall::TimedOut`]); its thread is left behind, stuck in
 //! the target's read, and a new one serves the next reads. A thread that is only waiting for a
-//! CPU (runnable, on a loaded host) is given a few more deadlines first. Threads left behind are bounded: while
+//! CPU (runnable, on a loaded host), or whose reads go on completing (a cold disk), is given a
+//! few more deadlines first. Threads left behind are bounded: while
 //! the bound of them are stuck, reads of that kind are refused
 //! ([`Stall::Refused`]). A stuck thread that the target lets go (it served the fault, or ended)
 //! exits and frees its place.
@@ -43,8 +44,9 @@ const FILE_READ_DEADLINE: Duration = Duration::from_secs(1);
 /// Threads left blocked in a target's reads, of each kind, before that kind is refused.
 const MAX_STUCK_THREADS: usize = 4;
 /// A read past its deadline whose thread is runnable (waiting for a CPU on a loaded host, not
-/// blocked by the target) is waited for up to this many deadlines in all: a real JVM must not be
-/// dropped for the host's load.
+/// blocked by the target), or has read more since the last deadline (a cold disk), is waited
+/// for up to this many deadlines in all: a real JVM must not be dropped for the host's load, nor
+/// on its first run for a page cache that does not hold its libjvm.so yet.
 const RUNNABLE_DEADLINES: u32 = 8;
 
 thread_local! {
@@ -166,9 +168,17 @@ impl StallGuard {
             *slot = None;
             return Err(Stall::NoThread { what: self.what, reason: "the read thread ended".into() });
         }
+        let tid = || thread.tid.load(Ordering::Acquire);
+        let mut read_so_far = bytes_read(tid());
         let mut outcome = thread.outcomes.recv_timeout(deadline);
         for _ in 1..RUNNABLE_DEADLINES {
-            if !matches!(outcome, Err(RecvTimeoutError::Timeout)) || !runnable(thread.tid.load(Ordering::Acquire)) {
+            if !matches!(outcome, Err(RecvTimeoutError::Timeout)) {
+                break;
+            }
+            let (was, now) = (read_so_far, bytes_read(tid()));
+            read_so_far = now;
+            let progressing = matches!((was, now), (Some(was), Some(now)) if now != was);
+            if !progressing && !runnable(tid()) {
                 break;
             }
             outcome = thread.outcomes.recv_timeout(deadline);
@@ -236,6 +246,20 @@ fn runnable(tid: i32) -> bool {
     };
     // The state follows the command name, which ends at the last ')'.
     stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) == Some('R')
+}
+
+/// What our thread `tid` has read so far (the `rchar` and `read_bytes` of its `io`): a read
+/// asleep on a cold disk (libjvm.so's symbol tables on a first run, megabytes of them) moves
+/// them on between deadlines; one the target holds (a fault never served, a FUSE daemon that
+/// never answers) does not. `None`: unreadable. A thread not started yet has read nothing.
+fn bytes_read(tid: i32) -> Option<(u64, u64)> {
+    if tid == NOT_STARTED {
+        return Some((0, 0));
+    }
+    let io = std::fs::read_to_string(format!("/proc/self/task/{tid}/io")).ok()?;
+    let field =
+        |name: &str| io.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse::<u64>().ok());
+    Some((field("rchar")?, field("read_bytes").unwrap_or(0)))
 }
 
 /// A live JVM's memory read through a [`StallGuard`]. After one of its reads ran past its deadline,
@@ -414,6 +438,44 @@ mod tests {
         });
         assert_eq!(busy, Ok(5));
         assert_eq!(guard.timed_out(), 0);
+    }
+
+    /// A read asleep most of the time but whose reads go on completing, as libjvm.so's symbol
+    /// tables read from a cold disk on a JVM's first run: waited for past its deadline. One that
+    /// read once and then sleeps with nothing more read (a target that served one read and holds
+    /// the next) still times out.
+    #[test]
+    fn a_read_that_keeps_reading_is_waited_for_and_one_that_stops_is_not() {
+        use std::os::unix::fs::FileExt;
+        let file = tempfile::tempfile().unwrap();
+        file.write_all_at(&[7u8; 4096], 0).unwrap();
+        let file = Arc::new(file);
+        let guard = StallGuard::new("test read", DEADLINE, 1);
+        let slow_disk = Arc::clone(&file);
+        let read = guard.run(move || {
+            let (started, mut reads) = (Instant::now(), 0u32);
+            while started.elapsed() < DEADLINE * 3 {
+                let mut page = [0u8; 4096];
+                slow_disk.read_exact_at(&mut page, 0).unwrap();
+                reads += 1;
+                thread::sleep(DEADLINE / 10);
+            }
+            reads
+        });
+        assert!(matches!(read, Ok(n) if n >= 3), "{read:?}");
+        assert_eq!(guard.timed_out(), 0);
+
+        let (release, wait) = sync_channel::<()>(0);
+        let stops = Arc::clone(&file);
+        let started = Instant::now();
+        let read = guard.run(move || {
+            let mut page = [0u8; 4096];
+            stops.read_exact_at(&mut page, 0).unwrap();
+            wait.recv().is_ok()
+        });
+        assert!(matches!(read, Err(Stall::TimedOut { .. })), "{read:?}");
+        assert!(started.elapsed() < DEADLINE * 5, "waited {:?}", started.elapsed());
+        drop(release);
     }
 
     /// A batch (a JVM's cycle of frames) is one hop: its reads run directly on the read

@@ -190,27 +190,42 @@ fn stub_symbols<'data, R: ReadRef<'data>>(elf: &ElfFile64<'data, Endianness, R>,
 /// Opens libjvm.so for lazy reads: only the ELF headers and the symbol and string tables
 /// are read, not the whole (about 20 MB) file.
 fn open_bounded(path: &Path) -> Result<ReadCache<File>, HotspotError> {
+    open_libjvm(path).map(ReadCache::new)
+}
+
+/// Opens the libjvm.so at `path` (a `map_files/` entry from [`locate_libjvm`]), refusing one
+/// over `MAX_LIBJVM_BYTES`. Its reads are the caller's to bound (a target's file may sit on a
+/// filesystem that never answers, or on a cold disk): [`table_symbols_from_elf`] reads it lazily.
+pub fn open_libjvm(path: &Path) -> Result<File, HotspotError> {
     let io = |source| HotspotError::Io { path: path.to_owned(), source };
     let file = File::open(path).map_err(io)?;
     let size_bytes = file.metadata().map_err(io)?.len();
     if size_bytes > MAX_LIBJVM_BYTES {
         return Err(HotspotError::TooLarge { path: path.to_owned(), size_bytes, limit_bytes: MAX_LIBJVM_BYTES });
     }
-    Ok(ReadCache::new(file))
+    Ok(file)
 }
 
-/// Finds libjvm.so in process `pid` (under `proc_root`, normally `/proc`) and resolves its
-/// table symbols. The file is read only through `map_files/`: the very file that is mapped (even
-/// if replaced or deleted since), reached without resolving any path inside the target's file
-/// system, where a symlink could point anywhere. Opening it needs CAP_CHECKPOINT_RESTORE (or
-/// root), as native symbolization does.
-pub fn locate_tables(proc_root: &Path, pid: u32) -> Result<(LibjvmMapping, TableSymbols), HotspotError> {
+/// Finds libjvm.so in process `pid` (under `proc_root`, normally `/proc`): its lowest mapping
+/// and the path that reaches its file. The file is read only through `map_files/`: the very file
+/// that is mapped (even if replaced or deleted since), reached without resolving any path inside
+/// the target's file system, where a symlink could point anywhere. Opening it needs
+/// CAP_CHECKPOINT_RESTORE (or root), as native symbolization does.
+pub fn locate_libjvm(proc_root: &Path, pid: u32) -> Result<(LibjvmMapping, PathBuf), HotspotError> {
     let pid_dir = proc_root.join(pid.to_string());
     let maps_path = pid_dir.join("maps");
     let maps_file = File::open(&maps_path).map_err(|source| HotspotError::Io { path: maps_path.clone(), source })?;
     let maps = parse_maps(BufReader::new(maps_file.take(MAX_MAPS_BYTES)));
     let lib = find_libjvm(&maps).ok_or(HotspotError::NoLibjvm { pid })?;
     let path: PathBuf = pid_dir.join("map_files").join(format!("{:x}-{:x}", lib.start, lib.end));
+    Ok((lib, path))
+}
+
+/// Finds libjvm.so in process `pid` ([`locate_libjvm`]) and resolves its table symbols, its
+/// reads unbounded in time (a caller that must not wait on a target's file reads it through
+/// [`open_libjvm`] and [`table_symbols_from_elf`] itself).
+pub fn locate_tables(proc_root: &Path, pid: u32) -> Result<(LibjvmMapping, TableSymbols), HotspotError> {
+    let (lib, path) = locate_libjvm(proc_root, pid)?;
     let data = open_bounded(&path)?;
     let symbols = table_symbols_from_elf(&data, lib.start, &path)?;
     Ok((lib, symbols))

@@ -104,7 +104,7 @@ mod interpreter_bounds_tests;
 pub use bounded::{BoundedReader, Overrun, ReadBudget};
 pub use error::HotspotError;
 pub use jvm::{CodeAt, FrameKind, HotspotJvm, JavaFrame, Misses, PcRole, Reads};
-pub use libjvm::{locate_tables, TableSymbols};
+pub use libjvm::{locate_libjvm, locate_tables, open_libjvm, table_symbols_from_elf, TableSymbols};
 pub use memory::{MemoryReader, ProcessMemory, ReadError, RecordingReader, SegmentsMemory, MAX_OBJECT_BYTES};
 pub use method::JavaMethod;
 pub use vmstructs::VmStructs;

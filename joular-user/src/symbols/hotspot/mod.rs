@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use joular_ebpf::{JvmConfig, INTERPRETER_WINDOW_WORDS, JVM_UNWIND_FP, JVM_UNWIND_HOTSPOT};
 use jvm_symbols::hotspot::{
-    locate_tables, CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses,
-    Overrun, PcRole, ReadBudget, Reads,
+    CodeAt, FrameKind as HotspotKind, HotspotError, HotspotJvm, JavaFrame, MemoryReader, Misses, Overrun, PcRole,
+    ReadBudget, Reads,
 };
 
 use super::compiled_names::{CompiledNames, MethodNames};
@@ -63,6 +63,7 @@ pub struct CodeOutcome {
 }
 
 mod learn;
+mod libjvm_file;
 mod prefetch;
 #[cfg(test)]
 mod tests;
@@ -127,8 +128,7 @@ impl HotspotProcess<GuardedMemory> {
         let root = proc_root.to_owned();
         let memory = stall_guard::hotspot_reads();
         let attached = catch_unwind(|| {
-            let located = stall_guard::file_reads().run(move || urgent(|| locate_tables(&root, pid)));
-            let (_lib, symbols) = located.map_err(|stall| HotspotError::Blocked(stall.to_string()))??;
+            let symbols = libjvm_file::table_symbols(&root, pid)?;
             let reader = GuardedMemory::new(pid, Arc::clone(memory));
             let deadline = memory.deadline() + ReadBudget::TABLES.max_time;
             let read = move || urgent(|| HotspotJvm::new(reader, &symbols).and_then(Self::new));
