@@ -51,6 +51,20 @@ pub struct SymbolReply {
 /// How long the start waits for the targets' HotSpot tables (read in milliseconds normally).
 const WATCH_WAIT: Duration = Duration::from_secs(2);
 
+/// The first watch's kernel updates: to the starting thread while it waits for them (`start`,
+/// a rendezvous), else, once it has stopped waiting and dropped its end, as early updates.
+fn hand_over(
+    watched: Vec<KernelUpdate>,
+    start: &mpsc::SyncSender<Vec<KernelUpdate>>,
+    early: &UnboundedSender<Vec<KernelUpdate>>,
+) {
+    if let Err(mpsc::SendError(late)) = start.send(watched) {
+        if !late.is_empty() {
+            let _ = early.send(late);
+        }
+    }
+}
+
 /// How long the worker may wait for a JVM's job to complete a cycle's symbols: half a cycle
 /// (so it keeps up with the loop), at most 2 s.
 pub fn settle_within(interval: Duration) -> Duration {
@@ -73,7 +87,7 @@ pub struct SymbolWorker {
 impl SymbolWorker {
     /// Starts the worker, which first looks at `targets` ([`Symbolizer::watch`]): what the
     /// kernel needs to walk their JVMs' stacks is returned, within `WATCH_WAIT`, so they are
-    /// walked from the first cycle on. A JVM that takes longer is walked once a reply says so.
+    /// walked from the first cycle on. What takes longer comes as early updates ([`Self::take_early`]).
     /// (The symbolizer is built on the worker's thread: blazesym's caches stay on one thread.)
     pub fn start(
         opts: SymbolizerOptions,
@@ -84,7 +98,12 @@ impl SymbolWorker {
         let (cycles_tx, cycles_rx) = mpsc::channel::<CycleSamples>();
         let (replies_tx, replies) = unbounded_channel();
         let (early_tx, early) = unbounded_channel();
-        let (watched_tx, watched_rx) = mpsc::channel();
+        // A rendezvous: a send completes only if this thread takes it within `WATCH_WAIT`;
+        // else it fails once the receiver is dropped, and the worker sends the updates as early
+        // ones. (A buffered channel would keep the updates of a watch that took longer in a
+        // channel no one reads: the kernel then never walked that JVM's stacks, as when
+        // libjvm.so's tables took 4 s to read from a throttled disk.)
+        let (watched_tx, watched_rx) = mpsc::sync_channel(0);
         let queued = Arc::new(AtomicUsize::new(0));
         let abandoned_below = Arc::new(AtomicU64::new(0));
         let (q, a) = (Arc::clone(&queued), Arc::clone(&abandoned_below));
@@ -98,11 +117,10 @@ impl SymbolWorker {
             for pid in targets {
                 guard.contain(|| symbolizer.watch(pid), "looking at a target");
             }
-            let _ = watched_tx.send(
-                guard
-                    .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
-                    .unwrap_or_default(),
-            );
+            let watched = guard
+                .contain(|| symbolizer.take_kernel_updates(), "updating the kernel's JVM list")
+                .unwrap_or_default();
+            hand_over(watched, &watched_tx, &early_tx);
             let channels = Channels { cycles: &cycles_rx, replies: &replies_tx, early: &early_tx };
             run(symbolizer, guard, settle_within, channels, &q, &a)
         })?;
@@ -308,6 +326,30 @@ mod tests {
         }
         assert_eq!(worker.recv().await.unwrap().cycle, 3, "cycles 1 and 2 were written without waiting");
         assert!(worker.alive());
+    }
+
+    /// A watch that ends after the start stopped waiting: its updates come as early ones, not
+    /// into a channel no one reads. One within the wait: to the start, and only there.
+    #[test]
+    fn the_first_watchs_updates_reach_the_kernel_however_late() {
+        let forget = |pid| vec![KernelUpdate::ForgetJvm { pid }];
+        let (early_tx, mut early) = unbounded_channel();
+
+        let (start_tx, start_rx) = mpsc::sync_channel(0);
+        let waiting = std::thread::spawn(move || start_rx.recv_timeout(Duration::from_secs(10)).unwrap_or_default());
+        hand_over(forget(1), &start_tx, &early_tx);
+        assert_eq!(waiting.join().unwrap(), forget(1));
+        assert!(early.try_recv().is_err(), "given to the start only");
+
+        let (start_tx, start_rx) = mpsc::sync_channel(0);
+        let gave_up = std::thread::spawn(move || start_rx.recv_timeout(Duration::from_millis(20)).unwrap_or_default());
+        assert_eq!(gave_up.join().unwrap(), vec![], "the start stopped waiting");
+        hand_over(forget(2), &start_tx, &early_tx);
+        assert_eq!(early.try_recv().unwrap(), forget(2));
+
+        // Nothing to say: no empty early update.
+        hand_over(vec![], &start_tx, &early_tx);
+        assert!(early.try_recv().is_err());
     }
 
     #[test]
