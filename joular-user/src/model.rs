@@ -110,6 +110,9 @@ pub struct WalkedStack {
     pub hotspot: bool,
 }
 
+/// How the root frame of a cut stack starts (`[truncated: <cause>]`, `symbols::truncation`).
+pub const TRUNCATED_ROOT_PREFIX: &str = "[truncated: ";
+
 /// One symbolized frame. `name` is the full name (`void com.acme.Foo.bar(int)` for Java,
 /// the demangled symbol otherwise); `short` is what method tables and flame graphs show
 /// (`com.acme.Foo.bar`; same as `name` for non-Java frames).

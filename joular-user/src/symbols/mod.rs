@@ -406,7 +406,9 @@ impl Symbolizer {
         let inputs: Vec<UserInput> =
             user.iter().map(|&pc| UserInput::Pc { pc, code: false, role: PcRole::AtOrAfter }).collect();
         let (user_ids, _) = self.resolve_user(pid, &inputs);
-        self.finish_stack(pid, &user_ids, None, kernel, started)
+        // A JVM the kernel does not walk yet (its tables still being read) is walked by frame
+        // pointers, which JIT code without them cuts.
+        self.finish_stack(pid, &user_ids, None, truncation::FRAME_POINTER_CUT, kernel, started)
     }
 
     /// A user stack the sampler walked in a JVM (leaf first), with the kernel's IPs.
@@ -430,7 +432,7 @@ impl Symbolizer {
         self.stats.compiled_frames_named_by_method += freed.by_method * samples;
         self.count_java_samples(pid, &user_ids, samples);
         let root = truncation::truncation_root(walked).map(|name| self.interner.frame(FrameKind::Native, &name, &name));
-        self.finish_stack(pid, &user_ids, root, kernel, started)
+        self.finish_stack(pid, &user_ids, root, truncation::UNKNOWN_CUT, kernel, started)
     }
 
     /// Counts `samples` of a walked stack with a Java frame, and whether its leaf is compiled
@@ -452,16 +454,19 @@ impl Symbolizer {
         }
     }
 
-    /// `root`: the frame a cut walk ends with (see `truncation`), below every user frame.
+    /// `root`: the frame a cut walk ends with (see `truncation`), below every user frame. A
+    /// Java stack cut with no root (its outermost frame is Java code) gets `unmarked_cut`.
     fn finish_stack(
         &mut self,
         pid: u32,
         user_ids: &[FrameId],
         root: Option<FrameId>,
+        unmarked_cut: &str,
         kernel: &[u64],
         started: std::time::Instant,
     ) -> Stack {
-        self.note_cut_stack(pid, user_ids);
+        let cut = self.note_cut_stack(pid, user_ids);
+        let root = root.or_else(|| cut.then(|| self.interner.frame(FrameKind::Native, unmarked_cut, unmarked_cut)));
         let kernel_ids = if self.opts.kernel { self.resolve_kernel(kernel) } else { Vec::new() };
         let root_first: Vec<FrameId> =
             root.iter().chain(user_ids.iter().rev()).chain(kernel_ids.iter().rev()).copied().collect();

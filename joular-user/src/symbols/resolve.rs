@@ -201,23 +201,25 @@ impl Symbolizer {
     }
 
     /// With frame pointers, a Java thread's stack unwinds down to native thread start;
-    /// one whose root is Java code was cut (no -XX:+PreserveFramePointer).
-    pub(super) fn note_cut_stack(&mut self, pid: u32, user_leaf_first: &[FrameId]) {
+    /// one whose root is Java code was cut (no -XX:+PreserveFramePointer). Returns whether it
+    /// was: Java code always has a caller, down to the thread's native start.
+    pub(super) fn note_cut_stack(&mut self, pid: u32, user_leaf_first: &[FrameId]) -> bool {
         let is_java = |kind: FrameKind| kind.is_java() || kind == FrameKind::Stub;
         let Some(process) = self.processes.get_mut(&pid) else {
-            return;
+            return false;
         };
         // Frame pointers would not help a JVM the HotSpot unwinder walks.
         let hotspot_unwound = process.hotspot().and_then(|h| h.published_unwind()) == Some(JVM_UNWIND_HOTSPOT);
         let Some(jvm) = process.jvm.as_mut() else {
-            return;
+            return false;
         };
         if !user_leaf_first.iter().any(|&id| is_java(self.interner.kind(id))) {
-            return;
+            return false;
         }
         jvm.java_stacks += 1;
         let root = *user_leaf_first.last().expect("a Java frame is present");
-        if is_java(self.interner.kind(root)) {
+        let cut = is_java(self.interner.kind(root));
+        if cut {
             jvm.cut_stacks += 1;
             self.stats.cut_java_stacks += 1;
         }
@@ -236,6 +238,7 @@ impl Symbolizer {
                 jvm.java_stacks
             );
         }
+        cut
     }
 }
 

@@ -124,8 +124,14 @@ fn jit_frames_from_the_perf_map() {
     assert_eq!((stats.jit_misses, stats.unresolved_frames, stats.perf_map_reloads), (1, 1, 1));
     assert_eq!((stats.cut_java_stacks, stats.perf_map_dumps), (0, 0));
 
-    // A stack that starts in Java code was cut.
-    symbolizer.symbolize(pid, &[bar, interp], &[]);
+    // A stack that starts in Java code was cut, and says so at its root.
+    let cut = symbolizer.symbolize(pid, &[bar, interp], &[]);
+    assert_eq!(symbolizer.stats().cut_java_stacks, 1);
+    let names: Vec<&str> = cut.iter().map(|f| &*f.name).collect();
+    assert_eq!(names, ["[truncated: frame_pointer]", "Interpreter", "long com.acme.Foo.bar(int)"]);
+    // One that reaches native code below its Java frames is whole.
+    let whole = symbolizer.symbolize(pid, &[bar, native], &[]);
+    assert_eq!(whole.iter().map(|f| &*f.name).collect::<Vec<_>>(), [UNKNOWN, "long com.acme.Foo.bar(int)"]);
     assert_eq!(symbolizer.stats().cut_java_stacks, 1);
 
     // A new version of the map replaces the cached JIT frames at the next cycle.
@@ -136,10 +142,11 @@ fn jit_frames_from_the_perf_map() {
          0x00007f0000050000 0x0000000000000100 int com.acme.Late.compiled(long)\n",
     );
     let before = symbolizer.symbolize(pid, &[missed], &[]);
-    assert_eq!(&*before[0].name, UNKNOWN_JIT, "no reload before begin_cycle");
+    assert_eq!(&*before.last().unwrap().name, UNKNOWN_JIT, "no reload before begin_cycle");
+    // Java frames only, below the root that says the stack was cut.
     let after = cycle(&mut symbolizer, pid, &[bar, missed]);
-    assert_eq!(&*after[0].short, "com.acme.Late.compiled");
-    assert_eq!(&*after[1].short, "com.acme.Foo.moved");
+    assert_eq!(&*after[1].short, "com.acme.Late.compiled");
+    assert_eq!(&*after[2].short, "com.acme.Foo.moved");
     let stats = symbolizer.stats();
     assert_eq!((stats.perf_map_reloads, stats.perf_map_bad_lines), (2, 0));
 
@@ -216,7 +223,8 @@ fn real_jvm_perf_map_is_dumped_and_used() {
         .collect();
     let churn = entries.iter().find(|e| e.2 == "long HotLoop.churn(int)").expect("churn compiled");
     let stack = symbolizer.symbolize(pid, &[churn.0 + 2], &[]);
-    assert_eq!((&*stack[0].short, stack[0].kind), ("HotLoop.churn", FrameKind::JavaJit));
+    let leaf = stack.last().unwrap();
+    assert_eq!((&*leaf.short, leaf.kind), ("HotLoop.churn", FrameKind::JavaJit));
 
     // An address of the code cache that no entry covers asks for a re-dump next cycle.
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
@@ -230,7 +238,7 @@ fn real_jvm_perf_map_is_dumped_and_used() {
         .find(|a| !entries.iter().any(|e| (e.0..e.0 + e.1).contains(a)))
         .expect("free space in the code cache");
     let stack = cycle(&mut symbolizer, pid, &[uncovered]);
-    assert_eq!(&*stack[0].name, UNKNOWN_JIT);
+    assert_eq!(&*stack.last().unwrap().name, UNKNOWN_JIT);
     assert_eq!(symbolizer.stats().perf_map_dumps, 2, "a miss in the code cache asks for a re-dump, in its own cycle");
     let next_cycle = Instant::now();
     symbolizer.begin_cycle();
@@ -288,10 +296,12 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
         .expect("churn is compiled");
     let walked = WalkedStack { frames: vec![WalkedFrame::Code(pc)], ..WalkedStack::default() };
     let stack = symbolizer.symbolize_walked(pid, &walked, &[], 1);
+    let leaf = stack.last().unwrap();
     assert_eq!(
-        (&*stack[0].name, &*stack[0].short, stack[0].kind),
+        (&*leaf.name, &*leaf.short, leaf.kind),
         ("long HotLoop.churn(int)", "HotLoop.churn", FrameKind::JavaJit)
     );
+    assert_eq!(&*stack[0].name, "[truncated: unknown]", "a Java frame alone was cut");
 
     symbolizer.begin_cycle();
     let stats = symbolizer.stats();

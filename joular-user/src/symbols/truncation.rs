@@ -3,12 +3,18 @@
 
 use joular_ebpf::{CUT_CAUSE_FRAME_POINTER, DROP_KINDS, DROP_NAMES};
 
-use crate::model::WalkedStack;
+use crate::model::{WalkedStack, TRUNCATED_ROOT_PREFIX};
+
+/// The root of a JVM's stack walked by frame pointers (not by the sampler's JVM walk: its
+/// HotSpot tables not read yet) whose outermost frame is Java code.
+pub const FRAME_POINTER_CUT: &str = "[truncated: frame_pointer]";
+/// The root of a walked stack whose outermost frame is Java code with no cut said by the walk.
+pub const UNKNOWN_CUT: &str = "[truncated: unknown]";
 
 /// The root frame's name for a walked stack that did not reach its thread's first frame.
 pub fn truncation_root(walked: &WalkedStack) -> Option<String> {
     if walked.truncated {
-        return Some("[truncated: depth]".to_owned());
+        return Some(format!("{TRUNCATED_ROOT_PREFIX}depth]"));
     }
     if !walked.cut {
         return None;
@@ -18,7 +24,7 @@ pub fn truncation_root(walked: &WalkedStack) -> Option<String> {
         c if c < DROP_KINDS => DROP_NAMES[c as usize].trim_start_matches("java_walk_"),
         _ => "unknown",
     };
-    Some(format!("[truncated: {cause}]"))
+    Some(format!("{TRUNCATED_ROOT_PREFIX}{cause}]"))
 }
 
 #[cfg(test)]
@@ -38,5 +44,15 @@ mod tests {
             "[truncated: frame_pointer]"
         );
         assert_eq!(truncation_root(&stack(false, true, 200)).unwrap(), "[truncated: unknown]");
+    }
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::*;
+
+    #[test]
+    fn the_fixed_roots_start_as_every_cut_root_does() {
+        assert!(FRAME_POINTER_CUT.starts_with(TRUNCATED_ROOT_PREFIX) && UNKNOWN_CUT.starts_with(TRUNCATED_ROOT_PREFIX));
     }
 }

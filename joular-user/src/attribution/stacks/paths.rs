@@ -16,7 +16,7 @@ use super::methods::{
     all_method, app_method, bucket_frame, is_bucket, is_java_like, is_method_name, MethodFilter, StackRules,
 };
 use super::thread_kind::ThreadKind;
-use crate::model::Frame;
+use crate::model::{Frame, FrameKind, TRUNCATED_ROOT_PREFIX};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PathStyle {
@@ -50,18 +50,20 @@ pub fn all_path(stack: &[Frame], thread: ThreadKind, rules: StackRules, style: P
     if rules.native_frames || !rules.jvm {
         return stack.iter().collect();
     }
+    // A cut stack's root says so in every view, below where the view starts.
+    let cut_root = stack.first().filter(|f| f.kind == FrameKind::Native && f.short.starts_with(TRUNCATED_ROOT_PREFIX));
     match (stack.iter().position(is_java_like), style) {
         (Some(first), PathStyle::CallTree) => {
             // Frames nobody could name are not methods: a JoularJX tree leaves them out.
             let named: Vec<&Frame> =
                 stack[first..].iter().filter(|f| f.kind.is_java() && is_method_name(&f.short)).collect();
-            if named.is_empty() {
-                stack[first..].iter().filter(|f| is_java_like(f)).collect()
-            } else {
-                named
-            }
+            let java = match named.is_empty() {
+                true => stack[first..].iter().filter(|f| is_java_like(f)).collect(),
+                false => named,
+            };
+            cut_root.into_iter().chain(java).collect()
         }
-        (Some(first), PathStyle::Graph) => stack[first..].iter().collect(),
+        (Some(first), PathStyle::Graph) => cut_root.into_iter().chain(&stack[first..]).collect(),
         (None, PathStyle::CallTree) => vec![bucket_frame(thread.bucket())],
         (None, PathStyle::Graph) => {
             let start = stack.iter().take(stack.len() - 1).take_while(|f| THREAD_START.contains(&&*f.short)).count();
@@ -136,6 +138,33 @@ mod tests {
         for style in [PathStyle::CallTree, PathStyle::Graph] {
             assert_eq!(all_path(&stack, ThreadKind::Application, everything, style).len(), stack.len());
         }
+    }
+
+    /// A cut stack keeps its `[truncated: <cause>]` root in graphs and call trees, below its
+    /// first Java frame; one whose walk reached native code does not get one.
+    #[test]
+    fn a_cut_stack_keeps_its_truncation_root_in_every_view() {
+        let cut = vec![native("[truncated: frame_pointer]"), java("Throughput.lambda$main$0"), java("Throughput.unit")];
+        for style in [PathStyle::CallTree, PathStyle::Graph] {
+            assert_eq!(
+                joined(all_path(&cut, ThreadKind::Application, JVM, style)),
+                "[truncated: frame_pointer];Throughput.lambda$main$0;Throughput.unit"
+            );
+        }
+        let under_native =
+            vec![native("[truncated: native_no_row]"), native("libfoo_spin"), java("Caller.run"), native("readlink")];
+        assert_eq!(
+            joined(all_path(&under_native, ThreadKind::Application, JVM, PathStyle::Graph)),
+            "[truncated: native_no_row];Caller.run;readlink"
+        );
+        assert_eq!(
+            joined(all_path(&under_native, ThreadKind::Application, JVM, PathStyle::CallTree)),
+            "[truncated: native_no_row];Caller.run"
+        );
+        let whole = worker_stack();
+        assert!(all_path(&whole, ThreadKind::Application, JVM, PathStyle::Graph)
+            .iter()
+            .all(|f| !f.short.starts_with(TRUNCATED_ROOT_PREFIX)));
     }
 
     #[test]
