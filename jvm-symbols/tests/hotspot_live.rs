@@ -257,3 +257,23 @@ fn interpreted_frames_resolve_from_their_frame_slots() {
         "{with_line} of {in_interpreter} interpreted samples have a bci and a line: {named:?}"
     );
 }
+
+/// A live JVM's two loop-poll handler blobs are found from libjvm's symbol table, each with
+/// the window before its return address is stored: at the blob's entry bytes, ending after the
+/// store, and reading the thread's saved exception pc at the offset JDK 17 has.
+#[test]
+fn the_loop_poll_handler_blobs_of_a_live_jvm_have_their_entry_windows() {
+    use jvm_symbols::hotspot::poll_blobs::ENTRY_BYTES;
+    let jvm = Jvm::start(&[]);
+    let hs = HotspotJvm::attach(Path::new("/proc"), jvm.pid()).unwrap();
+    let windows = hs.poll_entry_windows();
+    assert_eq!(windows.len(), 2, "{windows:?}");
+    let memory = ProcessMemory { pid: jvm.pid() };
+    for w in windows {
+        assert_eq!(memory.read_vec(w.start, ENTRY_BYTES.len()).unwrap(), ENTRY_BYTES, "{w:?}");
+        assert!(w.end > w.start + 0x100 && w.end < w.start + 0x400, "{w:?}");
+        assert_eq!(memory.read_vec(w.end - 4, 4).unwrap(), [0x48, 0x89, 0x5d, 0x08], "{w:?}");
+        assert_eq!(w.saved_pc_offset, 0x358, "JavaThread::_saved_exception_pc of JDK 17.0.15");
+    }
+    assert_ne!(windows[0].start, windows[1].start);
+}

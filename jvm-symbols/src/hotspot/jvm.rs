@@ -13,6 +13,7 @@ use super::layout::{self, Layout};
 use super::libjvm::{locate_tables, TableSymbols};
 use super::memory::{MemoryReader, ProcessMemory};
 use super::method::{read_method, still_valid, JavaMethod, MethodMiss};
+use super::poll_blobs::{self, PollEntryWindow, LOOP_POLL_HANDLER_BLOBS};
 use super::scopes::NmethodDebugInfo;
 use super::stub_names::{
     self, StubBlobs, StubDescs, StubRange, STUB_CODE_DESC_LIST, VTABLE_CHUNKS, VTABLE_STUBS_TABLE,
@@ -119,6 +120,10 @@ pub struct HotspotJvm<R> {
     stub_list: Option<u64>,
     vtable_table: Option<u64>,
     stub_descs: StubDescs,
+    /// The statics holding the loop-poll handler blobs (libjvm's symbol table), and the
+    /// windows read of those blobs so far (see [`poll_blobs`]).
+    poll_blob_statics: Vec<u64>,
+    poll_windows: Vec<PollEntryWindow>,
     /// Every vtable and itable stub: (code start, is a vtable stub), read when a pc in their
     /// blob is in none of them.
     vtable_stubs: Vec<(u64, bool)>,
@@ -165,6 +170,8 @@ impl<R: MemoryReader> HotspotJvm<R> {
             stub_list: symbols.addrs.get(STUB_CODE_DESC_LIST).copied(),
             vtable_table: symbols.addrs.get(VTABLE_STUBS_TABLE).copied(),
             stub_descs: StubDescs::default(),
+            poll_blob_statics: LOOP_POLL_HANDLER_BLOBS.iter().filter_map(|s| symbols.addrs.get(*s).copied()).collect(),
+            poll_windows: Vec::new(),
             vtable_stubs: Vec::new(),
             stub_blobs: StubBlobs::default(),
             methods: HashMap::new(),
@@ -276,6 +283,26 @@ impl<R: MemoryReader> HotspotJvm<R> {
         self.refresh_interpreter();
         self.stubs = codecache::stub_entries(&self.reader, &self.layout.stub_entry_fields);
         self.refresh_stub_descs();
+        self.refresh_poll_windows();
+    }
+
+    /// The loop-poll handler blobs' entry windows (see [`poll_blobs`]): read until both are
+    /// found (the JVM generates the blobs early in its start, and never frees them).
+    fn refresh_poll_windows(&mut self) {
+        let Some(code) = &self.layout.code else { return };
+        if self.poll_windows.len() == self.poll_blob_statics.len() {
+            return;
+        }
+        self.poll_windows = self
+            .poll_blob_statics
+            .iter()
+            .filter_map(|&at| poll_blobs::read_entry_window(&self.reader, code, at))
+            .collect();
+    }
+
+    /// Where a loop-poll handler blob's frame does not say yet where it returns.
+    pub fn poll_entry_windows(&self) -> &[PollEntryWindow] {
+        &self.poll_windows
     }
 
     /// The stubs the JVM describes (`StubCodeDesc`), by address.

@@ -43,11 +43,17 @@ pub const TABLE_SYMBOLS: &[&str] = &[
     "gHotSpotVMLongConstantEntryValueOffset",
 ];
 
-/// Statics that name HotSpot's stubs (`stub_names`), looked up in libjvm's full symbol table
-/// (`.symtab`; OpenJDK builds keep it, Debian's and Temurin's from JDK 11 to 25 do): none of
-/// them is exported, nor in the VMStructs tables. A libjvm without them names stubs by their
-/// blob only.
-pub const STUB_SYMBOLS: &[&str] = &[super::stub_names::STUB_CODE_DESC_LIST, super::stub_names::VTABLE_STUBS_TABLE];
+/// Statics that name HotSpot's stubs (`stub_names`) and hold its loop-poll handler blobs
+/// (`poll_blobs`), looked up in libjvm's full symbol table (`.symtab`; OpenJDK builds keep
+/// it, Debian's and Temurin's from JDK 11 to 25 do): none of them is exported, nor in the
+/// VMStructs tables. A libjvm without them names stubs by their blob only, and its samples
+/// at a loop poll's entry into the handler blob stay cut.
+pub const STUB_SYMBOLS: &[&str] = &[
+    super::stub_names::STUB_CODE_DESC_LIST,
+    super::stub_names::VTABLE_STUBS_TABLE,
+    super::poll_blobs::LOOP_POLL_HANDLER_BLOBS[0],
+    super::poll_blobs::LOOP_POLL_HANDLER_BLOBS[1],
+];
 
 /// A stripped libjvm.so is about 20 MB; the target controls this file, so bound it.
 const MAX_LIBJVM_BYTES: u64 = 256 << 20;

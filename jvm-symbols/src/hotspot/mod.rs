@@ -91,6 +91,7 @@ pub mod libjvm;
 pub mod memory;
 pub mod method;
 mod name_pages;
+pub mod poll_blobs;
 pub mod scopes;
 pub mod stream;
 pub mod stub_names;
