@@ -249,6 +249,26 @@ pub struct JvmConfig {
     /// `StubRoutines::_call_stub_return_address` (0: unknown): a caller frame with this pc is
     /// an entry frame, stepped by its frame pointer with no lookup and no call check.
     pub call_stub_return: u64,
+    /// The loop-poll handler blobs' entries, before their frames say where they return
+    /// (`jvm_symbols::hotspot::poll_blobs`; `start` 0: none).
+    pub poll_entries: [PollEntry; MAX_POLL_ENTRIES],
+}
+
+/// Loop-poll handler blobs: `SharedRuntime::_polling_page_safepoint_handler_blob` and its
+/// `_vectors_` twin.
+pub const MAX_POLL_ENTRIES: usize = 2;
+
+/// `[start, end)` of a loop-poll handler blob's code where its frame's return address is not
+/// stored yet: a thread there was stopped at the poll whose pc is in its `JavaThread` (r15)
+/// at `saved_pc_offset`, with the stopped frame's sp as far below as the entry pushed
+/// (`push %rbx; push %rbp; mov %rsp,%rbp`, then rbp + 16).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PollEntry {
+    pub start: u64,
+    pub end: u64,
+    pub saved_pc_offset: u32,
+    pub _pad: u32,
 }
 
 impl JvmConfig {

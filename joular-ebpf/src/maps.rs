@@ -193,6 +193,8 @@ pub struct WalkState {
     /// return address and its caller's sp while it realigns the stack (`leaf::adapter_step`).
     pub leaf_rax: u64,
     pub leaf_r11: u64,
+    /// r15 at the sample, for the leaf frame (`leaf::poll_entry_step`).
+    pub leaf_r15: u64,
     /// The pc a signal interrupted, as the step out of its signal frame found it (0: none):
     /// where that frame was, not a return address.
     pub interrupted_pc: u64,

@@ -88,8 +88,8 @@ use crate::native::{row_for, start_walk};
 use crate::report::report_method;
 use crate::stack_store::store;
 use leaf::{
-    adapter_step, epilogue_step, prologue_step, pushed_word_step, return_at, stub_fp_step, stub_frame_at_fp,
-    stub_return_near_sp,
+    adapter_step, epilogue_step, poll_entry_step, prologue_step, pushed_word_step, return_at, stub_fp_step,
+    stub_frame_at_fp, stub_return_near_sp,
 };
 
 /// Words read for an interpreted frame: the slot window below fp, then saved fp and
@@ -116,6 +116,9 @@ pub struct UserRegs {
     /// stack (`leaf::adapter_step`).
     pub rax: u64,
     pub r11: u64,
+    /// r15: compiled code's `JavaThread*`, whose saved exception pc says where a thread
+    /// entering a loop-poll handler blob was stopped (`leaf::poll_entry_step`).
+    pub r15: u64,
 }
 
 /// Whether the sample interrupted user mode (then it has no kernel stack).
@@ -133,7 +136,7 @@ pub fn user_regs(ctx: &PerfEventContext, user_mode: bool) -> UserRegs {
     if user_mode {
         // SAFETY: as above.
         let r = unsafe { &(*ctx.ctx).regs };
-        return UserRegs { pc: r.rip, sp: r.rsp, fp: r.rbp, bcp: r.r13, rax: r.rax, r11: r.r11 };
+        return UserRegs { pc: r.rip, sp: r.rsp, fp: r.rbp, bcp: r.r13, rax: r.rax, r11: r.r11, r15: r.r15 };
     }
     saved_user_regs()
 }
@@ -148,12 +151,14 @@ pub fn saved_user_regs() -> UserRegs {
     // cleanly (then the walk starts from zeros and stops at once).
     unsafe {
         let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as *const pt_regs;
-        // r13, r12, rbp and rip, cs, eflags, rsp are adjacent in pt_regs.
-        let low: [u64; 3] = bpf_probe_read_kernel(&raw const (*regs).r13 as *const [u64; 3]).unwrap_or([0; 3]);
+        // r15, r14, r13, r12, rbp and rip, cs, eflags, rsp are adjacent in pt_regs.
+        let low: [u64; 5] = bpf_probe_read_kernel(&raw const (*regs).r15 as *const [u64; 5]).unwrap_or([0; 5]);
         let high: [u64; 4] = bpf_probe_read_kernel(&raw const (*regs).rip as *const [u64; 4]).unwrap_or([0; 4]);
         // rax and r11 are not read: they serve an adapter leaf only, and the adapters make
-        // no system calls (a page fault inside one stays cut, as before).
-        UserRegs { pc: high[0], sp: high[3], fp: low[2], bcp: low[0], rax: 0, r11: 0 }
+        // no system calls (a page fault inside one stays cut, as before). r15 is: a thread
+        // resumed at a loop-poll handler blob is sampled in `rt_sigreturn` too, its pt_regs
+        // already the blob's entry.
+        UserRegs { pc: high[0], sp: high[3], fp: low[4], bcp: low[2], rax: 0, r11: 0, r15: low[0] }
     }
 }
 
@@ -230,6 +235,7 @@ pub fn walk_and_store(walker: u32, tgid: u32, regs: &UserRegs, tag: u32) -> (u64
     state.live_bcp = regs.bcp;
     state.leaf_rax = regs.rax;
     state.leaf_r11 = regs.r11;
+    state.leaf_r15 = regs.r15;
     state.hash = 0x6a09_e667_f3bc_c909;
     state.len = 0;
     state.flags = JAVA_STACK_TRUNCATED;
@@ -412,6 +418,10 @@ fn step(state: &mut WalkState, leaf: bool) -> Step {
         return prologue_step(state, frame, code_begin + u64::from(complete), frame_words, nmethod);
     }
     if interrupted {
+        // A loop-poll handler blob before it stored its return address, or restoring.
+        if let Some(step) = poll_entry_step(state, frame, code_begin, leaf) {
+            return step;
+        }
         // A vtable or itable stub pushes nothing: its caller's return address is at sp,
         // and rbp is still the caller's (stepping by it would skip the caller).
         if leaf_rule == LEAF_VTABLE_STUB {

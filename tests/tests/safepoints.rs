@@ -5,7 +5,10 @@
 //! common: its CPU-time and execution samplers walk a thread's stack at its next poll, on the
 //! thread's own CPU (JEP 518), so JFR at a 1 ms rate puts a few percent of a busy thread's
 //! CPU time under the blob. Before the poll was accepted as a caller's place, the walk cut
-//! every one of those stacks (`[truncated: bad_return]`). Run as root by `cargo xtask test`.
+//! every one of those stacks (`[truncated: bad_return]`); then 88-94% kept their callers (5
+//! runs, 2026-12-04), the rest caught in the blob's entry before it stores its return address
+//! or in its restore; with those stepped (`leaf::poll_entry_step`), 97-100% (6 runs). Run as
+//! root by `cargo xtask test`.
 
 use joular_tests::java_stack::{is_java, short, thread_stacks};
 use joular_tests::jfr::sampling_settings;
@@ -59,8 +62,10 @@ fn samples_at_polls_keep_their_callers(jdk: u32) {
     );
     let mut flags: Vec<&str> = METHOD_SPLIT_FLAGS.to_vec();
     flags.push(&jfr);
-    let jvm = Jvm::start_bare_on(&java_launcher(jdk), "MethodSplit", &["40"], &flags);
-    let run = profile_outputs(jvm.pid(), &["--duration", "12", "--frequency", "1000"]);
+    // 40 s at 1 kHz: JFR put 105-145 samples under the blob in 10 s on one 2-CPU VM, 14-24 on
+    // another (2026-12-04), too few for the bar below.
+    let jvm = Jvm::start_bare_on(&java_launcher(jdk), "MethodSplit", &["60"], &flags);
+    let run = profile_outputs(jvm.pid(), &["--duration", "40", "--frequency", "1000"]);
     // The first two cycles: the JIT warms up and the native unwind rows load.
     let c = at_polls(&run.cycles[2..], u64::from(jvm.tid_of("splitter")));
     eprintln!("JDK {jdk}: {c:?}");
@@ -68,10 +73,10 @@ fn samples_at_polls_keep_their_callers(jdk: u32) {
         format!("JDK {jdk}: only {} samples under SafepointBlob; JFR's sampling should put more there", c.samples)
     });
     let rooted = c.rooted as f64 / c.samples as f64;
-    statistical::check(rooted >= 0.90, || {
+    statistical::check(rooted >= 0.95, || {
         format!(
             "JDK {jdk}: {:.1}% of {} samples under SafepointBlob keep Thread.run and their MethodSplit loop \
-             (bar 90%); lost:\n{}",
+             (bar 95%); lost:\n{}",
             rooted * 100.0,
             c.samples,
             c.lost.join("\n")

@@ -5,7 +5,8 @@
 //! verifier's own and the same on every run of one kernel, so it is a bar that cannot be noisy:
 //! the walk's parts are global eBPF functions, checked once each, and no struct copy or clear
 //! becomes a `memmove`/`memset` byte loop (`joular_ebpf::words`): 23,663 on Linux 6.18, 27,409
-//! since the prologue and epilogue decoders read the return poll and C2's frame-pointer setup.
+//! since the prologue and epilogue decoders read the return poll and C2's frame-pointer setup,
+//! 28,462 since a leaf in a loop-poll handler blob's entry or restore is stepped (`poll_entry_step`).
 //! The sampler's own time per sample is what `--sampler-cost` prints (issue 24's budget is its
 //! median on the overhead bench); the last test holds that count to the samples the run recorded.
 //! Run as root by `cargo xtask test`.

@@ -306,3 +306,74 @@ pub(super) fn pushed_word_step(state: &mut WalkState, frame: JavaFrame, frame_wo
     state.flags |= JAVA_STACK_HOTSPOT;
     Some(advance(state, frame, pushed_ret, caller_sp + 8, pushed_fp))
 }
+
+/// A leaf in a loop-poll handler blob (`JvmConfig::poll_entries`;
+/// `jvm_symbols::hotspot::poll_blobs`), where its frame size does not say where it returns.
+/// `code_begin`: the frame's blob's; `leaf`: the sampled frame (whose r15 the sampler has), not
+/// one a signal interrupted. `None`: another blob, or a pc its frame size steps.
+/// - Before the blob stored its return address, the frame the poll stopped is the blob's
+///   caller, at the pc the thread saved (`JavaThread::_saved_exception_pc`, through r15) and
+///   the sp the blob entered with, which the entry's pushes so far say: none at its first
+///   instruction (also where a thread is caught in `rt_sigreturn`, resumed there), `%rbx`
+///   then `%rbp` pushed at the next two, and rbp + 16 once `mov %rsp,%rbp` ran.
+/// - Once the blob restores the registers, sp climbs back while rbp is still its frame's
+///   base (until its last `pop %rbp`, which leaves only its `ret`): stepped by rbp then, and
+///   by the return address at sp on the `ret`. Between the two, the blob's frame size from sp
+///   is right (the sampler does not meet the blob as a leaf in its call).
+/// The pc found is checked as any return address (the next step cuts one that is no
+/// safepoint poll and follows no call).
+#[inline(always)]
+pub(super) fn poll_entry_step(state: &mut WalkState, frame: JavaFrame, code_begin: u64, leaf: bool) -> Option<Step> {
+    let (pc, sp, fp) = (state.pc, state.sp, state.fp);
+    let entries = &state.cfg.poll_entries;
+    let entry = if code_begin != 0 && code_begin == entries[0].start {
+        entries[0]
+    } else if code_begin != 0 && code_begin == entries[1].start {
+        entries[1]
+    } else {
+        return None;
+    };
+    if pc >= entry.end {
+        // SAFETY: a user-space read that fails cleanly.
+        if unsafe { bpf_probe_read_user(pc as *const u8) } == Ok(RET) {
+            return Some(return_at(state, frame, sp, fp));
+        }
+        let frame_base = fp & 7 == 0 && fp > sp && fp - sp <= MAX_STUB_FRAME_BYTES;
+        let Ok([saved_fp, ret]) = stack_pair(state, fp) else { return None };
+        // The stores of the restore read the frame from sp: at its lowest the frame size
+        // steps it, and finds the same return address.
+        if !frame_base || ret == 0 {
+            return None;
+        }
+        state.flags |= JAVA_STACK_HOTSPOT;
+        return Some(advance(state, frame, ret, fp + 16, saved_fp));
+    }
+    if !leaf {
+        return None;
+    }
+    // SAFETY (all reads below): user-space reads that fail cleanly.
+    let stopped = match pc - entry.start {
+        0 => Ok((sp, fp)),
+        1 => Ok((sp + 8, fp)),
+        2 => unsafe { bpf_probe_read_user(sp as *const u64) }.map(|saved_fp| (sp + 16, saved_fp)),
+        // Inside `mov %rsp,%rbp`: no pc stops there.
+        3 | 4 => return Some(Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN)),
+        _ if fp < sp || fp - sp > MAX_STUB_FRAME_BYTES => {
+            return Some(Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN))
+        }
+        _ => unsafe { bpf_probe_read_user(fp as *const u64) }.map(|saved_fp| (fp + 16, saved_fp)),
+    };
+    let saved_pc = state.leaf_r15.wrapping_add(u64::from(entry.saved_pc_offset));
+    let stopped_pc = unsafe { bpf_probe_read_user(saved_pc as *const u64) };
+    let (Ok((stopped_sp, stopped_fp)), Ok(stopped_pc)) = (stopped, stopped_pc) else {
+        return Some(Step::cut(Some(frame), DROP_JAVA_WALK_READ_FAILED));
+    };
+    if stopped_pc == 0 {
+        return Some(Step::cut(Some(frame), DROP_JAVA_WALK_BAD_RETURN));
+    }
+    state.flags |= JAVA_STACK_HOTSPOT;
+    Some(advance(state, frame, stopped_pc, stopped_sp, stopped_fp))
+}
+
+/// `ret`.
+const RET: u8 = 0xc3;

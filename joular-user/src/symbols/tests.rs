@@ -275,6 +275,12 @@ fn real_jvm_is_named_through_its_hotspot_tables_without_a_perf_map() {
     assert_eq!(*walked_pid, pid);
     assert_eq!((config.method_slot, config.bcp_slot), (-3, -8));
     assert!(config.interpreter_start < config.interpreter_end && config.code_start < config.code_end, "{config:?}");
+    // Both loop-poll handler blobs, in the code cache, each window past its entry.
+    for e in &config.poll_entries {
+        assert!(e.start >= config.code_start && e.end > e.start + 5 && e.end < config.code_end, "{e:?}");
+        assert_ne!(e.saved_pc_offset, 0, "{e:?}");
+    }
+    assert_ne!(config.poll_entries[0].start, config.poll_entries[1].start);
 
     // churn's compiled code, found by walking the code heaps.
     let mut hs = HotspotJvm::attach(Path::new("/proc"), pid).unwrap();

@@ -4,9 +4,10 @@
 //! from the blob from JDK 23), name, compile id and `Method*`. Nothing is hard-coded per JDK; a layout the kernel's fixed read window cannot serve is refused with
 //! the reason, and that JVM is walked by frame pointers only.
 
-use joular_ebpf::{BlobLayout, CodeHeapConfig, BLOB_WINDOW_WORDS, MAX_CODE_HEAPS};
+use joular_ebpf::{BlobLayout, CodeHeapConfig, PollEntry, BLOB_WINDOW_WORDS, MAX_CODE_HEAPS, MAX_POLL_ENTRIES};
 use jvm_symbols::hotspot::codecache::CodeHeap;
 use jvm_symbols::hotspot::layout::{CodeLayout, CodeStart, Field};
+use jvm_symbols::hotspot::poll_blobs::PollEntryWindow;
 
 /// Why a JVM's compiled frames cannot be unwound without frame pointers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +51,16 @@ pub fn heaps(heaps: &[CodeHeap]) -> Result<([CodeHeapConfig; MAX_CODE_HEAPS], u3
         };
     }
     Ok((out, heaps.len() as u32))
+}
+
+/// The loop-poll handler blobs' entry windows, as the kernel takes them (the first
+/// `MAX_POLL_ENTRIES`; the JVM has two).
+pub fn poll_entries(windows: &[PollEntryWindow]) -> [PollEntry; MAX_POLL_ENTRIES] {
+    let mut out = [PollEntry::default(); MAX_POLL_ENTRIES];
+    for (slot, w) in out.iter_mut().zip(windows) {
+        *slot = PollEntry { start: w.start, end: w.end, saved_pc_offset: w.saved_pc_offset, _pad: 0 };
+    }
+    out
 }
 
 /// Blob field offsets from the heap block start; each `bytes` wide field must sit in one

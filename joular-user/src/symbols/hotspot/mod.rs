@@ -370,6 +370,7 @@ impl<R: MemoryReader> HotspotProcess<R> {
             bcp_slot: slots.bcp_slot as i32,
             sender_sp_slot: slots.sender_sp_slot as i32,
             call_stub_return: self.jvm.call_stub_return_address().unwrap_or(0),
+            poll_entries: walk_config::poll_entries(self.jvm.poll_entry_windows()),
             ..unwinder
         })
     }
