@@ -63,13 +63,13 @@ fn samples_at_polls_keep_their_callers(jdk: u32) {
     let mut flags: Vec<&str> = METHOD_SPLIT_FLAGS.to_vec();
     flags.push(&jfr);
     // 40 s at 1 kHz: JFR put 105-145 samples under the blob in 10 s on one 2-CPU VM, 14-24 on
-    // another (2026-12-04), too few for the bar below.
+    // another (2026-12-04), too few for the bars below; in 40 s there, 48-350 (10 runs).
     let jvm = Jvm::start_bare_on(&java_launcher(jdk), "MethodSplit", &["60"], &flags);
     let run = profile_outputs(jvm.pid(), &["--duration", "40", "--frequency", "1000"]);
     // The first two cycles: the JIT warms up and the native unwind rows load.
     let c = at_polls(&run.cycles[2..], u64::from(jvm.tid_of("splitter")));
     eprintln!("JDK {jdk}: {c:?}");
-    statistical::check(c.samples >= 50, || {
+    statistical::check(c.samples >= 30, || {
         format!("JDK {jdk}: only {} samples under SafepointBlob; JFR's sampling should put more there", c.samples)
     });
     let rooted = c.rooted as f64 / c.samples as f64;
