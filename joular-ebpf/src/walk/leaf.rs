@@ -316,10 +316,11 @@ pub(super) fn pushed_word_step(state: &mut WalkState, frame: JavaFrame, frame_wo
 ///   the sp the blob entered with, which the entry's pushes so far say: none at its first
 ///   instruction (also where a thread is caught in `rt_sigreturn`, resumed there), `%rbx`
 ///   then `%rbp` pushed at the next two, and rbp + 16 once `mov %rsp,%rbp` ran.
-/// - Once the blob restores the registers, sp climbs back while rbp is still its frame's
-///   base (until its last `pop %rbp`, which leaves only its `ret`): stepped by rbp then, and
-///   by the return address at sp on the `ret`. Between the two, the blob's frame size from sp
-///   is right (the sampler does not meet the blob as a leaf in its call).
+/// - After that store, rbp is the blob's frame base until its last `pop %rbp`, which leaves
+///   only its `ret` (or the jump that forwards an exception): stepped by rbp, since the restore
+///   moves sp back up and the frame size from sp would miss; by the return address at sp on
+///   the `ret`.
+///
 /// The pc found is checked as any return address (the next step cuts one that is no
 /// safepoint poll and follows no call).
 #[inline(always)]
@@ -340,8 +341,7 @@ pub(super) fn poll_entry_step(state: &mut WalkState, frame: JavaFrame, code_begi
         }
         let frame_base = fp & 7 == 0 && fp > sp && fp - sp <= MAX_STUB_FRAME_BYTES;
         let Ok([saved_fp, ret]) = stack_pair(state, fp) else { return None };
-        // The stores of the restore read the frame from sp: at its lowest the frame size
-        // steps it, and finds the same return address.
+        // rbp is no frame base of this blob (past its last `pop %rbp`): the plain steps.
         if !frame_base || ret == 0 {
             return None;
         }
