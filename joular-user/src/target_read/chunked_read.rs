@@ -11,6 +11,10 @@ use super::ByteSource;
 
 /// One read's most bytes: what the file-read deadline is sized for.
 pub const CHUNK_BYTES: usize = 1 << 20;
+/// Reads smaller than this are served from a window of this many bytes read at once: the
+/// ELF parser asks for each of libjvm's ~500 dynamic symbol names on its own, and a guarded
+/// hop per name cost ~9 ms of CPU at a JVM's attach.
+const WINDOW_BYTES: usize = 64 << 10;
 
 pub struct ChunkedRead<S> {
     source: S,
@@ -21,13 +25,16 @@ pub struct ChunkedRead<S> {
     until: Option<(Instant, Duration)>,
     /// The first read that failed: a parser above may turn every error into one of its own.
     failed: Option<io::Error>,
+    /// The bytes last read for small reads, and the file offset they start at.
+    window: Vec<u8>,
+    window_at: u64,
 }
 
 impl<S: ByteSource> ChunkedRead<S> {
     /// `len_bytes`: the file's size when opened (a target may truncate it since: reads past
     /// its end then come back short, as from any file).
     pub fn new(source: S, len_bytes: u64) -> Self {
-        Self { source, len_bytes, pos: 0, until: None, failed: None }
+        Self { source, len_bytes, pos: 0, until: None, failed: None, window: Vec::new(), window_at: 0 }
     }
 
     /// Reads fail once `budget` has passed from now.
@@ -44,25 +51,44 @@ impl<S: ByteSource> ChunkedRead<S> {
 
 impl<S: ByteSource> Read for ChunkedRead<S> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.len() < WINDOW_BYTES {
+            let in_window = self.pos.checked_sub(self.window_at).filter(|&at| at < self.window.len() as u64);
+            let at = match in_window {
+                Some(at) => at as usize,
+                None => {
+                    let mut window = std::mem::take(&mut self.window);
+                    window.resize(WINDOW_BYTES, 0);
+                    let n = self.read_at(&mut window, self.pos)?;
+                    window.truncate(n);
+                    (self.window, self.window_at) = (window, self.pos);
+                    0
+                }
+            };
+            let n = buf.len().min(self.window.len() - at);
+            buf[..n].copy_from_slice(&self.window[at..at + n]);
+            self.pos += n as u64;
+            return Ok(n);
+        }
         let want = buf.len().min(CHUNK_BYTES);
+        let n = self.read_at(&mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl<S: ByteSource> ChunkedRead<S> {
+    /// One read of the source, within the budget; the first failure is kept.
+    fn read_at(&mut self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let read = match self.until {
             Some((until, budget)) if Instant::now() >= until => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 format!("reads took over {} ms in all", budget.as_millis()),
             )),
-            _ => self.source.read_bytes_at(&mut buf[..want], self.pos),
+            _ => self.source.read_bytes_at(buf, offset),
         };
-        match read {
-            Ok(n) => {
-                self.pos += n as u64;
-                Ok(n)
-            }
-            Err(e) => {
-                let kept = io::Error::new(e.kind(), e.to_string());
-                self.failed.get_or_insert(kept);
-                Err(e)
-            }
-        }
+        read.inspect_err(|e| {
+            self.failed.get_or_insert_with(|| io::Error::new(e.kind(), e.to_string()));
+        })
     }
 }
 
@@ -124,6 +150,31 @@ mod tests {
         assert!(file.seek(SeekFrom::Current(-(len as i64) - 1)).is_err());
     }
 
+    /// Small reads (an ELF parser's names, one by one) are served from one window read.
+    #[test]
+    fn small_reads_nearby_are_one_read_of_the_source() {
+        let len = 3 * WINDOW_BYTES;
+        let source = Recorded { len, reads: RefCell::default(), fail_from: None };
+        let mut file = ChunkedRead::new(source, len as u64);
+        file.seek(SeekFrom::Start(100)).unwrap();
+        let mut first = [0u8; 8];
+        file.read_exact(&mut first).unwrap();
+        for at in (100..WINDOW_BYTES as u64 - 100).step_by(997) {
+            file.seek(SeekFrom::Start(at)).unwrap();
+            let mut name = [0u8; 24];
+            file.read_exact(&mut name).unwrap();
+            assert!(name.iter().enumerate().all(|(i, &b)| b == ((at as usize + i) % 251) as u8), "at {at}");
+        }
+        assert_eq!(file.source.reads.borrow().len(), 1);
+        // Across the window's end: the rest comes from a new window.
+        let start = 100 + WINDOW_BYTES - 10;
+        file.seek(SeekFrom::Start(start as u64)).unwrap();
+        let mut across = [0u8; 20];
+        file.read_exact(&mut across).unwrap();
+        assert!(across.iter().enumerate().all(|(i, &b)| b == ((start + i) % 251) as u8));
+        assert_eq!(file.source.reads.borrow().len(), 2);
+    }
+
     #[test]
     fn the_first_failure_is_kept_for_the_caller_under_a_parser_that_hides_it() {
         let len = 2 * CHUNK_BYTES;
@@ -138,11 +189,15 @@ mod tests {
 
     #[test]
     fn reads_past_the_budget_fail_and_say_so() {
-        let source = Recorded { len: 4096, reads: RefCell::default(), fail_from: None };
-        let mut file = ChunkedRead::new(source, 4096).within(Duration::from_millis(30));
+        let len = 2 * WINDOW_BYTES;
+        let source = Recorded { len, reads: RefCell::default(), fail_from: None };
+        let mut file = ChunkedRead::new(source, len as u64).within(Duration::from_millis(30));
         let mut page = [0u8; 16];
         file.read_exact(&mut page).unwrap();
         std::thread::sleep(Duration::from_millis(40));
+        // What was read stays readable; nothing more is read.
+        file.read_exact(&mut page).unwrap();
+        file.seek(SeekFrom::Start(WINDOW_BYTES as u64 + 1)).unwrap();
         assert!(file.read_exact(&mut page).is_err());
         assert_eq!(file.source.reads.borrow().len(), 1, "nothing read past the budget");
         let failed = file.take_failure().expect("kept");

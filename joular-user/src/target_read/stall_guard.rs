@@ -57,8 +57,12 @@ thread_local! {
 
 static HOTSPOT_READS: LazyLock<Arc<StallGuard>> =
     LazyLock::new(|| Arc::new(StallGuard::new("HotSpot memory read", HOTSPOT_READ_DEADLINE, MAX_STUCK_THREADS)));
-static FILE_READS: LazyLock<Arc<StallGuard>> =
-    LazyLock::new(|| Arc::new(StallGuard::new("mapped file read", FILE_READ_DEADLINE, MAX_STUCK_THREADS)));
+// A file read is a disk read on a cold cache: one that goes on reading is waited for. (A JVM's
+// memory reads are many and tiny, outside a batch one hop each: the `io` file read per hop that
+// tells progress would cost more than the read.)
+static FILE_READS: LazyLock<Arc<StallGuard>> = LazyLock::new(|| {
+    Arc::new(StallGuard::new("mapped file read", FILE_READ_DEADLINE, MAX_STUCK_THREADS).waiting_on_progress())
+});
 
 /// The guard of every read of a JVM's memory, for the run.
 pub fn hotspot_reads() -> &'static Arc<StallGuard> {
@@ -104,6 +108,8 @@ pub struct StallGuard {
     thread: Mutex<Option<ReadThread>>,
     timed_out: AtomicU64,
     refused: AtomicU64,
+    /// Whether a read whose thread goes on reading is waited for ([`Self::waiting_on_progress`]).
+    progress: bool,
 }
 
 impl StallGuard {
@@ -117,7 +123,16 @@ impl StallGuard {
             thread: Mutex::new(None),
             timed_out: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            progress: false,
         }
+    }
+
+    /// A read past its deadline whose thread has read more since the read began (a cold
+    /// disk) is waited for as a runnable one is: each read then costs a look at its thread's
+    /// `io` counters.
+    pub fn waiting_on_progress(mut self) -> Self {
+        self.progress = true;
+        self
     }
 
     /// How long one read may take.
@@ -169,6 +184,7 @@ impl StallGuard {
             return Err(Stall::NoThread { what: self.what, reason: "the read thread ended".into() });
         }
         let tid = || thread.tid.load(Ordering::Acquire);
+        let bytes_read = |tid: i32| if self.progress { bytes_read(tid) } else { None };
         let mut read_so_far = bytes_read(tid());
         let mut outcome = thread.outcomes.recv_timeout(deadline);
         for _ in 1..RUNNABLE_DEADLINES {
@@ -450,7 +466,7 @@ mod tests {
         let file = tempfile::tempfile().unwrap();
         file.write_all_at(&[7u8; 4096], 0).unwrap();
         let file = Arc::new(file);
-        let guard = StallGuard::new("test read", DEADLINE, 1);
+        let guard = StallGuard::new("test read", DEADLINE, 1).waiting_on_progress();
         let slow_disk = Arc::clone(&file);
         let read = guard.run(move || {
             let (started, mut reads) = (Instant::now(), 0u32);
