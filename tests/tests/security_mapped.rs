@@ -317,15 +317,15 @@ fn run_attack(how: Attack, all: bool) {
     assert!(summary["samples"].as_u64().unwrap() > 0, "{what}: the victim's results are written: {summary}");
     if let Attack::Truncate = how {
         // A truncated library cannot be read: the run says so, at the end and in summary.json.
-        assert!(
-            stderr.contains("symbolization degraded"),
-            "{what}: the end of the run says what was not named:\n{stderr}"
-        );
-        assert!(
-            summary["degraded"]["native_files_not_elf"].as_u64().unwrap_or(0) > 0,
-            "{what}: {}",
-            summary["degraded"]
-        );
+        // Whether the profiler's reads (about one a cycle) met the file truncated is a race with
+        // the attack's rounds, which one CI run lost in --all mode (2026-12-04; 5 reruns met it):
+        // a statistical bar, measured once more when missed. A crash or a stall above is not.
+        statistical::check(stderr.contains("symbolization degraded"), || {
+            format!("{what}: the end of the run says what was not named:\n{stderr}")
+        });
+        statistical::check(summary["degraded"]["native_files_not_elf"].as_u64().unwrap_or(0) > 0, || {
+            format!("{what}: {}", summary["degraded"])
+        });
     }
     if let Some(bystander) = &bystander {
         let during = cycles.iter().filter(|c| c["end_epoch_ms"].as_u64().unwrap() > attack_from_ms + 1000);
@@ -339,8 +339,12 @@ fn run_attack(how: Attack, all: bool) {
 
 #[test]
 fn a_library_truncated_under_the_profiler_faults_nothing() {
-    run_attack(Attack::Truncate, false);
-    run_attack(Attack::Truncate, true);
+    statistical::two_attempts("a_library_truncated_under_the_profiler_faults_nothing (--pid)", || {
+        run_attack(Attack::Truncate, false)
+    });
+    statistical::two_attempts("a_library_truncated_under_the_profiler_faults_nothing (--all)", || {
+        run_attack(Attack::Truncate, true)
+    });
 }
 
 #[test]
