@@ -10,6 +10,8 @@ pub mod sampler_cost;
 pub mod unwind;
 pub mod words;
 
+pub use poll::{PollEntry, MAX_POLL_ENTRIES};
+
 /// Maps come in two copies (buffer 0 and 1). The kernel writes the buffer named by
 /// `CONFIG[CONFIG_ACTIVE_BUFFER]`; user space flips it at a cycle's end and drains the other
 /// one while the next cycle fills, so a drain always sees a complete cycle.
@@ -252,23 +254,6 @@ pub struct JvmConfig {
     /// The loop-poll handler blobs' entries, before their frames say where they return
     /// (`jvm_symbols::hotspot::poll_blobs`; `start` 0: none).
     pub poll_entries: [PollEntry; MAX_POLL_ENTRIES],
-}
-
-/// Loop-poll handler blobs: `SharedRuntime::_polling_page_safepoint_handler_blob` and its
-/// `_vectors_` twin.
-pub const MAX_POLL_ENTRIES: usize = 2;
-
-/// `[start, end)` of a loop-poll handler blob's code where its frame's return address is not
-/// stored yet: a thread there was stopped at the poll whose pc is in its `JavaThread` (r15)
-/// at `saved_pc_offset`, with the stopped frame's sp as far below as the entry pushed
-/// (`push %rbx; push %rbp; mov %rsp,%rbp`, then rbp + 16).
-#[repr(C)]
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct PollEntry {
-    pub start: u64,
-    pub end: u64,
-    pub saved_pc_offset: u32,
-    pub _pad: u32,
 }
 
 impl JvmConfig {

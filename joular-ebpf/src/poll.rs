@@ -27,3 +27,20 @@ pub fn is_safepoint_poll(b: [u8; POLL_BYTES]) -> bool {
     let (opcode, modrm) = if b[0] == REX_B { (b[1], b[2]) } else { (b[0], b[1]) };
     opcode == TEST_RM32_R32 && modrm & 0x38 == 0 && modrm & 0xc0 != 0xc0
 }
+
+/// Loop-poll handler blobs: `SharedRuntime::_polling_page_safepoint_handler_blob` and its
+/// `_vectors_` twin.
+pub const MAX_POLL_ENTRIES: usize = 2;
+
+/// `[start, end)` of a loop-poll handler blob's code where its frame's return address is not
+/// stored yet: a thread there was stopped at the poll whose pc is in its `JavaThread` (r15)
+/// at `saved_pc_offset`, with the stopped frame's sp as far below as the entry pushed
+/// (`push %rbx; push %rbp; mov %rsp,%rbp`, then rbp + 16).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PollEntry {
+    pub start: u64,
+    pub end: u64,
+    pub saved_pc_offset: u32,
+    pub _pad: u32,
+}

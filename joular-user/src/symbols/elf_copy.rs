@@ -16,10 +16,7 @@ use object::elf::{self, FileHeader64, ProgramHeader64, SectionHeader64, Sym64};
 use object::{pod, LittleEndian as LE};
 
 use crate::target_read::stall_guard::Stall;
-use crate::target_read::ByteSource;
-
-/// How much of the source one read takes.
-const CHUNK_BYTES: usize = 1 << 20;
+use crate::target_read::{ByteSource, CHUNK_BYTES};
 const ELF64_HEADER_BYTES: u64 = size_of::<FileHeader64<LE>>() as u64;
 const ELF64_PHDR_BYTES: u64 = size_of::<ProgramHeader64<LE>>() as u64;
 const ELF64_SHDR_BYTES: u64 = size_of::<SectionHeader64<LE>>() as u64;

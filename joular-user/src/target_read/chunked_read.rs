@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use super::ByteSource;
 
-/// One read's most bytes: what the file-read deadline is sized for.
+/// One read's most bytes of a target's file (here and in `symbols::elf_copy`): what the
+/// file-read deadline is sized for.
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// Reads smaller than this are served from a window of this many bytes read at once: the
 /// ELF parser asks for each of libjvm's ~500 dynamic symbol names on its own, and a guarded

@@ -10,5 +10,5 @@ mod fuse;
 pub mod stall_guard;
 
 pub use byte_source::{ByteSource, MemoryImage};
-pub use chunked_read::ChunkedRead;
+pub use chunked_read::{ChunkedRead, CHUNK_BYTES};
 pub use fuse::on_fuse;

@@ -124,6 +124,8 @@ pub struct HotspotJvm<R> {
     /// windows read of those blobs so far (see [`poll_blobs`]).
     poll_blob_statics: Vec<u64>,
     poll_windows: Vec<PollEntryWindow>,
+    /// Every static held its blob when the windows were read: they are final.
+    poll_statics_read: bool,
     /// Every vtable and itable stub: (code start, is a vtable stub), read when a pc in their
     /// blob is in none of them.
     vtable_stubs: Vec<(u64, bool)>,
@@ -172,6 +174,7 @@ impl<R: MemoryReader> HotspotJvm<R> {
             stub_descs: StubDescs::default(),
             poll_blob_statics: LOOP_POLL_HANDLER_BLOBS.iter().filter_map(|s| symbols.addrs.get(*s).copied()).collect(),
             poll_windows: Vec::new(),
+            poll_statics_read: false,
             vtable_stubs: Vec::new(),
             stub_blobs: StubBlobs::default(),
             methods: HashMap::new(),
@@ -286,18 +289,22 @@ impl<R: MemoryReader> HotspotJvm<R> {
         self.refresh_poll_windows();
     }
 
-    /// The loop-poll handler blobs' entry windows (see [`poll_blobs`]): read until both are
-    /// found (the JVM generates the blobs early in its start, and never frees them).
+    /// The loop-poll handler blobs' entry windows (see [`poll_blobs`]): read once every blob
+    /// exists (the JVM generates them early in its start, and never frees them), then kept,
+    /// whether or not each had a window.
     fn refresh_poll_windows(&mut self) {
         let Some(code) = &self.layout.code else { return };
-        if self.poll_windows.len() == self.poll_blob_statics.len() {
+        if self.poll_statics_read {
             return;
         }
-        self.poll_windows = self
-            .poll_blob_statics
-            .iter()
-            .filter_map(|&at| poll_blobs::read_entry_window(&self.reader, code, at))
-            .collect();
+        let blobs: Vec<u64> =
+            self.poll_blob_statics.iter().filter_map(|&at| self.reader.read_u64(at).ok().filter(|&b| b != 0)).collect();
+        if blobs.len() < self.poll_blob_statics.len() {
+            return;
+        }
+        self.poll_windows =
+            blobs.iter().filter_map(|&blob| poll_blobs::read_entry_window(&self.reader, code, blob)).collect();
+        self.poll_statics_read = true;
     }
 
     /// Where a loop-poll handler blob's frame does not say yet where it returns.

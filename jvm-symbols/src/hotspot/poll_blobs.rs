@@ -65,10 +65,9 @@ pub fn entry_window(start: u64, code: &[u8]) -> Option<PollEntryWindow> {
     Some(PollEntryWindow { start, end: start + (at + pattern_len) as u64, saved_pc_offset })
 }
 
-/// The window of the handler blob whose `CodeBlob*` is at `static_addr`, if the blob exists
-/// yet (the JVM generates it early in its start) and has one.
-pub fn read_entry_window(reader: &impl MemoryReader, l: &CodeLayout, static_addr: u64) -> Option<PollEntryWindow> {
-    let blob_addr = reader.read_u64(static_addr).ok().filter(|&a| a != 0)?;
+/// The window of the handler blob at `blob_addr` (the `CodeBlob*` its static holds), if it has
+/// one. At most `MAX_ENTRY_BYTES` of its code are read.
+pub fn read_entry_window(reader: &impl MemoryReader, l: &CodeLayout, blob_addr: u64) -> Option<PollEntryWindow> {
     let blob = read_blob(reader, l, blob_addr).ok()?;
     let code_end = blob.address.checked_add(blob.size_bytes)?;
     let len = code_end.checked_sub(blob.code_begin)?.min(MAX_ENTRY_BYTES as u64) as usize;
